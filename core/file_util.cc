@@ -1,0 +1,82 @@
+#include "core/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace rlflow {
+
+namespace {
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+}  // namespace
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string ReadFile(const std::string& path, const std::string& what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) Fail("cannot read ", what, " '", path, "': it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  if (in.bad()) Fail("cannot read ", what, " '", path, "': read error");
+  return os.str();
+}
+
+void CheckWritablePath(const std::string& path, const std::string& what) {
+  if (path.empty()) Fail(what, " path is empty");
+  std::string dir = DirName(path);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    Fail("cannot write ", what, " '", path, "': directory '", dir, "' does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) Fail("cannot write ", what, " '", path, "': directory '", dir, "' is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) Fail("cannot write ", what, " '", path, "': it is a directory");
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  CheckWritablePath(path);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) Fail("cannot write '", tmp, "': ", std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      Fail("cannot write '", path, "': ", std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    Fail("cannot write '", path, "': ", std::strerror(err));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    Fail("cannot write '", path, "': ", std::strerror(err));
+  }
+}
+
+}  // namespace rlflow

@@ -1,0 +1,17 @@
+#pragma once
+// Whole-file reads and atomic writes (temp file in the same directory, then
+// rename), so that a failed or interrupted write never leaves a partial file.
+#include <string>
+
+namespace rlflow {
+
+// Throws rlflow::Error("cannot read <what> '<path>': <reason>").
+std::string ReadFile(const std::string& path, const std::string& what = "file");
+// Fails unless `path`'s directory exists and is writable, and path itself is
+// not a directory. Call before long work so that bad paths fail fast.
+void CheckWritablePath(const std::string& path, const std::string& what = "output");
+// Writes `bytes` to `path` atomically.
+void WriteFileAtomically(const std::string& path, const std::string& bytes);
+bool FileExists(const std::string& path);
+
+}  // namespace rlflow

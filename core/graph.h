@@ -1,0 +1,131 @@
+#pragma once
+// The graph IR: a DAG of operator nodes over tensor values, with graph
+// inputs, weights (initializers) and outputs.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/attribute.h"
+#include "core/tensor.h"
+
+namespace rlflow {
+
+using ValueId = int32_t;
+using NodeId = int32_t;
+constexpr ValueId kNoValue = -1;  // an omitted optional input
+constexpr NodeId kNoNode = -1;
+
+struct Value {
+  std::string name;
+  TensorType type;
+  NodeId producer = kNoNode;  // kNoNode for graph inputs and initializers
+  int output_index = 0;
+  TensorDataPtr initializer;  // set for weights / constants
+  bool is_graph_input = false;
+  std::string doc;
+};
+
+struct Node {
+  std::string name;
+  std::string op;      // operator type, e.g. "Conv"
+  std::string domain;  // "" is the default ONNX domain
+  std::vector<ValueId> inputs;  // kNoValue for omitted optional inputs
+  std::vector<ValueId> outputs;
+  AttributeMap attrs;
+  // For operators the registry does not model: the original serialized ONNX
+  // NodeProto, exported unchanged (only tensor names are re-linked).
+  std::shared_ptr<const std::string> opaque_proto;
+  bool opaque() const { return opaque_proto != nullptr; }
+  std::string doc;
+  std::string Describe() const;  // "'conv1' (Conv)"
+};
+
+// Model-level information kept for export.
+struct ModelInfo {
+  int64_t ir_version = 8;
+  std::map<std::string, int64_t> opsets = {{"", 17}};  // domain -> version
+  std::string producer_name;
+  std::string producer_version;
+  std::string graph_name = "rlflow";
+  std::string doc;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  // Serialized FunctionProtos and other model parts exported unchanged.
+  std::vector<std::string> functions;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+
+  // ---- construction ----
+  ValueId AddInput(const std::string& name, const TensorType& type);
+  ValueId AddInitializer(const std::string& name, TensorDataPtr data);
+  ValueId AddInitializer(const std::string& name, TensorData data);
+  // Adds a node with `num_outputs` fresh output values (named
+  // "<node name>:<k>" unless `output_names` is given). Types are unknown
+  // until shape inference runs.
+  NodeId AddNode(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs,
+                 AttributeMap attrs = {}, const std::string& name = "",
+                 const std::vector<std::string>& output_names = {});
+  void SetOutputs(const std::vector<ValueId>& outputs) { outputs_ = outputs; }
+  // Replaces every use of `from` (node inputs and graph outputs) by `to`.
+  void ReplaceAllUses(ValueId from, ValueId to);
+  // Turns the value into an initializer holding `data` and detaches it from
+  // its producer (which becomes dead if it has no other used output).
+  void MakeConstant(ValueId value, TensorDataPtr data);
+  // Drops nodes whose outputs are unused and values nobody refers to.
+  // Invalidates NodeIds and ValueIds.
+  void RemoveDeadCode();
+
+  // ---- access ----
+  const Value& value(ValueId id) const { return values_.at(id); }
+  Value& mutable_value(ValueId id) { return values_.at(id); }
+  const Node& node(NodeId id) const { return nodes_.at(id); }
+  Node& mutable_node(NodeId id) { return nodes_.at(id); }
+  int num_values() const { return static_cast<int>(values_.size()); }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+  std::vector<ValueId> initializers() const;
+  ValueId FindValue(const std::string& name) const;  // kNoValue if absent
+  bool IsConstant(ValueId v) const { return v != kNoValue && values_.at(v).initializer != nullptr; }
+  ModelInfo& info() { return info_; }
+  const ModelInfo& info() const { return info_; }
+  int64_t opset() const;  // default-domain opset
+
+  // Consumers of each value: (node, input index) pairs.
+  std::vector<std::vector<std::pair<NodeId, int>>> Consumers() const;
+
+  // ---- analysis ----
+  // Nodes in a topological order (stable: ties keep insertion order).
+  // Throws rlflow::Error naming the nodes of a cycle.
+  std::vector<NodeId> TopologicalOrder() const;
+  // Checks references, arity of nodes and acyclicity; throws on failure.
+  void Validate() const;
+  // Hash equal for isomorphic graphs however they were built: depends on
+  // operators, attributes, wiring, graph input/output order, types and
+  // weight contents, not on names or node insertion order.
+  uint64_t StructuralHash() const;
+  // Graphviz DOT text.
+  std::string ToDot() const;
+  // Counts by operator type (opaque ops included).
+  std::map<std::string, int> OpCounts() const;
+  // Number of weight elements.
+  int64_t NumParameters() const;
+
+  std::string UniqueName(const std::string& base) const;
+
+ private:
+  void IndexName(const std::string& name, ValueId id);
+
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+  std::map<std::string, ValueId> by_name_;
+  ModelInfo info_;
+};
+
+}  // namespace rlflow

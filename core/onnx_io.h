@@ -1,0 +1,48 @@
+#pragma once
+// ONNX import and export.
+//
+// Import accepts default-domain opsets 11 to 17. Models below opset 13 are
+// upgraded to 13 with ONNX's version converter, so the IR always holds the
+// opset-13+ forms (axes and split sizes as inputs). Operators the registry
+// does not model (and other domains) become opaque nodes that are exported
+// unchanged. ONNX shape inference fills in missing types first; then the
+// registry's shape rules infer and check every modelled node.
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace rlflow {
+
+struct ImportOptions {
+  // Value bound to symbolic / unknown dimensions of graph inputs (batch 1).
+  int64_t free_dim_value = 1;
+};
+
+struct ImportReport {
+  std::vector<std::string> warnings;
+  int opset_before_conversion = 0;
+};
+
+Graph ImportOnnxFile(const std::string& path, const ImportOptions& options = {}, ImportReport* report = nullptr);
+// `what` names the source in error messages.
+Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const ImportOptions& options = {},
+                      ImportReport* report = nullptr);
+Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options = {},
+                      ImportReport* report = nullptr);
+
+// Builds the ONNX model and checks it with onnx::checker (throws on failure).
+void ExportOnnxModel(const Graph& graph, onnx::ModelProto* model);
+std::string ExportOnnxBytes(const Graph& graph);
+// Export + checker + atomic write.
+void WriteOnnxFile(const Graph& graph, const std::string& path);
+
+constexpr int kMinOpset = 11;
+constexpr int kMaxOpset = 17;
+constexpr int kCanonicalMinOpset = 13;
+
+}  // namespace rlflow

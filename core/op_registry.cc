@@ -1,0 +1,191 @@
+#include "core/op_registry.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace rlflow {
+
+const AttrSpec* OpDef::FindAttr(const std::string& attr) const {
+  for (const AttrSpec& s : attrs)
+    if (s.name == attr) return &s;
+  return nullptr;
+}
+
+bool AttrReader::Has(const std::string& name) const { return node_.attrs.count(name) > 0; }
+
+void AttrReader::Fail(const std::string& message) const { ::rlflow::Fail("node ", node_.Describe(), ": ", message); }
+
+const Attribute* AttrReader::Find(const std::string& name, AttrType type) const {
+  auto it = node_.attrs.find(name);
+  const Attribute* a = nullptr;
+  if (it != node_.attrs.end()) {
+    a = &it->second;
+  } else {
+    const AttrSpec* spec = def_.FindAttr(name);
+    if (spec == nullptr) Fail("operator entry has no attribute '" + name + "'");
+    if (!spec->default_value) {
+      if (spec->required) Fail("required attribute '" + name + "' is missing");
+      return nullptr;
+    }
+    a = &*spec->default_value;
+  }
+  if (a->type != type)
+    Fail("attribute '" + name + "' has type " + AttrTypeName(a->type) + ", expected " + AttrTypeName(type));
+  return a;
+}
+
+int64_t AttrReader::Int(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kInt);
+  return a ? a->i : 0;
+}
+float AttrReader::Float(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kFloat);
+  return a ? a->f : 0.0f;
+}
+std::string AttrReader::String(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kString);
+  return a ? a->s : std::string();
+}
+std::vector<int64_t> AttrReader::Ints(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kInts);
+  return a ? a->ints : std::vector<int64_t>();
+}
+std::vector<float> AttrReader::Floats(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kFloats);
+  return a ? a->floats : std::vector<float>();
+}
+TensorDataPtr AttrReader::Tensor(const std::string& name) const {
+  const Attribute* a = Find(name, AttrType::kTensor);
+  return a ? a->tensor : nullptr;
+}
+
+const TensorType& ShapeContext::input(int i) const {
+  if (!has_input(i)) Fail("input " + std::to_string(i) + " is missing");
+  return *inputs_[i];
+}
+
+std::vector<int64_t> ShapeContext::ConstantInts(int i, const char* what) const {
+  const TensorData* c = constant(i);
+  if (c == nullptr) Fail(std::string(what) + " (input " + std::to_string(i) + ") must be a constant");
+  return c->ToInt64();
+}
+
+OpRegistry& OpRegistry::Global() {
+  static OpRegistry* registry = new OpRegistry();
+  return *registry;
+}
+
+void OpRegistry::Register(OpDef def) {
+  auto key = std::make_pair(def.domain, def.name);
+  RLFLOW_CHECK(!ops_.count(key), "operator ", def.name, " registered twice");
+  ops_[key] = std::make_unique<OpDef>(std::move(def));
+}
+
+const OpDef* OpRegistry::Find(const std::string& domain, const std::string& op) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  auto it = ops_.find({d, op});
+  return it == ops_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const OpDef*> OpRegistry::All() const {
+  std::vector<const OpDef*> out;
+  for (const auto& [key, def] : ops_) out.push_back(def.get());
+  return out;
+}
+
+void CheckNodeAgainstDef(const Node& node, const OpDef& def) {
+  int nin = static_cast<int>(node.inputs.size());
+  int nout = static_cast<int>(node.outputs.size());
+  RLFLOW_CHECK(nin >= def.min_inputs && nin <= def.max_inputs, "node ", node.Describe(), " has ", nin,
+               " inputs, expected ", def.min_inputs, (def.min_inputs == def.max_inputs ? "" : " to " + std::to_string(def.max_inputs)));
+  RLFLOW_CHECK(nout >= def.min_outputs && nout <= def.max_outputs, "node ", node.Describe(), " has ", nout,
+               " outputs, expected ", def.min_outputs, (def.min_outputs == def.max_outputs ? "" : " to " + std::to_string(def.max_outputs)));
+  for (int k = 0; k < std::min(nin, def.min_inputs); ++k)
+    RLFLOW_CHECK(node.inputs[k] != kNoValue, "node ", node.Describe(), ": required input ", k, " is missing");
+  for (const auto& [name, attr] : node.attrs) {
+    const AttrSpec* spec = def.FindAttr(name);
+    RLFLOW_CHECK(spec != nullptr, "node ", node.Describe(), " has unknown attribute '", name, "'");
+    RLFLOW_CHECK(spec->type == attr.type, "node ", node.Describe(), ": attribute '", name, "' has type ",
+                 AttrTypeName(attr.type), ", expected ", AttrTypeName(spec->type));
+  }
+  for (const AttrSpec& spec : def.attrs)
+    RLFLOW_CHECK(!spec.required || node.attrs.count(spec.name), "node ", node.Describe(),
+                 ": required attribute '", spec.name, "' is missing");
+}
+
+std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def) {
+  const Node& n = graph.node(id);
+  std::vector<const TensorType*> types;
+  std::vector<const TensorData*> constants;
+  for (ValueId in : n.inputs) {
+    if (in == kNoValue) {
+      types.push_back(nullptr);
+      constants.push_back(nullptr);
+      continue;
+    }
+    const Value& v = graph.value(in);
+    if (v.type.dtype == DType::kUndefined) Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown");
+    types.push_back(&v.type);
+    constants.push_back(v.initializer.get());
+  }
+  ShapeContext ctx(n, def, std::move(types), std::move(constants));
+  std::vector<TensorType> out = def.shape(ctx);
+  if (out.size() < n.outputs.size()) Fail("node ", n.Describe(), ": shape rule gave ", out.size(), " outputs");
+  return out;
+}
+
+namespace {
+// Declared (imported) types may leave dimensions unknown; known ones must agree.
+bool Compatible(const TensorType& declared, const TensorType& inferred) {
+  if (declared.dtype != DType::kUndefined && inferred.dtype != DType::kUndefined && declared.dtype != inferred.dtype)
+    return false;
+  if (!declared.rank_known || !inferred.rank_known) return true;
+  if (declared.shape.size() != inferred.shape.size()) return false;
+  for (size_t k = 0; k < declared.shape.size(); ++k)
+    if (declared.shape[k] >= 0 && inferred.shape[k] >= 0 && declared.shape[k] != inferred.shape[k]) return false;
+  return true;
+}
+}  // namespace
+
+void InferShapes(Graph& graph) {
+  const OpRegistry& reg = OpRegistry::Global();
+  for (NodeId id : graph.TopologicalOrder()) {
+    const Node& n = graph.node(id);
+    if (n.opaque()) continue;
+    const OpDef* def = reg.Find(n.domain, n.op);
+    RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
+    std::vector<TensorType> out = InferNodeShapes(graph, id, *def);
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      Value& v = graph.mutable_value(n.outputs[k]);
+      if (v.type.dtype != DType::kUndefined || v.type.rank_known) {
+        if (!Compatible(v.type, out[k]))
+          Fail("shape mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ", v.type.ToString(),
+               " but the inputs give ", out[k].ToString());
+      }
+      v.type = out[k];
+    }
+  }
+}
+
+int64_t NormalizeAxis(int64_t axis, int64_t rank, const AttrReader& ctx) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    ctx.Fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Shape BroadcastShapes(const Shape& a, const Shape& b, const AttrReader& ctx) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    int64_t da = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
+    int64_t db = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
+    if (da == db || db == 1) out[k] = da;
+    else if (da == 1) out[k] = db;
+    else if (da < 0 || db < 0) out[k] = std::max(da, db) > 1 ? std::max(da, db) : kUnknownDim;
+    else ctx.Fail("cannot broadcast shapes " + ShapeToString(a) + " and " + ShapeToString(b));
+  }
+  return out;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,131 @@
+#pragma once
+// The op registry: every operator is described once, in one entry, with
+//   - its ONNX mapping (op type, domain, opset range, attributes with types and
+//     defaults, input/output arity),
+//   - its shape rule,
+//   - its CPU kernel (ATen; see core/ops/kernel.h),
+//   - its cost facts (FLOPs),
+// and, added by later components to the same entry, the generator's integer
+// fingerprint semantics and the verifier's symbolic semantics.
+// Entries live in core/ops/*.cc and register themselves statically.
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/attribute.h"
+#include "core/graph.h"
+#include "core/tensor.h"
+
+namespace rlflow {
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  std::optional<Attribute> default_value;  // nullopt: required (or optional with no default, see `required`)
+  bool required = false;
+};
+
+struct OpDef;
+
+// Typed access to a node's attributes, falling back to the entry's defaults.
+class AttrReader {
+ public:
+  AttrReader(const Node& node, const OpDef& def) : node_(node), def_(def) {}
+  const Node& node() const { return node_; }
+  const OpDef& def() const { return def_; }
+  bool Has(const std::string& name) const;  // set on the node
+  int64_t Int(const std::string& name) const;
+  float Float(const std::string& name) const;
+  std::string String(const std::string& name) const;
+  std::vector<int64_t> Ints(const std::string& name) const;
+  std::vector<float> Floats(const std::string& name) const;
+  TensorDataPtr Tensor(const std::string& name) const;
+  [[noreturn]] void Fail(const std::string& message) const;
+
+ private:
+  const Attribute* Find(const std::string& name, AttrType type) const;
+  const Node& node_;
+  const OpDef& def_;
+};
+
+// What a shape rule sees: input types, and input values where they are
+// constants (weights, folded shapes), nullptr otherwise.
+class ShapeContext : public AttrReader {
+ public:
+  ShapeContext(const Node& node, const OpDef& def, std::vector<const TensorType*> inputs,
+               std::vector<const TensorData*> constants)
+      : AttrReader(node, def), inputs_(std::move(inputs)), constants_(std::move(constants)) {}
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[i] != nullptr; }
+  const TensorType& input(int i) const;
+  const TensorData* constant(int i) const { return i < num_inputs() ? constants_[i] : nullptr; }
+  // A constant integer input (e.g. Reshape's shape); fails if not constant.
+  std::vector<int64_t> ConstantInts(int i, const char* what) const;
+
+ private:
+  std::vector<const TensorType*> inputs_;
+  std::vector<const TensorData*> constants_;
+};
+
+struct KernelContext;  // ATen-based, defined in core/ops/kernel.h
+
+using ShapeFn = std::function<std::vector<TensorType>(const ShapeContext&)>;
+using KernelFn = void (*)(KernelContext&);
+using FlopsFn = std::function<double(const ShapeContext&, const std::vector<TensorType>& outputs)>;
+
+struct OpDef {
+  std::string name;    // ONNX op type
+  std::string domain;  // "" = default ONNX domain
+  int since_opset = 1;  // lowest default-domain opset whose semantics this entry implements
+  int min_inputs = 1, max_inputs = 1;
+  int min_outputs = 1, max_outputs = 1;
+  std::vector<AttrSpec> attrs;
+  ShapeFn shape;
+  KernelFn kernel = nullptr;
+  FlopsFn flops;  // nullptr: zero FLOPs (data movement only)
+  // Extension point for later components (generator fingerprint semantics,
+  // verifier symbolic semantics) keyed by facet name.
+  std::map<std::string, std::shared_ptr<void>> facets;
+
+  const AttrSpec* FindAttr(const std::string& name) const;
+};
+
+class OpRegistry {
+ public:
+  static OpRegistry& Global();
+  void Register(OpDef def);
+  // nullptr if the operator is not modelled (it is then kept opaque).
+  const OpDef* Find(const std::string& domain, const std::string& op) const;
+  std::vector<const OpDef*> All() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::unique_ptr<OpDef>> ops_;
+};
+
+struct OpRegistrar {
+  explicit OpRegistrar(OpDef def) { OpRegistry::Global().Register(std::move(def)); }
+};
+
+#define RLFLOW_OP_CONCAT_INNER(a, b) a##b
+#define RLFLOW_OP_CONCAT(a, b) RLFLOW_OP_CONCAT_INNER(a, b)
+// RLFLOW_REGISTER_OP(MakeConvDef()) at namespace scope in core/ops/*.cc.
+#define RLFLOW_REGISTER_OP(def_expr) \
+  static ::rlflow::OpRegistrar RLFLOW_OP_CONCAT(rlflow_op_registrar_, __LINE__)(def_expr)
+
+// Runs the entry's shape rule for node `id` with the graph's current types.
+std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def);
+// Infers the types of every node output in topological order. Opaque nodes
+// keep the types already recorded on their outputs. A declared type that
+// contradicts the inferred one is an error naming the node.
+void InferShapes(Graph& graph);
+// Checks a node's arity and attributes against its entry.
+void CheckNodeAgainstDef(const Node& node, const OpDef& def);
+
+// Helpers for shape rules.
+int64_t NormalizeAxis(int64_t axis, int64_t rank, const AttrReader& ctx);
+Shape BroadcastShapes(const Shape& a, const Shape& b, const AttrReader& ctx);
+
+}  // namespace rlflow

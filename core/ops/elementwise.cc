@@ -1,0 +1,163 @@
+// Element-wise operators: unary maths, binary arithmetic with broadcasting,
+// comparisons, Where, Clip, Cast, Identity and inference-mode Dropout.
+#include "core/error.h"
+#include "core/ops/helpers.h"
+
+namespace rlflow::ops {
+namespace {
+
+std::vector<TensorType> SameAsInput0(const ShapeContext& c) { return {c.input(0)}; }
+
+OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element = 1.0) {
+  OpDef d;
+  d.name = name;
+  d.shape = SameAsInput0;
+  d.kernel = kernel;
+  d.flops = PerOutputElement(flops_per_element);
+  return d;
+}
+
+#define RLFLOW_UNARY(NAME, EXPR, FLOPS)                                          \
+  RLFLOW_REGISTER_OP(Unary(#NAME, [](KernelContext& c) {                         \
+    const at::Tensor& x = c.in(0);                                               \
+    c.outputs = {EXPR};                                                          \
+  }, FLOPS))
+
+RLFLOW_UNARY(Relu, at::relu(x), 1);
+RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4);
+RLFLOW_UNARY(Tanh, at::tanh(x), 4);
+RLFLOW_UNARY(Erf, at::erf(x), 8);
+RLFLOW_UNARY(Sqrt, at::sqrt(x), 4);
+RLFLOW_UNARY(Exp, at::exp(x), 4);
+RLFLOW_UNARY(Log, at::log(x), 4);
+RLFLOW_UNARY(Neg, at::neg(x), 1);
+RLFLOW_UNARY(Abs, at::abs(x), 1);
+RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1);
+RLFLOW_UNARY(Floor, at::floor(x), 1);
+RLFLOW_UNARY(Ceil, at::ceil(x), 1);
+RLFLOW_UNARY(Identity, x, 0);
+#undef RLFLOW_UNARY
+
+// Binary operators with multidirectional (numpy) broadcasting.
+OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false) {
+  OpDef d;
+  d.name = name;
+  d.min_inputs = d.max_inputs = 2;
+  d.shape = [bool_result, name](const ShapeContext& c) {
+    const TensorType& a = c.input(0);
+    const TensorType& b = c.input(1);
+    if (a.dtype != b.dtype && name != "Pow")
+      c.Fail("input types differ: " + a.ToString() + " and " + b.ToString());
+    TensorType out;
+    out.dtype = bool_result ? DType::kBool : a.dtype;
+    if (!a.rank_known || !b.rank_known) {
+      out.rank_known = false;
+      return std::vector<TensorType>{out};
+    }
+    out.shape = BroadcastShapes(a.shape, b.shape, c);
+    return std::vector<TensorType>{out};
+  };
+  d.kernel = kernel;
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+
+bool IsIntegral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
+
+RLFLOW_REGISTER_OP(Binary("Add", [](KernelContext& c) { c.outputs = {at::add(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Sub", [](KernelContext& c) { c.outputs = {at::sub(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Div", [](KernelContext& c) {
+  // ONNX integer division truncates toward zero, like C.
+  c.outputs = {IsIntegral(c.in(0)) ? at::div(c.in(0), c.in(1), "trunc") : at::div(c.in(0), c.in(1))};
+}));
+RLFLOW_REGISTER_OP(Binary("Pow", [](KernelContext& c) {
+  c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())};
+}));
+RLFLOW_REGISTER_OP(Binary("Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Equal", [](KernelContext& c) { c.outputs = {at::eq(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary("Less", [](KernelContext& c) { c.outputs = {at::lt(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary("Greater", [](KernelContext& c) { c.outputs = {at::gt(c.in(0), c.in(1))}; }, true));
+
+OpDef WhereDef() {
+  OpDef d;
+  d.name = "Where";
+  d.min_inputs = d.max_inputs = 3;
+  d.shape = [](const ShapeContext& c) {
+    if (c.input(0).dtype != DType::kBool) c.Fail("condition must be bool");
+    if (c.input(1).dtype != c.input(2).dtype) c.Fail("X and Y types differ");
+    TensorType out = c.input(1);
+    out.shape = BroadcastShapes(BroadcastShapes(c.input(0).shape, c.input(1).shape, c), c.input(2).shape, c);
+    return std::vector<TensorType>{out};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {at::where(c.in(0), c.in(1), c.in(2))}; };
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(WhereDef());
+
+OpDef ClipDef() {
+  OpDef d;
+  d.name = "Clip";
+  d.since_opset = 11;
+  d.min_inputs = 1;
+  d.max_inputs = 3;
+  d.shape = SameAsInput0;
+  d.kernel = [](KernelContext& c) {
+    c10::optional<at::Scalar> lo, hi;
+    if (c.has(1)) lo = c.in(1).item();
+    if (c.has(2)) hi = c.in(2).item();
+    c.outputs = {at::clamp(c.in(0), lo, hi)};
+  };
+  d.flops = PerOutputElement(2.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(ClipDef());
+
+OpDef CastDef() {
+  OpDef d;
+  d.name = "Cast";
+  d.attrs = {RequiredInt("to"), IntAttr("saturate", 1)};
+  d.shape = [](const ShapeContext& c) {
+    DType to = DTypeFromCode(static_cast<int32_t>(c.Int("to")));
+    if (to == DType::kUndefined || to == DType::kString) c.Fail("unsupported target type " + std::to_string(c.Int("to")));
+    TensorType out = c.input(0);
+    out.dtype = to;
+    return std::vector<TensorType>{out};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {c.in(0).to(ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("to")))))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(CastDef());
+
+// Dropout in inference: the identity (and an all-true mask if asked for).
+OpDef DropoutDef() {
+  OpDef d;
+  d.name = "Dropout";
+  d.min_inputs = 1;
+  d.max_inputs = 3;
+  d.max_outputs = 2;
+  d.attrs = {IntAttr("seed", 0)};
+  d.shape = [](const ShapeContext& c) {
+    if (const TensorData* training = c.constant(2)) {
+      if (!training->ToInt64().empty() && training->ToInt64()[0] != 0) c.Fail("training_mode=true is not supported");
+    } else if (c.has_input(2)) {
+      c.Fail("training_mode must be a constant");
+    }
+    TensorType mask = c.input(0);
+    mask.dtype = DType::kBool;
+    return std::vector<TensorType>{c.input(0), mask};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {c.in(0)};
+    if (c.num_outputs() > 1) c.outputs.push_back(at::ones_like(c.in(0), at::kBool));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(DropoutDef());
+
+}  // namespace
+}  // namespace rlflow::ops

@@ -1,0 +1,473 @@
+// Neural-network operators: convolution, normalisation, pooling, padding,
+// matrix products, softmax and reductions.
+#include <numeric>
+
+#include "core/error.h"
+#include "core/ops/helpers.h"
+
+namespace rlflow::ops {
+namespace {
+
+std::vector<AttrSpec> WindowAttrs(bool dilations) {
+  std::vector<AttrSpec> a = {StringAttr("auto_pad", "NOTSET"), IntsAttr("kernel_shape"), IntsAttr("pads"),
+                             IntsAttr("strides")};
+  if (dilations) a.push_back(IntsAttr("dilations"));
+  return a;
+}
+
+Shape Spatial(const TensorType& t) { return Shape(t.shape.begin() + 2, t.shape.end()); }
+
+std::vector<int64_t> AsVec(at::IntArrayRef r) { return std::vector<int64_t>(r.begin(), r.end()); }
+
+// Pads spatial dims (begin/end per dim) with `value` for the ATen call.
+at::Tensor PadSpatial(const at::Tensor& x, const Window& w, double value) {
+  std::vector<int64_t> p;
+  for (size_t k = w.pad_begin.size(); k-- > 0;) {
+    p.push_back(w.pad_begin[k]);
+    p.push_back(w.pad_end[k]);
+  }
+  return at::constant_pad_nd(x, p, value);
+}
+
+// ---- Conv ----
+Window ConvWindow(const AttrReader& a, const TensorType& x, const TensorType& w) {
+  std::vector<int64_t> kernel = a.Has("kernel_shape") ? a.Ints("kernel_shape") : Shape(w.shape.begin() + 2, w.shape.end());
+  return ComputeWindow(a, Spatial(x), kernel, false, true);
+}
+
+OpDef ConvDef() {
+  OpDef d;
+  d.name = "Conv";
+  d.since_opset = 11;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = WindowAttrs(true);
+  d.attrs.push_back(IntAttr("group", 1));
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& w = c.input(1);
+    if (RankOf(c, 0) < 3 || RankOf(c, 1) != x.rank()) c.Fail("X " + x.ToString() + " and W " + w.ToString() + " ranks do not fit a convolution");
+    int64_t group = c.Int("group");
+    if (group <= 0) c.Fail("group must be positive");
+    if (x.shape[1] >= 0 && w.shape[1] >= 0 && x.shape[1] != w.shape[1] * group)
+      c.Fail("input has " + std::to_string(x.shape[1]) + " channels but W " + w.ToString() + " with group " +
+             std::to_string(group) + " expects " + std::to_string(w.shape[1] * group));
+    if (w.shape[0] >= 0 && w.shape[0] % group != 0) c.Fail("output channels are not divisible by group");
+    if (c.has_input(2)) {
+      const TensorType& b = c.input(2);
+      if (b.rank() != 1 || (b.shape[0] >= 0 && w.shape[0] >= 0 && b.shape[0] != w.shape[0]))
+        c.Fail("bias " + b.ToString() + " does not match W " + w.ToString());
+    }
+    Window win = ConvWindow(c, x, w);
+    Shape out = {x.shape[0], w.shape[0]};
+    out.insert(out.end(), win.out_spatial.begin(), win.out_spatial.end());
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const at::Tensor& w = c.in(1);
+    TensorType xt = Type(DType::kFloat32, AsVec(x.sizes())), wt = Type(DType::kFloat32, AsVec(w.sizes()));
+    Window win = ConvWindow(c, xt, wt);
+    at::Tensor input = x;
+    std::vector<int64_t> padding = win.pad_begin;
+    if (!win.symmetric()) {
+      input = PadSpatial(x, win, 0.0);
+      std::fill(padding.begin(), padding.end(), 0);
+    }
+    at::Tensor bias = c.has(2) ? c.in(2) : at::Tensor();
+    c.outputs = {at::convolution(input, w, bias, win.strides, padding, win.dilations, false,
+                                 std::vector<int64_t>(padding.size(), 0), c.Int("group"))};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    const TensorType& w = c.input(1);
+    double per_output = 2.0 * static_cast<double>(NumElements(Shape(w.shape.begin() + 1, w.shape.end())));
+    return Numel(out[0]) * (per_output + (c.has_input(2) ? 1.0 : 0.0));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ConvDef());
+
+// ---- BatchNormalization (inference form) ----
+OpDef BatchNormDef() {
+  OpDef d;
+  d.name = "BatchNormalization";
+  d.since_opset = 9;
+  d.min_inputs = d.max_inputs = 5;
+  d.attrs = {FloatAttr("epsilon", 1e-5f), FloatAttr("momentum", 0.9f), IntAttr("training_mode", 0),
+             IntAttr("spatial", 1)};
+  d.shape = [](const ShapeContext& c) {
+    if (c.Int("training_mode") != 0) c.Fail("training_mode=1 is not supported");
+    const TensorType& x = c.input(0);
+    if (RankOf(c, 0) < 2) c.Fail("input must have rank >= 2");
+    for (int k = 1; k < 5; ++k) {
+      const TensorType& p = c.input(k);
+      if (p.rank() != 1 || (p.shape[0] >= 0 && x.shape[1] >= 0 && p.shape[0] != x.shape[1]))
+        c.Fail("parameter " + std::to_string(k) + " " + p.ToString() + " does not match " + x.ToString());
+    }
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {at::batch_norm(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), false, 0.0, c.Float("epsilon"), false)};
+  };
+  d.flops = PerOutputElement(2.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(BatchNormDef());
+
+// ---- pooling ----
+Window PoolWindow(const AttrReader& a, const Shape& in_spatial, bool dilations) {
+  std::vector<int64_t> k = a.Ints("kernel_shape");
+  if (k.empty()) a.Fail("kernel_shape is required");
+  return ComputeWindow(a, in_spatial, k, a.Int("ceil_mode") != 0, dilations);
+}
+
+std::vector<TensorType> PoolShape(const ShapeContext& c, bool dilations) {
+  const TensorType& x = c.input(0);
+  if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
+  Window w = PoolWindow(c, Spatial(x), dilations);
+  Shape out = {x.shape[0], x.shape[1]};
+  out.insert(out.end(), w.out_spatial.begin(), w.out_spatial.end());
+  return {Type(x.dtype, out)};
+}
+
+double PoolFlops(const ShapeContext& c, const std::vector<TensorType>& out) {
+  double k = 1;
+  for (int64_t v : c.Ints("kernel_shape")) k *= static_cast<double>(v);
+  return Numel(out[0]) * k;
+}
+
+OpDef MaxPoolDef() {
+  OpDef d;
+  d.name = "MaxPool";
+  d.since_opset = 11;
+  d.attrs = WindowAttrs(true);
+  d.attrs.push_back(IntAttr("ceil_mode", 0));
+  d.attrs.push_back(IntAttr("storage_order", 0));
+  d.shape = [](const ShapeContext& c) { return PoolShape(c, true); };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    Shape in(x.sizes().begin() + 2, x.sizes().end());
+    Window w = PoolWindow(c, in, true);
+    at::Tensor input = x;
+    std::vector<int64_t> padding = w.pad_begin;
+    bool ceil_mode = c.Int("ceil_mode") != 0;
+    bool aten_ok = w.symmetric();
+    for (size_t k = 0; k < padding.size(); ++k) aten_ok = aten_ok && 2 * padding[k] <= w.kernel[k];
+    if (!aten_ok) {
+      input = PadSpatial(x, w, -std::numeric_limits<double>::infinity());
+      std::fill(padding.begin(), padding.end(), 0);
+    }
+    switch (in.size()) {
+      case 1: c.outputs = {at::max_pool1d(input, w.kernel, w.strides, padding, w.dilations, ceil_mode)}; break;
+      case 2: c.outputs = {at::max_pool2d(input, w.kernel, w.strides, padding, w.dilations, ceil_mode)}; break;
+      case 3: c.outputs = {at::max_pool3d(input, w.kernel, w.strides, padding, w.dilations, ceil_mode)}; break;
+      default: c.Fail("only 1-D to 3-D pooling is supported");
+    }
+  };
+  d.flops = PoolFlops;
+  return d;
+}
+RLFLOW_REGISTER_OP(MaxPoolDef());
+
+at::Tensor AvgPoolAten(const at::Tensor& x, const Window& w, const std::vector<int64_t>& padding, bool ceil_mode,
+                       bool count_include_pad, const AttrReader& a) {
+  switch (w.kernel.size()) {
+    case 1: return at::avg_pool1d(x, w.kernel, w.strides, padding, ceil_mode, count_include_pad);
+    case 2: return at::avg_pool2d(x, w.kernel, w.strides, padding, ceil_mode, count_include_pad);
+    case 3: return at::avg_pool3d(x, w.kernel, w.strides, padding, ceil_mode, count_include_pad);
+    default: a.Fail("only 1-D to 3-D pooling is supported");
+  }
+}
+
+OpDef AveragePoolDef() {
+  OpDef d;
+  d.name = "AveragePool";
+  d.since_opset = 11;
+  d.attrs = WindowAttrs(false);
+  d.attrs.push_back(IntAttr("ceil_mode", 0));
+  d.attrs.push_back(IntAttr("count_include_pad", 0));
+  d.shape = [](const ShapeContext& c) { return PoolShape(c, false); };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    Shape in(x.sizes().begin() + 2, x.sizes().end());
+    Window w = PoolWindow(c, in, false);
+    bool ceil_mode = c.Int("ceil_mode") != 0;
+    bool include_pad = c.Int("count_include_pad") != 0;
+    bool aten_ok = w.symmetric();
+    for (size_t k = 0; k < w.kernel.size(); ++k) aten_ok = aten_ok && 2 * w.pad_begin[k] <= w.kernel[k];
+    if (aten_ok) {
+      c.outputs = {AvgPoolAten(x, w, w.pad_begin, ceil_mode, include_pad, c)};
+      return;
+    }
+    // Asymmetric padding: sum over the zero-padded input, divided by the
+    // window size or by the number of real elements in each window.
+    std::vector<int64_t> zero(w.kernel.size(), 0);
+    at::Tensor sum = AvgPoolAten(PadSpatial(x, w, 0.0), w, zero, ceil_mode, true, c);
+    if (!include_pad) {
+      at::Tensor ones = at::ones({1, 1}, x.options());
+      std::vector<int64_t> shape = {1, 1};
+      shape.insert(shape.end(), in.begin(), in.end());
+      at::Tensor count = AvgPoolAten(PadSpatial(at::ones(shape, x.options()), w, 0.0), w, zero, ceil_mode, true, c);
+      sum = sum / count;
+    }
+    c.outputs = {sum};
+  };
+  d.flops = PoolFlops;
+  return d;
+}
+RLFLOW_REGISTER_OP(AveragePoolDef());
+
+OpDef GlobalAveragePoolDef() {
+  OpDef d;
+  d.name = "GlobalAveragePool";
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
+    Shape out = x.shape;
+    for (size_t k = 2; k < out.size(); ++k) out[k] = 1;
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    std::vector<int64_t> dims;
+    for (int64_t k = 2; k < c.in(0).dim(); ++k) dims.push_back(k);
+    c.outputs = {c.in(0).mean(dims, /*keepdim=*/true)};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
+  return d;
+}
+RLFLOW_REGISTER_OP(GlobalAveragePoolDef());
+
+// ---- Pad ----
+OpDef PadDef() {
+  OpDef d;
+  d.name = "Pad";
+  d.since_opset = 11;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = {StringAttr("mode", "constant")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    int64_t r = RankOf(c, 0);
+    std::vector<int64_t> pads = c.ConstantInts(1, "pads");
+    if (static_cast<int64_t>(pads.size()) != 2 * r) c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
+    std::string mode = c.String("mode");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") c.Fail("unknown pad mode '" + mode + "'");
+    Shape out = x.shape;
+    for (int64_t k = 0; k < r; ++k)
+      if (out[k] >= 0) {
+        out[k] += pads[k] + pads[k + r];
+        if (out[k] < 0) c.Fail("negative output dimension after padding");
+      }
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    int64_t r = x.dim();
+    std::vector<int64_t> pads = c.IntsInput(1);
+    std::string mode = c.String("mode");
+    if (mode == "constant") {
+      std::vector<int64_t> p;
+      for (int64_t k = r; k-- > 0;) {
+        p.push_back(pads[k]);
+        p.push_back(pads[k + r]);
+      }
+      double value = c.has(2) ? c.in(2).item().toDouble() : 0.0;
+      c.outputs = {at::constant_pad_nd(x, p, value)};
+      return;
+    }
+    // reflect / edge: ATen pads the trailing 1-3 dims of a batched tensor.
+    int64_t first = r;
+    for (int64_t k = 0; k < r; ++k)
+      if (pads[k] != 0 || pads[k + r] != 0) { first = k; break; }
+    int64_t nd = r - first;
+    if (nd == 0) { c.outputs = {x}; return; }
+    if (nd > 3) c.Fail("mode '" + mode + "' can pad at most the last 3 dimensions");
+    std::vector<int64_t> p;
+    for (int64_t k = r; k-- > first;) {
+      p.push_back(pads[k]);
+      p.push_back(pads[k + r]);
+    }
+    std::vector<int64_t> batched = {1};
+    for (int64_t k = 0; k < first; ++k) batched[0] *= x.size(k);
+    for (int64_t k = first; k < r; ++k) batched.push_back(x.size(k));
+    at::Tensor xb = x.reshape(batched);
+    if (nd < 3 || mode == "edge") xb = xb.unsqueeze(0);  // ATen wants (N, C, spatial...)
+    at::Tensor y;
+    if (mode == "reflect") {
+      y = nd == 1 ? at::reflection_pad1d(xb, p) : nd == 2 ? at::reflection_pad2d(xb, p) : at::reflection_pad3d(xb, p);
+    } else {
+      y = nd == 1 ? at::replication_pad1d(xb, p) : nd == 2 ? at::replication_pad2d(xb, p) : at::replication_pad3d(xb, p);
+    }
+    std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+    for (int64_t k = 0; k < r; ++k) out_shape[k] += pads[k] + pads[k + r];
+    c.outputs = {y.reshape(out_shape)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(PadDef());
+
+// ---- MatMul / Gemm ----
+OpDef MatMulDef() {
+  OpDef d;
+  d.name = "MatMul";
+  d.min_inputs = d.max_inputs = 2;
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& a = c.input(0);
+    const TensorType& b = c.input(1);
+    if (a.dtype != b.dtype) c.Fail("input types differ: " + a.ToString() + " and " + b.ToString());
+    if (RankOf(c, 0) < 1 || RankOf(c, 1) < 1) c.Fail("inputs must have rank >= 1");
+    Shape sa = a.shape, sb = b.shape;
+    bool va = sa.size() == 1, vb = sb.size() == 1;
+    if (va) sa.insert(sa.begin(), 1);
+    if (vb) sb.push_back(1);
+    int64_t ka = sa[sa.size() - 1], kb = sb[sb.size() - 2];
+    if (ka >= 0 && kb >= 0 && ka != kb)
+      c.Fail("inner dimensions differ: " + a.ToString() + " x " + b.ToString());
+    Shape batch = BroadcastShapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), c);
+    Shape out = batch;
+    if (!va) out.push_back(sa[sa.size() - 2]);
+    if (!vb) out.push_back(sb[sb.size() - 1]);
+    return std::vector<TensorType>{Type(a.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {at::matmul(c.in(0), c.in(1))}; };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    const Shape& a = c.input(0).shape;
+    return 2.0 * Numel(out[0]) * static_cast<double>(a.back());
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(MatMulDef());
+
+OpDef GemmDef() {
+  OpDef d;
+  d.name = "Gemm";
+  d.since_opset = 11;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = {FloatAttr("alpha", 1.0f), FloatAttr("beta", 1.0f), IntAttr("transA", 0), IntAttr("transB", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& a = c.input(0);
+    const TensorType& b = c.input(1);
+    if (RankOf(c, 0) != 2 || RankOf(c, 1) != 2) c.Fail("A and B must be matrices, got " + a.ToString() + " and " + b.ToString());
+    int64_t m = c.Int("transA") ? a.shape[1] : a.shape[0];
+    int64_t ka = c.Int("transA") ? a.shape[0] : a.shape[1];
+    int64_t kb = c.Int("transB") ? b.shape[1] : b.shape[0];
+    int64_t n = c.Int("transB") ? b.shape[0] : b.shape[1];
+    if (ka >= 0 && kb >= 0 && ka != kb) c.Fail("inner dimensions differ: " + a.ToString() + " x " + b.ToString());
+    if (c.has_input(2)) BroadcastShapes({m, n}, c.input(2).shape, c);
+    return std::vector<TensorType>{Type(a.dtype, {m, n})};
+  };
+  d.kernel = [](KernelContext& c) {
+    at::Tensor a = c.Int("transA") ? c.in(0).t() : c.in(0);
+    at::Tensor b = c.Int("transB") ? c.in(1).t() : c.in(1);
+    float alpha = c.Float("alpha"), beta = c.Float("beta");
+    if (c.has(2) && beta != 0.0f) {
+      at::Tensor bias = c.in(2);
+      if (bias.dim() == 2 && bias.size(0) == a.size(0) && bias.size(1) == b.size(1)) {
+        c.outputs = {at::addmm(bias, a, b, beta, alpha)};
+      } else {
+        c.outputs = {at::addmm(bias.expand({a.size(0), b.size(1)}), a, b, beta, alpha)};
+      }
+      return;
+    }
+    at::Tensor y = at::mm(a, b);
+    if (alpha != 1.0f) y = y * alpha;
+    c.outputs = {y};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    const Shape& a = c.input(0).shape;
+    double k = static_cast<double>(c.Int("transA") ? a[0] : a[1]);
+    return Numel(out[0]) * (2.0 * k + (c.has_input(2) ? 1.0 : 0.0));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(GemmDef());
+
+// ---- Softmax (opset 13 semantics: along one axis) ----
+OpDef SoftmaxDef() {
+  OpDef d;
+  d.name = "Softmax";
+  d.since_opset = 13;
+  d.attrs = {IntAttr("axis", -1)};
+  d.shape = [](const ShapeContext& c) {
+    NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {at::softmax(c.in(0), NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))};
+  };
+  d.flops = PerOutputElement(5.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(SoftmaxDef());
+
+OpDef LayerNormDef() {
+  OpDef d;
+  d.name = "LayerNormalization";
+  d.since_opset = 17;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = {IntAttr("axis", -1), FloatAttr("epsilon", 1e-5f), IntAttr("stash_type", 1)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
+    Shape norm(x.shape.begin() + axis, x.shape.end());
+    if (c.input(1).shape != norm && c.input(1).IsStatic() && x.IsStatic())
+      c.Fail("scale " + c.input(1).ToString() + " does not match normalized shape " + ShapeToString(norm));
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+    std::vector<int64_t> norm(x.sizes().begin() + axis, x.sizes().end());
+    at::Tensor bias = c.has(2) ? c.in(2) : at::Tensor();
+    c.outputs = {at::layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"), false)};
+  };
+  d.flops = PerOutputElement(8.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(LayerNormDef());
+
+// ---- reductions (opset 13 forms) ----
+std::vector<int64_t> ReduceAxes(const AttrReader& a, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (a.Has("axes")) {
+    for (int64_t ax : a.Ints("axes")) axes.push_back(NormalizeAxis(ax, rank, a));
+  } else {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  return axes;
+}
+
+std::vector<TensorType> ReduceShape(const ShapeContext& c) {
+  const TensorType& x = c.input(0);
+  std::vector<int64_t> axes = ReduceAxes(c, RankOf(c, 0));
+  bool keep = c.Int("keepdims") != 0;
+  Shape out;
+  for (int64_t k = 0; k < x.rank(); ++k) {
+    bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
+    if (!reduced) out.push_back(x.shape[k]);
+    else if (keep) out.push_back(1);
+  }
+  return {Type(x.dtype, out)};
+}
+
+OpDef ReduceDef(const std::string& name, KernelFn kernel) {
+  OpDef d;
+  d.name = name;
+  d.attrs = {IntsAttr("axes"), IntAttr("keepdims", 1)};
+  d.shape = ReduceShape;
+  d.kernel = kernel;
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
+  return d;
+}
+RLFLOW_REGISTER_OP(ReduceDef("ReduceMean", [](KernelContext& c) {
+  c.outputs = {c.in(0).mean(ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceMax", [](KernelContext& c) {
+  c.outputs = {at::amax(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+
+}  // namespace
+}  // namespace rlflow::ops

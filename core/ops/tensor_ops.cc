@@ -1,0 +1,460 @@
+// Data-movement and shape operators (opset 13+ forms: axes and split sizes
+// are inputs). Constant, Shape, Range and friends are folded at import when
+// their inputs are known.
+#include <numeric>
+
+#include "core/error.h"
+#include "core/ops/helpers.h"
+
+namespace rlflow::ops {
+namespace {
+
+std::vector<int64_t> Sizes(const at::Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
+
+// ---- Concat ----
+OpDef ConcatDef() {
+  OpDef d;
+  d.name = "Concat";
+  d.min_inputs = 1;
+  d.max_inputs = 1 << 20;
+  d.attrs = {RequiredInt("axis")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& first = c.input(0);
+    int64_t r = RankOf(c, 0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), r, c);
+    Shape out = first.shape;
+    for (int i = 1; i < c.num_inputs(); ++i) {
+      const TensorType& t = c.input(i);
+      if (t.dtype != first.dtype || RankOf(c, i) != r) c.Fail("input " + std::to_string(i) + " " + t.ToString() + " does not match " + first.ToString());
+      for (int64_t k = 0; k < r; ++k) {
+        if (k == axis) {
+          out[k] = (out[k] < 0 || t.shape[k] < 0) ? kUnknownDim : out[k] + t.shape[k];
+        } else if (out[k] >= 0 && t.shape[k] >= 0 && out[k] != t.shape[k]) {
+          c.Fail("input " + std::to_string(i) + " " + t.ToString() + " differs from " + first.ToString() +
+                 " outside axis " + std::to_string(axis));
+        }
+      }
+    }
+    return std::vector<TensorType>{Type(first.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {at::cat(c.inputs, NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ConcatDef());
+
+// ---- Split ----
+std::vector<int64_t> SplitSizes(const AttrReader& a, int64_t dim, int parts, const std::vector<int64_t>* given) {
+  if (given && !given->empty()) {
+    if (static_cast<int>(given->size()) != parts) a.Fail("split has " + std::to_string(given->size()) + " sizes for " + std::to_string(parts) + " outputs");
+    int64_t sum = std::accumulate(given->begin(), given->end(), int64_t{0});
+    if (dim >= 0 && sum != dim) a.Fail("split sizes add up to " + std::to_string(sum) + ", not " + std::to_string(dim));
+    return *given;
+  }
+  if (dim < 0) return std::vector<int64_t>(parts, kUnknownDim);
+  if (dim % parts != 0) a.Fail("dimension " + std::to_string(dim) + " does not split evenly into " + std::to_string(parts));
+  return std::vector<int64_t>(parts, dim / parts);
+}
+
+OpDef SplitDef() {
+  OpDef d;
+  d.name = "Split";
+  d.since_opset = 13;
+  d.min_inputs = 1;
+  d.max_inputs = 2;
+  d.max_outputs = 1 << 20;
+  d.attrs = {IntAttr("axis", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
+    std::vector<int64_t> given;
+    if (c.has_input(1)) given = c.ConstantInts(1, "split");
+    int parts = static_cast<int>(c.node().outputs.size());
+    std::vector<TensorType> out;
+    for (int64_t s : SplitSizes(c, x.shape[axis], parts, &given)) {
+      Shape sh = x.shape;
+      sh[axis] = s;
+      out.push_back(Type(x.dtype, sh));
+    }
+    return out;
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+    std::vector<int64_t> given;
+    if (c.has(1)) given = c.IntsInput(1);
+    auto parts = at::split_with_sizes(x, SplitSizes(c, x.size(axis), c.num_outputs(), &given), axis);
+    c.outputs.assign(parts.begin(), parts.end());
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(SplitDef());
+
+// ---- Slice ----
+struct SliceSpec {
+  int64_t axis, start, end, step;
+  int64_t count;
+};
+
+std::vector<SliceSpec> SliceSpecs(const AttrReader& a, const Shape& shape, const std::vector<int64_t>& starts,
+                                  const std::vector<int64_t>& ends, const std::vector<int64_t>* axes_in,
+                                  const std::vector<int64_t>* steps_in) {
+  const int64_t r = static_cast<int64_t>(shape.size());
+  size_t n = starts.size();
+  if (ends.size() != n) a.Fail("starts and ends differ in length");
+  std::vector<int64_t> axes(n), steps(n, 1);
+  if (axes_in && !axes_in->empty()) axes = *axes_in; else std::iota(axes.begin(), axes.end(), 0);
+  if (steps_in && !steps_in->empty()) steps = *steps_in;
+  if (axes.size() != n || steps.size() != n) a.Fail("axes/steps differ in length from starts");
+  std::vector<SliceSpec> out;
+  for (size_t k = 0; k < n; ++k) {
+    SliceSpec s;
+    s.axis = NormalizeAxis(axes[k], r, a);
+    s.step = steps[k];
+    if (s.step == 0) a.Fail("slice step cannot be 0");
+    int64_t dim = shape[s.axis];
+    if (dim < 0) a.Fail("slicing an unknown dimension");
+    int64_t st = starts[k], en = ends[k];
+    if (st < 0) st += dim;
+    if (en < 0) en += dim;
+    if (s.step > 0) {
+      st = std::clamp<int64_t>(st, 0, dim);
+      en = std::clamp<int64_t>(en, 0, dim);
+      s.count = en > st ? (en - st + s.step - 1) / s.step : 0;
+    } else {
+      st = std::clamp<int64_t>(st, 0, dim - 1);
+      en = std::clamp<int64_t>(en, -1, dim - 1);
+      s.count = st > en ? (st - en + (-s.step) - 1) / (-s.step) : 0;
+    }
+    s.start = st;
+    s.end = en;
+    out.push_back(s);
+  }
+  return out;
+}
+
+OpDef SliceDef() {
+  OpDef d;
+  d.name = "Slice";
+  d.since_opset = 10;
+  d.min_inputs = 3;
+  d.max_inputs = 5;
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    RankOf(c, 0);
+    std::vector<int64_t> starts = c.ConstantInts(1, "starts"), ends = c.ConstantInts(2, "ends"), axes, steps;
+    if (c.has_input(3)) axes = c.ConstantInts(3, "axes");
+    if (c.has_input(4)) steps = c.ConstantInts(4, "steps");
+    Shape out = x.shape;
+    for (const SliceSpec& s : SliceSpecs(c, x.shape, starts, ends, &axes, &steps)) out[s.axis] = s.count;
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    at::Tensor y = c.in(0);
+    std::vector<int64_t> axes, steps;
+    if (c.has(3)) axes = c.IntsInput(3);
+    if (c.has(4)) steps = c.IntsInput(4);
+    for (const SliceSpec& s : SliceSpecs(c, Sizes(y), c.IntsInput(1), c.IntsInput(2), &axes, &steps)) {
+      if (s.step > 0) {
+        y = y.slice(s.axis, s.start, s.start + s.count * s.step, s.step);
+      } else {
+        at::Tensor idx = at::arange(s.start, s.end, s.step, at::kLong);
+        y = y.index_select(s.axis, idx);
+      }
+    }
+    c.outputs = {y};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(SliceDef());
+
+// ---- Transpose ----
+std::vector<int64_t> Perm(const AttrReader& a, int64_t r) {
+  std::vector<int64_t> perm = a.Ints("perm");
+  if (!a.Has("perm")) {
+    perm.resize(r);
+    for (int64_t k = 0; k < r; ++k) perm[k] = r - 1 - k;
+  }
+  if (static_cast<int64_t>(perm.size()) != r) a.Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t k = 0; k < r; ++k)
+    if (sorted[k] != k) a.Fail("perm is not a permutation");
+  return perm;
+}
+
+OpDef TransposeDef() {
+  OpDef d;
+  d.name = "Transpose";
+  d.attrs = {IntsAttr("perm")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    std::vector<int64_t> perm = Perm(c, RankOf(c, 0));
+    Shape out(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) out[k] = x.shape[perm[k]];
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).permute(Perm(c, c.in(0).dim()))}; };
+  return d;
+}
+RLFLOW_REGISTER_OP(TransposeDef());
+
+// ---- Reshape / Flatten / Squeeze / Unsqueeze ----
+OpDef ReshapeDef() {
+  OpDef d;
+  d.name = "Reshape";
+  d.since_opset = 5;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("allowzero", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    RankOf(c, 0);
+    Shape out = ResolveReshape(x.shape, c.ConstantInts(1, "shape"), c.Int("allowzero") != 0, c);
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {c.in(0).reshape(ResolveReshape(Sizes(c.in(0)), c.IntsInput(1), c.Int("allowzero") != 0, c))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ReshapeDef());
+
+Shape FlattenShape(const AttrReader& a, const Shape& in) {
+  int64_t r = static_cast<int64_t>(in.size());
+  int64_t axis = a.Int("axis");
+  if (axis < -r || axis > r) a.Fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  return {NumElements(Shape(in.begin(), in.begin() + axis)), NumElements(Shape(in.begin() + axis, in.end()))};
+}
+
+OpDef FlattenDef() {
+  OpDef d;
+  d.name = "Flatten";
+  d.attrs = {IntAttr("axis", 1)};
+  d.shape = [](const ShapeContext& c) {
+    RankOf(c, 0);
+    return std::vector<TensorType>{Type(c.input(0).dtype, FlattenShape(c, c.input(0).shape))};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).reshape(FlattenShape(c, Sizes(c.in(0))))}; };
+  return d;
+}
+RLFLOW_REGISTER_OP(FlattenDef());
+
+Shape SqueezeShape(const AttrReader& a, const Shape& in, const std::vector<int64_t>* axes_in) {
+  int64_t r = static_cast<int64_t>(in.size());
+  std::vector<char> drop(r, 0);
+  if (axes_in && !axes_in->empty()) {
+    for (int64_t ax : *axes_in) {
+      int64_t k = NormalizeAxis(ax, r, a);
+      if (in[k] != 1 && in[k] >= 0) a.Fail("cannot squeeze axis " + std::to_string(ax) + " of size " + std::to_string(in[k]));
+      drop[k] = 1;
+    }
+  } else {
+    for (int64_t k = 0; k < r; ++k) drop[k] = in[k] == 1;
+  }
+  Shape out;
+  for (int64_t k = 0; k < r; ++k)
+    if (!drop[k]) out.push_back(in[k]);
+  return out;
+}
+
+OpDef SqueezeDef() {
+  OpDef d;
+  d.name = "Squeeze";
+  d.since_opset = 13;
+  d.min_inputs = 1;
+  d.max_inputs = 2;
+  d.shape = [](const ShapeContext& c) {
+    RankOf(c, 0);
+    std::vector<int64_t> axes;
+    if (c.has_input(1)) axes = c.ConstantInts(1, "axes");
+    return std::vector<TensorType>{Type(c.input(0).dtype, SqueezeShape(c, c.input(0).shape, &axes))};
+  };
+  d.kernel = [](KernelContext& c) {
+    std::vector<int64_t> axes;
+    if (c.has(1)) axes = c.IntsInput(1);
+    c.outputs = {c.in(0).reshape(SqueezeShape(c, Sizes(c.in(0)), &axes))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(SqueezeDef());
+
+Shape UnsqueezeShape(const AttrReader& a, const Shape& in, const std::vector<int64_t>& axes) {
+  int64_t r = static_cast<int64_t>(in.size() + axes.size());
+  std::vector<char> insert(r, 0);
+  for (int64_t ax : axes) {
+    int64_t k = NormalizeAxis(ax, r, a);
+    if (insert[k]) a.Fail("axes has a duplicate");
+    insert[k] = 1;
+  }
+  Shape out;
+  size_t next = 0;
+  for (int64_t k = 0; k < r; ++k) out.push_back(insert[k] ? 1 : in[next++]);
+  return out;
+}
+
+OpDef UnsqueezeDef() {
+  OpDef d;
+  d.name = "Unsqueeze";
+  d.since_opset = 13;
+  d.min_inputs = d.max_inputs = 2;
+  d.shape = [](const ShapeContext& c) {
+    RankOf(c, 0);
+    return std::vector<TensorType>{Type(c.input(0).dtype, UnsqueezeShape(c, c.input(0).shape, c.ConstantInts(1, "axes")))};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).reshape(UnsqueezeShape(c, Sizes(c.in(0)), c.IntsInput(1)))}; };
+  return d;
+}
+RLFLOW_REGISTER_OP(UnsqueezeDef());
+
+// ---- Gather ----
+OpDef GatherDef() {
+  OpDef d;
+  d.name = "Gather";
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("axis", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& idx = c.input(1);
+    if (!IsInteger(idx.dtype)) c.Fail("indices must be integers, got " + idx.ToString());
+    int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
+    RankOf(c, 1);
+    Shape out(x.shape.begin(), x.shape.begin() + axis);
+    out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+    out.insert(out.end(), x.shape.begin() + axis + 1, x.shape.end());
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+    at::Tensor idx = c.in(1).to(at::kLong);
+    int64_t dim = x.size(axis);
+    idx = at::where(idx < 0, idx + dim, idx);
+    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
+      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    std::vector<int64_t> out(x.sizes().begin(), x.sizes().begin() + axis);
+    out.insert(out.end(), idx.sizes().begin(), idx.sizes().end());
+    out.insert(out.end(), x.sizes().begin() + axis + 1, x.sizes().end());
+    c.outputs = {x.index_select(axis, idx.reshape({-1})).reshape(out)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(GatherDef());
+
+// ---- Shape ----
+std::pair<int64_t, int64_t> ShapeRange(const AttrReader& a, int64_t r) {
+  int64_t start = a.Int("start");
+  int64_t end = a.Has("end") ? a.Int("end") : r;
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, 0, r);
+  return {start, std::max(start, end)};
+}
+
+OpDef ShapeDef() {
+  OpDef d;
+  d.name = "Shape";
+  d.attrs = {IntAttr("start", 0), OptionalAttr("end", AttrType::kInt)};
+  d.shape = [](const ShapeContext& c) {
+    auto [s, e] = ShapeRange(c, RankOf(c, 0));
+    return std::vector<TensorType>{Type(DType::kInt64, {e - s})};
+  };
+  d.kernel = [](KernelContext& c) {
+    auto [s, e] = ShapeRange(c, c.in(0).dim());
+    std::vector<int64_t> dims(c.in(0).sizes().begin() + s, c.in(0).sizes().begin() + e);
+    c.outputs = {at::tensor(dims, at::kLong)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ShapeDef());
+
+// ---- Constant ----
+TensorData ConstantValue(const AttrReader& a) {
+  if (a.Has("value")) return *a.Tensor("value");
+  if (a.Has("value_float")) return TensorData::FromFloat({a.Float("value_float")}, {});
+  if (a.Has("value_floats")) {
+    std::vector<float> v = a.Floats("value_floats");
+    return TensorData::FromFloat(v, {static_cast<int64_t>(v.size())});
+  }
+  if (a.Has("value_int")) return TensorData::FromInt64({a.Int("value_int")}, {});
+  if (a.Has("value_ints")) {
+    std::vector<int64_t> v = a.Ints("value_ints");
+    return TensorData::FromInt64(v, {static_cast<int64_t>(v.size())});
+  }
+  a.Fail("Constant needs one of value, value_float(s), value_int(s)");
+}
+
+OpDef ConstantDef() {
+  OpDef d;
+  d.name = "Constant";
+  d.min_inputs = d.max_inputs = 0;
+  d.attrs = {OptionalAttr("value", AttrType::kTensor), OptionalAttr("value_float", AttrType::kFloat),
+             OptionalAttr("value_floats", AttrType::kFloats), OptionalAttr("value_int", AttrType::kInt),
+             OptionalAttr("value_ints", AttrType::kInts)};
+  d.shape = [](const ShapeContext& c) { return std::vector<TensorType>{ConstantValue(c).type()}; };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {ToAten(std::make_shared<const TensorData>(ConstantValue(c))).clone()};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ConstantDef());
+
+OpDef ConstantOfShapeDef() {
+  OpDef d;
+  d.name = "ConstantOfShape";
+  d.attrs = {OptionalAttr("value", AttrType::kTensor)};
+  d.shape = [](const ShapeContext& c) {
+    DType dt = c.Has("value") ? c.Tensor("value")->dtype() : DType::kFloat32;
+    std::vector<int64_t> shape = c.ConstantInts(0, "shape");
+    return std::vector<TensorType>{Type(dt, shape)};
+  };
+  d.kernel = [](KernelContext& c) {
+    at::Tensor value = c.Has("value") ? ToAten(c.Tensor("value")).reshape({}) : at::zeros({}, at::kFloat);
+    c.outputs = {value.expand(c.IntsInput(0)).clone()};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ConstantOfShapeDef());
+
+// ---- Expand (bidirectional broadcast) ----
+OpDef ExpandDef() {
+  OpDef d;
+  d.name = "Expand";
+  d.min_inputs = d.max_inputs = 2;
+  d.shape = [](const ShapeContext& c) {
+    RankOf(c, 0);
+    std::vector<int64_t> shape = c.ConstantInts(1, "shape");
+    return std::vector<TensorType>{Type(c.input(0).dtype, BroadcastShapes(c.input(0).shape, shape, c))};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {c.in(0).expand(BroadcastShapes(Sizes(c.in(0)), c.IntsInput(1), c))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ExpandDef());
+
+OpDef RangeDef() {
+  OpDef d;
+  d.name = "Range";
+  d.min_inputs = d.max_inputs = 3;
+  d.shape = [](const ShapeContext& c) {
+    const TensorData* s = c.constant(0);
+    const TensorData* l = c.constant(1);
+    const TensorData* dl = c.constant(2);
+    if (!s || !l || !dl) return std::vector<TensorType>{Type(c.input(0).dtype, {kUnknownDim})};
+    double start = s->ToDouble()[0], limit = l->ToDouble()[0], delta = dl->ToDouble()[0];
+    if (delta == 0) c.Fail("delta cannot be 0");
+    int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    return std::vector<TensorType>{Type(c.input(0).dtype, {n})};
+  };
+  d.kernel = [](KernelContext& c) {
+    c.outputs = {at::arange(c.in(0).item(), c.in(1).item(), c.in(2).item(), c.in(0).options())};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(RangeDef());
+
+}  // namespace
+}  // namespace rlflow::ops

@@ -1,0 +1,240 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace rlflow {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return 4;
+    case DType::kUInt8: return 1;
+    case DType::kInt8: return 1;
+    case DType::kUInt16: return 2;
+    case DType::kInt16: return 2;
+    case DType::kInt32: return 4;
+    case DType::kInt64: return 8;
+    case DType::kBool: return 1;
+    case DType::kFloat16: return 2;
+    case DType::kFloat64: return 8;
+    case DType::kUInt32: return 4;
+    case DType::kUInt64: return 8;
+    case DType::kBFloat16: return 2;
+    case DType::kString:
+    case DType::kUndefined: return 0;
+  }
+  return 0;
+}
+
+std::string DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt8: return "int8";
+    case DType::kUInt16: return "uint16";
+    case DType::kInt16: return "int16";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+    case DType::kString: return "string";
+    case DType::kBool: return "bool";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat64: return "float64";
+    case DType::kUInt32: return "uint32";
+    case DType::kUInt64: return "uint64";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kUndefined: return "undefined";
+  }
+  return "undefined";
+}
+
+bool IsFloatingPoint(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat64 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+bool IsInteger(DType d) {
+  switch (d) {
+    case DType::kUInt8: case DType::kInt8: case DType::kUInt16: case DType::kInt16:
+    case DType::kInt32: case DType::kInt64: case DType::kUInt32: case DType::kUInt64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+DType DTypeFromCode(int32_t code) {
+  switch (code) {
+    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9:
+    case 10: case 11: case 12: case 13: case 16:
+      return static_cast<DType>(code);
+    default:
+      return DType::kUndefined;
+  }
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) os << ",";
+    if (shape[i] == kUnknownDim) os << "?"; else os << shape[i];
+  }
+  os << "]";
+  return os.str();
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+bool TensorType::IsStatic() const {
+  if (!rank_known) return false;
+  for (int64_t d : shape) if (d < 0) return false;
+  return true;
+}
+
+std::string TensorType::ToString() const {
+  return DTypeName(dtype) + (rank_known ? ShapeToString(shape) : "[...]");
+}
+
+bool TensorType::operator==(const TensorType& o) const {
+  return dtype == o.dtype && rank_known == o.rank_known && shape == o.shape;
+}
+
+// ---- hashing (64-bit mixing in the style of splitmix/wyhash) ----
+namespace {
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+}  // namespace
+
+uint64_t HashBytes(const void* data, size_t size, uint64_t seed) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  uint64_t h = Mix(seed ^ (0x9e3779b97f4a7c15ULL + size));
+  // Four independent lanes keep this fast on large weights.
+  uint64_t lanes[4] = {h, h ^ 0x1234567ULL, h ^ 0x89abcdefULL, h ^ 0xfedcba98ULL};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * k, 8);
+      lanes[k] = (lanes[k] ^ w) * 0x9fb21c651e98df25ULL;
+      lanes[k] ^= lanes[k] >> 29;
+    }
+  }
+  for (; i + 8 <= size; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    lanes[0] = Mix(lanes[0] ^ w);
+  }
+  uint64_t tail = 0;
+  for (size_t k = 0; i < size; ++i, ++k) tail |= static_cast<uint64_t>(p[i]) << (8 * k);
+  lanes[1] = Mix(lanes[1] ^ tail);
+  return Mix(lanes[0] ^ Mix(lanes[1] ^ Mix(lanes[2] ^ Mix(lanes[3]))));
+}
+
+uint64_t HashCombine(uint64_t a, uint64_t b) {
+  return Mix(a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL + (a << 6) + (a >> 2)));
+}
+
+uint64_t HashString(const std::string& s) { return HashBytes(s.data(), s.size(), 0x5bd1e995); }
+
+// ---- TensorData ----
+TensorData::TensorData(DType dtype, Shape shape, std::string bytes) {
+  type_.dtype = dtype;
+  type_.shape = std::move(shape);
+  for (int64_t d : type_.shape) RLFLOW_CHECK(d >= 0, "tensor data with unknown dimension ", ShapeToString(type_.shape));
+  size_t expected = static_cast<size_t>(type_.NumElements()) * DTypeSize(dtype);
+  RLFLOW_CHECK(dtype != DType::kUndefined && dtype != DType::kString, "tensor data of type ", DTypeName(dtype),
+               " is not supported");
+  RLFLOW_CHECK(bytes.size() == expected, "tensor data of type ", type_.ToString(), " has ", bytes.size(),
+               " bytes, expected ", expected);
+  bytes_ = std::make_shared<const std::string>(std::move(bytes));
+  uint64_t h = HashBytes(bytes_->data(), bytes_->size(), static_cast<uint64_t>(dtype));
+  for (int64_t d : type_.shape) h = HashCombine(h, static_cast<uint64_t>(d));
+  hash_ = h;
+}
+
+TensorData TensorData::FromInt64(const std::vector<int64_t>& values, Shape shape) {
+  RLFLOW_CHECK(static_cast<int64_t>(values.size()) == rlflow::NumElements(shape), "FromInt64: ", values.size(),
+               " values for shape ", ShapeToString(shape));
+  std::string bytes(values.size() * 8, '\0');
+  if (!values.empty()) std::memcpy(&bytes[0], values.data(), bytes.size());
+  return TensorData(DType::kInt64, std::move(shape), std::move(bytes));
+}
+
+TensorData TensorData::FromFloat(const std::vector<float>& values, Shape shape) {
+  RLFLOW_CHECK(static_cast<int64_t>(values.size()) == rlflow::NumElements(shape), "FromFloat: ", values.size(),
+               " values for shape ", ShapeToString(shape));
+  std::string bytes(values.size() * 4, '\0');
+  if (!values.empty()) std::memcpy(&bytes[0], values.data(), bytes.size());
+  return TensorData(DType::kFloat32, std::move(shape), std::move(bytes));
+}
+
+namespace {
+template <typename T>
+void AppendAs(const std::string& bytes, int64_t n, std::vector<int64_t>* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    out->push_back(static_cast<int64_t>(v));
+  }
+}
+template <typename T>
+void AppendAsDouble(const std::string& bytes, int64_t n, std::vector<double>* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, bytes.data() + i * sizeof(T), sizeof(T));
+    out->push_back(static_cast<double>(v));
+  }
+}
+}  // namespace
+
+std::vector<int64_t> TensorData::ToInt64() const {
+  std::vector<int64_t> out;
+  int64_t n = NumElements();
+  out.reserve(n);
+  switch (dtype()) {
+    case DType::kInt64: AppendAs<int64_t>(*bytes_, n, &out); break;
+    case DType::kInt32: AppendAs<int32_t>(*bytes_, n, &out); break;
+    case DType::kInt16: AppendAs<int16_t>(*bytes_, n, &out); break;
+    case DType::kInt8: AppendAs<int8_t>(*bytes_, n, &out); break;
+    case DType::kUInt8: case DType::kBool: AppendAs<uint8_t>(*bytes_, n, &out); break;
+    case DType::kUInt16: AppendAs<uint16_t>(*bytes_, n, &out); break;
+    case DType::kUInt32: AppendAs<uint32_t>(*bytes_, n, &out); break;
+    case DType::kUInt64: AppendAs<uint64_t>(*bytes_, n, &out); break;
+    default: Fail("expected an integer tensor, got ", type_.ToString());
+  }
+  return out;
+}
+
+std::vector<double> TensorData::ToDouble() const {
+  std::vector<double> out;
+  int64_t n = NumElements();
+  out.reserve(n);
+  switch (dtype()) {
+    case DType::kFloat32: AppendAsDouble<float>(*bytes_, n, &out); break;
+    case DType::kFloat64: AppendAsDouble<double>(*bytes_, n, &out); break;
+    default: {
+      for (int64_t v : ToInt64()) out.push_back(static_cast<double>(v));
+    }
+  }
+  return out;
+}
+
+bool TensorData::operator==(const TensorData& o) const {
+  return type_ == o.type_ && hash_ == o.hash_ && *bytes_ == *o.bytes_;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,51 @@
+#include "optimiser/load.h"
+
+#include <cstdlib>
+
+#include "benchmarks/zoo/zoo.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/passes/fold_constants.h"
+
+namespace rlflow {
+
+std::string ResolveUserPath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  const char* wd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (wd == nullptr || *wd == '\0') return path;
+  return std::string(wd) + "/" + path;
+}
+
+namespace {
+std::string Stem(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.size() > 5 && base.compare(base.size() - 5, 5, ".onnx") == 0) base.resize(base.size() - 5);
+  return base;
+}
+}  // namespace
+
+LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options) {
+  if (model_flag.empty()) Fail("--model is required (an ONNX file or a zoo model name)");
+  LoadedModel m;
+  std::string path = ResolveUserPath(model_flag);
+  std::string stem = Stem(model_flag);
+  if (!FileExists(path) && zoo::IsZooModel(stem)) {
+    m.graph = zoo::Build(stem, options.zoo_seed);
+    m.source = "zoo:" + stem;
+    m.from_zoo = true;
+    m.notes.push_back("'" + path + "' does not exist; using the built-in zoo model '" + stem + "' (seed " +
+                      std::to_string(options.zoo_seed) + ")");
+  } else {
+    ImportReport report;
+    m.graph = ImportOnnxFile(path, options.import, &report);
+    m.source = path;
+    m.notes = report.warnings;
+  }
+  m.folded_nodes = FoldConstants(m.graph);
+  if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
+  m.graph.Validate();
+  return m;
+}
+
+}  // namespace rlflow

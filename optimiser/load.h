@@ -1,0 +1,33 @@
+#pragma once
+// Resolving --model: an ONNX file, or a built-in zoo model when no such file
+// exists and the name (without .onnx) is a zoo model.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/onnx_io.h"
+
+namespace rlflow {
+
+// Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory
+// `bazel run` was started from) when it is set.
+std::string ResolveUserPath(const std::string& path);
+
+struct LoadedModel {
+  Graph graph;
+  std::string source;  // file path, or "zoo:<name>"
+  bool from_zoo = false;
+  std::vector<std::string> notes;  // for the log
+  int folded_nodes = 0;
+};
+
+struct LoadOptions {
+  ImportOptions import;
+  uint64_t zoo_seed = 1;
+};
+
+// Imports (or builds), folds shape subgraphs to constants, and validates.
+LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options = {});
+
+}  // namespace rlflow

@@ -1,0 +1,44 @@
+#pragma once
+// The CPU executor: runs a graph with the registry's ATen kernels. It is the
+// numerical reference (every optimised graph is checked against the
+// original with it) and the CPU cost backend.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace rlflow {
+
+class Executor {
+ public:
+  // Validates the graph and plans the run: topological order, when each
+  // intermediate tensor can be freed, and zero-copy views of the weights.
+  // Throws if a node has no kernel (naming the op).
+  explicit Executor(const Graph& graph);
+
+  // Inputs in graph-input order; returns the graph outputs in order. Checks
+  // every input's type and every node output against the inferred types.
+  std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs) const;
+
+  const Graph& graph() const { return graph_; }
+
+ private:
+  const Graph& graph_;
+  std::vector<NodeId> order_;
+  std::vector<const struct OpDef*> defs_;
+  std::vector<std::vector<ValueId>> free_after_;  // per step: values dead afterwards
+  std::vector<at::Tensor> constants_;             // per value id (weights)
+};
+
+// Deterministic random inputs for the graph's inputs from `seed`: floats from
+// N(0, 1); integers in [0, bound) where bound is the smallest size of a
+// dimension they index (Gather), else 10; bools uniformly.
+std::vector<at::Tensor> RandomInputs(const Graph& graph, uint64_t seed);
+
+// max |a - b| / max(max |b|, 1e-12) over all elements (b is the reference).
+double RelativeError(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace rlflow
