@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/op_registry.h"
+#include "core/passes/fold_constants.h"
 
 namespace rlflow {
 namespace {
@@ -337,7 +338,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       auto it = declared.find(g.value(out).name);
       if (it != declared.end()) g.mutable_value(out).type = it->second;
     }
-  InferShapes(g);
+  rep.folded_nodes = InferShapesAndFold(g);
   // Graph outputs typed by the model must agree with what was inferred.
   for (const auto& vi : gp.output()) {
     const Value& v = g.value(g.FindValue(vi.name()));

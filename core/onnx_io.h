@@ -3,7 +3,9 @@
 //
 // Import accepts default-domain opsets 11 to 17. Models below opset 13 are
 // upgraded to 13 with ONNX's version converter, so the IR always holds the
-// opset-13+ forms (axes and split sizes as inputs). Operators the registry
+// opset-13+ forms (axes and split sizes as inputs). Shape-computing
+// subgraphs and Constant nodes are folded into initializers (see
+// core/passes/fold_constants.h). Operators the registry
 // does not model (and other domains) become opaque nodes that are exported
 // unchanged. ONNX shape inference fills in missing types first; then the
 // registry's shape rules infer and check every modelled node.
@@ -26,6 +28,7 @@ struct ImportOptions {
 struct ImportReport {
   std::vector<std::string> warnings;
   int opset_before_conversion = 0;
+  int folded_nodes = 0;  // Constant / shape-computing nodes folded to initializers
 };
 
 Graph ImportOnnxFile(const std::string& path, const ImportOptions& options = {}, ImportReport* report = nullptr);

@@ -148,6 +148,18 @@ bool Compatible(const TensorType& declared, const TensorType& inferred) {
 }
 }  // namespace
 
+void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def) {
+  std::vector<TensorType> out = InferNodeShapes(graph, id, def);
+  const Node& n = graph.node(id);
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    Value& v = graph.mutable_value(n.outputs[k]);
+    if ((v.type.dtype != DType::kUndefined || v.type.rank_known) && !Compatible(v.type, out[k]))
+      Fail("shape mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ", v.type.ToString(),
+           " but the inputs give ", out[k].ToString());
+    v.type = out[k];
+  }
+}
+
 void InferShapes(Graph& graph) {
   const OpRegistry& reg = OpRegistry::Global();
   for (NodeId id : graph.TopologicalOrder()) {
@@ -155,16 +167,7 @@ void InferShapes(Graph& graph) {
     if (n.opaque()) continue;
     const OpDef* def = reg.Find(n.domain, n.op);
     RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
-    std::vector<TensorType> out = InferNodeShapes(graph, id, *def);
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      Value& v = graph.mutable_value(n.outputs[k]);
-      if (v.type.dtype != DType::kUndefined || v.type.rank_known) {
-        if (!Compatible(v.type, out[k]))
-          Fail("shape mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ", v.type.ToString(),
-               " but the inputs give ", out[k].ToString());
-      }
-      v.type = out[k];
-    }
+    InferAndSetNodeShapes(graph, id, *def);
   }
 }
 

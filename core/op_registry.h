@@ -117,6 +117,9 @@ struct OpRegistrar {
 
 // Runs the entry's shape rule for node `id` with the graph's current types.
 std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def);
+// Infers node `id`'s output types and stores them; a declared type that
+// contradicts the inferred one is an error naming the node.
+void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def);
 // Infers the types of every node output in topological order. Opaque nodes
 // keep the types already recorded on their outputs. A declared type that
 // contradicts the inferred one is an error naming the node.

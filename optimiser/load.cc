@@ -5,7 +5,6 @@
 #include "benchmarks/zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/passes/fold_constants.h"
 
 namespace rlflow {
 
@@ -41,9 +40,9 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     m.graph = ImportOnnxFile(path, options.import, &report);
     m.source = path;
     m.notes = report.warnings;
+    m.folded_nodes = report.folded_nodes;
+    if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
   }
-  m.folded_nodes = FoldConstants(m.graph);
-  if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
   m.graph.Validate();
   return m;
 }

@@ -6,14 +6,16 @@
 
 namespace rlflow {
 
-int FoldConstants(Graph& g, const FoldOptions& options) {
+int InferShapesAndFold(Graph& g, const FoldOptions& options) {
   const OpRegistry& reg = OpRegistry::Global();
   int folded = 0;
   for (NodeId id : g.TopologicalOrder()) {
     const Node& n = g.node(id);
     if (n.opaque()) continue;
     const OpDef* def = reg.Find(n.domain, n.op);
-    if (def == nullptr || def->kernel == nullptr) continue;
+    RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
+    InferAndSetNodeShapes(g, id, *def);
+    if (def->kernel == nullptr) continue;
     bool all_constant = true;
     bool small = true;
     for (ValueId in : n.inputs) {
@@ -30,10 +32,18 @@ int FoldConstants(Graph& g, const FoldOptions& options) {
       fold = true;
     } else if (n.op == "Shape" && g.value(n.inputs[0]).type.IsStatic()) {
       fold = true;
+    } else if (n.op == "Identity" && all_constant) {
+      fold = true;  // an alias: shares the data, copies nothing
     } else {
       fold = all_constant && small;
     }
     if (!fold) continue;
+    if (n.op == "Identity" && all_constant) {
+      ValueId out = n.outputs[0];
+      g.MakeConstant(out, g.value(n.inputs[0]).initializer);
+      ++folded;
+      continue;
+    }
     std::vector<at::Tensor> inputs;
     for (ValueId in : n.inputs) {
       if (in == kNoValue) {

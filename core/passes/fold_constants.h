@@ -14,8 +14,11 @@ struct FoldOptions {
   int64_t max_elements = 4096;
 };
 
-// Replaces foldable nodes' outputs by initializers and removes dead nodes.
-// Returns the number of nodes folded. Opaque nodes are never folded.
-int FoldConstants(Graph& graph, const FoldOptions& options = {});
+// One pass in topological order that infers each modelled node's output
+// types (as InferShapes does) and replaces foldable nodes' outputs by
+// initializers, so that shapes computed by folded subgraphs (Shape -> Gather
+// -> Concat -> Reshape) are known to the nodes after them. Removes the dead
+// nodes. Returns the number of nodes folded. Opaque nodes are never folded.
+int InferShapesAndFold(Graph& graph, const FoldOptions& options = {});
 
 }  // namespace rlflow

@@ -1,0 +1,159 @@
+#include "tools/ort/ort.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/ops/kernel.h"
+
+namespace rlflow::testing {
+namespace {
+
+std::string Runfile(const std::string& rel) {
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char* root = std::getenv(var);
+    if (root && *root) {
+      std::string p = std::string(root) + "/rlflow/" + rel;
+      if (FileExists(p)) return p;
+    }
+  }
+  if (FileExists(rel)) return rel;
+  Fail("runfile '", rel, "' not found");
+}
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) Fail("realpath('", p, "'): ", std::strerror(errno));
+  return buf;
+}
+
+// node_modules of third_party/onnxruntime_node in the source tree: the
+// runfile for its package.json links back to the checkout.
+std::string NodeModules() {
+  if (const char* env = std::getenv("RLFLOW_ORT_NODE_MODULES")) return env;
+  std::string pkg = RealPath(Runfile("third_party/onnxruntime_node/package.json"));
+  std::string dir = pkg.substr(0, pkg.find_last_of('/')) + "/node_modules";
+  if (!FileExists(dir + "/onnxruntime-node/package.json"))
+    Fail("onnxruntime-node is not installed in ", dir, ": run ./bazelw (it installs it) or `npm ci --ignore-scripts` there");
+  return dir;
+}
+
+std::string DTypeString(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: Fail("RunOnnxRuntime: unsupported input type ", c10::toString(t));
+  }
+}
+
+at::ScalarType ParseDType(const std::string& s) {
+  if (s == "float32") return at::kFloat;
+  if (s == "float64") return at::kDouble;
+  if (s == "int64") return at::kLong;
+  if (s == "int32") return at::kInt;
+  if (s == "int8") return at::kChar;
+  if (s == "uint8") return at::kByte;
+  if (s == "bool") return at::kBool;
+  Fail("RunOnnxRuntime: unsupported output type ", s);
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Minimal parser for the JSON that ort_run.js writes.
+struct OutSpec {
+  std::string dtype, file;
+  std::vector<int64_t> shape;
+};
+std::vector<OutSpec> ParseOutputs(const std::string& json) {
+  std::vector<OutSpec> out;
+  size_t pos = 0;
+  auto field = [&](size_t from, const std::string& key) {
+    size_t k = json.find("\"" + key + "\":", from);
+    if (k == std::string::npos) Fail("bad outputs.json");
+    return k + key.size() + 3;
+  };
+  auto str = [&](size_t at) {
+    size_t b = json.find('"', at);
+    size_t e = json.find('"', b + 1);
+    return json.substr(b + 1, e - b - 1);
+  };
+  while ((pos = json.find("{", pos)) != std::string::npos) {
+    OutSpec s;
+    s.dtype = str(field(pos, "dtype"));
+    s.file = str(field(pos, "file"));
+    size_t sh = field(pos, "shape");
+    size_t end = json.find(']', sh);
+    std::stringstream ss(json.substr(json.find('[', sh) + 1, end - json.find('[', sh) - 1));
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty()) s.shape.push_back(std::stoll(item));
+    out.push_back(s);
+    pos = json.find('}', pos) + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) Fail("mkdtemp: ", std::strerror(errno));
+  return buf.data();
+}
+
+std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
+                                       const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  std::string dir = MakeTempDir("ort_");
+  std::ostringstream manifest;
+  manifest << "[";
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    at::Tensor t = inputs[k].second.contiguous();
+    std::string file = "input" + std::to_string(k) + ".bin";
+    std::ofstream(dir + "/" + file, std::ios::binary)
+        .write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    manifest << (k ? "," : "") << "{\"name\":\"" << inputs[k].first << "\",\"dtype\":\"" << DTypeString(t.scalar_type())
+             << "\",\"shape\":[";
+    for (int64_t d = 0; d < t.dim(); ++d) manifest << (d ? "," : "") << t.size(d);
+    manifest << "],\"file\":\"" << file << "\"}";
+  }
+  manifest << "]";
+  std::ofstream(dir + "/inputs.json") << manifest.str();
+  std::string cmd = "NODE_PATH=" + ShellQuote(NodeModules()) + " node " + ShellQuote(Runfile("tools/ort/ort_run.js")) +
+                    " " + ShellQuote(model_path) + " " + ShellQuote(dir) + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) Fail("cannot start node: ", std::strerror(errno));
+  std::string log;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) log.append(buf, n);
+  int status = ::pclose(pipe);
+  if (status != 0) Fail("ONNX Runtime failed on ", model_path, ": ", FirstLine(log));
+  std::vector<at::Tensor> out;
+  for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
+    std::string bytes = ReadFile(dir + "/" + s.file);
+    at::Tensor t = at::empty(s.shape, at::TensorOptions().dtype(ParseDType(s.dtype)));
+    if (static_cast<size_t>(t.numel() * t.element_size()) != bytes.size()) Fail("ORT output size mismatch");
+    if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace rlflow::testing

@@ -1,0 +1,21 @@
+#pragma once
+// Test helper: runs an ONNX model in ONNX Runtime (npm's onnxruntime-node,
+// installed by ./bazelw into third_party/onnxruntime_node) through
+// tools/ort/ort_run.js.
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rlflow::testing {
+
+// Inputs by graph-input name; returns the model's outputs in order. Throws
+// rlflow::Error if Node.js or onnxruntime-node is missing or the run fails.
+std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
+                                       const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+
+// A fresh directory under $TEST_TMPDIR (or /tmp).
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace rlflow::testing

@@ -1,0 +1,60 @@
+// Runs an ONNX model in ONNX Runtime (onnxruntime-node, CPU) for rlflow's
+// tests: the independent reference runtime.
+//
+//   node ort_run.js MODEL.onnx DIR
+//
+// DIR/inputs.json lists [{name, dtype, shape, file}] with raw little-endian
+// data in DIR/<file>; the outputs are written the same way to
+// DIR/outputs.json (in the session's output order). Exit code 1 and a
+// one-line message on failure.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+
+const ARRAYS = {
+  float32: Float32Array,
+  float64: Float64Array,
+  int64: BigInt64Array,
+  int32: Int32Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
+  bool: Uint8Array,
+};
+
+function load(dir, t) {
+  const bytes = fs.readFileSync(path.join(dir, t.file));
+  const Arr = ARRAYS[t.dtype];
+  if (!Arr) throw new Error(`unsupported dtype ${t.dtype}`);
+  const copy = new Uint8Array(bytes.length);
+  copy.set(bytes);
+  return new Arr(copy.buffer, 0, bytes.length / Arr.BYTES_PER_ELEMENT);
+}
+
+async function main() {
+  const [model, dir] = process.argv.slice(2);
+  if (!model || !dir) throw new Error('usage: node ort_run.js MODEL.onnx DIR');
+  const ort = require('onnxruntime-node');
+  const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'inputs.json'), 'utf8'));
+  const session = await ort.InferenceSession.create(model, {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+  });
+  const feeds = {};
+  for (const t of manifest) feeds[t.name] = new ort.Tensor(t.dtype, load(dir, t), t.shape);
+  const results = await session.run(feeds);
+  const outputs = [];
+  session.outputNames.forEach((name, k) => {
+    const t = results[name];
+    const file = `output${k}.bin`;
+    const data = t.data;
+    fs.writeFileSync(path.join(dir, file), Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+    outputs.push({name, dtype: t.type, shape: t.dims.map(Number), file});
+  });
+  fs.writeFileSync(path.join(dir, 'outputs.json'), JSON.stringify(outputs));
+}
+
+main().catch((e) => {
+  process.stderr.write(`ort_run: ${String(e && e.message ? e.message : e).split('\n')[0]}\n`);
+  process.exit(1);
+});
