@@ -71,6 +71,18 @@ std::vector<int64_t> ShapeContext::ConstantInts(int i, const char* what) const {
   return c->ToInt64();
 }
 
+std::optional<std::vector<int64_t>> ShapeContext::MaybeConstantInts(int i) const {
+  const TensorData* c = constant(i);
+  if (c == nullptr) return std::nullopt;
+  return c->ToInt64();
+}
+
+int64_t ShapeContext::Length1D(int i) const {
+  const TensorType& t = input(i);
+  if (!t.rank_known || t.rank() != 1) return -1;
+  return t.shape[0];
+}
+
 OpRegistry& OpRegistry::Global() {
   static OpRegistry* registry = new OpRegistry();
   return *registry;

@@ -64,6 +64,11 @@ class ShapeContext : public AttrReader {
   const TensorData* constant(int i) const { return i < num_inputs() ? constants_[i] : nullptr; }
   // A constant integer input (e.g. Reshape's shape); fails if not constant.
   std::vector<int64_t> ConstantInts(int i, const char* what) const;
+  // The same, or nullopt when the input is computed at run time: rules then
+  // infer what they can (rank, some dimensions) and leave the rest unknown.
+  std::optional<std::vector<int64_t>> MaybeConstantInts(int i) const;
+  // Length of a 1-D input (e.g. a shape tensor), or -1 if unknown.
+  int64_t Length1D(int i) const;
 
  private:
   std::vector<const TensorType*> inputs_;

@@ -248,7 +248,9 @@ OpDef PadDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     int64_t r = RankOf(c, 0);
-    std::vector<int64_t> pads = c.ConstantInts(1, "pads");
+    auto maybe_pads = c.MaybeConstantInts(1);
+    if (!maybe_pads) return std::vector<TensorType>{Type(x.dtype, Shape(r, kUnknownDim))};
+    std::vector<int64_t> pads = *maybe_pads;
     if (static_cast<int64_t>(pads.size()) != 2 * r) c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
     std::string mode = c.String("mode");
     if (mode != "constant" && mode != "reflect" && mode != "edge") c.Fail("unknown pad mode '" + mode + "'");

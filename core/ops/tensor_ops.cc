@@ -69,8 +69,16 @@ OpDef SplitDef() {
     const TensorType& x = c.input(0);
     int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
     std::vector<int64_t> given;
-    if (c.has_input(1)) given = c.ConstantInts(1, "split");
     int parts = static_cast<int>(c.node().outputs.size());
+    if (c.has_input(1)) {
+      auto split = c.MaybeConstantInts(1);
+      given = split ? *split : std::vector<int64_t>(parts, kUnknownDim);
+      if (!split) {
+        std::vector<TensorType> out(parts, Type(x.dtype, x.shape));
+        for (auto& t : out) t.shape[axis] = kUnknownDim;
+        return out;
+      }
+    }
     std::vector<TensorType> out;
     for (int64_t s : SplitSizes(c, x.shape[axis], parts, &given)) {
       Shape sh = x.shape;
@@ -143,10 +151,25 @@ OpDef SliceDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     RankOf(c, 0);
-    std::vector<int64_t> starts = c.ConstantInts(1, "starts"), ends = c.ConstantInts(2, "ends"), axes, steps;
-    if (c.has_input(3)) axes = c.ConstantInts(3, "axes");
-    if (c.has_input(4)) steps = c.ConstantInts(4, "steps");
+    auto st = c.MaybeConstantInts(1), en = c.MaybeConstantInts(2);
+    std::optional<std::vector<int64_t>> ax, sp;
+    if (c.has_input(3)) ax = c.MaybeConstantInts(3);
+    if (c.has_input(4)) sp = c.MaybeConstantInts(4);
+    bool dynamic = !st || !en || (c.has_input(3) && !ax) || (c.has_input(4) && !sp);
     Shape out = x.shape;
+    if (dynamic) {
+      if (c.has_input(3) && ax) {
+        for (int64_t a : *ax) out[NormalizeAxis(a, x.rank(), c)] = kUnknownDim;
+      } else if (c.has_input(3) || c.Length1D(1) < 0) {
+        for (int64_t& d : out) d = kUnknownDim;
+      } else {
+        for (int64_t k = 0; k < c.Length1D(1) && k < x.rank(); ++k) out[k] = kUnknownDim;
+      }
+      return std::vector<TensorType>{Type(x.dtype, out)};
+    }
+    std::vector<int64_t> starts = *st, ends = *en, axes, steps;
+    if (ax) axes = *ax;
+    if (sp) steps = *sp;
     for (const SliceSpec& s : SliceSpecs(c, x.shape, starts, ends, &axes, &steps)) out[s.axis] = s.count;
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
@@ -210,7 +233,13 @@ OpDef ReshapeDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     RankOf(c, 0);
-    Shape out = ResolveReshape(x.shape, c.ConstantInts(1, "shape"), c.Int("allowzero") != 0, c);
+    auto target = c.MaybeConstantInts(1);
+    if (!target) {
+      TensorType t = Type(x.dtype, Shape(std::max<int64_t>(c.Length1D(1), 0), kUnknownDim));
+      t.rank_known = c.Length1D(1) >= 0;
+      return std::vector<TensorType>{t};
+    }
+    Shape out = ResolveReshape(x.shape, *target, c.Int("allowzero") != 0, c);
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
   d.kernel = [](KernelContext& c) {
@@ -268,7 +297,15 @@ OpDef SqueezeDef() {
   d.shape = [](const ShapeContext& c) {
     RankOf(c, 0);
     std::vector<int64_t> axes;
-    if (c.has_input(1)) axes = c.ConstantInts(1, "axes");
+    if (c.has_input(1)) {
+      auto a = c.MaybeConstantInts(1);
+      if (!a) {
+        TensorType t = Type(c.input(0).dtype, {});
+        t.rank_known = false;
+        return std::vector<TensorType>{t};
+      }
+      axes = *a;
+    }
     return std::vector<TensorType>{Type(c.input(0).dtype, SqueezeShape(c, c.input(0).shape, &axes))};
   };
   d.kernel = [](KernelContext& c) {
@@ -301,7 +338,14 @@ OpDef UnsqueezeDef() {
   d.min_inputs = d.max_inputs = 2;
   d.shape = [](const ShapeContext& c) {
     RankOf(c, 0);
-    return std::vector<TensorType>{Type(c.input(0).dtype, UnsqueezeShape(c, c.input(0).shape, c.ConstantInts(1, "axes")))};
+    auto axes = c.MaybeConstantInts(1);
+    if (!axes) {
+      int64_t n = c.Length1D(1);
+      TensorType t = Type(c.input(0).dtype, Shape(n < 0 ? 0 : c.input(0).rank() + n, kUnknownDim));
+      t.rank_known = n >= 0;
+      return std::vector<TensorType>{t};
+    }
+    return std::vector<TensorType>{Type(c.input(0).dtype, UnsqueezeShape(c, c.input(0).shape, *axes))};
   };
   d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).reshape(UnsqueezeShape(c, Sizes(c.in(0)), c.IntsInput(1)))}; };
   return d;
@@ -407,8 +451,13 @@ OpDef ConstantOfShapeDef() {
   d.attrs = {OptionalAttr("value", AttrType::kTensor)};
   d.shape = [](const ShapeContext& c) {
     DType dt = c.Has("value") ? c.Tensor("value")->dtype() : DType::kFloat32;
-    std::vector<int64_t> shape = c.ConstantInts(0, "shape");
-    return std::vector<TensorType>{Type(dt, shape)};
+    auto shape = c.MaybeConstantInts(0);
+    if (!shape) {
+      TensorType t = Type(dt, Shape(std::max<int64_t>(c.Length1D(0), 0), kUnknownDim));
+      t.rank_known = c.Length1D(0) >= 0;
+      return std::vector<TensorType>{t};
+    }
+    return std::vector<TensorType>{Type(dt, *shape)};
   };
   d.kernel = [](KernelContext& c) {
     at::Tensor value = c.Has("value") ? ToAten(c.Tensor("value")).reshape({}) : at::zeros({}, at::kFloat);
@@ -425,8 +474,14 @@ OpDef ExpandDef() {
   d.min_inputs = d.max_inputs = 2;
   d.shape = [](const ShapeContext& c) {
     RankOf(c, 0);
-    std::vector<int64_t> shape = c.ConstantInts(1, "shape");
-    return std::vector<TensorType>{Type(c.input(0).dtype, BroadcastShapes(c.input(0).shape, shape, c))};
+    auto shape = c.MaybeConstantInts(1);
+    if (!shape) {
+      int64_t n = c.Length1D(1);
+      TensorType t = Type(c.input(0).dtype, Shape(std::max<int64_t>(n, c.input(0).rank()), kUnknownDim));
+      t.rank_known = n >= 0;
+      return std::vector<TensorType>{t};
+    }
+    return std::vector<TensorType>{Type(c.input(0).dtype, BroadcastShapes(c.input(0).shape, *shape, c))};
   };
   d.kernel = [](KernelContext& c) {
     c.outputs = {c.in(0).expand(BroadcastShapes(Sizes(c.in(0)), c.IntsInput(1), c))};

@@ -1,0 +1,228 @@
+// The optimiser binary on bad input: each case must give a one-line error
+// naming the problem, a non-zero exit code and no output file. Plus the happy
+// path and the zoo fallback.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "benchmarks/zoo/zoo.h"
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+
+namespace rlflow {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string TempDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t ? t : "/tmp";
+}
+
+RunResult RunOptimiser(const std::string& args) {
+  std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
+  std::string err_path = TempDir() + "/stderr.txt";
+  std::string cmd = bin + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = ReadFile(err_path);
+  return r;
+}
+
+// Lines of stderr that are not glog INFO lines.
+std::vector<std::string> ErrorLines(const std::string& err) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < err.size()) {
+    size_t end = err.find('\n', pos);
+    std::string line = err.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    if (!line.empty() && line[0] != 'I' && line[0] != 'W') lines.push_back(line);
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return lines;
+}
+
+void ExpectCleanFailure(const std::string& args, const std::string& output, const std::string& needle) {
+  ::unlink(output.c_str());
+  RunResult r = RunOptimiser(args + " --output=" + output);
+  EXPECT_NE(r.exit_code, 0) << args;
+  EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+  std::vector<std::string> lines = ErrorLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << "expected exactly one error line, stderr was:\n" << r.err;
+  EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(needle), std::string::npos) << "'" << needle << "' not in: " << lines[0];
+  EXPECT_FALSE(FileExists(output)) << "output written despite the error";
+  // No temp files left behind either.
+  EXPECT_FALSE(FileExists(output + ".tmp")) << "temp file left";
+}
+
+// ---- small hand-made ONNX models ----
+onnx::ModelProto BaseModel(int opset = 13) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* imp = m.add_opset_import();
+  imp->set_domain("");
+  imp->set_version(opset);
+  m.mutable_graph()->set_name("test");
+  return m;
+}
+
+void AddValueInfo(onnx::ValueInfoProto* vi, const std::string& name, std::vector<int64_t> shape) {
+  vi->set_name(name);
+  auto* t = vi->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : shape) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+onnx::NodeProto* AddNode(onnx::ModelProto& m, const std::string& op, std::vector<std::string> in,
+                         std::vector<std::string> out, const std::string& name) {
+  auto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+std::string Save(const onnx::ModelProto& m, const std::string& name) {
+  std::string path = TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
+}
+
+class OptimiserCli : public ::testing::Test {
+ protected:
+  std::string out_ = TempDir() + "/out.onnx";
+};
+
+TEST_F(OptimiserCli, MissingFile) {
+  ExpectCleanFailure("--model=" + TempDir() + "/no_such_model.onnx", out_, "no_such_model.onnx");
+}
+
+TEST_F(OptimiserCli, EmptyFile) {
+  std::string path = TempDir() + "/empty.onnx";
+  std::ofstream(path).close();
+  ExpectCleanFailure("--model=" + path, out_, "is empty");
+}
+
+TEST_F(OptimiserCli, RandomBytes) {
+  std::mt19937 rng(42);
+  std::string bytes(4096, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  std::string path = TempDir() + "/random.onnx";
+  std::ofstream(path, std::ios::binary) << bytes;
+  ExpectCleanFailure("--model=" + path, out_, "random.onnx");
+}
+
+TEST_F(OptimiserCli, TruncatedProtobuf) {
+  std::string bytes = ExportOnnxBytes(zoo::Build("squeezenet1_1", 1));
+  std::string path = TempDir() + "/truncated.onnx";
+  std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  ExpectCleanFailure("--model=" + path, out_, "not a valid ONNX protobuf");
+}
+
+TEST_F(OptimiserCli, UndefinedTensor) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  AddNode(m, "Add", {"x", "ghost"}, {"y"}, "add0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  ExpectCleanFailure("--model=" + Save(m, "undefined.onnx"), out_, "reads tensor 'ghost'");
+}
+
+TEST_F(OptimiserCli, Cycle) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  AddNode(m, "Add", {"x", "b"}, {"a"}, "first");
+  AddNode(m, "Relu", {"a"}, {"b"}, "second");
+  AddValueInfo(m.mutable_graph()->add_output(), "a", {1, 4});
+  ExpectCleanFailure("--model=" + Save(m, "cycle.onnx"), out_, "cycle");
+}
+
+TEST_F(OptimiserCli, MismatchedShapes) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3});
+  AddValueInfo(m.mutable_graph()->add_input(), "z", {1, 4});
+  AddNode(m, "Add", {"x", "z"}, {"y"}, "add0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  ExpectCleanFailure("--model=" + Save(m, "mismatch.onnx"), out_, "cannot broadcast shapes [1,3] and [1,4]");
+}
+
+TEST_F(OptimiserCli, MissingInitializer) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3, 8, 8});
+  AddNode(m, "Conv", {"x", "conv.weight"}, {"y"}, "conv0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4, 6, 6});
+  ExpectCleanFailure("--model=" + Save(m, "noinit.onnx"), out_, "reads tensor 'conv.weight'");
+}
+
+TEST_F(OptimiserCli, UnsupportedOpset) {
+  onnx::ModelProto m = BaseModel(7);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  AddNode(m, "Relu", {"x"}, {"y"}, "relu0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  ExpectCleanFailure("--model=" + Save(m, "opset7.onnx"), out_, "unsupported opset 7");
+}
+
+TEST_F(OptimiserCli, OutputInMissingDirectory) {
+  std::string model = TempDir() + "/ok.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);
+  ExpectCleanFailure("--model=" + model, TempDir() + "/missing_dir/out.onnx", "does not exist");
+}
+
+TEST_F(OptimiserCli, UnknownOpWithoutKernel) {
+  // Modelled or not, nothing is dropped: the op is kept opaque, and since
+  // the CPU executor cannot check it, the run stops naming the op.
+  onnx::ModelProto m = BaseModel();
+  auto* imp = m.add_opset_import();
+  imp->set_domain("com.example");
+  imp->set_version(1);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  auto* n = AddNode(m, "FancyOp", {"x"}, {"y"}, "fancy0");
+  n->set_domain("com.example");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  ExpectCleanFailure("--model=" + Save(m, "unknown_op.onnx"), out_, "com.example.FancyOp");
+}
+
+TEST_F(OptimiserCli, BadFlags) {
+  std::string model = TempDir() + "/ok2.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);
+  ExpectCleanFailure("--model=" + model + " --search=magic", out_, "unknown --search 'magic'");
+  ExpectCleanFailure("--model=" + model + " --free_dim=0", out_, "--free_dim");
+  ExpectCleanFailure("", out_, "--model is required");
+}
+
+TEST_F(OptimiserCli, HappyPathAndZooFallback) {
+  std::string model = TempDir() + "/good.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 3), model);
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(FileExists(out_));
+  EXPECT_NE(r.out.find("Conv: 26"), std::string::npos) << r.out;
+  Graph written = ImportOnnxFile(out_);
+  EXPECT_EQ(written.StructuralHash(), ImportOnnxFile(model).StructuralHash());
+
+  // A zoo name with no such file falls back to the built-in model, and says so.
+  std::string zoo_out = TempDir() + "/zoo_out.onnx";
+  r = RunOptimiser("--model=" + TempDir() + "/resnet18.onnx --output=" + zoo_out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("using the built-in zoo model 'resnet18'"), std::string::npos) << r.err;
+  EXPECT_EQ(ImportOnnxFile(zoo_out).StructuralHash(), zoo::Build("resnet18", 1).StructuralHash());
+}
+
+}  // namespace
+}  // namespace rlflow
