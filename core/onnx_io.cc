@@ -207,6 +207,17 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   if (opset < kMinOpset || opset > kMaxOpset)
     Fail("model ", what, " uses unsupported opset ", opset, " (supported: ", kMinOpset, " to ", kMaxOpset, ")");
   rep.opset_before_conversion = static_cast<int>(opset);
+  // ONNX shape inference fills value_info where types are missing (the
+  // version converter needs it too, e.g. for Softmax 12 -> 13).
+  auto onnx_shape_inference = [&]() {
+    try {
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                         onnx::ShapeInferenceOptions(false, 0, true));
+    } catch (const std::exception& e) {
+      rep.warnings.push_back("ONNX shape inference failed: " + FirstLine(e.what()));
+    }
+  };
+  onnx_shape_inference();
   if (opset < kCanonicalMinOpset) {
     try {
       model = onnx::version_conversion::ConvertVersion(model, kCanonicalMinOpset);
@@ -215,14 +226,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
     rep.warnings.push_back("converted opset " + std::to_string(opset) + " to " + std::to_string(kCanonicalMinOpset));
     opset = kCanonicalMinOpset;
-  }
-
-  // ---- ONNX shape inference fills value_info where types are missing ----
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
-  } catch (const std::exception& e) {
-    rep.warnings.push_back("ONNX shape inference failed: " + FirstLine(e.what()));
+    onnx_shape_inference();
   }
 
   const onnx::GraphProto& gp = model.graph();
@@ -395,14 +399,17 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
     }
     np->set_name(n.name);
     size_t last = n.inputs.size();
-    while (last > 0 && n.inputs[last - 1] == kNoValue) --last;
+    // Trailing omitted inputs are dropped, except on opaque nodes (unchanged).
+    while (!n.opaque() && last > 0 && n.inputs[last - 1] == kNoValue) --last;
     for (size_t k = 0; k < last; ++k) np->add_input(n.inputs[k] == kNoValue ? "" : g.value(n.inputs[k]).name);
     // Outputs nobody reads are written as "" only when trailing optional ones
     // would otherwise be invented; keep names to stay faithful.
     for (ValueId out : n.outputs) np->add_output(g.value(out).name);
     for (ValueId out : n.outputs) {
       const Value& v = g.value(out);
-      if (!outputs.count(out) && v.type.dtype != DType::kUndefined) ToValueInfo(v.name, v.type, gp->add_value_info());
+      // onnx::checker requires a shape in every value_info: skip unknown ranks.
+      if (!outputs.count(out) && v.type.dtype != DType::kUndefined && v.type.rank_known)
+        ToValueInfo(v.name, v.type, gp->add_value_info());
     }
   }
   for (ValueId out : g.outputs()) ToValueInfo(g.value(out).name, g.value(out).type, gp->add_output());

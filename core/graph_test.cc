@@ -1,0 +1,160 @@
+// Graph IR: structural hashing, topological order, cycles, dead code, DOT.
+#include "core/graph.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "core/op_registry.h"
+
+namespace rlflow {
+namespace {
+
+AttributeMap Axis(int64_t a) { return {{"axis", Attribute::Int(a)}}; }
+
+// y = concat(relu(x) - w, sigmoid(x)), built with the branches in either order
+// and with different names.
+Graph Diamond(bool relu_first, const std::string& prefix, float weight_value = 1.0f) {
+  GraphBuilder b(3);
+  ValueId x = b.Input(prefix + "x", {2, 3});
+  ValueId w = b.Const(TensorData::FromFloat(std::vector<float>(6, weight_value), {2, 3}), prefix + "w");
+  ValueId left, right;
+  if (relu_first) {
+    left = b.Op("Sub", {b.Op("Relu", {x}, {}, prefix + "relu"), w});
+    right = b.Op("Sigmoid", {x}, {}, prefix + "sig");
+  } else {
+    right = b.Op("Sigmoid", {x}, {}, prefix + "sig");
+    left = b.Op("Sub", {b.Op("Relu", {x}, {}, prefix + "relu"), w});
+  }
+  return b.Build({b.Op("Concat", {left, right}, Axis(1))});
+}
+
+TEST(GraphTest, StructuralHashIgnoresNodeOrderAndNames) {
+  Graph a = Diamond(true, "a_");
+  Graph b = Diamond(false, "b_");
+  ASSERT_NE(a.node(0).op, b.node(0).op);  // really built in different orders
+  EXPECT_EQ(a.StructuralHash(), b.StructuralHash());
+}
+
+TEST(GraphTest, StructuralHashSeesSemanticDifferences) {
+  uint64_t base = Diamond(true, "").StructuralHash();
+  EXPECT_NE(base, Diamond(true, "", 2.0f).StructuralHash()) << "weight contents must count";
+  // Swapping the operands of a non-commutative op.
+  GraphBuilder b1(0), b2(0);
+  ValueId x1 = b1.Input("x", {4}), y1 = b1.Input("y", {4});
+  ValueId x2 = b2.Input("x", {4}), y2 = b2.Input("y", {4});
+  Graph g1 = b1.Build({b1.Op("Sub", {x1, y1})});
+  Graph g2 = b2.Build({b2.Op("Sub", {y2, x2})});
+  EXPECT_NE(g1.StructuralHash(), g2.StructuralHash());
+  // An attribute change.
+  GraphBuilder b3(0), b4(0);
+  ValueId p = b3.Input("p", {2, 2}), q = b4.Input("p", {2, 2});
+  Graph g3 = b3.Build({b3.Op("Softmax", {p}, Axis(0))});
+  Graph g4 = b4.Build({b4.Op("Softmax", {q}, Axis(1))});
+  EXPECT_NE(g3.StructuralHash(), g4.StructuralHash());
+}
+
+TEST(GraphTest, TopologicalOrderRespectsEdges) {
+  Graph g = Diamond(false, "");
+  std::vector<NodeId> order = g.TopologicalOrder();
+  ASSERT_EQ(order.size(), static_cast<size_t>(g.num_nodes()));
+  std::vector<int> pos(g.num_nodes());
+  for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = static_cast<int>(k);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    for (ValueId in : g.node(id).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) EXPECT_LT(pos[g.value(in).producer], pos[id]);
+}
+
+TEST(GraphTest, CycleIsReportedWithNodeNames) {
+  Graph g;
+  ValueId x = g.AddInput("x", {DType::kFloat32, {4}});
+  NodeId a = g.AddNode("Relu", {x}, 1, {}, "first");
+  NodeId b = g.AddNode("Neg", {g.node(a).outputs[0]}, 1, {}, "second");
+  g.mutable_node(a).inputs[0] = g.node(b).outputs[0];  // first <- second <- first
+  g.SetOutputs({g.node(b).outputs[0]});
+  try {
+    g.TopologicalOrder();
+    FAIL() << "no cycle reported";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'first'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'second'"), std::string::npos) << msg;
+  }
+}
+
+TEST(GraphTest, ShapeErrorsNameTheNode) {
+  GraphBuilder b(0);
+  ValueId x = b.Input("x", {1, 3, 8, 8});
+  ValueId w = b.Weight("w", {4, 5, 3, 3}, 0.1f);
+  b.Op("Conv", {x, w}, {}, "bad_conv");
+  try {
+    b.Build({b.graph().node(0).outputs[0]});
+    FAIL() << "no shape error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'bad_conv' (Conv)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("3 channels"), std::string::npos) << msg;
+  }
+}
+
+TEST(GraphTest, RemoveDeadCodeKeepsWhatOutputsNeed) {
+  GraphBuilder b(0);
+  ValueId x = b.Input("x", {4});
+  ValueId unused_in = b.Input("unused", {4});
+  ValueId live = b.Op("Relu", {x});
+  b.Op("Neg", {x});  // dead
+  b.Op("Abs", {unused_in});  // dead
+  Graph g = b.Build({live});
+  EXPECT_EQ(g.num_nodes(), 3);
+  uint64_t before = g.StructuralHash();
+  g.RemoveDeadCode();
+  EXPECT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).op, "Relu");
+  EXPECT_EQ(g.inputs().size(), 2u) << "graph inputs are part of the interface";
+  EXPECT_NE(g.StructuralHash(), before) << "dead nodes count in the hash";
+  g.Validate();
+}
+
+TEST(GraphTest, DotListsEveryNodeAndEdge) {
+  Graph g = Diamond(true, "");
+  std::string dot = g.ToDot();
+  EXPECT_EQ(dot.rfind("digraph", 0), 0u);
+  for (const char* op : {"Relu", "Sub", "Sigmoid", "Concat"}) EXPECT_NE(dot.find(op), std::string::npos) << op;
+  size_t edges = 0;
+  for (size_t pos = dot.find("->"); pos != std::string::npos; pos = dot.find("->", pos + 2)) ++edges;
+  // x->relu, relu->sub, w->sub, x->sig, sub->concat, sig->concat, concat->out
+  EXPECT_EQ(edges, 7u);
+  EXPECT_EQ(dot.back(), '\n');
+}
+
+TEST(GraphTest, ShapeInferenceBroadcastAndMatMul) {
+  GraphBuilder b(0);
+  ValueId a = b.Input("a", {5, 1, 3, 4});
+  ValueId w = b.Input("w", {2, 4, 6});
+  ValueId m = b.Op("MatMul", {a, w});
+  ValueId s = b.Op("Add", {m, b.Input("bias", {6})});
+  Graph g = b.Build({s});
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{5, 2, 3, 6}));
+  EXPECT_EQ(g.value(g.outputs()[0]).type.dtype, DType::kFloat32);
+}
+
+TEST(GraphTest, RegistryEntriesAreComplete) {
+  // Every modelled op has a shape rule and a CPU kernel.
+  auto all = OpRegistry::Global().All();
+  EXPECT_GE(all.size(), 45u);
+  for (const OpDef* def : all) {
+    EXPECT_TRUE(static_cast<bool>(def->shape)) << def->name;
+    EXPECT_NE(def->kernel, nullptr) << def->name;
+    EXPECT_LE(def->min_inputs, def->max_inputs) << def->name;
+  }
+  for (const char* op : {"Conv", "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Clip", "Erf", "Add", "Sub", "Mul",
+                         "Div", "Pow", "Sqrt", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Pad",
+                         "Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                         "Softmax", "ReduceMean", "LayerNormalization", "Gather", "Shape", "Constant", "Identity",
+                         "Dropout", "Cast"})
+    EXPECT_NE(OpRegistry::Global().Find("", op), nullptr) << op;
+}
+
+}  // namespace
+}  // namespace rlflow
