@@ -1,0 +1,84 @@
+// CPU executor: deterministic inputs, index bounds, type checks, errors.
+#include "runtime/executor.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+
+namespace rlflow {
+namespace {
+
+Graph Embedding() {
+  GraphBuilder b(1);
+  ValueId ids = b.Input("ids", {2, 50}, DType::kInt64);
+  ValueId x = b.Input("x", {2, 50, 3});
+  ValueId table = b.Weight("table", {7, 3}, 1.0f);
+  ValueId e = b.Op("Gather", {table, ids});
+  return b.Build({b.Op("Add", {e, x})});
+}
+
+TEST(Executor, RandomInputsAreDeterministicAndSeeded) {
+  Graph g = Embedding();
+  auto a = RandomInputs(g, 5), b = RandomInputs(g, 5), c = RandomInputs(g, 6);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_TRUE(at::equal(a[0], b[0]));
+  EXPECT_TRUE(at::equal(a[1], b[1]));
+  EXPECT_FALSE(at::equal(a[1], c[1]));
+  // Standard normal floats.
+  EXPECT_NEAR(a[1].mean().item<double>(), 0.0, 0.3);
+  EXPECT_NEAR(a[1].std().item<double>(), 1.0, 0.3);
+  // Gather indices stay inside the table (7 rows) and use all of it.
+  EXPECT_GE(a[0].min().item<int64_t>(), 0);
+  EXPECT_EQ(a[0].max().item<int64_t>(), 6);
+}
+
+TEST(Executor, RunsAndMatchesHandComputation) {
+  Graph g = Embedding();
+  auto in = RandomInputs(g, 1);
+  auto out = Executor(g).Run(in);
+  ASSERT_EQ(out.size(), 1u);
+  at::Tensor table = at::empty({7, 3}, at::kFloat);
+  std::memcpy(table.data_ptr(), g.value(g.FindValue("table")).initializer->data(), 7 * 3 * 4);
+  at::Tensor expected = table.index_select(0, in[0].reshape({-1})).reshape({2, 50, 3}) + in[1];
+  EXPECT_TRUE(at::allclose(out[0], expected));
+}
+
+TEST(Executor, RejectsWrongInputShapes) {
+  Graph g = Embedding();
+  auto in = RandomInputs(g, 1);
+  in[1] = at::zeros({2, 50, 4});
+  try {
+    Executor(g).Run(in);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("graph input 'x' has shape [2,50,4]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Executor, KernelErrorsNameTheNode) {
+  GraphBuilder b(1);
+  ValueId ids = b.Input("ids", {3}, DType::kInt64);
+  ValueId table = b.Weight("table", {4, 2}, 1.0f);
+  Graph g = b.Build({b.Op("Gather", {table, ids}, {}, "lookup")});
+  std::vector<at::Tensor> in = {at::tensor({0, 9, 1}, at::kLong)};
+  try {
+    Executor(g).Run(in);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'lookup' (Gather)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+  }
+}
+
+TEST(Executor, RelativeErrorIsNormwise) {
+  at::Tensor ref = at::tensor({1.0, -4.0, 0.0});
+  EXPECT_DOUBLE_EQ(RelativeError(ref, ref), 0.0);
+  EXPECT_DOUBLE_EQ(RelativeError(at::tensor({1.0, -4.0, 0.4}), ref), 0.1);
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, NAN, 0.0}), ref)));
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, 2.0}), ref)));
+}
+
+}  // namespace
+}  // namespace rlflow
