@@ -62,7 +62,9 @@ TEST(GraphTest, TopologicalOrderRespectsEdges) {
   for (size_t k = 0; k < order.size(); ++k) pos[order[k]] = static_cast<int>(k);
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     for (ValueId in : g.node(id).inputs)
-      if (in != kNoValue && g.value(in).producer != kNoNode) EXPECT_LT(pos[g.value(in).producer], pos[id]);
+      if (in != kNoValue && g.value(in).producer != kNoNode) {
+        EXPECT_LT(pos[g.value(in).producer], pos[id]);
+      }
 }
 
 TEST(GraphTest, CycleIsReportedWithNodeNames) {
@@ -137,6 +139,24 @@ TEST(GraphTest, ShapeInferenceBroadcastAndMatMul) {
   Graph g = b.Build({s});
   EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{5, 2, 3, 6}));
   EXPECT_EQ(g.value(g.outputs()[0]).type.dtype, DType::kFloat32);
+}
+
+TEST(GraphTest, RunTimeShapeInputsGivePartialShapes) {
+  // Without folding, Shape(y) is computed at run time: the rules still know
+  // the ranks and leave the dimensions unknown.
+  GraphBuilder b(0);
+  ValueId x = b.Input("x", {2, 6});
+  ValueId y = b.Input("y", {3, 4});
+  ValueId target = b.Op("Shape", {y});
+  ValueId r = b.Op("Reshape", {x, target});
+  ValueId u = b.Op("Unsqueeze", {r, b.Op("Shape", {b.Input("one", {1})})});
+  ValueId p = b.Op("Pad", {x, b.Op("Concat", {target, target}, Axis(0))});
+  Graph g = b.Build({r, u, p});
+  const TensorType& rt = g.value(r).type;
+  EXPECT_TRUE(rt.rank_known);
+  EXPECT_EQ(rt.shape, (Shape{kUnknownDim, kUnknownDim}));
+  EXPECT_EQ(g.value(u).type.shape, (Shape{kUnknownDim, kUnknownDim, kUnknownDim}));
+  EXPECT_EQ(g.value(p).type.shape, (Shape{kUnknownDim, kUnknownDim}));
 }
 
 TEST(GraphTest, RegistryEntriesAreComplete) {

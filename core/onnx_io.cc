@@ -5,6 +5,8 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
@@ -184,6 +186,8 @@ Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, Impo
 Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const ImportOptions& options,
                       ImportReport* report) {
   if (bytes.empty()) Fail("model ", what, " is empty");
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))
+    Fail("model ", what, " is larger than 2 GB; models with external data files are not supported");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))
     Fail("model ", what, " is not a valid ONNX protobuf (truncated or corrupt file?)");

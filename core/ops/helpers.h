@@ -26,6 +26,13 @@ inline TensorType Type(DType dtype, Shape shape) {
   return t;
 }
 
+// A type with `rank` unknown dimensions; rank < 0: the rank is unknown too.
+inline TensorType UnknownDims(DType dtype, int64_t rank) {
+  TensorType t = Type(dtype, Shape(std::max<int64_t>(rank, 0), kUnknownDim));
+  t.rank_known = rank >= 0;
+  return t;
+}
+
 inline double Numel(const TensorType& t) { return static_cast<double>(std::max<int64_t>(t.NumElements(), 0)); }
 
 // FLOPs = number of output elements times a constant.

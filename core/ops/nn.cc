@@ -249,7 +249,7 @@ OpDef PadDef() {
     const TensorType& x = c.input(0);
     int64_t r = RankOf(c, 0);
     auto maybe_pads = c.MaybeConstantInts(1);
-    if (!maybe_pads) return std::vector<TensorType>{Type(x.dtype, Shape(r, kUnknownDim))};
+    if (!maybe_pads) return std::vector<TensorType>{UnknownDims(x.dtype, r)};
     std::vector<int64_t> pads = *maybe_pads;
     if (static_cast<int64_t>(pads.size()) != 2 * r) c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
     std::string mode = c.String("mode");

@@ -234,11 +234,7 @@ OpDef ReshapeDef() {
     const TensorType& x = c.input(0);
     RankOf(c, 0);
     auto target = c.MaybeConstantInts(1);
-    if (!target) {
-      TensorType t = Type(x.dtype, Shape(std::max<int64_t>(c.Length1D(1), 0), kUnknownDim));
-      t.rank_known = c.Length1D(1) >= 0;
-      return std::vector<TensorType>{t};
-    }
+    if (!target) return std::vector<TensorType>{UnknownDims(x.dtype, c.Length1D(1))};
     Shape out = ResolveReshape(x.shape, *target, c.Int("allowzero") != 0, c);
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
@@ -299,11 +295,7 @@ OpDef SqueezeDef() {
     std::vector<int64_t> axes;
     if (c.has_input(1)) {
       auto a = c.MaybeConstantInts(1);
-      if (!a) {
-        TensorType t = Type(c.input(0).dtype, {});
-        t.rank_known = false;
-        return std::vector<TensorType>{t};
-      }
+      if (!a) return std::vector<TensorType>{UnknownDims(c.input(0).dtype, -1)};
       axes = *a;
     }
     return std::vector<TensorType>{Type(c.input(0).dtype, SqueezeShape(c, c.input(0).shape, &axes))};
@@ -341,9 +333,7 @@ OpDef UnsqueezeDef() {
     auto axes = c.MaybeConstantInts(1);
     if (!axes) {
       int64_t n = c.Length1D(1);
-      TensorType t = Type(c.input(0).dtype, Shape(n < 0 ? 0 : c.input(0).rank() + n, kUnknownDim));
-      t.rank_known = n >= 0;
-      return std::vector<TensorType>{t};
+      return std::vector<TensorType>{UnknownDims(c.input(0).dtype, n < 0 ? -1 : c.input(0).rank() + n)};
     }
     return std::vector<TensorType>{Type(c.input(0).dtype, UnsqueezeShape(c, c.input(0).shape, *axes))};
   };
@@ -452,11 +442,7 @@ OpDef ConstantOfShapeDef() {
   d.shape = [](const ShapeContext& c) {
     DType dt = c.Has("value") ? c.Tensor("value")->dtype() : DType::kFloat32;
     auto shape = c.MaybeConstantInts(0);
-    if (!shape) {
-      TensorType t = Type(dt, Shape(std::max<int64_t>(c.Length1D(0), 0), kUnknownDim));
-      t.rank_known = c.Length1D(0) >= 0;
-      return std::vector<TensorType>{t};
-    }
+    if (!shape) return std::vector<TensorType>{UnknownDims(dt, c.Length1D(0))};
     return std::vector<TensorType>{Type(dt, *shape)};
   };
   d.kernel = [](KernelContext& c) {
@@ -477,9 +463,7 @@ OpDef ExpandDef() {
     auto shape = c.MaybeConstantInts(1);
     if (!shape) {
       int64_t n = c.Length1D(1);
-      TensorType t = Type(c.input(0).dtype, Shape(std::max<int64_t>(n, c.input(0).rank()), kUnknownDim));
-      t.rank_known = n >= 0;
-      return std::vector<TensorType>{t};
+      return std::vector<TensorType>{UnknownDims(c.input(0).dtype, n < 0 ? -1 : std::max(n, c.input(0).rank()))};
     }
     return std::vector<TensorType>{Type(c.input(0).dtype, BroadcastShapes(c.input(0).shape, *shape, c))};
   };
