@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -22,6 +23,13 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 }  // namespace
+
+std::string ResolveUserPath(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  const char* wd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (wd == nullptr || *wd == '\0') return path;
+  return std::string(wd) + "/" + path;
+}
 
 bool FileExists(const std::string& path) {
   struct stat st;

@@ -13,5 +13,8 @@ void CheckWritablePath(const std::string& path, const std::string& what = "outpu
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 bool FileExists(const std::string& path);
+// Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory
+// `bazel run` was started from) when it is set.
+std::string ResolveUserPath(const std::string& path);
 
 }  // namespace rlflow

@@ -75,10 +75,12 @@ class ShapeContext : public AttrReader {
   std::vector<const TensorData*> constants_;
 };
 
-struct KernelContext;  // ATen-based, defined in core/ops/kernel.h
+struct KernelContext;    // ATen-based, defined in core/ops/kernel.h
+struct SymbolicContext;  // Z3-based, defined in core/symbolic.h
 
 using ShapeFn = std::function<std::vector<TensorType>(const ShapeContext&)>;
 using KernelFn = void (*)(KernelContext&);
+using SymbolicFn = void (*)(SymbolicContext&);
 using FlopsFn = std::function<double(const ShapeContext&, const std::vector<TensorType>& outputs)>;
 
 struct OpDef {
@@ -91,9 +93,19 @@ struct OpDef {
   ShapeFn shape;
   KernelFn kernel = nullptr;
   FlopsFn flops;  // nullptr: zero FLOPs (data movement only)
-  // Extension point for later components (generator fingerprint semantics,
-  // verifier symbolic semantics) keyed by facet name.
-  std::map<std::string, std::shared_ptr<void>> facets;
+  // Generator fingerprint semantics: the generator evaluates ops in float64
+  // on small integer-valued inputs, which is exact arithmetic when the op
+  // maps integers to integers with no rounding (sums, products, max, data
+  // movement). `exact_on_integers` says the CPU kernel itself is such an op;
+  // `fingerprint` is an exact stand-in for one that is not (e.g. average
+  // pooling as a window sum). Ops with neither are not enumerated.
+  bool exact_on_integers = false;
+  KernelFn fingerprint = nullptr;
+  // Verifier semantics: each output element as a Z3 real expression of the
+  // input elements (nullptr: the verifier cannot reason about the op).
+  SymbolicFn symbolic = nullptr;
+
+  bool HasFingerprint() const { return exact_on_integers || fingerprint != nullptr; }
 
   const AttrSpec* FindAttr(const std::string& name) const;
 };

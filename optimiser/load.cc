@@ -8,13 +8,6 @@
 
 namespace rlflow {
 
-std::string ResolveUserPath(const std::string& path) {
-  if (path.empty() || path[0] == '/') return path;
-  const char* wd = std::getenv("BUILD_WORKING_DIRECTORY");
-  if (wd == nullptr || *wd == '\0') return path;
-  return std::string(wd) + "/" + path;
-}
-
 namespace {
 std::string Stem(const std::string& path) {
   size_t slash = path.find_last_of('/');

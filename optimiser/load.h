@@ -5,14 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "core/file_util.h"
 #include "core/graph.h"
 #include "core/onnx_io.h"
 
 namespace rlflow {
 
-// Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory
-// `bazel run` was started from) when it is set.
-std::string ResolveUserPath(const std::string& path);
 
 struct LoadedModel {
   Graph graph;

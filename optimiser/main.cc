@@ -5,12 +5,14 @@
 #include <glog/logging.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/rules/rule.h"
 #include "core/summary.h"
 #include "optimiser/load.h"
 #include "optimiser/search.h"
@@ -28,12 +30,27 @@ DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
 DEFINE_string(dot, "", "also write the optimised graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
 DEFINE_int32(threads, 0, "ATen intra-op threads for the CPU executor (0: ATen's default)");
+DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");
 
 namespace rlflow {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// The checked-in database ships as a runfile of this binary.
+std::string DefaultRulesPath() {
+  const std::string rel = "rules/default.rules.pb";
+  if (FileExists(rel)) return rel;  // `bazel run` / `bazel test`: cwd is the runfiles tree
+  if (const char* dir = std::getenv("RUNFILES_DIR")) {
+    std::string p = std::string(dir) + "/rlflow/" + rel;
+    if (FileExists(p)) return p;
+  }
+  std::string exe = gflags::GetArgv0();
+  std::string p = exe + ".runfiles/rlflow/" + rel;
+  if (FileExists(p)) return p;
+  Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+}
 
 std::string DefaultOutput(const LoadedModel& m) {
   if (m.from_zoo) return ResolveUserPath(m.source.substr(4) + ".rlflow.onnx");
@@ -49,6 +66,9 @@ int Main() {
   if (FLAGS_threads < 0) Fail("--threads must be >= 0");
   if (FLAGS_threads > 0) at::set_num_threads(FLAGS_threads);
   std::unique_ptr<Search> search = MakeSearch(FLAGS_search);
+  std::string rules_path = FLAGS_rules.empty() ? DefaultRulesPath() : ResolveUserPath(FLAGS_rules);
+  rules::RuleDatabase rule_db = LoadRuleDatabase(rules_path);
+  LOG(INFO) << "loaded " << rule_db.rules_size() << " rules from " << rules_path;
   // Fail on unwritable outputs before any long work.
   if (!FLAGS_output.empty()) CheckWritablePath(ResolveUserPath(FLAGS_output), "--output");
   if (!FLAGS_dot.empty()) CheckWritablePath(ResolveUserPath(FLAGS_dot), "--dot");
@@ -97,6 +117,7 @@ int Main() {
   GraphSummary after = Summarize(result.graph);
 
   std::printf("model:      %s\n", model.source.c_str());
+  std::printf("rules:      %d (%s)\n", rule_db.rules_size(), rules_path.c_str());
   std::printf("search:     %s (%.3f s, %lld graphs explored, %zu rewrites)\n", search->name().c_str(), search_s,
               static_cast<long long>(result.graphs_explored), result.applied.size());
   std::printf("before:     %s", before.ToString().c_str());

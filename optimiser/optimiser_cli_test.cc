@@ -205,6 +205,18 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("", out_, "--model is required");
 }
 
+TEST_F(OptimiserCli, BadRuleDatabases) {
+  std::string model = TempDir() + "/ok3.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);
+  ExpectCleanFailure("--model=" + model + " --rules=" + TempDir() + "/no_rules.pb", out_, "no_rules.pb");
+  std::string good = ReadFile(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
+  std::string truncated = TempDir() + "/truncated_rules.pb";
+  std::ofstream(truncated, std::ios::binary) << good.substr(0, good.size() / 3);
+  ExpectCleanFailure("--model=" + model + " --rules=" + truncated, out_, "corrupt or truncated");
+  // A valid protobuf of another kind: an ONNX model is not a rule database.
+  ExpectCleanFailure("--model=" + model + " --rules=" + model, out_, "rule database");
+}
+
 TEST_F(OptimiserCli, HappyPathAndZooFallback) {
   std::string model = TempDir() + "/good.onnx";
   WriteOnnxFile(zoo::Build("squeezenet1_1", 3), model);
@@ -213,6 +225,7 @@ TEST_F(OptimiserCli, HappyPathAndZooFallback) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(FileExists(out_));
   EXPECT_NE(r.out.find("Conv: 26"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rules:      "), std::string::npos) << r.out;
   Graph written = ImportOnnxFile(out_);
   EXPECT_EQ(written.StructuralHash(), ImportOnnxFile(model).StructuralHash());
 

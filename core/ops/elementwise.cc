@@ -2,44 +2,65 @@
 // comparisons, Where, Clip, Cast, Identity and inference-mode Dropout.
 #include "core/error.h"
 #include "core/ops/helpers.h"
+#include "core/symbolic.h"
 
 namespace rlflow::ops {
 namespace {
 
 std::vector<TensorType> SameAsInput0(const ShapeContext& c) { return {c.input(0)}; }
 
-OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element = 1.0) {
+OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, bool exact_on_integers,
+            SymbolicFn symbolic) {
   OpDef d;
   d.name = name;
   d.shape = SameAsInput0;
   d.kernel = kernel;
   d.flops = PerOutputElement(flops_per_element);
+  d.exact_on_integers = exact_on_integers;
+  d.symbolic = symbolic;
   return d;
 }
 
-#define RLFLOW_UNARY(NAME, EXPR, FLOPS)                                          \
+// Element-wise symbolic semantics from a per-element expression of `x`.
+#define RLFLOW_SYM_UNARY(EXPR)                        \
+  [](SymbolicContext& c) {                            \
+    SymTensor out;                                    \
+    out.shape = c.in(0).shape;                        \
+    for (const z3::expr& x : c.in(0).v) out.v.push_back(EXPR); \
+    c.outputs = {out};                                \
+  }
+
+#define RLFLOW_UNARY(NAME, EXPR, FLOPS, EXACT, SYMBOLIC)                         \
   RLFLOW_REGISTER_OP(Unary(#NAME, [](KernelContext& c) {                         \
     const at::Tensor& x = c.in(0);                                               \
     c.outputs = {EXPR};                                                          \
-  }, FLOPS))
+  }, FLOPS, EXACT, SYMBOLIC))
 
-RLFLOW_UNARY(Relu, at::relu(x), 1);
-RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4);
-RLFLOW_UNARY(Tanh, at::tanh(x), 4);
-RLFLOW_UNARY(Erf, at::erf(x), 8);
-RLFLOW_UNARY(Sqrt, at::sqrt(x), 4);
-RLFLOW_UNARY(Exp, at::exp(x), 4);
-RLFLOW_UNARY(Log, at::log(x), 4);
-RLFLOW_UNARY(Neg, at::neg(x), 1);
-RLFLOW_UNARY(Abs, at::abs(x), 1);
-RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1);
-RLFLOW_UNARY(Floor, at::floor(x), 1);
-RLFLOW_UNARY(Ceil, at::ceil(x), 1);
-RLFLOW_UNARY(Identity, x, 0);
+RLFLOW_UNARY(Relu, at::relu(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x > 0, x, x.ctx().real_val(0))));
+RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4, false, nullptr);
+RLFLOW_UNARY(Tanh, at::tanh(x), 4, false, nullptr);
+RLFLOW_UNARY(Erf, at::erf(x), 8, false, nullptr);
+RLFLOW_UNARY(Sqrt, at::sqrt(x), 4, false, nullptr);
+RLFLOW_UNARY(Exp, at::exp(x), 4, false, nullptr);
+RLFLOW_UNARY(Log, at::log(x), 4, false, nullptr);
+RLFLOW_UNARY(Neg, at::neg(x), 1, true, RLFLOW_SYM_UNARY(-x));
+RLFLOW_UNARY(Abs, at::abs(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x >= 0, x, -x)));
+RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1, false, nullptr);
+RLFLOW_UNARY(Floor, at::floor(x), 1, false, nullptr);
+RLFLOW_UNARY(Ceil, at::ceil(x), 1, false, nullptr);
+RLFLOW_UNARY(Identity, x, 0, true, RLFLOW_SYM_UNARY(x));
 #undef RLFLOW_UNARY
+#undef RLFLOW_SYM_UNARY
 
 // Binary operators with multidirectional (numpy) broadcasting.
-OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false) {
+z3::expr SymAdd(const z3::expr& a, const z3::expr& b) { return a + b; }
+z3::expr SymSub(const z3::expr& a, const z3::expr& b) { return a - b; }
+z3::expr SymMul(const z3::expr& a, const z3::expr& b) { return a * b; }
+z3::expr SymMax(const z3::expr& a, const z3::expr& b) { return z3::ite(a >= b, a, b); }
+z3::expr SymMin(const z3::expr& a, const z3::expr& b) { return z3::ite(a <= b, a, b); }
+
+OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false,
+             z3::expr (*sym)(const z3::expr&, const z3::expr&) = nullptr, SymbolicFn symbolic = nullptr) {
   OpDef d;
   d.name = name;
   d.min_inputs = d.max_inputs = 2;
@@ -59,14 +80,21 @@ OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false)
   };
   d.kernel = kernel;
   d.flops = PerOutputElement(1.0);
+  d.exact_on_integers = sym != nullptr;
+  d.symbolic = symbolic;
   return d;
 }
 
+#define RLFLOW_SYM_BINARY(F) [](SymbolicContext& c) { c.outputs = {SymBroadcast(c, c.in(0), c.in(1), F)}; }
+
 bool IsIntegral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
 
-RLFLOW_REGISTER_OP(Binary("Add", [](KernelContext& c) { c.outputs = {at::add(c.in(0), c.in(1))}; }));
-RLFLOW_REGISTER_OP(Binary("Sub", [](KernelContext& c) { c.outputs = {at::sub(c.in(0), c.in(1))}; }));
-RLFLOW_REGISTER_OP(Binary("Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Add", [](KernelContext& c) { c.outputs = {at::add(c.in(0), c.in(1))}; }, false, SymAdd,
+                          RLFLOW_SYM_BINARY(SymAdd)));
+RLFLOW_REGISTER_OP(Binary("Sub", [](KernelContext& c) { c.outputs = {at::sub(c.in(0), c.in(1))}; }, false, SymSub,
+                          RLFLOW_SYM_BINARY(SymSub)));
+RLFLOW_REGISTER_OP(Binary("Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }, false, SymMul,
+                          RLFLOW_SYM_BINARY(SymMul)));
 RLFLOW_REGISTER_OP(Binary("Div", [](KernelContext& c) {
   // ONNX integer division truncates toward zero, like C.
   c.outputs = {IsIntegral(c.in(0)) ? at::div(c.in(0), c.in(1), "trunc") : at::div(c.in(0), c.in(1))};
@@ -74,8 +102,11 @@ RLFLOW_REGISTER_OP(Binary("Div", [](KernelContext& c) {
 RLFLOW_REGISTER_OP(Binary("Pow", [](KernelContext& c) {
   c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())};
 }));
-RLFLOW_REGISTER_OP(Binary("Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }));
-RLFLOW_REGISTER_OP(Binary("Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Binary("Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }, false,
+                          SymMax, RLFLOW_SYM_BINARY(SymMax)));
+RLFLOW_REGISTER_OP(Binary("Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }, false,
+                          SymMin, RLFLOW_SYM_BINARY(SymMin)));
+#undef RLFLOW_SYM_BINARY
 RLFLOW_REGISTER_OP(Binary("Equal", [](KernelContext& c) { c.outputs = {at::eq(c.in(0), c.in(1))}; }, true));
 RLFLOW_REGISTER_OP(Binary("Less", [](KernelContext& c) { c.outputs = {at::lt(c.in(0), c.in(1))}; }, true));
 RLFLOW_REGISTER_OP(Binary("Greater", [](KernelContext& c) { c.outputs = {at::gt(c.in(0), c.in(1))}; }, true));

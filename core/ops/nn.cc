@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/ops/helpers.h"
+#include "core/symbolic.h"
 
 namespace rlflow::ops {
 namespace {
@@ -35,8 +36,46 @@ Window ConvWindow(const AttrReader& a, const TensorType& x, const TensorType& w)
   return ComputeWindow(a, Spatial(x), kernel, false, true);
 }
 
+// Symbolic 2-D convolution: out[n,m,y,x] = b[m] + sum over the group's
+// channels and the kernel window of in-bounds x * w.
+void ConvSymbolic(SymbolicContext& c) {
+  const SymTensor& x = c.in(0);
+  const SymTensor& w = c.in(1);
+  if (x.shape.size() != 4) c.Fail("symbolic semantics cover 2-D convolution only");
+  TensorType xt = Type(DType::kFloat32, x.shape), wt = Type(DType::kFloat32, w.shape);
+  Window win = ConvWindow(c, xt, wt);
+  int64_t group = c.Int("group");
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t M = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  int64_t OH = win.out_spatial[0], OW = win.out_spatial[1];
+  int64_t Mg = M / group;
+  (void)C;
+  SymTensor out;
+  out.shape = {N, M, OH, OW};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t oy = 0; oy < OH; ++oy)
+        for (int64_t ox = 0; ox < OW; ++ox) {
+          z3::expr_vector terms(c.z3);
+          if (c.has(2)) terms.push_back(c.in(2).v[m]);
+          int64_t g = m / Mg;
+          for (int64_t ci = 0; ci < Cg; ++ci)
+            for (int64_t ky = 0; ky < KH; ++ky)
+              for (int64_t kx = 0; kx < KW; ++kx) {
+                int64_t iy = oy * win.strides[0] - win.pad_begin[0] + ky * win.dilations[0];
+                int64_t ix = ox * win.strides[1] - win.pad_begin[1] + kx * win.dilations[1];
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                terms.push_back(x.at({n, g * Cg + ci, iy, ix}) * w.at({m, ci, ky, kx}));
+              }
+          out.v.push_back(terms.empty() ? c.Real(0) : z3::sum(terms));
+        }
+  c.outputs = {out};
+}
+
 OpDef ConvDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = ConvSymbolic;
   d.name = "Conv";
   d.since_opset = 11;
   d.min_inputs = 2;
@@ -136,8 +175,50 @@ double PoolFlops(const ShapeContext& c, const std::vector<TensorType>& out) {
   return Numel(out[0]) * k;
 }
 
+// Symbolic pooling over in-bounds window elements: max, or sum / count.
+template <bool kMax>
+void PoolSymbolic(SymbolicContext& c) {
+  const SymTensor& x = c.in(0);
+  if (x.shape.size() != 4) c.Fail("symbolic semantics cover 2-D pooling only");
+  Window w = PoolWindow(c, Shape(x.shape.begin() + 2, x.shape.end()), kMax);
+  bool include_pad = !kMax && c.Int("count_include_pad") != 0;
+  SymTensor out;
+  out.shape = {x.shape[0], x.shape[1], w.out_spatial[0], w.out_spatial[1]};
+  for (int64_t n = 0; n < x.shape[0]; ++n)
+    for (int64_t ch = 0; ch < x.shape[1]; ++ch)
+      for (int64_t oy = 0; oy < w.out_spatial[0]; ++oy)
+        for (int64_t ox = 0; ox < w.out_spatial[1]; ++ox) {
+          std::vector<z3::expr> window;
+          int64_t count = 0;
+          for (int64_t ky = 0; ky < w.kernel[0]; ++ky)
+            for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+              int64_t iy = oy * w.strides[0] - w.pad_begin[0] + ky * w.dilations[0];
+              int64_t ix = ox * w.strides[1] - w.pad_begin[1] + kx * w.dilations[1];
+              bool inside_padded = iy >= -w.pad_begin[0] && iy < x.shape[2] + w.pad_end[0] &&
+                                   ix >= -w.pad_begin[1] && ix < x.shape[3] + w.pad_end[1];
+              if (inside_padded) ++count;
+              if (iy < 0 || iy >= x.shape[2] || ix < 0 || ix >= x.shape[3]) continue;
+              window.push_back(x.at({n, ch, iy, ix}));
+            }
+          if (window.empty()) c.Fail("empty pooling window");
+          if (kMax) {
+            z3::expr m = window[0];
+            for (size_t k = 1; k < window.size(); ++k) m = z3::ite(window[k] > m, window[k], m);
+            out.v.push_back(m);
+          } else {
+            z3::expr_vector terms(c.z3);
+            for (const auto& e : window) terms.push_back(e);
+            int64_t divisor = include_pad ? count : static_cast<int64_t>(window.size());
+            out.v.push_back(z3::sum(terms) / c.Real(static_cast<double>(divisor)));
+          }
+        }
+  c.outputs = {out};
+}
+
 OpDef MaxPoolDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = PoolSymbolic<true>;
   d.name = "MaxPool";
   d.since_opset = 11;
   d.attrs = WindowAttrs(true);
@@ -181,6 +262,17 @@ at::Tensor AvgPoolAten(const at::Tensor& x, const Window& w, const std::vector<i
 
 OpDef AveragePoolDef() {
   OpDef d;
+  d.symbolic = PoolSymbolic<false>;
+  // Fingerprint stand-in: the window sum (the average times a positive
+  // constant), exact on integers; linear like the average itself.
+  d.fingerprint = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    Shape in(x.sizes().begin() + 2, x.sizes().end());
+    Window w = PoolWindow(c, in, false);
+    if (in.size() != 2 || !w.symmetric()) c.Fail("fingerprint semantics cover symmetric 2-D pooling only");
+    c.outputs = {at::avg_pool2d(x, w.kernel, w.strides, w.pad_begin, c.Int("ceil_mode") != 0,
+                                c.Int("count_include_pad") != 0, /*divisor_override=*/1)};
+  };
   d.name = "AveragePool";
   d.since_opset = 11;
   d.attrs = WindowAttrs(false);
@@ -238,8 +330,30 @@ OpDef GlobalAveragePoolDef() {
 RLFLOW_REGISTER_OP(GlobalAveragePoolDef());
 
 // ---- Pad ----
+void PadSymbolic(SymbolicContext& c) {
+  const SymTensor& x = c.in(0);
+  if (c.String("mode") != "constant") c.Fail("symbolic semantics cover constant padding only");
+  std::vector<int64_t> pads = c.ConstInts(1);
+  int64_t r = static_cast<int64_t>(x.shape.size());
+  z3::expr fill = c.Real(0);
+  if (c.has(2)) fill = c.in(2).v.at(0);
+  SymTensor out;
+  for (int64_t k = 0; k < r; ++k) out.shape.push_back(x.shape[k] + pads[k] + pads[k + r]);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> idx = Unravel(i, out.shape);
+    bool inside = true;
+    for (int64_t k = 0; k < r; ++k) {
+      idx[k] -= pads[k];
+      inside = inside && idx[k] >= 0 && idx[k] < x.shape[k];
+    }
+    out.v.push_back(inside ? x.at(idx) : fill);
+  }
+  c.outputs = {out};
+}
+
 OpDef PadDef() {
   OpDef d;
+  d.symbolic = PadSymbolic;
   d.name = "Pad";
   d.since_opset = 11;
   d.min_inputs = 2;
@@ -262,6 +376,9 @@ OpDef PadDef() {
       }
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
+  // Exact on integers for constant padding with an integer (or no) value;
+  // the generator only pads with zeros.
+  d.exact_on_integers = true;
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     int64_t r = x.dim();
@@ -309,8 +426,26 @@ OpDef PadDef() {
 RLFLOW_REGISTER_OP(PadDef());
 
 // ---- MatMul / Gemm ----
+void MatMulSymbolic(SymbolicContext& c) {
+  const SymTensor& a = c.in(0);
+  const SymTensor& b = c.in(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2) c.Fail("symbolic semantics cover 2-D MatMul only");
+  int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
+  SymTensor out;
+  out.shape = {M, N};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      z3::expr_vector terms(c.z3);
+      for (int64_t k = 0; k < K; ++k) terms.push_back(a.at({i, k}) * b.at({k, j}));
+      out.v.push_back(z3::sum(terms));
+    }
+  c.outputs = {out};
+}
+
 OpDef MatMulDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = MatMulSymbolic;
   d.name = "MatMul";
   d.min_inputs = d.max_inputs = 2;
   d.shape = [](const ShapeContext& c) {

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/ops/helpers.h"
+#include "core/symbolic.h"
 
 namespace rlflow::ops {
 namespace {
@@ -12,8 +13,29 @@ namespace {
 std::vector<int64_t> Sizes(const at::Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
 
 // ---- Concat ----
+void ConcatSymbolic(SymbolicContext& c) {
+  int64_t axis = NormalizeAxis(c.Int("axis"), static_cast<int64_t>(c.in(0).shape.size()), c);
+  SymTensor out;
+  out.shape = c.in(0).shape;
+  out.shape[axis] = 0;
+  for (const SymTensor& t : c.inputs) out.shape[axis] += t.shape[axis];
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> idx = Unravel(i, out.shape);
+    for (const SymTensor& t : c.inputs) {
+      if (idx[axis] < t.shape[axis]) {
+        out.v.push_back(t.at(idx));
+        break;
+      }
+      idx[axis] -= t.shape[axis];
+    }
+  }
+  c.outputs = {out};
+}
+
 OpDef ConcatDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = ConcatSymbolic;
   d.name = "Concat";
   d.min_inputs = 1;
   d.max_inputs = 1 << 20;
@@ -57,8 +79,30 @@ std::vector<int64_t> SplitSizes(const AttrReader& a, int64_t dim, int parts, con
   return std::vector<int64_t>(parts, dim / parts);
 }
 
+void SplitSymbolic(SymbolicContext& c) {
+  const SymTensor& x = c.in(0);
+  int64_t axis = NormalizeAxis(c.Int("axis"), static_cast<int64_t>(x.shape.size()), c);
+  std::vector<int64_t> given;
+  if (c.has(1)) given = c.ConstInts(1);
+  int64_t offset = 0;
+  for (int64_t size : SplitSizes(c, x.shape[axis], c.num_outputs(), &given)) {
+    SymTensor part;
+    part.shape = x.shape;
+    part.shape[axis] = size;
+    for (int64_t i = 0; i < part.numel(); ++i) {
+      std::vector<int64_t> idx = Unravel(i, part.shape);
+      idx[axis] += offset;
+      part.v.push_back(x.at(idx));
+    }
+    offset += size;
+    c.outputs.push_back(part);
+  }
+}
+
 OpDef SplitDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = SplitSymbolic;
   d.name = "Split";
   d.since_opset = 13;
   d.min_inputs = 1;
@@ -207,8 +251,23 @@ std::vector<int64_t> Perm(const AttrReader& a, int64_t r) {
   return perm;
 }
 
+void TransposeSymbolic(SymbolicContext& c) {
+  const SymTensor& x = c.in(0);
+  std::vector<int64_t> perm = Perm(c, static_cast<int64_t>(x.shape.size()));
+  SymTensor out;
+  for (int64_t p : perm) out.shape.push_back(x.shape[p]);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    std::vector<int64_t> idx = Unravel(i, out.shape), src(idx.size());
+    for (size_t k = 0; k < perm.size(); ++k) src[perm[k]] = idx[k];
+    out.v.push_back(x.at(src));
+  }
+  c.outputs = {out};
+}
+
 OpDef TransposeDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = TransposeSymbolic;
   d.name = "Transpose";
   d.attrs = {IntsAttr("perm")};
   d.shape = [](const ShapeContext& c) {
@@ -224,8 +283,19 @@ OpDef TransposeDef() {
 RLFLOW_REGISTER_OP(TransposeDef());
 
 // ---- Reshape / Flatten / Squeeze / Unsqueeze ----
+// Reshape-like ops keep the row-major data and change the shape.
+SymTensor WithShape(const SymTensor& x, Shape shape) {
+  SymTensor out = x;
+  out.shape = std::move(shape);
+  return out;
+}
+
 OpDef ReshapeDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = [](SymbolicContext& c) {
+    c.outputs = {WithShape(c.in(0), ResolveReshape(c.in(0).shape, c.ConstInts(1), c.Int("allowzero") != 0, c))};
+  };
   d.name = "Reshape";
   d.since_opset = 5;
   d.min_inputs = d.max_inputs = 2;
@@ -255,6 +325,8 @@ Shape FlattenShape(const AttrReader& a, const Shape& in) {
 
 OpDef FlattenDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = [](SymbolicContext& c) { c.outputs = {WithShape(c.in(0), FlattenShape(c, c.in(0).shape))}; };
   d.name = "Flatten";
   d.attrs = {IntAttr("axis", 1)};
   d.shape = [](const ShapeContext& c) {
@@ -286,6 +358,12 @@ Shape SqueezeShape(const AttrReader& a, const Shape& in, const std::vector<int64
 
 OpDef SqueezeDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = [](SymbolicContext& c) {
+    std::vector<int64_t> axes;
+    if (c.has(1) || (c.constants.size() > 1 && c.constants[1])) axes = c.ConstInts(1);
+    c.outputs = {WithShape(c.in(0), SqueezeShape(c, c.in(0).shape, &axes))};
+  };
   d.name = "Squeeze";
   d.since_opset = 13;
   d.min_inputs = 1;
@@ -325,6 +403,10 @@ Shape UnsqueezeShape(const AttrReader& a, const Shape& in, const std::vector<int
 
 OpDef UnsqueezeDef() {
   OpDef d;
+  d.exact_on_integers = true;
+  d.symbolic = [](SymbolicContext& c) {
+    c.outputs = {WithShape(c.in(0), UnsqueezeShape(c, c.in(0).shape, c.ConstInts(1)))};
+  };
   d.name = "Unsqueeze";
   d.since_opset = 13;
   d.min_inputs = d.max_inputs = 2;

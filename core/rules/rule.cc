@@ -1,0 +1,391 @@
+#include "core/rules/rule.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/op_registry.h"
+
+namespace rlflow {
+
+// ---- symbolic dimensions ----
+rules::Dim DimConst(int64_t value) {
+  rules::Dim d;
+  d.set_constant(value);
+  return d;
+}
+
+rules::Dim DimSymbol(const std::string& symbol) {
+  rules::Dim d;
+  auto* t = d.add_terms();
+  t->set_symbol(symbol);
+  t->set_coeff(1);
+  return d;
+}
+
+namespace {
+rules::Dim Normalize(const std::map<std::string, int64_t>& coeffs, int64_t constant) {
+  rules::Dim d;
+  d.set_constant(constant);
+  for (const auto& [sym, c] : coeffs) {
+    if (c == 0) continue;
+    auto* t = d.add_terms();
+    t->set_symbol(sym);
+    t->set_coeff(c);
+  }
+  return d;
+}
+std::map<std::string, int64_t> Coeffs(const rules::Dim& d) {
+  std::map<std::string, int64_t> m;
+  for (const auto& t : d.terms()) m[t.symbol()] += t.coeff();
+  return m;
+}
+}  // namespace
+
+rules::Dim DimAdd(const rules::Dim& a, const rules::Dim& b) {
+  auto m = Coeffs(a);
+  for (const auto& t : b.terms()) m[t.symbol()] += t.coeff();
+  return Normalize(m, a.constant() + b.constant());
+}
+
+rules::Dim DimScale(const rules::Dim& a, int64_t factor) {
+  auto m = Coeffs(a);
+  for (auto& [s, c] : m) c *= factor;
+  return Normalize(m, a.constant() * factor);
+}
+
+std::optional<rules::Dim> DimHalf(const rules::Dim& a) {
+  if (a.constant() % 2 != 0) return std::nullopt;
+  auto m = Coeffs(a);
+  for (auto& [s, c] : m) {
+    if (c % 2 != 0) return std::nullopt;
+    c /= 2;
+  }
+  rules::Dim half = Normalize(m, a.constant() / 2);
+  if (half.terms_size() == 0 && half.constant() <= 0) return std::nullopt;
+  return half;
+}
+
+bool DimEqual(const rules::Dim& a, const rules::Dim& b) {
+  return a.constant() == b.constant() && Coeffs(a) == Coeffs(b);
+}
+
+bool DimIsConst(const rules::Dim& a, int64_t value) { return a.terms_size() == 0 && a.constant() == value; }
+
+int64_t EvalDim(const rules::Dim& dim, const SymbolBinding& binding) {
+  int64_t v = dim.constant();
+  for (const auto& t : dim.terms()) {
+    auto it = binding.find(t.symbol());
+    if (it == binding.end()) Fail("shape symbol '", t.symbol(), "' has no value");
+    v += t.coeff() * it->second;
+  }
+  return v;
+}
+
+std::string DimToString(const rules::Dim& dim) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& t : dim.terms()) {
+    if (!first) os << "+";
+    if (t.coeff() != 1) os << t.coeff();
+    os << t.symbol();
+    first = false;
+  }
+  if (dim.constant() != 0 || first) os << (first ? "" : "+") << dim.constant();
+  return os.str();
+}
+
+Shape EvalShape(const rules::TensorVar& var, const SymbolBinding& binding) {
+  Shape s;
+  for (const auto& d : var.shape()) s.push_back(EvalDim(d, binding));
+  return s;
+}
+
+std::string ShapeToString(const rules::TensorVar& var) {
+  std::string s = "[";
+  for (int k = 0; k < var.shape_size(); ++k) s += (k ? "," : "") + DimToString(var.shape(k));
+  return s + "]";
+}
+
+std::vector<std::string> RuleSymbols(const rules::Rule& rule) {
+  std::set<std::string> syms;
+  for (const auto& in : rule.inputs())
+    for (const auto& d : in.shape())
+      for (const auto& t : d.terms()) syms.insert(t.symbol());
+  return {syms.begin(), syms.end()};
+}
+
+// ---- attributes ----
+namespace {
+Attribute FromProto(const rules::Attribute& a) {
+  switch (a.value_case()) {
+    case rules::Attribute::kI: return Attribute::Int(a.i());
+    case rules::Attribute::kF: return Attribute::Float(a.f());
+    case rules::Attribute::kS: return Attribute::String(a.s());
+    case rules::Attribute::kInts: return Attribute::Ints({a.ints().values().begin(), a.ints().values().end()});
+    case rules::Attribute::kFloats: return Attribute::Floats({a.floats().values().begin(), a.floats().values().end()});
+    default: Fail("attribute '", a.name(), "' has no value");
+  }
+}
+
+std::string AttrText(const rules::Attribute& a) { return a.name() + "=" + FromProto(a).ToString(); }
+
+std::string ConstantText(const rules::Constant& c) {
+  std::string s = "[";
+  for (int k = 0; k < c.int_values_size(); ++k) s += (k ? "," : "") + std::to_string(c.int_values(k));
+  return s + "]";
+}
+}  // namespace
+
+int PatternOpCount(const rules::Pattern& p) { return p.nodes_size(); }
+
+Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const SymbolBinding& binding, DType dtype) {
+  Graph g;
+  g.info().opsets = {{"", 17}};
+  std::vector<ValueId> inputs, constants;
+  for (const auto& in : rule.inputs()) {
+    TensorType t;
+    t.dtype = dtype == DType::kUndefined ? DTypeFromCode(in.dtype()) : dtype;
+    t.shape = EvalShape(in, binding);
+    for (int64_t d : t.shape)
+      if (d <= 0) Fail("rule ", rule.id(), ": input ", in.name(), " has non-positive dimension at this binding");
+    inputs.push_back(g.AddInput(in.name(), t));
+  }
+  for (int k = 0; k < p.constants_size(); ++k) {
+    const rules::Constant& c = p.constants(k);
+    Shape dims(c.dims().begin(), c.dims().end());
+    std::vector<int64_t> values(c.int_values().begin(), c.int_values().end());
+    constants.push_back(g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(values, dims)));
+  }
+  std::vector<std::vector<ValueId>> node_outputs;
+  auto resolve = [&](const rules::Ref& r) -> ValueId {
+    switch (r.kind_case()) {
+      case rules::Ref::kInput:
+        if (r.input() < 0 || r.input() >= static_cast<int>(inputs.size())) Fail("rule ", rule.id(), ": bad input ref");
+        return inputs[r.input()];
+      case rules::Ref::kConstant:
+        if (r.constant() < 0 || r.constant() >= static_cast<int>(constants.size())) Fail("rule ", rule.id(), ": bad constant ref");
+        return constants[r.constant()];
+      case rules::Ref::kNode:
+        if (r.node().node() < 0 || r.node().node() >= static_cast<int>(node_outputs.size()) || r.node().output() < 0 ||
+            r.node().output() >= static_cast<int>(node_outputs[r.node().node()].size()))
+          Fail("rule ", rule.id(), ": bad node ref (nodes must be in topological order)");
+        return node_outputs[r.node().node()][r.node().output()];
+      case rules::Ref::kOmitted: return kNoValue;
+      default: Fail("rule ", rule.id(), ": empty reference");
+    }
+  };
+  const OpRegistry& reg = OpRegistry::Global();
+  for (int k = 0; k < p.nodes_size(); ++k) {
+    const rules::Node& n = p.nodes(k);
+    const OpDef* def = reg.Find("", n.op());
+    if (def == nullptr) Fail("rule ", rule.id(), ": operator '", n.op(), "' is not in the registry");
+    std::vector<ValueId> ins;
+    for (const auto& r : n.inputs()) ins.push_back(resolve(r));
+    AttributeMap attrs;
+    for (const auto& a : n.attrs()) attrs[a.name()] = FromProto(a);
+    NodeId id = g.AddNode(n.op(), ins, n.num_outputs(), std::move(attrs), "n" + std::to_string(k));
+    CheckNodeAgainstDef(g.node(id), *def);
+    node_outputs.push_back(g.node(id).outputs);
+  }
+  std::vector<ValueId> outs;
+  for (const auto& r : p.outputs()) outs.push_back(resolve(r));
+  g.SetOutputs(outs);
+  InferShapes(g);
+  return g;
+}
+
+namespace {
+// Expression text of a reference; `names` maps input index -> display name.
+std::string RefText(const rules::Pattern& p, const rules::Ref& r, const std::vector<std::string>& names) {
+  switch (r.kind_case()) {
+    case rules::Ref::kInput: return names.at(r.input());
+    case rules::Ref::kConstant: return ConstantText(p.constants(r.constant()));
+    case rules::Ref::kOmitted: return "_";
+    case rules::Ref::kNode: {
+      const rules::Node& n = p.nodes(r.node().node());
+      std::string s = n.op();
+      if (n.attrs_size() > 0) {
+        s += "[";
+        for (int k = 0; k < n.attrs_size(); ++k) s += (k ? "," : "") + AttrText(n.attrs(k));
+        s += "]";
+      }
+      s += "(";
+      for (int k = 0; k < n.inputs_size(); ++k) s += (k ? "," : "") + RefText(p, n.inputs(k), names);
+      s += ")";
+      if (n.num_outputs() > 1) s += "#" + std::to_string(r.node().output());
+      return s;
+    }
+    default: return "?";
+  }
+}
+
+std::string PatternText(const rules::Pattern& p, const std::vector<std::string>& names) {
+  if (p.outputs_size() == 1) return RefText(p, p.outputs(0), names);
+  std::string s = "(";
+  for (int k = 0; k < p.outputs_size(); ++k) s += (k ? ", " : "") + RefText(p, p.outputs(k), names);
+  return s + ")";
+}
+
+// Inputs in order of first use by the pattern(s) (depth-first from outputs).
+void FirstUse(const rules::Pattern& p, const rules::Ref& r, std::vector<int>* order, std::vector<char>* seen) {
+  if (r.kind_case() == rules::Ref::kInput) {
+    if (!(*seen)[r.input()]) {
+      (*seen)[r.input()] = 1;
+      order->push_back(r.input());
+    }
+  } else if (r.kind_case() == rules::Ref::kNode) {
+    for (const auto& in : p.nodes(r.node().node()).inputs()) FirstUse(p, in, order, seen);
+  }
+}
+
+std::string CanonicalPair(const rules::Rule& rule, const rules::Pattern& a, const rules::Pattern& b) {
+  std::vector<int> order;
+  std::vector<char> seen(rule.inputs_size(), 0);
+  for (const auto& r : a.outputs()) FirstUse(a, r, &order, &seen);
+  for (const auto& r : b.outputs()) FirstUse(b, r, &order, &seen);
+  std::vector<std::string> names(rule.inputs_size(), "?");
+  std::string types;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto& in = rule.inputs(order[k]);
+    names[order[k]] = "$" + std::to_string(k);
+    types += names[order[k]] + ":" + std::to_string(in.dtype()) + ShapeToString(in) + ";";
+  }
+  return types + PatternText(a, names) + "=>" + PatternText(b, names);
+}
+}  // namespace
+
+std::vector<std::string> NodeExpressions(const rules::Rule& rule, const rules::Pattern& pattern) {
+  std::vector<std::string> names;
+  for (const auto& in : rule.inputs()) names.push_back(in.name());
+  std::vector<std::string> out;
+  for (int k = 0; k < pattern.nodes_size(); ++k) {
+    rules::Ref r;
+    r.mutable_node()->set_node(k);
+    r.mutable_node()->set_output(0);
+    std::string text = RefText(pattern, r, names);
+    if (pattern.nodes(k).num_outputs() > 1) text = text.substr(0, text.rfind('#'));
+    out.push_back(text);
+  }
+  return out;
+}
+
+std::string PatternToString(const rules::Rule& rule, const rules::Pattern& pattern) {
+  std::vector<std::string> names;
+  for (const auto& in : rule.inputs()) names.push_back(in.name());
+  return PatternText(pattern, names);
+}
+
+std::string RuleToString(const rules::Rule& rule) {
+  return PatternToString(rule, rule.source()) + " => " + PatternToString(rule, rule.target());
+}
+
+std::string CanonicalPattern(const rules::Rule& rule, const rules::Pattern& pattern) {
+  std::vector<int> order;
+  std::vector<char> seen(rule.inputs_size(), 0);
+  for (const auto& r : pattern.outputs()) FirstUse(pattern, r, &order, &seen);
+  std::vector<std::string> names(rule.inputs_size(), "?");
+  std::string types;
+  for (size_t k = 0; k < order.size(); ++k) {
+    names[order[k]] = "$" + std::to_string(k);
+    types += names[order[k]] + ShapeToString(rule.inputs(order[k])) + ";";
+  }
+  return types + PatternText(pattern, names);
+}
+
+std::string CanonicalForm(const rules::Rule& rule) {
+  // Minimum over side swap and over orders of the outputs (applied to both
+  // sides alike), so that a rule has one form however it was written.
+  std::vector<int> perm(rule.source().outputs_size());
+  for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int>(k);
+  std::string best;
+  bool first = true;
+  do {
+    rules::Pattern src = rule.source(), tgt = rule.target();
+    for (size_t k = 0; k < perm.size(); ++k) {
+      *src.mutable_outputs(static_cast<int>(k)) = rule.source().outputs(perm[k]);
+      *tgt.mutable_outputs(static_cast<int>(k)) = rule.target().outputs(perm[k]);
+    }
+    for (const std::string& form : {CanonicalPair(rule, src, tgt), CanonicalPair(rule, tgt, src)}) {
+      if (first || form < best) best = form;
+      first = false;
+    }
+  } while (perm.size() <= 4 && std::next_permutation(perm.begin(), perm.end()));
+  return best;
+}
+
+std::string RuleId(const rules::Rule& rule) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%012llx",
+                static_cast<unsigned long long>(HashString(CanonicalForm(rule)) & 0xffffffffffffULL));
+  return buf;
+}
+
+void ValidateRule(const rules::Rule& rule) {
+  if (rule.id().empty()) Fail("a rule has no id");
+  if (rule.source().outputs_size() == 0 || rule.source().outputs_size() != rule.target().outputs_size())
+    Fail("rule ", rule.id(), ": source and target must have the same, non-zero number of outputs");
+  for (const auto& in : rule.inputs())
+    if (DTypeFromCode(in.dtype()) == DType::kUndefined) Fail("rule ", rule.id(), ": input ", in.name(), " has a bad type");
+  // Instantiating at a default binding checks refs, ops, arity and shapes.
+  SymbolBinding b;
+  for (const auto& s : RuleSymbols(rule)) b[s] = 4;
+  Graph src = InstantiatePattern(rule, rule.source(), b);
+  Graph tgt = InstantiatePattern(rule, rule.target(), b);
+  for (size_t k = 0; k < src.outputs().size(); ++k)
+    if (src.value(src.outputs()[k]).type != tgt.value(tgt.outputs()[k]).type)
+      Fail("rule ", rule.id(), ": output ", k, " types differ between source and target");
+}
+
+// ---- files ----
+std::string SerializeDeterministic(const google::protobuf::Message& message) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream raw(&out);
+    google::protobuf::io::CodedOutputStream coded(&raw);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded)) Fail("cannot serialize ", message.GetTypeName());
+  }
+  return out;
+}
+
+void SaveMessageAtomically(const google::protobuf::Message& message, const std::string& path) {
+  WriteFileAtomically(path, SerializeDeterministic(message));
+}
+
+void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
+                   const std::string& what) {
+  std::string bytes = ReadFile(path, what);
+  if (bytes.empty()) Fail(what, " '", path, "' is empty");
+  if (!message->ParseFromString(bytes)) Fail(what, " '", path, "' is corrupt or truncated (protobuf parse failed)");
+  const auto* desc = message->GetDescriptor();
+  const auto* refl = message->GetReflection();
+  std::string got = refl->GetString(*message, desc->FindFieldByName("magic"));
+  if (got != magic) Fail(what, " '", path, "' is not a ", magic, " file");
+  uint32_t version = refl->GetUInt32(*message, desc->FindFieldByName("format_version"));
+  if (version != kRuleFormatVersion)
+    Fail(what, " '", path, "' has format version ", version, "; this build reads version ", kRuleFormatVersion);
+}
+
+rules::RuleDatabase LoadRuleDatabase(const std::string& path) {
+  rules::RuleDatabase db;
+  ReadRulesFile(path, kRuleDatabaseMagic, &db, "rule database");
+  std::set<std::string> ids;
+  for (const auto& r : db.rules()) {
+    try {
+      ValidateRule(r);
+    } catch (const Error& e) {
+      Fail("rule database '", path, "': ", e.what());
+    }
+    if (!ids.insert(r.id()).second) Fail("rule database '", path, "': rule id ", r.id(), " appears twice");
+  }
+  return db;
+}
+
+}  // namespace rlflow

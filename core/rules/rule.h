@@ -1,0 +1,74 @@
+#pragma once
+// Rules: pattern graphs over the op registry's operators with symbolic
+// shapes, plus database I/O, instantiation and printing.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/rules/rules.pb.h"
+
+namespace rlflow {
+
+constexpr char kRuleDatabaseMagic[] = "rlflow.rules";
+constexpr char kCandidateSetMagic[] = "rlflow.candidates";
+constexpr char kGraphShardMagic[] = "rlflow.graphs";
+constexpr uint32_t kRuleFormatVersion = 1;
+
+using SymbolBinding = std::map<std::string, int64_t>;
+
+// ---- symbolic dimensions ----
+rules::Dim DimConst(int64_t value);
+rules::Dim DimSymbol(const std::string& symbol);
+rules::Dim DimAdd(const rules::Dim& a, const rules::Dim& b);
+rules::Dim DimScale(const rules::Dim& a, int64_t factor);
+// a / 2 if every coefficient and the constant are even.
+std::optional<rules::Dim> DimHalf(const rules::Dim& a);
+bool DimEqual(const rules::Dim& a, const rules::Dim& b);
+bool DimIsConst(const rules::Dim& a, int64_t value);
+int64_t EvalDim(const rules::Dim& dim, const SymbolBinding& binding);
+std::string DimToString(const rules::Dim& dim);
+Shape EvalShape(const rules::TensorVar& var, const SymbolBinding& binding);
+std::string ShapeToString(const rules::TensorVar& var);
+// Every symbol a rule's inputs use.
+std::vector<std::string> RuleSymbols(const rules::Rule& rule);
+
+// ---- patterns ----
+// A Graph for one side at concrete shapes: graph inputs are the rule's
+// inputs in order (named like them), constants become initializers, and the
+// graph outputs are the pattern's outputs. Shapes are inferred (and checked).
+// `dtype` overrides the inputs' element type (e.g. float64 for checks).
+Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& pattern, const SymbolBinding& binding,
+                         DType dtype = DType::kUndefined);
+// Expression text of every node's output(s), e.g. "Relu(X1)" (nodes of
+// several outputs without the "#k" suffix); equal texts compute equal values.
+std::vector<std::string> NodeExpressions(const rules::Rule& rule, const rules::Pattern& pattern);
+// "MatMul(MatMul(A,B),C)"; several outputs print as "(X, Y)".
+std::string PatternToString(const rules::Rule& rule, const rules::Pattern& pattern);
+// "source => target".
+std::string RuleToString(const rules::Rule& rule);
+int PatternOpCount(const rules::Pattern& pattern);
+
+// Canonical text of a rule, the same for rules equal up to renaming of
+// inputs and up to swapping source and target.
+std::string CanonicalForm(const rules::Rule& rule);
+// Canonical text of one side with inputs renamed by first use.
+std::string CanonicalPattern(const rules::Rule& rule, const rules::Pattern& pattern);
+// Stable id: 12 hex digits of the canonical form's hash.
+std::string RuleId(const rules::Rule& rule);
+
+// Checks references, arity and operators against the registry; throws
+// rlflow::Error naming the rule.
+void ValidateRule(const rules::Rule& rule);
+
+// ---- files ----
+std::string SerializeDeterministic(const google::protobuf::Message& message);
+// Reads a rules-format file; checks magic and version. `what` names it.
+void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
+                   const std::string& what);
+rules::RuleDatabase LoadRuleDatabase(const std::string& path);  // read + validate every rule
+void SaveMessageAtomically(const google::protobuf::Message& message, const std::string& path);
+
+}  // namespace rlflow

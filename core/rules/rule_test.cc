@@ -1,0 +1,127 @@
+// Rule format: symbolic dimensions, printing, canonical forms, database I/O.
+#include "core/rules/rule.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+
+namespace rlflow {
+namespace {
+
+rules::Rule Assoc(const char* a, const char* b, const char* c) {
+  rules::Rule r;
+  auto var = [&](const char* name, const char* s0, const char* s1) {
+    rules::TensorVar* v = r.add_inputs();
+    v->set_name(name);
+    v->set_dtype(1);
+    *v->add_shape() = DimSymbol(s0);
+    *v->add_shape() = DimSymbol(s1);
+  };
+  var(a, "m", "k");
+  var(b, "k", "j");
+  var(c, "j", "l");
+  auto node = [](rules::Pattern* p, rules::Ref x, rules::Ref y) {
+    rules::Node* n = p->add_nodes();
+    n->set_op("MatMul");
+    n->set_num_outputs(1);
+    *n->add_inputs() = x;
+    *n->add_inputs() = y;
+    rules::Ref out;
+    out.mutable_node()->set_node(p->nodes_size() - 1);
+    return out;
+  };
+  auto in = [](int i) {
+    rules::Ref x;
+    x.set_input(i);
+    return x;
+  };
+  *r.mutable_source()->add_outputs() = node(r.mutable_source(), node(r.mutable_source(), in(0), in(1)), in(2));
+  *r.mutable_target()->add_outputs() = node(r.mutable_target(), in(0), node(r.mutable_target(), in(1), in(2)));
+  r.set_id(RuleId(r));
+  return r;
+}
+
+TEST(Rule, DimensionArithmetic) {
+  rules::Dim two_c = DimAdd(DimSymbol("c"), DimSymbol("c"));
+  EXPECT_EQ(DimToString(two_c), "2c");
+  EXPECT_TRUE(DimEqual(*DimHalf(two_c), DimSymbol("c")));
+  EXPECT_FALSE(DimHalf(DimSymbol("c")).has_value());
+  EXPECT_EQ(EvalDim(DimAdd(two_c, DimConst(3)), {{"c", 5}}), 13);
+  EXPECT_THROW(EvalDim(DimSymbol("q"), {{"c", 5}}), Error);
+}
+
+TEST(Rule, PrintsReadably) {
+  EXPECT_EQ(RuleToString(Assoc("A", "B", "C")), "MatMul(MatMul(A,B),C) => MatMul(A,MatMul(B,C))");
+}
+
+TEST(Rule, CanonicalFormIgnoresNamesAndDirection) {
+  rules::Rule a = Assoc("A", "B", "C"), b = Assoc("P", "Q", "R");
+  EXPECT_EQ(CanonicalForm(a), CanonicalForm(b));
+  rules::Rule swapped = a;
+  *swapped.mutable_source() = a.target();
+  *swapped.mutable_target() = a.source();
+  EXPECT_EQ(CanonicalForm(swapped), CanonicalForm(a));
+  EXPECT_EQ(RuleId(swapped), RuleId(a));
+}
+
+TEST(Rule, InstantiatesAtConcreteShapes) {
+  rules::Rule r = Assoc("A", "B", "C");
+  Graph g = InstantiatePattern(r, r.source(), {{"m", 2}, {"k", 3}, {"j", 4}, {"l", 5}});
+  EXPECT_EQ(g.inputs().size(), 3u);
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{2, 5}));
+  ValidateRule(r);
+}
+
+std::string TempPath(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return std::string(t ? t : "/tmp") + "/" + name;
+}
+
+std::string ErrorOf(const std::string& path) {
+  try {
+    LoadRuleDatabase(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Rule, DatabaseRoundTripAndBadFiles) {
+  rules::RuleDatabase db;
+  db.set_magic(kRuleDatabaseMagic);
+  db.set_format_version(kRuleFormatVersion);
+  *db.add_rules() = Assoc("A", "B", "C");
+  std::string path = TempPath("db.pb");
+  SaveMessageAtomically(db, path);
+  rules::RuleDatabase back = LoadRuleDatabase(path);
+  ASSERT_EQ(back.rules_size(), 1);
+  EXPECT_EQ(SerializeDeterministic(back), SerializeDeterministic(db));
+
+  EXPECT_NE(ErrorOf(TempPath("missing.pb")).find("cannot read rule database"), std::string::npos);
+  std::string bytes = SerializeDeterministic(db);
+  std::string truncated = TempPath("truncated.pb");
+  std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() - 7);
+  EXPECT_NE(ErrorOf(truncated).find("corrupt or truncated"), std::string::npos) << ErrorOf(truncated);
+  std::string empty = TempPath("empty.pb");
+  std::ofstream(empty).close();
+  EXPECT_NE(ErrorOf(empty).find("is empty"), std::string::npos);
+
+  rules::RuleDatabase wrong_version = db;
+  wrong_version.set_format_version(99);
+  SaveMessageAtomically(wrong_version, TempPath("v99.pb"));
+  EXPECT_NE(ErrorOf(TempPath("v99.pb")).find("format version 99"), std::string::npos);
+  rules::RuleDatabase wrong_magic = db;
+  wrong_magic.set_magic("something else");
+  SaveMessageAtomically(wrong_magic, TempPath("magic.pb"));
+  EXPECT_NE(ErrorOf(TempPath("magic.pb")).find("is not a rlflow.rules file"), std::string::npos);
+  rules::RuleDatabase bad_op = db;
+  bad_op.mutable_rules(0)->mutable_source()->mutable_nodes(0)->set_op("FrobnicateOp");
+  SaveMessageAtomically(bad_op, TempPath("badop.pb"));
+  EXPECT_NE(ErrorOf(TempPath("badop.pb")).find("FrobnicateOp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlflow

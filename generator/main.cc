@@ -1,0 +1,95 @@
+// rlflow generator: enumerates operator graphs, fingerprints them and writes
+// candidate substitutions (graphs with equal fingerprints) for the verifier.
+//
+//   ./bazelw run //generator -- --output=candidates.pb
+//   ./bazelw run //generator -- --shard=0/2 --output=g0.pb   (and 1/2)
+//   ./bazelw run //generator -- --merge=g0.pb,g1.pb --output=candidates.pb
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "generator/enumerate.h"
+#include "tools/cli/cli.h"
+
+DEFINE_int32(max_ops, 3, "largest number of operators in an enumerated graph");
+DEFINE_uint64(seed, 1, "seed of the integer fingerprint inputs");
+DEFINE_int32(threads, 2, "worker threads");
+DEFINE_string(shard, "0/1", "I/N: enumerate only shard I of N and write a graph shard (merge with --merge)");
+DEFINE_string(merge, "", "comma-separated graph shards to merge into one candidates file");
+DEFINE_string(output, "candidates.pb", "output file (candidates, or a graph shard with --shard=I/N, N > 1)");
+DEFINE_int32(max_outputs, 2, "most outputs an enumerated graph may have");
+DEFINE_int32(max_inputs, 4, "most distinct input tensors an enumerated graph may read");
+
+namespace rlflow {
+namespace {
+
+void PrintStats(const generator::Stats& s) {
+  std::printf("| graphs enumerated | op sequences evaluated | distinct fingerprints | shared fingerprints | "
+              "candidate pairs | skipped (inputs differ) | time (s) |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %lld | %lld | %lld | %lld | %lld | %lld | %.1f |\n", static_cast<long long>(s.graphs),
+              static_cast<long long>(s.sequences), static_cast<long long>(s.distinct_fingerprints),
+              static_cast<long long>(s.buckets), static_cast<long long>(s.candidates),
+              static_cast<long long>(s.skipped_input_mismatch), s.seconds);
+}
+
+int Run() {
+  if (FLAGS_threads < 1) Fail("--threads must be >= 1");
+  if (FLAGS_max_outputs < 1 || FLAGS_max_inputs < 1) Fail("--max_outputs and --max_inputs must be >= 1");
+  std::string output = ResolveUserPath(FLAGS_output);
+  CheckWritablePath(output, "--output");
+  cli::InstallInterruptHandler();
+  at::set_num_threads(1);
+  generator::Stats stats;
+  if (!FLAGS_merge.empty()) {
+    std::vector<rules::GraphShard> shards;
+    std::stringstream ss(FLAGS_merge);
+    for (std::string p; std::getline(ss, p, ',');) {
+      if (p.empty()) continue;
+      rules::GraphShard sh;
+      ReadRulesFile(ResolveUserPath(p), kGraphShardMagic, &sh, "graph shard");
+      stats.graphs += sh.graphs_size();
+      shards.push_back(std::move(sh));
+    }
+    rules::CandidateSet c = generator::MakeCandidates(shards, &stats);
+    SaveMessageAtomically(c, output);
+    PrintStats(stats);
+    LOG(INFO) << "wrote " << c.candidates_size() << " candidates to " << output;
+    return 0;
+  }
+  generator::Settings s;
+  s.max_ops = FLAGS_max_ops;
+  s.seed = FLAGS_seed;
+  s.threads = FLAGS_threads;
+  s.max_outputs = FLAGS_max_outputs;
+  s.max_inputs = FLAGS_max_inputs;
+  std::tie(s.shard_index, s.shard_count) = cli::ParseShard(FLAGS_shard);
+  cli::Throttle throttle(2.0);
+  rules::GraphShard shard = generator::Enumerate(
+      s, &stats, [&](const std::string& line) { if (throttle.Ready()) LOG(INFO) << line; }, &cli::interrupted);
+  if (s.shard_count > 1) {
+    SaveMessageAtomically(shard, output);
+    PrintStats(stats);
+    LOG(INFO) << "wrote graph shard " << s.shard_index << "/" << s.shard_count << " (" << shard.graphs_size()
+              << " graphs) to " << output;
+    return 0;
+  }
+  rules::CandidateSet c = generator::MakeCandidates({shard}, &stats);
+  SaveMessageAtomically(c, output);
+  PrintStats(stats);
+  LOG(INFO) << "wrote " << c.candidates_size() << " candidates to " << output;
+  return 0;
+}
+
+}  // namespace
+}  // namespace rlflow
+
+int main(int argc, char** argv) {
+  return rlflow::cli::Main(argc, argv, "rlflow generator: ./bazelw run //generator -- --output=candidates.pb",
+                           rlflow::Run);
+}

@@ -1,0 +1,198 @@
+// The verifier refutes known-false rules and proves known-true ones.
+#include "verifier/verify.h"
+
+#include <gtest/gtest.h>
+
+namespace rlflow::verifier {
+namespace {
+
+// A tiny DSL for hand-written rules over named inputs.
+class RuleBuilder {
+ public:
+  int Input(const std::string& name, std::vector<rules::Dim> shape) {
+    rules::TensorVar* v = rule_.add_inputs();
+    v->set_name(name);
+    v->set_dtype(1);
+    for (auto& d : shape) *v->add_shape() = d;
+    return rule_.inputs_size() - 1;
+  }
+  static rules::Ref In(int i) {
+    rules::Ref r;
+    r.set_input(i);
+    return r;
+  }
+  // Adds a node to `side` (0 source, 1 target); returns its output 0.
+  rules::Ref Op(int side, const std::string& op, std::vector<rules::Ref> in,
+                std::vector<std::pair<std::string, std::vector<int64_t>>> ints_attrs = {},
+                std::vector<std::pair<std::string, int64_t>> int_attrs = {}, int outputs = 1) {
+    rules::Pattern* p = side == 0 ? rule_.mutable_source() : rule_.mutable_target();
+    rules::Node* n = p->add_nodes();
+    n->set_op(op);
+    n->set_num_outputs(outputs);
+    for (auto& r : in) *n->add_inputs() = r;
+    for (auto& [name, v] : ints_attrs) {
+      auto* a = n->add_attrs();
+      a->set_name(name);
+      for (int64_t x : v) a->mutable_ints()->add_values(x);
+    }
+    for (auto& [name, v] : int_attrs) {
+      auto* a = n->add_attrs();
+      a->set_name(name);
+      a->set_i(v);
+    }
+    rules::Ref r;
+    r.mutable_node()->set_node(p->nodes_size() - 1);
+    r.mutable_node()->set_output(0);
+    return r;
+  }
+  rules::Ref Const(int side, std::vector<int64_t> values) {
+    rules::Pattern* p = side == 0 ? rule_.mutable_source() : rule_.mutable_target();
+    rules::Constant* c = p->add_constants();
+    c->set_dtype(7);
+    c->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) c->add_int_values(v);
+    rules::Ref r;
+    r.set_constant(p->constants_size() - 1);
+    return r;
+  }
+  rules::Rule Build(std::vector<rules::Ref> src, std::vector<rules::Ref> tgt) {
+    for (auto& r : src) *rule_.mutable_source()->add_outputs() = r;
+    for (auto& r : tgt) *rule_.mutable_target()->add_outputs() = r;
+    rule_.set_id(RuleId(rule_));
+    return rule_;
+  }
+
+ private:
+  rules::Rule rule_;
+};
+
+rules::Dim S(const char* s) { return DimSymbol(s); }
+rules::Dim K(int64_t v) { return DimConst(v); }
+
+Outcome Prove(const rules::Rule& r) {
+  Options o;
+  uint64_t rl = 0;
+  for (const SymbolBinding& b : ProofBindings(r)) {
+    bool simplified = false;
+    std::string detail;
+    Outcome out = ProveAt(r, b, o, &rl, &simplified, &detail);
+    if (out != Outcome::kProved) return out;
+  }
+  return Outcome::kProved;
+}
+
+TEST(Verifier, ProofInstancesAreSmallAndDistinct) {
+  RuleBuilder b;
+  int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  rules::Rule r = b.Build({b.Op(0, "Relu", {b.In(x)})}, {b.Op(1, "Relu", {b.In(x)})});
+  std::vector<SymbolBinding> inst = ProofBindings(r);
+  ASSERT_GE(inst.size(), 2u);
+  EXPECT_NE(inst[0], inst[1]);
+  for (const auto& b2 : inst)
+    for (const auto& [s, v] : b2) EXPECT_LE(v, 4) << s;
+}
+
+TEST(Verifier, RefutesReluOfSum) {
+  RuleBuilder b;
+  int x = b.Input("A", {S("m"), S("k")}), y = b.Input("B", {S("m"), S("k")});
+  rules::Rule r = b.Build({b.Op(0, "Relu", {b.Op(0, "Add", {b.In(x), b.In(y)})})},
+                          {b.Op(1, "Add", {b.Op(1, "Relu", {b.In(x)}), b.Op(1, "Relu", {b.In(y)})})});
+  EXPECT_EQ(Prove(r), Outcome::kRefutedZ3);
+  EXPECT_EQ(VerifyOne(r, Options()).outcome, Outcome::kRefutedNumeric);
+}
+
+TEST(Verifier, RefutesMatMulCommutativity) {
+  RuleBuilder b;
+  int a = b.Input("A", {S("k"), S("k")}), c = b.Input("B", {S("k"), S("k")});
+  rules::Rule r = b.Build({b.Op(0, "MatMul", {b.In(a), b.In(c)})}, {b.Op(1, "MatMul", {b.In(c), b.In(a)})});
+  EXPECT_EQ(Prove(r), Outcome::kRefutedZ3);
+}
+
+TEST(Verifier, ProvesMatMulAssociativity) {
+  RuleBuilder b;
+  int a = b.Input("A", {S("m"), S("k")}), m = b.Input("B", {S("k"), S("j")}), c = b.Input("C", {S("j"), S("l")});
+  rules::Rule r = b.Build({b.Op(0, "MatMul", {b.Op(0, "MatMul", {b.In(a), b.In(m)}), b.In(c)})},
+                          {b.Op(1, "MatMul", {b.In(a), b.Op(1, "MatMul", {b.In(m), b.In(c)})})});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+  Result v = VerifyOne(r, Options());
+  EXPECT_EQ(v.outcome, Outcome::kProved) << v.detail;
+  EXPECT_EQ(v.rule.provenance().proved_on_size(), 2);
+}
+
+TEST(Verifier, ProvesConvLinearityInWeights) {
+  RuleBuilder b;
+  int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  int w1 = b.Input("W1", {S("d"), S("c"), K(3), K(3)}), w2 = b.Input("W2", {S("d"), S("c"), K(3), K(3)});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {1, 1, 1, 1}}};
+  rules::Rule r = b.Build(
+      {b.Op(0, "Add", {b.Op(0, "Conv", {b.In(x), b.In(w1)}, pads), b.Op(0, "Conv", {b.In(x), b.In(w2)}, pads)})},
+      {b.Op(1, "Conv", {b.In(x), b.Op(1, "Add", {b.In(w1), b.In(w2)})}, pads)});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+}
+
+TEST(Verifier, ProvesConvScaleFolding) {
+  // Batch norm in inference form, scale part: Mul(Conv(X, W), S) with a
+  // per-channel S == Conv(X, W * S[:, None]).
+  RuleBuilder b;
+  int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  int w = b.Input("W", {S("d"), S("c"), K(3), K(3)});
+  int s = b.Input("S", {S("d"), K(1), K(1)});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {1, 1, 1, 1}}};
+  rules::Rule r = b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
+                          {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
+                                pads)});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+  // Scaling the wrong axis is wrong.
+  RuleBuilder b2;
+  x = b2.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  w = b2.Input("W", {S("c"), S("c"), K(3), K(3)});
+  s = b2.Input("S", {S("c"), K(1), K(1)});
+  rules::Ref sr = b2.Op(1, "Reshape", {b2.In(s), b2.Const(1, {1, -1, 1, 1})});
+  rules::Rule bad = b2.Build({b2.Op(0, "Mul", {b2.Op(0, "Conv", {b2.In(x), b2.In(w)}, pads), b2.In(s)})},
+                             {b2.Op(1, "Conv", {b2.In(x), b2.Op(1, "Mul", {b2.In(w), sr})}, pads)});
+  EXPECT_EQ(Prove(bad), Outcome::kRefutedZ3);
+}
+
+TEST(Verifier, ProvesParallelMatMulMerge) {
+  RuleBuilder b;
+  int a = b.Input("A", {S("m"), S("k")});
+  int m1 = b.Input("B1", {S("k"), S("j")}), m2 = b.Input("B2", {S("k"), S("j")});
+  rules::Ref cat = b.Op(1, "Concat", {b.In(m1), b.In(m2)}, {}, {{"axis", 1}});
+  rules::Ref mm = b.Op(1, "MatMul", {b.In(a), cat});
+  rules::Ref split = b.Op(1, "Split", {mm}, {}, {{"axis", 1}}, 2);
+  rules::Ref second = split;
+  second.mutable_node()->set_output(1);
+  rules::Rule r = b.Build({b.Op(0, "MatMul", {b.In(a), b.In(m1)}), b.Op(0, "MatMul", {b.In(a), b.In(m2)})},
+                          {split, second});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+}
+
+TEST(Verifier, PrunesCommonSubgraph) {
+  // Relu(X) + Relu(X) == 2 * Relu(X) is X + X == 2 * X with Relu(X) for X.
+  RuleBuilder b;
+  int x = b.Input("X", {S("m"), S("k")});
+  int s = b.Input("s", {});
+  rules::Ref r1 = b.Op(0, "Relu", {b.In(x)});
+  rules::Ref r2 = b.Op(1, "Relu", {b.In(x)});
+  rules::Rule r = b.Build({b.Op(0, "Mul", {r1, b.Op(0, "Add", {b.In(s), b.In(s)})})},
+                          {b.Op(1, "Add", {b.Op(1, "Mul", {r2, b.In(s)}), b.Op(1, "Mul", {r2, b.In(s)})})});
+  EXPECT_EQ(VerifyOne(r, Options()).outcome, Outcome::kPrunedCommonSubgraph);
+}
+
+TEST(Verifier, DuplicatesUpToRenamingCollapse) {
+  auto make = [](const char* a, const char* c) {
+    RuleBuilder b;
+    int x = b.Input(a, {S("m"), S("k")}), y = b.Input(c, {S("m"), S("k")});
+    return b.Build({b.Op(0, "Relu", {b.Op(0, "Relu", {b.Op(0, "Add", {b.In(x), b.In(y)})})})},
+                   {b.Op(1, "Relu", {b.Op(1, "Add", {b.In(x), b.In(y)})})});
+  };
+  rules::Rule r1 = make("P", "Q"), r2 = make("U", "V");
+  EXPECT_EQ(r1.id(), r2.id());
+  int64_t dups = 0;
+  rules::RuleDatabase db = Assemble(rules::GeneratorSettings(), {r1, r2}, &dups);
+  EXPECT_EQ(db.rules_size(), 1);
+  EXPECT_EQ(dups, 1);
+}
+
+}  // namespace
+}  // namespace rlflow::verifier
