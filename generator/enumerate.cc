@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -287,6 +287,12 @@ struct Record {
   uint64_t structure;
 };
 
+struct Record;
+rules::Pattern ToPattern(const Record& r, int universe_size, const std::vector<Template>& templates);
+std::string PatternKey(const Record& r, int universe_size, const std::vector<Template>& templates) {
+  return SerializeDeterministic(ToPattern(r, universe_size, templates));
+}
+
 class Enumerator {
  public:
   Enumerator(const Settings& s, const std::vector<Template>& templates, const std::vector<rules::TensorVar>& universe,
@@ -406,18 +412,27 @@ class Enumerator {
     uint64_t structure = 0x99;
     for (uint64_t h : node_hashes) structure = HashCombine(structure, h);
     for (uint64_t h : sink_hashes) structure = HashCombine(structure, h);
-    if (!seen_.insert(structure).second) return;
+    std::vector<std::pair<int, std::vector<int>>> seq;
+    for (const NodeRec& n : nodes_) seq.push_back({n.tmpl, n.inputs});
     Record r;
-    for (const NodeRec& n : nodes_) {
-      r.nodes.push_back({n.tmpl, n.inputs});
-      r.applied.push_back(n.applied);
-    }
+    r.nodes = seq;
+    for (const NodeRec& n : nodes_) r.applied.push_back(n.applied);
     r.outputs = sinks;
-    std::vector<uint64_t> sorted;
-    for (int v : sinks) {
-      r.output_hashes.push_back(TensorHash(vals_[v].shape, vals_[v].t));
-      sorted.push_back(r.output_hashes.back());
+    for (int v : sinks) r.output_hashes.push_back(TensorHash(vals_[v].shape, vals_[v].t));
+    // A DAG reached again by another sequence keeps the pattern with the
+    // smallest serialization, the same order the final dedup and the shard
+    // merge use, so that the result never depends on how work was split.
+    auto [it, inserted] = seen_.emplace(structure, records_.size());
+    if (!inserted) {
+      Record& old = records_[it->second];
+      if (PatternKey(r, universe_size_, templates_) < PatternKey(old, universe_size_, templates_)) {
+        r.fingerprint = old.fingerprint;
+        r.structure = old.structure;
+        old = std::move(r);
+      }
+      return;
     }
+    std::vector<uint64_t> sorted = r.output_hashes;
     std::sort(sorted.begin(), sorted.end());
     uint64_t fp = 0xf1;
     for (uint64_t h : sorted) fp = HashCombine(fp, h);
@@ -448,7 +463,7 @@ class Enumerator {
   std::vector<Val> vals_;
   std::vector<int> uses_;
   std::vector<NodeRec> nodes_;
-  std::unordered_set<uint64_t> seen_;
+  std::unordered_map<uint64_t, size_t> seen_;  // structure -> index in records_
   std::vector<Record> records_;
   int64_t sequences_ = 0;
 };
@@ -591,9 +606,19 @@ rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function
   std::vector<Record> all;
   for (auto& r : results)
     for (auto& x : r) all.push_back(std::move(x));
-  std::sort(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.structure < b.structure; });
-  all.erase(std::unique(all.begin(), all.end(), [](const Record& a, const Record& b) { return a.structure == b.structure; }),
-            all.end());
+  // The same DAG can be reached in different threads: keep the pattern with
+  // the smallest serialization (as MakeCandidates does across shards).
+  std::vector<std::pair<std::string, size_t>> keyed;
+  keyed.reserve(all.size());
+  for (size_t k = 0; k < all.size(); ++k) keyed.push_back({PatternKey(all[k], static_cast<int>(universe.size()), templates), k});
+  std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    const Record &ra = all[a.second], &rb = all[b.second];
+    return ra.structure != rb.structure ? ra.structure < rb.structure : a.first < b.first;
+  });
+  std::vector<Record> unique;
+  for (const auto& [key, k] : keyed)
+    if (unique.empty() || unique.back().structure != all[k].structure) unique.push_back(std::move(all[k]));
+  all = std::move(unique);
 
   rules::GraphShard shard;
   shard.set_magic(kGraphShardMagic);
@@ -649,7 +674,9 @@ rules::CandidateSet MakeCandidates(const std::vector<rules::GraphShard>& shards,
   for (const auto& sh : shards)
     for (const auto& g : sh.graphs()) all.push_back(&g);
   std::sort(all.begin(), all.end(), [](const rules::GraphRecord* a, const rules::GraphRecord* b) {
-    return a->fingerprint() != b->fingerprint() ? a->fingerprint() < b->fingerprint() : a->structure() < b->structure();
+    if (a->fingerprint() != b->fingerprint()) return a->fingerprint() < b->fingerprint();
+    if (a->structure() != b->structure()) return a->structure() < b->structure();
+    return SerializeDeterministic(a->graph()) < SerializeDeterministic(b->graph());
   });
   all.erase(std::unique(all.begin(), all.end(),
                         [](const rules::GraphRecord* a, const rules::GraphRecord* b) { return a->structure() == b->structure(); }),
