@@ -1,0 +1,125 @@
+// Matcher and rewriter: known rewrites apply and preserve outputs; intermediate
+// values used elsewhere block a match; opaque nodes are never crossed.
+#include "core/rewrite/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include "core/graph_builder.h"
+#include "runtime/executor.h"
+
+namespace rlflow {
+namespace {
+
+const rules::RuleDatabase& Db() {
+  static const rules::RuleDatabase db =
+      LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
+  return db;
+}
+
+rules::Rule RuleById(const std::string& id) {
+  for (const auto& r : Db().rules())
+    if (r.id() == id) return r;
+  ADD_FAILURE() << "rule " << id << " not in the database";
+  return {};
+}
+
+double Diff(const Graph& a, const Graph& b) {
+  std::vector<at::Tensor> in = RandomInputs(a, 3);
+  std::vector<at::Tensor> x = Executor(a).Run(in), y = Executor(b).Run(in);
+  double worst = 0;
+  for (size_t k = 0; k < x.size(); ++k) worst = std::max(worst, RelativeError(x[k], y[k]));
+  return worst;
+}
+
+AttributeMap Pads1() { return {{"pads", Attribute::Ints({1, 1, 1, 1})}}; }
+
+TEST(Matcher, FoldsPerChannelScaleIntoConv) {
+  GraphBuilder b(2);
+  ValueId x = b.Input("x", {1, 3, 8, 8});
+  ValueId conv = b.Op("Conv", {x, b.Weight("w", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  ValueId scaled = b.Op("Mul", {conv, b.Uniform("s", {4, 1, 1}, 0.5f, 1.5f)});
+  Graph g = b.Build({b.Op("Relu", {scaled})});
+  Matcher m({RuleById("32e6d535ab1c")});
+  std::vector<Match> found = m.FindAll(g);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].reverse);
+  Graph out = m.Apply(g, found[0]);
+  EXPECT_EQ(out.OpCounts()["Mul"], 1);  // now on the weights
+  EXPECT_EQ(out.OpCounts()["Unsqueeze"], 1);
+  EXPECT_LE(Diff(g, out), 1e-5);
+}
+
+TEST(Matcher, MatMulAssociativityBothWays) {
+  GraphBuilder b(4);
+  ValueId a = b.Input("a", {5, 7});
+  ValueId p = b.Weight("p", {7, 3}, 0.5f), q = b.Weight("q", {3, 6}, 0.5f);
+  Graph g = b.Build({b.Op("MatMul", {b.Op("MatMul", {a, p}), q})});
+  Matcher m({RuleById("18e294aae308")});
+  std::vector<Match> found = m.FindAll(g);
+  ASSERT_EQ(found.size(), 1u);
+  Graph out = m.Apply(g, found[0]);
+  EXPECT_NE(out.StructuralHash(), g.StructuralHash());
+  EXPECT_LE(Diff(g, out), 1e-5);
+  // And back again.
+  std::vector<Match> back = m.FindAll(out);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(m.Apply(out, back[0]).StructuralHash(), g.StructuralHash());
+}
+
+TEST(Matcher, IntermediateUsedElsewhereBlocksTheMatch) {
+  GraphBuilder b(4);
+  ValueId a = b.Input("a", {5, 7});
+  ValueId ap = b.Op("MatMul", {a, b.Weight("p", {7, 3}, 0.5f)});
+  Graph g = b.Build({b.Op("MatMul", {ap, b.Weight("q", {3, 6}, 0.5f)}), ap});
+  Matcher m({RuleById("18e294aae308")}, /*both_directions=*/false);
+  EXPECT_TRUE(m.FindAll(g).empty());
+}
+
+TEST(Matcher, ShapesMustBindConsistently) {
+  // Merging parallel convs needs both weights of the same shape.
+  GraphBuilder b(4);
+  ValueId x = b.Input("x", {1, 3, 6, 6});
+  ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {5, 3, 3, 3}, 0.3f)}, Pads1());
+  Graph g = b.Build({c1, c2});
+  Matcher m({RuleById("e5432b28a9c3")});
+  EXPECT_TRUE(m.FindAll(g).empty());
+  GraphBuilder b2(4);
+  x = b2.Input("x", {1, 3, 6, 6});
+  c1 = b2.Op("Conv", {x, b2.Weight("w1", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  c2 = b2.Op("Conv", {x, b2.Weight("w2", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  Graph g2 = b2.Build({c1, c2});
+  std::vector<Match> found = m.FindAll(g2);
+  ASSERT_FALSE(found.empty());
+  Graph merged = m.Apply(g2, found[0]);
+  EXPECT_EQ(merged.OpCounts()["Conv"], 1);
+  EXPECT_LE(Diff(g2, merged), 1e-5);
+}
+
+TEST(Matcher, WholeDatabaseOnASmallNetwork) {
+  // Every match of every rule applies and preserves the outputs.
+  GraphBuilder b(9);
+  ValueId x = b.Input("x", {1, 3, 8, 8});
+  ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {4, 3, 3, 3}, 0.3f)}, Pads1());
+  ValueId s = b.Op("Add", {b.Op("Relu", {c1}), b.Op("Relu", {c2})});
+  ValueId pooled = b.Op("MaxPool", {s}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph g = b.Build({pooled});
+  std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
+  Matcher m(all);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Match> found = m.FindAll(g);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << found.size() << " matches of " << all.size() << " rules (both directions) in " << ms << " ms\n";
+  ASSERT_GT(found.size(), 3u);
+  for (const Match& match : found) {
+    Graph out = m.Apply(g, match);
+    EXPECT_LE(Diff(g, out), 1e-5) << all[match.rule].id() << " " << RuleToString(all[match.rule]);
+  }
+}
+
+}  // namespace
+}  // namespace rlflow
