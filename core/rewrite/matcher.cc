@@ -191,6 +191,25 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
   }
 }
 
+// Replacing the match must not create a cycle: no bound input may depend on
+// a matched node (possible when a multi-output pattern matches two nodes of
+// which one feeds the other through unmatched nodes).
+bool Convex(const State& s) {
+  std::set<NodeId> seen;
+  std::vector<NodeId> stack;
+  for (ValueId v : s.inputs)
+    if (v != kNoValue && s.g.value(v).producer != kNoNode) stack.push_back(s.g.value(v).producer);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (s.used.count(n)) return false;
+    for (ValueId in : s.g.node(n).inputs)
+      if (in != kNoValue && s.g.value(in).producer != kNoNode) stack.push_back(s.g.value(in).producer);
+  }
+  return true;
+}
+
 // Intermediate values (outputs of matched nodes that are not pattern
 // outputs) must only feed matched nodes and not be graph outputs.
 bool Closed(const State& s) {
@@ -214,18 +233,31 @@ bool Closed(const State& s) {
 Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : rules_(rules), both_(both_directions) {}
 
 void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector<Match>* out) const {
+  FindRule(g, g.Consumers(), OpIndex(g), rule_index, reverse, out);
+}
+
+std::map<std::string, std::vector<NodeId>> Matcher::OpIndex(const Graph& g) {
+  std::map<std::string, std::vector<NodeId>> index;
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (!g.node(n).opaque() && g.node(n).domain.empty()) index[g.node(n).op].push_back(n);
+  return index;
+}
+
+void Matcher::FindRule(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                       const std::map<std::string, std::vector<NodeId>>& by_op, int rule_index, bool reverse,
+                       std::vector<Match>* out) const {
   const rules::Rule& rule = rules_[rule_index];
   const rules::Pattern& p = reverse ? rule.target() : rule.source();
   if (p.nodes_size() == 0) return;
   for (const auto& r : p.outputs())
     if (r.kind_case() != rules::Ref::kNode) return;  // an output that is a bare input cannot be matched
-  auto consumers = g.Consumers();
   // Anchor: the first output's node, tried at every graph node of its op.
   const rules::Ref& anchor = p.outputs(0);
-  const std::string& op = p.nodes(anchor.node().node()).op();
+  auto anchors = by_op.find(p.nodes(anchor.node().node()).op());
+  if (anchors == by_op.end()) return;
+  static const std::vector<NodeId> kNone;
   std::set<std::vector<NodeId>> seen;
-  for (NodeId gn = 0; gn < g.num_nodes(); ++gn) {
-    if (g.node(gn).op != op) continue;
+  for (NodeId gn : anchors->second) {
     State s{g, rule, p, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
             std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}};
     // Remaining outputs are matched after the anchor, each against graph
@@ -234,7 +266,7 @@ void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector
       if (i == p.outputs_size()) {
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
-        if (!Closed(s)) return false;
+        if (!Closed(s) || !Convex(s)) return false;
         if (!seen.insert(s.nodes).second) return false;
         Match m;
         m.rule = rule_index;
@@ -246,9 +278,8 @@ void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector
         return false;  // keep enumerating
       }
       const rules::Ref& r = p.outputs(i);
-      const std::string& want = p.nodes(r.node().node()).op();
-      for (NodeId cand = 0; cand < g.num_nodes(); ++cand) {
-        if (g.node(cand).op != want) continue;
+      auto it = by_op.find(p.nodes(r.node().node()).op());
+      for (NodeId cand : it == by_op.end() ? kNone : it->second) {
         ValueId v = g.node(cand).outputs[r.node().output()];
         if (MatchRef(s, r, v, [&] { return match_outputs(i + 1); })) return true;
       }
@@ -260,9 +291,11 @@ void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector
 
 std::vector<Match> Matcher::FindAll(const Graph& g) const {
   std::vector<Match> out;
+  auto consumers = g.Consumers();
+  auto by_op = OpIndex(g);
   for (int r = 0; r < static_cast<int>(rules_.size()); ++r) {
-    FindRule(g, r, false, &out);
-    if (both_) FindRule(g, r, true, &out);
+    FindRule(g, consumers, by_op, r, false, &out);
+    if (both_) FindRule(g, consumers, by_op, r, true, &out);
   }
   return out;
 }

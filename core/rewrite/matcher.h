@@ -8,6 +8,7 @@
 // intermediate value of the matched subgraph is used outside it (or is a
 // graph output). Opaque nodes never match, so rewrites never cross them.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class Matcher {
   const std::vector<rules::Rule>& rules() const { return rules_; }
 
  private:
+  static std::map<std::string, std::vector<NodeId>> OpIndex(const Graph& graph);
+  void FindRule(const Graph& graph, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                const std::map<std::string, std::vector<NodeId>>& by_op, int rule, bool reverse,
+                std::vector<Match>* out) const;
+
   std::vector<rules::Rule> rules_;
   bool both_;
 };

@@ -121,5 +121,23 @@ TEST(Matcher, WholeDatabaseOnASmallNetwork) {
   }
 }
 
+TEST(Matcher, NeverReturnsAMatchThatWouldCreateACycle) {
+  // Relu(x) feeds the second Relu through an Add: a two-output rule over
+  // (Relu(A), Relu(B)) must not bind B to a value computed from Relu(A).
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId r1 = b.Op("Relu", {x});
+  ValueId y = b.Op("Add", {r1, b.Weight("shift", {4, 1, 1}, 0.5f)});
+  ValueId r2 = b.Op("Relu", {y});
+  Graph g = b.Build({r2, r1});
+  std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
+  Matcher m(all);
+  std::vector<Match> found = m.FindAll(g);
+  for (const Match& match : found) {
+    Graph out = m.Apply(g, match);  // throws on a cycle
+    EXPECT_LE(Diff(g, out), 1e-5) << RuleToString(all[match.rule]);
+  }
+}
+
 }  // namespace
 }  // namespace rlflow

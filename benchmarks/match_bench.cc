@@ -1,0 +1,57 @@
+// Rule matching throughput: all matches of the default database on a zoo
+// model (both directions), and the cost of applying each match.
+//
+//   ./bazelw run //benchmarks:match_bench -- --model=resnet50
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "benchmarks/zoo/zoo.h"
+#include "core/error.h"
+#include "core/rewrite/matcher.h"
+#include "tools/cli/cli.h"
+
+DEFINE_string(model, "resnet50", "zoo model");
+DEFINE_string(rules, "rules/default.rules.pb", "rule database");
+DEFINE_int32(repeat, 3, "times to repeat the search for all matches");
+
+namespace rlflow {
+namespace {
+
+int Run() {
+  rules::RuleDatabase db = LoadRuleDatabase(FLAGS_rules);
+  std::vector<rules::Rule> all(db.rules().begin(), db.rules().end());
+  Graph g = zoo::Build(FLAGS_model, 1);
+  Matcher m(all);
+  using Clock = std::chrono::steady_clock;
+  std::vector<Match> found;
+  auto t0 = Clock::now();
+  for (int i = 0; i < FLAGS_repeat; ++i) found = m.FindAll(g);
+  double find_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / FLAGS_repeat;
+  auto t1 = Clock::now();
+  int applied = 0, rejected = 0;
+  for (const Match& match : found) {
+    try {
+      m.Apply(g, match);
+      ++applied;
+    } catch (const Error&) {
+      ++rejected;  // e.g. the rewrite would create a cycle
+    }
+  }
+  double apply_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+  int tried = applied + rejected;
+  std::printf("| model | nodes | rules (x2 directions) | matches | rejected (cycle) | find all (ms) | apply, per match (ms) | applications/s |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| %s | %d | %zu | %zu | %d | %.1f | %.3f | %.0f |\n", FLAGS_model.c_str(), g.num_nodes(), all.size(),
+              found.size(), rejected, find_ms, tried ? apply_ms / tried : 0.0, tried ? 1000.0 * tried / apply_ms : 0.0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace rlflow
+
+int main(int argc, char** argv) {
+  return rlflow::cli::Main(argc, argv, "match_bench --model=resnet50", rlflow::Run);
+}
