@@ -19,6 +19,7 @@
 #include "core/onnx_io.h"
 #include "core/summary.h"
 #include "runtime/executor.h"
+#include "tools/cli/cli.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_int32(runs, 10, "timed runs per model (median reported)");
@@ -84,13 +85,5 @@ int Main() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  try {
-    return rlflow::Main();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return rlflow::cli::Main(argc, argv, "zoo_stats [--models=a,b] [--runs=N]", rlflow::Main);
 }

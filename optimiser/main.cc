@@ -17,6 +17,7 @@
 #include "optimiser/load.h"
 #include "optimiser/search.h"
 #include "runtime/executor.h"
+#include "tools/cli/cli.h"
 
 #include <ATen/Parallel.h>
 
@@ -133,18 +134,7 @@ int Main() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("rlflow optimiser: ./bazelw run //optimiser -- --model=resnet50.onnx [--output=PATH]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  if (argc > 1) {
-    std::fprintf(stderr, "error: unexpected argument '%s' (flags are written --name=value)\n", argv[1]);
-    return 2;
-  }
-  try {
-    return rlflow::Main();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
+  return rlflow::cli::Main(argc, argv,
+                           "rlflow optimiser: ./bazelw run //optimiser -- --model=resnet50.onnx [--output=PATH]",
+                           rlflow::Main);
 }

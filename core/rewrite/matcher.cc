@@ -13,17 +13,6 @@ namespace {
 
 bool Commutative(const std::string& op) { return op == "Add" || op == "Mul" || op == "Max" || op == "Min"; }
 
-Attribute FromProto(const rules::Attribute& a) {
-  switch (a.value_case()) {
-    case rules::Attribute::kI: return Attribute::Int(a.i());
-    case rules::Attribute::kF: return Attribute::Float(a.f());
-    case rules::Attribute::kS: return Attribute::String(a.s());
-    case rules::Attribute::kInts: return Attribute::Ints({a.ints().values().begin(), a.ints().values().end()});
-    case rules::Attribute::kFloats: return Attribute::Floats({a.floats().values().begin(), a.floats().values().end()});
-    default: return Attribute();
-  }
-}
-
 // Effective attribute value: the node's, else the registry default.
 const Attribute* Effective(const Node& n, const OpDef& def, const std::string& name) {
   auto it = n.attrs.find(name);
@@ -35,7 +24,7 @@ const Attribute* Effective(const Node& n, const OpDef& def, const std::string& n
 // Attributes that only restate the kernel size or defaults compare by value.
 bool AttrsMatch(const Node& n, const OpDef& def, const rules::Node& pn) {
   std::map<std::string, Attribute> want;
-  for (const auto& a : pn.attrs()) want[a.name()] = FromProto(a);
+  for (const auto& a : pn.attrs()) want[a.name()] = AttributeFromProto(a);
   for (const AttrSpec& spec : def.attrs) {
     if (spec.name == "kernel_shape" && !want.count(spec.name) && n.op == "Conv") continue;  // implied by W
     const Attribute* have = Effective(n, def, spec.name);
@@ -325,7 +314,7 @@ Graph Matcher::Apply(const Graph& graph, const Match& m) const {
     std::vector<ValueId> ins;
     for (const auto& r : pn.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;
-    for (const auto& a : pn.attrs()) attrs[a.name()] = FromProto(a);
+    for (const auto& a : pn.attrs()) attrs[a.name()] = AttributeFromProto(a);
     NodeId id = g.AddNode(pn.op(), ins, pn.num_outputs(), std::move(attrs), g.UniqueName(pn.op() + "_rw"));
     const OpDef* def = OpRegistry::Global().Find("", pn.op());
     if (def == nullptr) Fail("rule ", rule.id(), ": unknown operator ", pn.op());

@@ -122,8 +122,7 @@ std::vector<std::string> RuleSymbols(const rules::Rule& rule) {
 }
 
 // ---- attributes ----
-namespace {
-Attribute FromProto(const rules::Attribute& a) {
+Attribute AttributeFromProto(const rules::Attribute& a) {
   switch (a.value_case()) {
     case rules::Attribute::kI: return Attribute::Int(a.i());
     case rules::Attribute::kF: return Attribute::Float(a.f());
@@ -134,7 +133,8 @@ Attribute FromProto(const rules::Attribute& a) {
   }
 }
 
-std::string AttrText(const rules::Attribute& a) { return a.name() + "=" + FromProto(a).ToString(); }
+namespace {
+std::string AttrText(const rules::Attribute& a) { return a.name() + "=" + AttributeFromProto(a).ToString(); }
 
 std::string ConstantText(const rules::Constant& c) {
   std::string s = "[";
@@ -189,7 +189,7 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
     std::vector<ValueId> ins;
     for (const auto& r : n.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;
-    for (const auto& a : n.attrs()) attrs[a.name()] = FromProto(a);
+    for (const auto& a : n.attrs()) attrs[a.name()] = AttributeFromProto(a);
     NodeId id = g.AddNode(n.op(), ins, n.num_outputs(), std::move(attrs), "n" + std::to_string(k));
     CheckNodeAgainstDef(g.node(id), *def);
     node_outputs.push_back(g.node(id).outputs);

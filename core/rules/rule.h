@@ -35,6 +35,9 @@ std::string ShapeToString(const rules::TensorVar& var);
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
 
+// A rule attribute as an IR attribute.
+Attribute AttributeFromProto(const rules::Attribute& a);
+
 // ---- patterns ----
 // A Graph for one side at concrete shapes: graph inputs are the rule's
 // inputs in order (named like them), constants become initializers, and the
