@@ -453,8 +453,6 @@ class Enumerator {
 
   std::vector<Record>& records() { return records_; }
   int64_t sequences() const { return sequences_; }
-  int universe_size() const { return universe_size_; }
-  const std::vector<Val>& vals() const { return vals_; }
 
  private:
   const Settings& s_;
