@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "benchmarks/zoo/zoo.h"
 #include "core/graph_builder.h"
+#include "core/passes/lower_batchnorm.h"
 #include "runtime/executor.h"
 
 namespace rlflow {
@@ -137,6 +139,31 @@ TEST(Matcher, NeverReturnsAMatchThatWouldCreateACycle) {
     Graph out = m.Apply(g, match);  // throws on a cycle
     EXPECT_LE(Diff(g, out), 1e-5) << RuleToString(all[match.rule]);
   }
+}
+
+TEST(Matcher, LoweredBatchNormExposesConvFolding) {
+  // With batch norm in inference form, generated folding rules match the
+  // zoo's ResNet-18 and every such rewrite preserves the outputs.
+  Graph g = zoo::ResNet(18, 1);
+  Graph lowered = g;
+  EXPECT_EQ(LowerBatchNorm(lowered), 20);
+  EXPECT_EQ(lowered.OpCounts().count("BatchNormalization"), 0u);
+  EXPECT_LE(Diff(g, lowered), 1e-5);
+  std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
+  Matcher m(all);
+  int folds = 0;
+  for (const Match& match : m.FindAll(lowered)) {
+    const rules::Rule& r = all[match.rule];
+    const rules::Pattern& from = match.reverse ? r.target() : r.source();
+    const rules::Pattern& to = match.reverse ? r.source() : r.target();
+    // Mul(Conv(...), S) -> Conv(X, Mul(W, ...)): the scale moves into the weights.
+    bool from_mul_of_conv = from.nodes_size() == 2 && from.nodes(1).op() == "Mul" && from.nodes(0).op() == "Conv";
+    bool to_conv_root = to.nodes(to.nodes_size() - 1).op() == "Conv";
+    if (!from_mul_of_conv || !to_conv_root) continue;
+    ++folds;
+    EXPECT_LE(Diff(lowered, m.Apply(lowered, match)), 1e-4) << RuleToString(r);
+  }
+  EXPECT_GT(folds, 0) << "no conv-scale folding rule matched ResNet-18";
 }
 
 }  // namespace
