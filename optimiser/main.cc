@@ -1,36 +1,54 @@
 // rlflow optimiser: loads an ONNX model (or a built-in zoo model), checks it,
-// searches for a faster equivalent graph, verifies the result numerically
-// against the original on the CPU executor, and writes ONNX.
+// searches for a faster equivalent graph with the proved rules, folds
+// weight-only subgraphs, verifies the result numerically against the
+// original, measures both end to end, and writes ONNX (the original if the
+// optimised graph is not faster) and a report.
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <ATen/Parallel.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <limits>
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/json.h"
 #include "core/onnx_io.h"
+#include "core/passes/fold_constants.h"
+#include "core/passes/lower_batchnorm.h"
+#include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "core/summary.h"
 #include "optimiser/load.h"
 #include "optimiser/search.h"
+#include "runtime/cost_model.h"
 #include "runtime/executor.h"
 #include "tools/cli/cli.h"
-
-#include <ATen/Parallel.h>
 
 DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "
                          "resolved against the directory `bazel run` was started from");
 DEFINE_string(output, "", "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
                           "or in the working directory for a zoo model)");
-DEFINE_string(search, "none", "search strategy: none");
+DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, none");
+DEFINE_int64(budget, 1000, "taso: stop after this many graphs popped from the queue");
+DEFINE_double(alpha, 1.05, "taso: keep exploring graphs whose cost is below alpha x the best cost (>= 1)");
+DEFINE_double(time_limit, 0, "stop the search after this many seconds and keep the best graph so far (0: none)");
+DEFINE_string(device, "cpu", "cost-model backend the operators are timed on: cpu");
+DEFINE_string(timing_cache, "", "persistent timing cache (default: $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/"
+                                "timing-cache.txt; 'none': do not read or write one)");
+DEFINE_string(report, "", "also write the report as JSON to this path");
+DEFINE_int32(measure_runs, 10, "end-to-end runs of each graph (interleaved) for the before/after times");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
-DEFINE_string(dot, "", "also write the optimised graph as Graphviz DOT to this path");
+DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
-DEFINE_int32(threads, 0, "ATen intra-op threads for the CPU executor (0: ATen's default)");
+DEFINE_int32(threads, 1, "ATen intra-op threads for the executor and the timings (0: ATen's default)");
 DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");
 
 namespace rlflow {
@@ -60,19 +78,67 @@ std::string DefaultOutput(const LoadedModel& m) {
   return p + ".rlflow.onnx";
 }
 
+// "" when the timing cache is disabled.
+std::string TimingCachePath() {
+  if (FLAGS_timing_cache == "none") return "";
+  if (!FLAGS_timing_cache.empty()) return ResolveUserPath(FLAGS_timing_cache);
+  std::string dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg) dir = xdg;
+  else if (const char* home = std::getenv("HOME"); home != nullptr && *home) dir = std::string(home) + "/.cache";
+  else return "";
+  dir += "/rlflow";
+  // Best effort: a cache that cannot be created is skipped (with a warning below).
+  std::string parent = dir.substr(0, dir.rfind('/'));
+  ::mkdir(parent.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  return dir + "/timing-cache.txt";
+}
+
+double PeakMemoryMb() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux: kilobytes
+}
+
+void WriteSummary(JsonWriter& j, const GraphSummary& s, double estimate_ms, double measured_ms) {
+  j.BeginObject();
+  j.Key("nodes").Int(s.nodes);
+  j.Key("op_counts").BeginObject();
+  for (const auto& [op, n] : s.op_counts) j.Key(op).Int(n);
+  j.EndObject();
+  j.Key("parameters").Int(s.parameters);
+  j.Key("flops").Number(s.flops);
+  j.Key("estimated_ms").Number(estimate_ms);
+  j.Key("measured_ms").Number(measured_ms);
+  j.Key("estimate_error").Number((estimate_ms - measured_ms) / measured_ms);
+  j.EndObject();
+}
+
 int Main() {
   if (FLAGS_model.empty()) Fail("--model is required (an ONNX file or a zoo model name such as resnet50.onnx)");
   if (FLAGS_free_dim <= 0) Fail("--free_dim must be positive, got ", FLAGS_free_dim);
   if (!(FLAGS_tolerance > 0)) Fail("--tolerance must be positive");
   if (FLAGS_threads < 0) Fail("--threads must be >= 0");
+  if (FLAGS_budget < 0) Fail("--budget must be >= 0, got ", FLAGS_budget);
+  if (!(FLAGS_alpha >= 1.0)) Fail("--alpha must be >= 1, got ", FLAGS_alpha);
+  if (!(FLAGS_time_limit >= 0)) Fail("--time_limit must be >= 0, got ", FLAGS_time_limit);
+  if (FLAGS_measure_runs < 1) Fail("--measure_runs must be >= 1, got ", FLAGS_measure_runs);
   if (FLAGS_threads > 0) at::set_num_threads(FLAGS_threads);
   std::unique_ptr<Search> search = MakeSearch(FLAGS_search);
+  std::unique_ptr<TimingBackend> backend = MakeTimingBackend(FLAGS_device);
   std::string rules_path = FLAGS_rules.empty() ? DefaultRulesPath() : ResolveUserPath(FLAGS_rules);
   rules::RuleDatabase rule_db = LoadRuleDatabase(rules_path);
   LOG(INFO) << "loaded " << rule_db.rules_size() << " rules from " << rules_path;
+  MeasuredCostModel cost(backend.get());
+  std::string cache_path = TimingCachePath();
+  if (!cache_path.empty()) {
+    cost.LoadCache(cache_path);
+    LOG(INFO) << "timing cache " << cache_path << ": " << cost.cache_size() << " entries";
+  }
   // Fail on unwritable outputs before any long work.
   if (!FLAGS_output.empty()) CheckWritablePath(ResolveUserPath(FLAGS_output), "--output");
   if (!FLAGS_dot.empty()) CheckWritablePath(ResolveUserPath(FLAGS_dot), "--dot");
+  if (!FLAGS_report.empty()) CheckWritablePath(ResolveUserPath(FLAGS_report), "--report");
 
   auto t0 = Clock::now();
   LoadOptions load;
@@ -82,51 +148,158 @@ int Main() {
   for (const auto& note : model.notes) LOG(INFO) << note;
   std::string output = FLAGS_output.empty() ? DefaultOutput(model) : ResolveUserPath(FLAGS_output);
   CheckWritablePath(output, "--output");
-  LOG(INFO) << "loaded " << model.source << " in " << Seconds(t0) << " s";
+  LOG(INFO) << "loaded " << model.source << " (" << model.graph.num_nodes() << " nodes) in " << Seconds(t0) << " s";
 
   const Graph& original = model.graph;
-  GraphSummary before = Summarize(original);
   std::vector<at::Tensor> inputs = RandomInputs(original, FLAGS_seed);
   Executor reference(original);
-  auto t1 = Clock::now();
   std::vector<at::Tensor> expected = reference.Run(inputs);
-  double original_run_s = Seconds(t1);
-  LOG(INFO) << "original graph ran on the CPU executor in " << original_run_s * 1e3 << " ms";
 
+  // Canonical form for the rules: batch norm in inference form (x * S + T).
+  Graph canonical = original;
+  int lowered = LowerBatchNorm(canonical);
+  if (lowered > 0) LOG(INFO) << "lowered " << lowered << " BatchNormalization nodes to per-channel Mul/Add";
+
+  std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
+  Matcher matcher(rule_list);
   SearchOptions options;
   options.seed = FLAGS_seed;
+  options.budget = FLAGS_budget;
+  options.alpha = FLAGS_alpha;
+  options.time_limit_s = FLAGS_time_limit;
+  options.matcher = &matcher;
+  options.cost = &cost;
   options.progress = [](const std::string& line) { LOG(INFO) << line; };
+  cli::InstallInterruptHandler();
+  options.interrupted = &cli::interrupted;
+  double before_estimate = cost.GraphCost(original);
+  LOG(INFO) << "searching (" << search->name() << ") ...";
   auto t2 = Clock::now();
-  SearchResult result = search->Run(original, options);
+  SearchResult result = search->Run(canonical, options);
   double search_s = Seconds(t2);
+  if (!cache_path.empty()) {
+    try {
+      cost.SaveCache(cache_path);
+    } catch (const Error& e) {
+      LOG(WARNING) << "timing cache not saved: " << e.what();
+    }
+  }
+  LOG(INFO) << "search stopped (" << result.stop_reason << ") after " << search_s << " s";
+
+  // Fold weight-only subgraphs (merged conv weights, scaled weights) into
+  // initializers so that the written model does no extra work.
+  Graph optimised = std::move(result.graph);
+  FoldOptions fold_all;
+  fold_all.max_elements = std::numeric_limits<int64_t>::max();
+  int folded = InferShapesAndFold(optimised, fold_all);
+  if (folded > 0) LOG(INFO) << "folded " << folded << " weight-only nodes into initializers";
 
   // Every optimised graph is checked against the original before it is written.
-  Executor optimised(result.graph);
-  std::vector<at::Tensor> actual = optimised.Run(inputs);
+  Executor check(optimised);
+  std::vector<at::Tensor> actual = check.Run(inputs);
   if (actual.size() != expected.size()) Fail("the optimised graph has ", actual.size(), " outputs, the original ", expected.size());
   double worst = 0;
   for (size_t k = 0; k < actual.size(); ++k) worst = std::max(worst, RelativeError(actual[k], expected[k]));
   if (worst > FLAGS_tolerance) {
-    std::string rules;
-    for (const auto& r : result.applied) rules += (rules.empty() ? "" : ", ") + r;
+    std::string applied;
+    for (const auto& r : result.applied) applied += (applied.empty() ? "" : ", ") + r;
     Fail("the optimised graph differs from the original (relative error ", worst, " > ", FLAGS_tolerance,
-         "); rules applied: ", rules.empty() ? "none" : rules, "; nothing was written");
+         "); rules applied: ", applied.empty() ? "none" : applied, "; nothing was written");
   }
 
-  WriteOnnxFile(result.graph, output);
-  if (!FLAGS_dot.empty()) WriteFileAtomically(ResolveUserPath(FLAGS_dot), result.graph.ToDot());
-  GraphSummary after = Summarize(result.graph);
+  // Measure both end to end; keep the original unless the result is faster.
+  LOG(INFO) << "measuring original and optimised graphs end to end (" << FLAGS_measure_runs << " interleaved runs)";
+  TimingOptions timing;
+  timing.seed = FLAGS_seed;
+  auto [before_ms, after_ms] = backend->TimeInterleaved(original, optimised, FLAGS_measure_runs, timing);
+  double after_estimate = cost.GraphCost(optimised);
+  bool keep_original = !(after_ms < before_ms);
+  const Graph& written = keep_original ? original : optimised;
+  WriteOnnxFile(written, output);
+  if (!FLAGS_dot.empty()) WriteFileAtomically(ResolveUserPath(FLAGS_dot), written.ToDot());
+
+  GraphSummary before = Summarize(original), after = Summarize(optimised);
+  std::map<std::string, int> rule_counts;
+  for (const auto& r : result.applied) ++rule_counts[r];
+  double peak_mb = PeakMemoryMb();
 
   std::printf("model:      %s\n", model.source.c_str());
   std::printf("rules:      %d (%s)\n", rule_db.rules_size(), rules_path.c_str());
-  std::printf("search:     %s (%.3f s, %lld graphs explored, %zu rewrites)\n", search->name().c_str(), search_s,
-              static_cast<long long>(result.graphs_explored), result.applied.size());
+  std::printf("search:     %s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld graphs built; "
+              "%zu rewrites applied\n",
+              search->name().c_str(), search_s, result.stop_reason.c_str(),
+              static_cast<long long>(result.graphs_explored), static_cast<long long>(result.rewrites_costed),
+              static_cast<long long>(result.graphs_generated), result.applied.size());
+  for (const auto& [r, n] : rule_counts) std::printf("  %3d x %s\n", n, r.c_str());
   std::printf("before:     %s", before.ToString().c_str());
   std::printf("after:      %s", after.ToString().c_str());
-  std::printf("cpu run:    %.1f ms (original, one run)\n", original_run_s * 1e3);
+  std::printf("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits)\n", before_estimate,
+              after_estimate, backend->name().c_str(), static_cast<long long>(cost.measurements()),
+              static_cast<long long>(cost.hits()));
+  std::printf("measured:   %.2f -> %.2f ms (median of %d interleaved runs): speedup %.3fx\n", before_ms, after_ms,
+              FLAGS_measure_runs, before_ms / after_ms);
+  std::printf("estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured)\n",
+              100 * (before_estimate - before_ms) / before_ms, 100 * (after_estimate - after_ms) / after_ms);
   std::printf("check:      max relative error %.3g over %zu outputs (seed %llu)\n", worst, actual.size(),
               static_cast<unsigned long long>(FLAGS_seed));
-  std::printf("written:    %s\n", output.c_str());
+  std::printf("memory:     peak %.0f MB\n", peak_mb);
+  if (keep_original)
+    std::printf("written:    %s (the ORIGINAL model: the optimised graph was not faster when measured)\n",
+                output.c_str());
+  else
+    std::printf("written:    %s\n", output.c_str());
+
+  if (!FLAGS_report.empty()) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("model").String(model.source);
+    j.Key("output").String(output);
+    j.Key("wrote_original").Bool(keep_original);
+    j.Key("search").BeginObject();
+    j.Key("strategy").String(search->name());
+    j.Key("budget").Int(FLAGS_budget);
+    j.Key("alpha").Number(FLAGS_alpha);
+    j.Key("time_limit_s").Number(FLAGS_time_limit);
+    j.Key("seed").Int(static_cast<int64_t>(FLAGS_seed));
+    j.Key("time_s").Number(search_s);
+    j.Key("stop_reason").String(result.stop_reason);
+    j.Key("graphs_explored").Int(result.graphs_explored);
+    j.Key("rewrites_costed").Int(result.rewrites_costed);
+    j.Key("graphs_built").Int(result.graphs_generated);
+    j.Key("rewrites_rejected").Int(result.rewrites_rejected);
+    j.EndObject();
+    j.Key("rules").BeginObject();
+    j.Key("database").String(rules_path);
+    j.Key("count").Int(rule_db.rules_size());
+    j.Key("applied").BeginObject();
+    for (const auto& [r, n] : rule_counts) j.Key(r).Int(n);
+    j.EndObject();
+    j.Key("sequence").BeginArray();
+    for (const auto& r : result.applied) j.String(r);
+    j.EndArray();
+    j.EndObject();
+    j.Key("device").String(backend->name());
+    j.Key("threads").Int(at::get_num_threads());
+    j.Key("before");
+    WriteSummary(j, before, before_estimate, before_ms);
+    j.Key("after");
+    WriteSummary(j, after, after_estimate, after_ms);
+    j.Key("speedup").Number(before_ms / after_ms);
+    j.Key("check").BeginObject();
+    j.Key("max_relative_error").Number(worst);
+    j.Key("tolerance").Number(FLAGS_tolerance);
+    j.EndObject();
+    j.Key("timing_cache").BeginObject();
+    j.Key("path").String(cache_path);
+    j.Key("entries").Int(static_cast<int64_t>(cost.cache_size()));
+    j.Key("ops_timed").Int(cost.measurements());
+    j.Key("hits").Int(cost.hits());
+    j.EndObject();
+    j.Key("peak_memory_mb").Number(peak_mb);
+    j.EndObject();
+    WriteFileAtomically(ResolveUserPath(FLAGS_report), j.Finish());
+    std::printf("report:     %s\n", ResolveUserPath(FLAGS_report).c_str());
+  }
   return 0;
 }
 

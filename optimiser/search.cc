@@ -1,31 +1,66 @@
 #include "optimiser/search.h"
 
+#include <mutex>
+
 #include "core/error.h"
 
 namespace rlflow {
 namespace {
 
+std::map<std::string, SearchFactory>& Registry() {
+  static auto* registry = new std::map<std::string, SearchFactory>();
+  return *registry;
+}
+
 // --search=none: import, check, export.
 class NoSearch : public Search {
  public:
   std::string name() const override { return "none"; }
-  SearchResult Run(const Graph& graph, const SearchOptions&) override {
+  SearchResult Run(const Graph& graph, const SearchOptions& options) override {
     SearchResult r;
     r.graph = graph;
     r.graphs_explored = 1;
+    if (options.cost != nullptr) r.initial_cost = r.final_cost = options.cost->GraphCost(graph);
+    r.stop_reason = "no search";
     return r;
   }
 };
+RLFLOW_REGISTER_SEARCH("none", NoSearch);
 
 }  // namespace
 
-std::vector<std::string> SearchNames() { return {"none"}; }
+bool RegisterSearch(const std::string& name, SearchFactory factory) {
+  RLFLOW_CHECK(!Registry().count(name), "search '", name, "' registered twice");
+  Registry()[name] = std::move(factory);
+  return true;
+}
+
+std::vector<std::string> SearchNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, f] : Registry()) names.push_back(name);
+  return names;
+}
 
 std::unique_ptr<Search> MakeSearch(const std::string& name) {
-  if (name == "none") return std::make_unique<NoSearch>();
+  auto it = Registry().find(name);
+  if (it != Registry().end()) return it->second();
   std::string known;
   for (const auto& n : SearchNames()) known += (known.empty() ? "" : ", ") + n;
   Fail("unknown --search '", name, "' (available: ", known, ")");
+}
+
+std::string MatchName(const Matcher& matcher, const Match& match) {
+  const std::string& id = matcher.rules().at(match.rule).id();
+  return match.reverse ? id + " (reversed)" : id;
+}
+
+void CheckSearchOptions(const SearchOptions& o) {
+  if (o.matcher == nullptr) Fail("search: no rules (matcher) given");
+  if (o.cost == nullptr) Fail("search: no cost model given");
+  if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
+  if (!(o.alpha >= 1.0)) Fail("--alpha must be >= 1, got ", o.alpha);
+  if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
+  if (!(o.max_growth >= 1.0)) Fail("the node growth limit must be >= 1, got ", o.max_growth);
 }
 
 }  // namespace rlflow

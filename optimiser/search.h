@@ -1,39 +1,73 @@
 #pragma once
-// The search interface. Each --search value is one Search implementation;
-// TASO's backtracking search, greedy and the learned agents plug in here.
+// The search interface. Each --search value is one Search implementation,
+// registered by name (RLFLOW_REGISTER_SEARCH); TASO's backtracking search,
+// greedy and the learned agents of later issues plug in the same way, by
+// linking their library into the optimiser.
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/graph.h"
+#include "core/rewrite/matcher.h"
+#include "runtime/cost_model.h"
 
 namespace rlflow {
 
 struct SearchOptions {
   uint64_t seed = 1;
-  double time_limit_s = 0;  // 0: none
-  // Progress callback (e.g. to the log); may be empty.
+  int64_t budget = 1000;     // taso: graphs popped from the queue
+  double time_limit_s = 0;   // 0: none
+  double alpha = 1.05;       // taso: keep graphs with cost < alpha x best
+  double max_growth = 2.0;   // skip graphs with more than max_growth x the original's nodes
+  // What a search works with (required).
+  const Matcher* matcher = nullptr;
+  CostModel* cost = nullptr;
+  // Progress lines (e.g. to the log), at most every progress_interval_s.
   std::function<void(const std::string&)> progress;
+  double progress_interval_s = 2.0;
+  // When set and true, the search stops and returns its best graph so far.
+  const std::atomic<bool>* interrupted = nullptr;
 };
 
 struct SearchResult {
   Graph graph;
-  std::vector<std::string> applied;  // rule ids in the order applied
-  int64_t graphs_explored = 0;
+  std::vector<std::string> applied;  // rules in the order applied ("<id>" or "<id> (reversed)")
+  int64_t graphs_explored = 0;       // graphs expanded (popped / stepped from)
+  int64_t rewrites_costed = 0;       // rewrites whose cost was estimated
+  int64_t graphs_generated = 0;      // distinct graphs built (applied) and costed exactly
+  int64_t rewrites_rejected = 0;     // matches whose rewrite was invalid (cycle, type change)
+  double initial_cost = 0;           // cost-model estimate (ms)
+  double final_cost = 0;
+  std::string stop_reason;           // "budget", "time limit", "exhausted", "interrupted", ...
 };
 
 class Search {
  public:
   virtual ~Search() = default;
   virtual std::string name() const = 0;
+  // Throws rlflow::Error on bad options.
   virtual SearchResult Run(const Graph& graph, const SearchOptions& options) = 0;
 };
 
-// The names accepted by --search.
+using SearchFactory = std::function<std::unique_ptr<Search>()>;
+// Registers a --search value; returns true (for static registration).
+bool RegisterSearch(const std::string& name, SearchFactory factory);
+#define RLFLOW_REGISTER_SEARCH(name, type) \
+  static const bool rlflow_search_registered_##type = ::rlflow::RegisterSearch(name, [] { return std::make_unique<type>(); })
+
+// The names accepted by --search, sorted.
 std::vector<std::string> SearchNames();
-// Throws rlflow::Error for an unknown name.
+// Throws rlflow::Error for an unknown name (listing the known ones).
 std::unique_ptr<Search> MakeSearch(const std::string& name);
+
+// Helpers shared by search implementations.
+// The rule name of a match as reported ("<id>" or "<id> (reversed)").
+std::string MatchName(const Matcher& matcher, const Match& match);
+// Checks the options every search needs; throws rlflow::Error.
+void CheckSearchOptions(const SearchOptions& options);
 
 }  // namespace rlflow

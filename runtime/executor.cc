@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <random>
 
 #include "core/error.h"
@@ -43,7 +44,7 @@ void CheckType(const at::Tensor& t, const TensorType& expected, const std::strin
 }
 }  // namespace
 
-std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs) const {
+std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std::vector<double>* node_ms) const {
   const Graph& g = graph_;
   if (inputs.size() != g.inputs().size())
     Fail("the graph has ", g.inputs().size(), " inputs, got ", inputs.size());
@@ -60,7 +61,12 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs) con
     std::vector<at::Tensor> args;
     args.reserve(n.inputs.size());
     for (ValueId in : n.inputs) args.push_back(in == kNoValue ? at::Tensor() : values[in]);
+    auto t0 = node_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     std::vector<at::Tensor> outs = RunKernel(n, *defs_[id], std::move(args));
+    if (node_ms) {
+      node_ms->resize(g.num_nodes(), 0.0);
+      (*node_ms)[id] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     for (size_t k = 0; k < outs.size(); ++k) {
       const Value& v = g.value(n.outputs[k]);
       CheckType(outs[k], v.type, "output '" + v.name + "' of node " + n.Describe());

@@ -21,7 +21,8 @@ class Executor {
 
   // Inputs in graph-input order; returns the graph outputs in order. Checks
   // every input's type and every node output against the inferred types.
-  std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs) const;
+  // If `node_ms` is given it receives each node's wall time (per node id).
+  std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs, std::vector<double>* node_ms = nullptr) const;
 
   const Graph& graph() const { return graph_; }
 

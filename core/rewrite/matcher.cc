@@ -1,6 +1,8 @@
 #include "core/rewrite/matcher.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -22,9 +24,7 @@ const Attribute* Effective(const Node& n, const OpDef& def, const std::string& n
 }
 
 // Attributes that only restate the kernel size or defaults compare by value.
-bool AttrsMatch(const Node& n, const OpDef& def, const rules::Node& pn) {
-  std::map<std::string, Attribute> want;
-  for (const auto& a : pn.attrs()) want[a.name()] = AttributeFromProto(a);
+bool AttrsMatch(const Node& n, const OpDef& def, const AttributeMap& want) {
   for (const AttrSpec& spec : def.attrs) {
     if (spec.name == "kernel_shape" && !want.count(spec.name) && n.op == "Conv") continue;  // implied by W
     const Attribute* have = Effective(n, def, spec.name);
@@ -65,11 +65,14 @@ struct State {
   const Graph& g;
   const rules::Rule& rule;
   const rules::Pattern& p;
+  const std::vector<CompiledNode>& compiled;
   const std::vector<std::vector<std::pair<NodeId, int>>>& consumers;
   std::vector<NodeId> nodes;
   std::vector<ValueId> inputs;
   SymbolBinding symbols;
-  std::set<NodeId> used;
+  std::vector<NodeId> used;   // matched graph nodes (a handful)
+  const std::vector<int>& topo_pos;  // position of each node in a topological order
+  bool Used(NodeId n) const { return std::find(used.begin(), used.end(), n) != used.end(); }
 };
 
 bool BindInput(State& s, int input, ValueId v) {
@@ -116,16 +119,16 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
 
 bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   if (s.nodes[pn] != kNoNode) return s.nodes[pn] == gn && k();
-  if (s.used.count(gn)) return false;
+  if (s.Used(gn)) return false;
   const Node& n = s.g.node(gn);
   const rules::Node& pat = s.p.nodes(pn);
   if (n.opaque() || n.op != pat.op() || !n.domain.empty()) return false;
   if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
     return false;
-  const OpDef* def = OpRegistry::Global().Find("", n.op);
-  if (def == nullptr || !AttrsMatch(n, *def, pat)) return false;
+  const CompiledNode& cn = s.compiled[pn];
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs)) return false;
   s.nodes[pn] = gn;
-  s.used.insert(gn);
+  s.used.push_back(gn);
   // Operand orders to try.
   std::vector<std::vector<int>> orders = {{}};
   for (int k2 = 0; k2 < pat.inputs_size(); ++k2) orders[0].push_back(k2);
@@ -135,7 +138,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
     std::vector<ValueId> saved_inputs = s.inputs;
     SymbolBinding saved_symbols = s.symbols;
     std::vector<NodeId> saved_nodes = s.nodes;
-    std::set<NodeId> saved_used = s.used;
+    std::vector<NodeId> saved_used = s.used;
     std::function<bool(int)> step = [&](int i) -> bool {
       if (i == pat.inputs_size()) return k();
       return MatchRef(s, pat.inputs(i), n.inputs[order[i]], [&] { return step(i + 1); });
@@ -151,7 +154,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   }
   if (!ok) {
     s.nodes[pn] = kNoNode;
-    s.used.erase(gn);
+    s.used.erase(std::find(s.used.begin(), s.used.end(), gn));
   }
   return ok;
 }
@@ -180,19 +183,65 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
   }
 }
 
+// A quick necessary condition, without allocation: operators, arities and
+// the kinds of operands agree below pattern node `pn` at graph node `gn`
+// (commutative operands in either order). Most anchors fail here.
+bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<CompiledNode>& compiled, int pn, NodeId gn) {
+  const Node& n = g.node(gn);
+  const rules::Node& pat = p.nodes(pn);
+  if (n.opaque() || !n.domain.empty() || n.op != pat.op()) return false;
+  if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
+    return false;
+  const CompiledNode& cn = compiled[pn];
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs)) return false;
+  auto operand = [&](int pi, int gi) {
+    const rules::Ref& r = pat.inputs(pi);
+    ValueId v = n.inputs[gi];
+    switch (r.kind_case()) {
+      case rules::Ref::kOmitted: return v == kNoValue;
+      case rules::Ref::kConstant: return v != kNoValue && g.IsConstant(v);
+      case rules::Ref::kInput: return v != kNoValue;
+      case rules::Ref::kNode: {
+        if (v == kNoValue) return false;
+        const Value& val = g.value(v);
+        return val.producer != kNoNode && val.output_index == r.node().output() &&
+               QuickCheck(g, p, compiled, r.node().node(), val.producer);
+      }
+      default: return false;
+    }
+  };
+  bool straight = true;
+  for (int i = 0; straight && i < pat.inputs_size(); ++i) straight = operand(i, i);
+  if (straight) return true;
+  return Commutative(n.op) && pat.inputs_size() == 2 && operand(0, 1) && operand(1, 0);
+}
+
+// Rule inputs read anywhere below pattern node `pn`.
+void SubtreeInputs(const rules::Pattern& p, int pn, std::vector<int>* out) {
+  for (const auto& r : p.nodes(pn).inputs()) {
+    if (r.kind_case() == rules::Ref::kInput) out->push_back(r.input());
+    if (r.kind_case() == rules::Ref::kNode) SubtreeInputs(p, r.node().node(), out);
+  }
+}
+
 // Replacing the match must not create a cycle: no bound input may depend on
 // a matched node (possible when a multi-output pattern matches two nodes of
 // which one feeds the other through unmatched nodes).
 bool Convex(const State& s) {
-  std::set<NodeId> seen;
-  std::vector<NodeId> stack;
+  // A path from a matched node to an input's producer only visits nodes
+  // after the earliest matched node in topological order.
+  int min_pos = INT32_MAX;
+  for (NodeId n : s.used) min_pos = std::min(min_pos, s.topo_pos[n]);
+  std::vector<NodeId> seen, stack;
   for (ValueId v : s.inputs)
     if (v != kNoValue && s.g.value(v).producer != kNoNode) stack.push_back(s.g.value(v).producer);
   while (!stack.empty()) {
     NodeId n = stack.back();
     stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (s.used.count(n)) return false;
+    if (s.topo_pos[n] < min_pos) continue;
+    if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
+    seen.push_back(n);
+    if (s.Used(n)) return false;
     for (ValueId in : s.g.node(n).inputs)
       if (in != kNoValue && s.g.value(in).producer != kNoNode) stack.push_back(s.g.value(in).producer);
   }
@@ -211,7 +260,7 @@ bool Closed(const State& s) {
       if (pattern_outputs.count(out)) continue;
       if (graph_outputs.count(out)) return false;
       for (auto [consumer, idx] : s.consumers[out])
-        if (!s.used.count(consumer)) return false;
+        if (!s.Used(consumer)) return false;
     }
   }
   return true;
@@ -219,24 +268,44 @@ bool Closed(const State& s) {
 
 }  // namespace
 
-Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : rules_(rules), both_(both_directions) {}
-
-void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector<Match>* out) const {
-  FindRule(g, g.Consumers(), OpIndex(g), rule_index, reverse, out);
+Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : rules_(rules), both_(both_directions) {
+  for (const rules::Rule& rule : rules_) {
+    std::array<std::vector<CompiledNode>, 2> sides;
+    for (int side = 0; side < 2; ++side) {
+      const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
+      for (const auto& pn : p.nodes()) {
+        CompiledNode cn;
+        cn.def = OpRegistry::Global().Find("", pn.op());
+        for (const auto& a : pn.attrs()) cn.attrs[a.name()] = AttributeFromProto(a);
+        sides[side].push_back(std::move(cn));
+      }
+    }
+    compiled_.push_back(std::move(sides));
+  }
 }
 
-std::map<std::string, std::vector<NodeId>> Matcher::OpIndex(const Graph& g) {
-  std::map<std::string, std::vector<NodeId>> index;
+void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector<Match>* out) const {
+  FindRule(g, Index(g), rule_index, reverse, out);
+}
+
+Matcher::GraphIndex Matcher::Index(const Graph& g) {
+  GraphIndex index;
   for (NodeId n = 0; n < g.num_nodes(); ++n)
-    if (!g.node(n).opaque() && g.node(n).domain.empty()) index[g.node(n).op].push_back(n);
+    if (!g.node(n).opaque() && g.node(n).domain.empty()) index.by_op[g.node(n).op].push_back(n);
+  index.consumers = g.Consumers();
+  index.topo_pos.assign(g.num_nodes(), 0);
+  std::vector<NodeId> order = g.TopologicalOrder();
+  for (size_t k = 0; k < order.size(); ++k) index.topo_pos[order[k]] = static_cast<int>(k);
   return index;
 }
 
-void Matcher::FindRule(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
-                       const std::map<std::string, std::vector<NodeId>>& by_op, int rule_index, bool reverse,
+void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, bool reverse,
                        std::vector<Match>* out) const {
+  const auto& consumers = index.consumers;
+  const auto& by_op = index.by_op;
   const rules::Rule& rule = rules_[rule_index];
   const rules::Pattern& p = reverse ? rule.target() : rule.source();
+  const std::vector<CompiledNode>& compiled = compiled_[rule_index][reverse ? 1 : 0];
   if (p.nodes_size() == 0) return;
   for (const auto& r : p.outputs())
     if (r.kind_case() != rules::Ref::kNode) return;  // an output that is a bare input cannot be matched
@@ -247,8 +316,9 @@ void Matcher::FindRule(const Graph& g, const std::vector<std::vector<std::pair<N
   static const std::vector<NodeId> kNone;
   std::set<std::vector<NodeId>> seen;
   for (NodeId gn : anchors->second) {
-    State s{g, rule, p, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
-            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}};
+    if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
+    State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
+            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, index.topo_pos};
     // Remaining outputs are matched after the anchor, each against graph
     // nodes that read an already-bound input (or any node of its op).
     std::function<bool(int)> match_outputs = [&](int i) -> bool {
@@ -268,7 +338,32 @@ void Matcher::FindRule(const Graph& g, const std::vector<std::vector<std::pair<N
       }
       const rules::Ref& r = p.outputs(i);
       auto it = by_op.find(p.nodes(r.node().node()).op());
-      for (NodeId cand : it == by_op.end() ? kNone : it->second) {
+      const std::vector<NodeId>* cands = it == by_op.end() ? &kNone : &it->second;
+      // If the output's subtree reads an input bound already, only nodes a
+      // few steps downstream of that value can match.
+      std::vector<NodeId> local;
+      std::vector<int> sub_inputs;
+      SubtreeInputs(p, r.node().node(), &sub_inputs);
+      std::vector<ValueId> frontier;
+      for (int in : sub_inputs)
+        if (s.inputs[in] != kNoValue) frontier.push_back(s.inputs[in]);
+      if (!frontier.empty()) {
+        const std::string& op = p.nodes(r.node().node()).op();
+        for (int depth = 0; depth < p.nodes_size() && !frontier.empty(); ++depth) {
+          std::vector<ValueId> next;
+          for (ValueId v : frontier)
+            for (auto [c, idx] : consumers[v]) {
+              if (g.node(c).op == op) local.push_back(c);
+              for (ValueId o : g.node(c).outputs) next.push_back(o);
+            }
+          frontier = std::move(next);
+        }
+        std::sort(local.begin(), local.end());
+        local.erase(std::unique(local.begin(), local.end()), local.end());
+        cands = &local;
+      }
+      for (NodeId cand : *cands) {
+        if (!QuickCheck(g, p, compiled, r.node().node(), cand)) continue;
         ValueId v = g.node(cand).outputs[r.node().output()];
         if (MatchRef(s, r, v, [&] { return match_outputs(i + 1); })) return true;
       }
@@ -280,20 +375,20 @@ void Matcher::FindRule(const Graph& g, const std::vector<std::vector<std::pair<N
 
 std::vector<Match> Matcher::FindAll(const Graph& g) const {
   std::vector<Match> out;
-  auto consumers = g.Consumers();
-  auto by_op = OpIndex(g);
+  GraphIndex index = Index(g);
   for (int r = 0; r < static_cast<int>(rules_.size()); ++r) {
-    FindRule(g, consumers, by_op, r, false, &out);
-    if (both_) FindRule(g, consumers, by_op, r, true, &out);
+    FindRule(g, index, r, false, &out);
+    if (both_) FindRule(g, index, r, true, &out);
   }
   return out;
 }
 
-Graph Matcher::Apply(const Graph& graph, const Match& m) const {
-  const rules::Rule& rule = rules_.at(m.rule);
-  const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
-  const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
-  Graph g = graph;
+namespace {
+
+// Adds the nodes of pattern `to` to `g`, reading rule inputs from `inputs`;
+// returns the values of the pattern's outputs.
+std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::Pattern& to,
+                                const std::vector<ValueId>& inputs) {
   std::vector<ValueId> constants;
   for (int k = 0; k < to.constants_size(); ++k) {
     const rules::Constant& c = to.constants(k);
@@ -303,7 +398,7 @@ Graph Matcher::Apply(const Graph& graph, const Match& m) const {
   std::vector<std::vector<ValueId>> outs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {
     switch (r.kind_case()) {
-      case rules::Ref::kInput: return m.inputs.at(r.input());
+      case rules::Ref::kInput: return inputs.at(r.input());
       case rules::Ref::kConstant: return constants.at(r.constant());
       case rules::Ref::kNode: return outs.at(r.node().node()).at(r.node().output());
       default: return kNoValue;
@@ -321,10 +416,23 @@ Graph Matcher::Apply(const Graph& graph, const Match& m) const {
     InferAndSetNodeShapes(g, id, *def);
     outs.push_back(g.node(id).outputs);
   }
+  std::vector<ValueId> result;
+  for (int k = 0; k < to.outputs_size(); ++k) result.push_back(resolve(to.outputs(k)));
+  return result;
+}
+
+}  // namespace
+
+Graph Matcher::Apply(const Graph& graph, const Match& m) const {
+  const rules::Rule& rule = rules_.at(m.rule);
+  const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
+  const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
+  Graph g = graph;
+  std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs);
   for (int k = 0; k < from.outputs_size(); ++k) {
     const rules::Ref& fr = from.outputs(k);
     ValueId old_v = graph.node(m.nodes.at(fr.node().node())).outputs.at(fr.node().output());
-    ValueId new_v = resolve(to.outputs(k));
+    ValueId new_v = new_outputs.at(k);
     if (g.value(old_v).type != g.value(new_v).type)
       Fail("rule ", rule.id(), ": rewrite changes type ", g.value(old_v).type.ToString(), " to ",
            g.value(new_v).type.ToString());
@@ -332,6 +440,21 @@ Graph Matcher::Apply(const Graph& graph, const Match& m) const {
   }
   g.RemoveDeadCode();
   g.TopologicalOrder();  // throws on a cycle
+  return g;
+}
+
+Graph Matcher::Replacement(const Graph& graph, const Match& m) const {
+  const rules::Rule& rule = rules_.at(m.rule);
+  const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
+  Graph g;
+  g.info() = graph.info();
+  std::vector<ValueId> inputs;
+  for (ValueId v : m.inputs) {
+    const Value& val = graph.value(v);
+    std::string name = "in" + std::to_string(inputs.size());
+    inputs.push_back(val.initializer ? g.AddInitializer(name, val.initializer) : g.AddInput(name, val.type));
+  }
+  g.SetOutputs(AddPattern(g, rule, to, inputs));
   return g;
 }
 

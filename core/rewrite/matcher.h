@@ -7,6 +7,7 @@
 // rule's shape symbols) agree, commutative operands in either order, and no
 // intermediate value of the matched subgraph is used outside it (or is a
 // graph output). Opaque nodes never match, so rewrites never cross them.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,6 +26,12 @@ struct Match {
   SymbolBinding symbols;
 };
 
+// A pattern node prepared for matching.
+struct CompiledNode {
+  const struct OpDef* def = nullptr;  // registry entry (null: unknown op, never matches)
+  AttributeMap attrs;                  // the pattern's attributes
+};
+
 class Matcher {
  public:
   // `both_directions`: also match target patterns (rules are equalities).
@@ -40,15 +47,25 @@ class Matcher {
   // the result is not a valid graph (a cycle, a shape change).
   Graph Apply(const Graph& graph, const Match& match) const;
 
+  // The graph of the other side alone, for costing a rewrite without
+  // applying it: graph input / initializer k is the match's input k (weights
+  // shared, not copied), its outputs replace the matched outputs in order.
+  // Throws rlflow::Error if shapes do not infer.
+  Graph Replacement(const Graph& graph, const Match& match) const;
+
   const std::vector<rules::Rule>& rules() const { return rules_; }
 
  private:
-  static std::map<std::string, std::vector<NodeId>> OpIndex(const Graph& graph);
-  void FindRule(const Graph& graph, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
-                const std::map<std::string, std::vector<NodeId>>& by_op, int rule, bool reverse,
-                std::vector<Match>* out) const;
+  struct GraphIndex {
+    std::map<std::string, std::vector<NodeId>> by_op;
+    std::vector<std::vector<std::pair<NodeId, int>>> consumers;
+    std::vector<int> topo_pos;
+  };
+  static GraphIndex Index(const Graph& graph);
+  void FindRule(const Graph& graph, const GraphIndex& index, int rule, bool reverse, std::vector<Match>* out) const;
 
   std::vector<rules::Rule> rules_;
+  std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
   bool both_;
 };
 

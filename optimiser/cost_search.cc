@@ -1,0 +1,290 @@
+// The cost-based searches over rule rewrites: TASO's backtracking search
+// (--search=taso) and greedy descent (--search=greedy).
+//
+// A rewrite is costed before it is applied: its cost is the parent's minus
+// the matched nodes' plus the replacement's (built alone, Matcher::
+// Replacement), so only graphs that are popped (or that improve on the best)
+// are materialised. A materialised graph's exact cost is recomputed; if it
+// differs from the estimate (e.g. an upstream node became dead) the exact
+// value is used.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "optimiser/search.h"
+
+namespace rlflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The rules applied to reach a graph: a shared chain back to the original.
+struct History {
+  std::string rule;
+  std::shared_ptr<const History> parent;
+};
+
+std::vector<std::string> Unwind(const std::shared_ptr<const History>& h) {
+  std::vector<std::string> out;
+  for (const History* p = h.get(); p != nullptr; p = p->parent.get()) out.push_back(p->rule);
+  return {out.rbegin(), out.rend()};
+}
+
+// A rewrite of a graph, costed but not applied.
+struct Rewrite {
+  Match match;
+  double cost = 0;  // estimated cost of the rewritten graph
+};
+
+bool SameCost(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// State shared by the searches: limits, counters, progress, seen graphs.
+class SearchRun {
+ public:
+  SearchRun(const Graph& original, const SearchOptions& o)
+      : o_(o), start_(Clock::now()), max_nodes_(static_cast<int64_t>(o.max_growth * original.num_nodes())) {
+    CheckSearchOptions(o);
+  }
+
+  double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // Empty if the search may go on, else why it must stop.
+  std::string MustStop() const {
+    if (o_.interrupted != nullptr && o_.interrupted->load()) return "interrupted";
+    if (o_.time_limit_s > 0 && Elapsed() >= o_.time_limit_s) return "time limit";
+    return "";
+  }
+
+  // Every rewrite of `g` (cost `g_cost`) that changes what runs, costed.
+  std::vector<Rewrite> Rewrites(const Graph& g, double g_cost) {
+    std::vector<Match> matches = o_.matcher->FindAll(g);
+    std::vector<char> weight_only = WeightOnlyNodes(g);
+    std::vector<Rewrite> out;
+    out.reserve(matches.size());
+    for (Match& m : matches) {
+      // Rewrites inside weight-only subgraphs change nothing that runs: those
+      // subgraphs are folded into initializers before export.
+      double removed = 0;
+      bool runs = false;
+      for (NodeId id : m.nodes) {
+        if (weight_only[id]) continue;
+        runs = true;
+        removed += o_.cost->NodeMs(g, id);
+      }
+      if (!runs) continue;
+      Graph rep;
+      try {
+        rep = o_.matcher->Replacement(g, m);
+      } catch (const Error&) {
+        ++result.rewrites_rejected;
+        continue;
+      }
+      if (g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rep.num_nodes() > max_nodes_) continue;
+      // Replacement inputs computed from weights only are constants too.
+      std::vector<char> constant(rep.num_values(), 0);
+      for (size_t k = 0; k < m.inputs.size(); ++k) {
+        ValueId v = m.inputs[k];
+        NodeId p = g.value(v).producer;
+        constant[k] = g.IsConstant(v) || (p != kNoNode && weight_only[p]);
+      }
+      for (ValueId v = 0; v < rep.num_values(); ++v)
+        if (rep.IsConstant(v)) constant[v] = 1;
+      double added = 0;
+      for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
+        const Node& n = rep.node(id);
+        bool all = true;
+        for (ValueId in : n.inputs)
+          if (in != kNoValue && !constant[in]) all = false;
+        if (all) {
+          for (ValueId o : n.outputs) constant[o] = 1;
+        } else {
+          added += o_.cost->NodeMs(rep, id);
+        }
+      }
+      out.push_back({std::move(m), g_cost - removed + added});
+    }
+    return out;
+  }
+
+  // Applies a rewrite; nullptr if it is invalid (a cycle) or the graph was
+  // seen before. `cost` receives the exact cost.
+  std::shared_ptr<const Graph> Materialise(const Graph& g, const Match& m, double* cost) {
+    std::shared_ptr<Graph> next;
+    try {
+      next = std::make_shared<Graph>(o_.matcher->Apply(g, m));
+    } catch (const Error&) {
+      ++result.rewrites_rejected;
+      return nullptr;
+    }
+    if (!seen_.insert(next->StructuralHash()).second) return nullptr;
+    *cost = o_.cost->GraphCost(*next);
+    ++result.graphs_generated;
+    return next;
+  }
+
+  void MarkSeen(const Graph& g) { seen_.insert(g.StructuralHash()); }
+
+  void Progress(const std::string& what, double best, size_t queue) {
+    if (!o_.progress) return;
+    double now = Elapsed();
+    if (now - last_progress_ < o_.progress_interval_s) return;
+    last_progress_ = now;
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "%s: %.1f s, %lld graphs explored, %lld rewrites costed, queue %zu, best cost %.3f ms (from %.3f)",
+                  what.c_str(), now, static_cast<long long>(result.graphs_explored),
+                  static_cast<long long>(result.rewrites_costed), queue, best, result.initial_cost);
+    o_.progress(buf);
+  }
+
+  SearchResult result;
+
+ private:
+  const SearchOptions& o_;
+  Clock::time_point start_;
+  int64_t max_nodes_;
+  std::unordered_set<uint64_t> seen_;
+  double last_progress_ = 0;
+};
+
+// TASO's cost-based backtracking search (Jia et al., SOSP'19, Algorithm 2):
+// a queue of graphs ordered by cost; pop the cheapest, enqueue each rewrite
+// of it whose cost is below alpha x the best cost; stop after `budget` pops.
+class TasoSearch : public Search {
+ public:
+  std::string name() const override { return "taso"; }
+
+  SearchResult Run(const Graph& original, const SearchOptions& o) override {
+    SearchRun run(original, o);
+    SearchResult& r = run.result;
+    struct Entry {
+      double cost;
+      uint64_t seq;  // ties: first in, first out (deterministic)
+      std::shared_ptr<const Graph> graph;   // the graph, or the parent of `match`
+      std::shared_ptr<const Match> match;   // null: `graph` itself
+      std::shared_ptr<const History> history;
+      bool operator<(const Entry& e) const { return cost != e.cost ? cost < e.cost : seq < e.seq; }
+    };
+    std::set<Entry> queue;
+    uint64_t seq = 0;
+    r.initial_cost = o.cost->GraphCost(original);
+    auto best = std::make_shared<const Graph>(original);
+    std::shared_ptr<const History> best_history;
+    double best_cost = r.initial_cost;
+    run.MarkSeen(original);
+    queue.insert({best_cost, seq++, best, nullptr, nullptr});
+    auto improve = [&](const std::shared_ptr<const Graph>& g, double cost, const std::shared_ptr<const History>& h) {
+      if (cost < best_cost && !SameCost(cost, best_cost)) {
+        best_cost = cost;
+        best = g;
+        best_history = h;
+      }
+    };
+    r.stop_reason = "exhausted";
+    while (!queue.empty()) {
+      if (r.graphs_explored >= o.budget) {
+        r.stop_reason = "budget";
+        break;
+      }
+      std::string stop = run.MustStop();
+      if (!stop.empty()) {
+        r.stop_reason = stop;
+        break;
+      }
+      Entry e = *queue.begin();
+      queue.erase(queue.begin());
+      std::shared_ptr<const Graph> g = e.graph;
+      double cost = e.cost;
+      if (e.match) {
+        g = run.Materialise(*e.graph, *e.match, &cost);
+        if (!g) continue;  // invalid, or reached before by another order of rewrites
+        improve(g, cost, e.history);
+        if (!SameCost(cost, e.cost)) {
+          // The estimate was off: requeue at the exact cost.
+          if (cost < o.alpha * best_cost) queue.insert({cost, seq++, g, nullptr, e.history});
+          continue;
+        }
+      }
+      ++r.graphs_explored;
+      for (Rewrite& rw : run.Rewrites(*g, cost)) {
+        ++r.rewrites_costed;
+        if (!(rw.cost < o.alpha * best_cost)) continue;
+        auto history = std::make_shared<const History>(History{MatchName(*o.matcher, rw.match), e.history});
+        if (rw.cost < best_cost && !SameCost(rw.cost, best_cost)) {
+          // A new best: materialise it now so that the best is always a real graph.
+          double exact;
+          auto next = run.Materialise(*g, rw.match, &exact);
+          if (!next) continue;
+          improve(next, exact, history);
+          if (exact < o.alpha * best_cost) queue.insert({exact, seq++, next, nullptr, history});
+          continue;
+        }
+        queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), history});
+      }
+      // Only budget - explored more graphs are expanded; entries far beyond
+      // that rank can never be reached (popped duplicates do not count, so
+      // keep a margin).
+      size_t capacity = static_cast<size_t>(std::max<int64_t>(4 * (o.budget - r.graphs_explored), 16));
+      while (queue.size() > capacity) queue.erase(std::prev(queue.end()));
+      run.Progress("taso", best_cost, queue.size());
+    }
+    r.graph = *best;
+    r.final_cost = best_cost;
+    r.applied = Unwind(best_history);
+    return r;
+  }
+};
+
+// Greedy descent: applies the single best improving rewrite until none improves.
+class GreedySearch : public Search {
+ public:
+  std::string name() const override { return "greedy"; }
+
+  SearchResult Run(const Graph& original, const SearchOptions& o) override {
+    SearchRun run(original, o);
+    SearchResult& r = run.result;
+    auto current = std::make_shared<const Graph>(original);
+    double cost = r.initial_cost = o.cost->GraphCost(original);
+    run.MarkSeen(original);
+    r.stop_reason = "local optimum";
+    for (;;) {
+      std::string stop = run.MustStop();
+      if (!stop.empty()) {
+        r.stop_reason = stop;
+        break;
+      }
+      ++r.graphs_explored;
+      std::vector<Rewrite> rewrites = run.Rewrites(*current, cost);
+      r.rewrites_costed += static_cast<int64_t>(rewrites.size());
+      std::stable_sort(rewrites.begin(), rewrites.end(),
+                       [](const Rewrite& a, const Rewrite& b) { return a.cost < b.cost; });
+      bool moved = false;
+      // Best estimate first; the exact cost decides.
+      for (const Rewrite& rw : rewrites) {
+        if (!(rw.cost < cost) || SameCost(rw.cost, cost)) break;
+        double exact;
+        auto next = run.Materialise(*current, rw.match, &exact);
+        if (!next || !(exact < cost) || SameCost(exact, cost)) continue;
+        current = next;
+        cost = exact;
+        r.applied.push_back(MatchName(*o.matcher, rw.match));
+        moved = true;
+        break;
+      }
+      run.Progress("greedy", cost, 0);
+      if (!moved) break;
+    }
+    r.graph = *current;
+    r.final_cost = cost;
+    return r;
+  }
+};
+
+RLFLOW_REGISTER_SEARCH("taso", TasoSearch);
+RLFLOW_REGISTER_SEARCH("greedy", GreedySearch);
+
+}  // namespace
+}  // namespace rlflow
