@@ -303,7 +303,7 @@ int64_t Graph::NumParameters() const {
   return total;
 }
 
-void Graph::RemoveDeadCode() {
+void Graph::RemoveDeadCode(std::vector<NodeId>* node_map, std::vector<ValueId>* value_map) {
   // Live nodes: those reachable backwards from the graph outputs.
   std::vector<char> live_node(nodes_.size(), 0), live_value(values_.size(), 0);
   std::vector<ValueId> stack(outputs_.begin(), outputs_.end());
@@ -346,6 +346,8 @@ void Graph::RemoveDeadCode() {
   nodes_ = std::move(nodes);
   by_name_.clear();
   for (ValueId i = 0; i < num_values(); ++i) by_name_[values_[i].name] = i;
+  if (node_map) *node_map = std::move(nmap);
+  if (value_map) *value_map = std::move(vmap);
 }
 
 }  // namespace rlflow

@@ -76,8 +76,9 @@ class Graph {
   // its producer (which becomes dead if it has no other used output).
   void MakeConstant(ValueId value, TensorDataPtr data);
   // Drops nodes whose outputs are unused and values nobody refers to.
-  // Invalidates NodeIds and ValueIds.
-  void RemoveDeadCode();
+  // Invalidates NodeIds and ValueIds; the optional maps receive old id ->
+  // new id (kNoNode / kNoValue for removed ones).
+  void RemoveDeadCode(std::vector<NodeId>* node_map = nullptr, std::vector<ValueId>* value_map = nullptr);
 
   // ---- access ----
   const Value& value(ValueId id) const { return values_.at(id); }

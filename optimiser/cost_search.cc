@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -58,13 +59,13 @@ class SearchRun {
     return "";
   }
 
-  // Every rewrite of `g` (cost `g_cost`) that changes what runs, costed.
-  std::vector<Rewrite> Rewrites(const Graph& g, double g_cost) {
-    std::vector<Match> matches = o_.matcher->FindAll(g);
+  // Every rewrite of `g` (cost `g_cost`, matches `matches`) that changes
+  // what runs, costed.
+  std::vector<Rewrite> Rewrites(const Graph& g, double g_cost, const std::vector<Match>& matches) {
     std::vector<char> weight_only = WeightOnlyNodes(g);
     std::vector<Rewrite> out;
     out.reserve(matches.size());
-    for (Match& m : matches) {
+    for (const Match& m : matches) {
       // Rewrites inside weight-only subgraphs change nothing that runs: those
       // subgraphs are folded into initializers before export.
       double removed = 0;
@@ -75,46 +76,61 @@ class SearchRun {
         removed += o_.cost->NodeMs(g, id);
       }
       if (!runs) continue;
-      Graph rep;
-      try {
-        rep = o_.matcher->Replacement(g, m);
-      } catch (const Error&) {
-        ++result.rewrites_rejected;
-        continue;
-      }
-      if (g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rep.num_nodes() > max_nodes_) continue;
-      // Replacement inputs computed from weights only are constants too.
-      std::vector<char> constant(rep.num_values(), 0);
+      // The replacement's cost depends only on the rule side and its inputs'
+      // types and constness: computed once per such key.
+      std::vector<char> input_constant(m.inputs.size());
+      uint64_t key = HashCombine(static_cast<uint64_t>(m.rule) * 2 + (m.reverse ? 1 : 0), 0x5eed);
       for (size_t k = 0; k < m.inputs.size(); ++k) {
         ValueId v = m.inputs[k];
-        NodeId p = g.value(v).producer;
-        constant[k] = g.IsConstant(v) || (p != kNoNode && weight_only[p]);
+        const Value& val = g.value(v);
+        input_constant[k] = g.IsConstant(v) || (val.producer != kNoNode && weight_only[val.producer]);
+        key = HashCombine(key, static_cast<uint64_t>(val.type.dtype) * 31 + input_constant[k]);
+        key = HashCombine(key, HashBytes(val.type.shape.data(), val.type.shape.size() * sizeof(int64_t)));
+        if (val.initializer && val.initializer->NumElements() <= 64) key = HashCombine(key, val.initializer->content_hash());
       }
-      for (ValueId v = 0; v < rep.num_values(); ++v)
-        if (rep.IsConstant(v)) constant[v] = 1;
-      double added = 0;
-      for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
-        const Node& n = rep.node(id);
-        bool all = true;
-        for (ValueId in : n.inputs)
-          if (in != kNoValue && !constant[in]) all = false;
-        if (all) {
-          for (ValueId o : n.outputs) constant[o] = 1;
-        } else {
-          added += o_.cost->NodeMs(rep, id);
+      auto cached = replacement_cost_.find(key);
+      if (cached == replacement_cost_.end()) {
+        Graph rep;
+        try {
+          rep = o_.matcher->Replacement(g, m);
+        } catch (const Error&) {
+          replacement_cost_.emplace(key, std::make_pair(-1.0, 0));
+          ++result.rewrites_rejected;
+          continue;
         }
+        // Replacement inputs computed from weights only are constants too.
+        std::vector<char> constant(rep.num_values(), 0);
+        for (size_t k = 0; k < input_constant.size(); ++k) constant[k] = input_constant[k];
+        for (ValueId v = 0; v < rep.num_values(); ++v)
+          if (rep.IsConstant(v)) constant[v] = 1;
+        double added = 0;
+        for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
+          const Node& n = rep.node(id);
+          bool all = true;
+          for (ValueId in : n.inputs)
+            if (in != kNoValue && !constant[in]) all = false;
+          if (all) {
+            for (ValueId o : n.outputs) constant[o] = 1;
+          } else {
+            added += o_.cost->NodeMs(rep, id);
+          }
+        }
+        cached = replacement_cost_.emplace(key, std::make_pair(added, rep.num_nodes())).first;
       }
-      out.push_back({std::move(m), g_cost - removed + added});
+      auto [added, rep_nodes] = cached->second;
+      if (added < 0) continue;  // the replacement does not infer
+      if (g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rep_nodes > max_nodes_) continue;
+      out.push_back({m, g_cost - removed + added});
     }
     return out;
   }
 
   // Applies a rewrite; nullptr if it is invalid (a cycle) or the graph was
-  // seen before. `cost` receives the exact cost.
-  std::shared_ptr<const Graph> Materialise(const Graph& g, const Match& m, double* cost) {
+  // seen before. `cost` receives the exact cost, `info` what changed.
+  std::shared_ptr<const Graph> Materialise(const Graph& g, const Match& m, double* cost, ApplyInfo* info) {
     std::shared_ptr<Graph> next;
     try {
-      next = std::make_shared<Graph>(o_.matcher->Apply(g, m));
+      next = std::make_shared<Graph>(o_.matcher->Apply(g, m, info));
     } catch (const Error&) {
       ++result.rewrites_rejected;
       return nullptr;
@@ -147,6 +163,7 @@ class SearchRun {
   Clock::time_point start_;
   int64_t max_nodes_;
   std::unordered_set<uint64_t> seen_;
+  std::unordered_map<uint64_t, std::pair<double, int>> replacement_cost_;  // -1: does not infer
   double last_progress_ = 0;
 };
 
@@ -160,11 +177,17 @@ class TasoSearch : public Search {
   SearchResult Run(const Graph& original, const SearchOptions& o) override {
     SearchRun run(original, o);
     SearchResult& r = run.result;
+    using Matches = std::shared_ptr<const std::vector<Match>>;
+    // A graph in the queue: built (`graph`), or `match` applied to `graph`.
+    // Built graphs made from a parent keep the parent's matches and what
+    // changed, so that their matches are found incrementally.
     struct Entry {
       double cost;
       uint64_t seq;  // ties: first in, first out (deterministic)
-      std::shared_ptr<const Graph> graph;   // the graph, or the parent of `match`
-      std::shared_ptr<const Match> match;   // null: `graph` itself
+      std::shared_ptr<const Graph> graph;
+      std::shared_ptr<const Match> match;
+      Matches matches;                         // of `graph` if `match` is set, else of its parent
+      std::shared_ptr<const ApplyInfo> info;   // parent -> `graph` (built entries)
       std::shared_ptr<const History> history;
       bool operator<(const Entry& e) const { return cost != e.cost ? cost < e.cost : seq < e.seq; }
     };
@@ -175,7 +198,7 @@ class TasoSearch : public Search {
     std::shared_ptr<const History> best_history;
     double best_cost = r.initial_cost;
     run.MarkSeen(original);
-    queue.insert({best_cost, seq++, best, nullptr, nullptr});
+    queue.insert({best_cost, seq++, best, nullptr, nullptr, nullptr, nullptr});
     auto improve = [&](const std::shared_ptr<const Graph>& g, double cost, const std::shared_ptr<const History>& h) {
       if (cost < best_cost && !SameCost(cost, best_cost)) {
         best_cost = cost;
@@ -198,31 +221,38 @@ class TasoSearch : public Search {
       queue.erase(queue.begin());
       std::shared_ptr<const Graph> g = e.graph;
       double cost = e.cost;
+      Matches parent_matches = e.matches;
+      std::shared_ptr<const ApplyInfo> info = e.info;
       if (e.match) {
-        g = run.Materialise(*e.graph, *e.match, &cost);
+        auto applied = std::make_shared<ApplyInfo>();
+        g = run.Materialise(*e.graph, *e.match, &cost, applied.get());
         if (!g) continue;  // invalid, or reached before by another order of rewrites
+        info = applied;
         improve(g, cost, e.history);
         if (!SameCost(cost, e.cost)) {
           // The estimate was off: requeue at the exact cost.
-          if (cost < o.alpha * best_cost) queue.insert({cost, seq++, g, nullptr, e.history});
+          if (cost < o.alpha * best_cost) queue.insert({cost, seq++, g, nullptr, parent_matches, info, e.history});
           continue;
         }
       }
       ++r.graphs_explored;
-      for (Rewrite& rw : run.Rewrites(*g, cost)) {
+      auto matches = std::make_shared<const std::vector<Match>>(
+          parent_matches && info ? o.matcher->FindAllAfter(*g, *parent_matches, *info) : o.matcher->FindAll(*g));
+      for (Rewrite& rw : run.Rewrites(*g, cost, *matches)) {
         ++r.rewrites_costed;
         if (!(rw.cost < o.alpha * best_cost)) continue;
         auto history = std::make_shared<const History>(History{MatchName(*o.matcher, rw.match), e.history});
         if (rw.cost < best_cost && !SameCost(rw.cost, best_cost)) {
           // A new best: materialise it now so that the best is always a real graph.
           double exact;
-          auto next = run.Materialise(*g, rw.match, &exact);
+          auto next_info = std::make_shared<ApplyInfo>();
+          auto next = run.Materialise(*g, rw.match, &exact, next_info.get());
           if (!next) continue;
           improve(next, exact, history);
-          if (exact < o.alpha * best_cost) queue.insert({exact, seq++, next, nullptr, history});
+          if (exact < o.alpha * best_cost) queue.insert({exact, seq++, next, nullptr, matches, next_info, history});
           continue;
         }
-        queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), history});
+        queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), matches, nullptr, history});
       }
       // Only budget - explored more graphs are expanded; entries far beyond
       // that rank can never be reached (popped duplicates do not count, so
@@ -248,6 +278,7 @@ class GreedySearch : public Search {
     SearchResult& r = run.result;
     auto current = std::make_shared<const Graph>(original);
     double cost = r.initial_cost = o.cost->GraphCost(original);
+    std::vector<Match> matches = o.matcher->FindAll(original);
     run.MarkSeen(original);
     r.stop_reason = "local optimum";
     for (;;) {
@@ -257,7 +288,7 @@ class GreedySearch : public Search {
         break;
       }
       ++r.graphs_explored;
-      std::vector<Rewrite> rewrites = run.Rewrites(*current, cost);
+      std::vector<Rewrite> rewrites = run.Rewrites(*current, cost, matches);
       r.rewrites_costed += static_cast<int64_t>(rewrites.size());
       std::stable_sort(rewrites.begin(), rewrites.end(),
                        [](const Rewrite& a, const Rewrite& b) { return a.cost < b.cost; });
@@ -266,8 +297,10 @@ class GreedySearch : public Search {
       for (const Rewrite& rw : rewrites) {
         if (!(rw.cost < cost) || SameCost(rw.cost, cost)) break;
         double exact;
-        auto next = run.Materialise(*current, rw.match, &exact);
+        ApplyInfo info;
+        auto next = run.Materialise(*current, rw.match, &exact, &info);
         if (!next || !(exact < cost) || SameCost(exact, cost)) continue;
+        matches = o.matcher->FindAllAfter(*next, matches, info);
         current = next;
         cost = exact;
         r.applied.push_back(MatchName(*o.matcher, rw.match));

@@ -193,6 +193,16 @@ int Main() {
   fold_all.max_elements = std::numeric_limits<int64_t>::max();
   int folded = InferShapesAndFold(optimised, fold_all);
   if (folded > 0) LOG(INFO) << "folded " << folded << " weight-only nodes into initializers";
+  // Batch norms the search did not fold away go back to one node each (one
+  // pass over the tensor instead of Mul + Add), if the cost model agrees.
+  {
+    Graph raised = optimised;
+    int n = RaiseBatchNorm(raised);
+    if (n > 0 && cost.GraphCost(raised) < cost.GraphCost(optimised)) {
+      LOG(INFO) << "raised " << n << " unfolded Mul/Add pairs back to BatchNormalization";
+      optimised = std::move(raised);
+    }
+  }
 
   // Every optimised graph is checked against the original before it is written.
   Executor check(optimised);

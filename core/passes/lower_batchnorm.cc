@@ -48,4 +48,65 @@ int LowerBatchNorm(Graph& g) {
   return lowered;
 }
 
+namespace {
+
+// The per-channel vector of a constant float32 [C, 1, ..., 1] of rank r, or empty.
+std::vector<float> PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels) {
+  if (!g.IsConstant(v)) return {};
+  const TensorType& t = g.value(v).type;
+  if (t.dtype != DType::kFloat32 || t.rank() != rank || t.shape[0] != channels) return {};
+  for (int64_t k = 1; k < rank; ++k)
+    if (t.shape[k] != 1) return {};
+  std::vector<double> d = g.value(v).initializer->ToDouble();
+  return std::vector<float>(d.begin(), d.end());
+}
+
+}  // namespace
+
+int RaiseBatchNorm(Graph& g) {
+  int raised = 0;
+  const OpRegistry& reg = OpRegistry::Global();
+  auto consumers = g.Consumers();
+  std::vector<char> is_output(g.num_values(), 0);
+  for (ValueId o : g.outputs()) is_output[o] = 1;
+  std::vector<char> gone(g.num_nodes(), 0);
+  for (NodeId id : g.TopologicalOrder()) {
+    const Node& add = g.node(id);
+    if (add.opaque() || add.op != "Add" || add.inputs.size() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      ValueId u = add.inputs[side], t = add.inputs[1 - side];
+      if (u == kNoValue || u >= static_cast<ValueId>(consumers.size())) continue;  // a value added here
+      NodeId mul_id = g.value(u).producer;
+      if (mul_id == kNoNode || mul_id >= static_cast<NodeId>(gone.size()) || gone[mul_id] || is_output[u] || consumers[u].size() != 1) continue;
+      const Node& mul = g.node(mul_id);
+      if (mul.opaque() || mul.op != "Mul" || mul.inputs.size() != 2) continue;
+      for (int ms = 0; ms < 2; ++ms) {
+        ValueId x = mul.inputs[ms], s = mul.inputs[1 - ms];
+        const TensorType& xt = g.value(x).type;
+        if (g.IsConstant(x) || !xt.IsStatic() || xt.dtype != DType::kFloat32 || xt.rank() < 3) continue;
+        if (g.value(add.outputs[0]).type != xt) continue;
+        int64_t c = xt.shape[1];
+        std::vector<float> scale = PerChannel(g, s, xt.rank() - 1, c), shift = PerChannel(g, t, xt.rank() - 1, c);
+        if (scale.empty() || shift.empty()) continue;
+        std::string base = g.UniqueName(add.name + ".bn");
+        Shape vec = {c};
+        ValueId vs = g.AddInitializer(base + ".scale", TensorData::FromFloat(scale, vec));
+        ValueId vt = g.AddInitializer(base + ".bias", TensorData::FromFloat(shift, vec));
+        ValueId vm = g.AddInitializer(base + ".mean", TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
+        ValueId vv = g.AddInitializer(base + ".var", TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
+        ValueId out = add.outputs[0];
+        NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);
+        InferAndSetNodeShapes(g, bn, *reg.Find("", "BatchNormalization"));
+        g.ReplaceAllUses(out, g.node(bn).outputs[0]);
+        gone[mul_id] = 1;
+        ++raised;
+        side = 2;  // done with this Add
+        break;
+      }
+    }
+  }
+  if (raised > 0) g.RemoveDeadCode();
+  return raised;
+}
+
 }  // namespace rlflow

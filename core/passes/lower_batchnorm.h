@@ -11,4 +11,11 @@ namespace rlflow {
 // parameters are not all constants are left alone.
 int LowerBatchNorm(Graph& graph);
 
+// The inverse, for what the search left unfolded: Add(Mul(x, S), T) with
+// constant per-channel S and T (shape [C, 1, ..., 1], x of rank >= 3 with C
+// channels, the product used only by the Add) becomes one
+// BatchNormalization(x, S, T, mean 0, var 1, epsilon 0), one pass over x
+// instead of two. Returns the number of nodes raised.
+int RaiseBatchNorm(Graph& graph);
+
 }  // namespace rlflow

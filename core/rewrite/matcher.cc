@@ -227,26 +227,29 @@ void SubtreeInputs(const rules::Pattern& p, int pn, std::vector<int>* out) {
 // Replacing the match must not create a cycle: no bound input may depend on
 // a matched node (possible when a multi-output pattern matches two nodes of
 // which one feeds the other through unmatched nodes).
-bool Convex(const State& s) {
+bool IsConvex(const Graph& g, const std::vector<int>& topo_pos, const std::vector<NodeId>& used,
+              const std::vector<ValueId>& inputs) {
   // A path from a matched node to an input's producer only visits nodes
   // after the earliest matched node in topological order.
   int min_pos = INT32_MAX;
-  for (NodeId n : s.used) min_pos = std::min(min_pos, s.topo_pos[n]);
+  for (NodeId n : used) min_pos = std::min(min_pos, topo_pos[n]);
   std::vector<NodeId> seen, stack;
-  for (ValueId v : s.inputs)
-    if (v != kNoValue && s.g.value(v).producer != kNoNode) stack.push_back(s.g.value(v).producer);
+  for (ValueId v : inputs)
+    if (v != kNoValue && g.value(v).producer != kNoNode) stack.push_back(g.value(v).producer);
   while (!stack.empty()) {
     NodeId n = stack.back();
     stack.pop_back();
-    if (s.topo_pos[n] < min_pos) continue;
+    if (topo_pos[n] < min_pos) continue;
     if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
     seen.push_back(n);
-    if (s.Used(n)) return false;
-    for (ValueId in : s.g.node(n).inputs)
-      if (in != kNoValue && s.g.value(in).producer != kNoNode) stack.push_back(s.g.value(in).producer);
+    if (std::find(used.begin(), used.end(), n) != used.end()) return false;
+    for (ValueId in : g.node(n).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) stack.push_back(g.value(in).producer);
   }
   return true;
 }
+
+bool Convex(const State& s) { return IsConvex(s.g, s.topo_pos, s.used, s.inputs); }
 
 // Intermediate values (outputs of matched nodes that are not pattern
 // outputs) must only feed matched nodes and not be graph outputs.
@@ -281,6 +284,30 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
       }
     }
     compiled_.push_back(std::move(sides));
+    // Connected: every pattern node reachable from every other along data
+    // edges or a shared rule input (so a match lies within a few steps).
+    std::array<bool, 2> connected{};
+    for (int side = 0; side < 2; ++side) {
+      const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
+      int n = p.nodes_size();
+      std::vector<int> parent(n);
+      for (int k = 0; k < n; ++k) parent[k] = k;
+      std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+      std::map<int, int> reader_of_input;
+      for (int k = 0; k < n; ++k)
+        for (const auto& r : p.nodes(k).inputs()) {
+          if (r.kind_case() == rules::Ref::kNode) parent[find(k)] = find(r.node().node());
+          if (r.kind_case() == rules::Ref::kInput) {
+            auto it = reader_of_input.find(r.input());
+            if (it == reader_of_input.end()) reader_of_input[r.input()] = k;
+            else parent[find(k)] = find(it->second);
+          }
+        }
+      bool ok = true;
+      for (int k = 1; k < n; ++k) ok = ok && find(k) == find(0);
+      connected[side] = ok;
+    }
+    connected_.push_back(connected);
   }
 }
 
@@ -300,7 +327,7 @@ Matcher::GraphIndex Matcher::Index(const Graph& g) {
 }
 
 void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, bool reverse,
-                       std::vector<Match>* out) const {
+                       std::vector<Match>* out, const std::vector<char>* region, RegionMode mode) const {
   const auto& consumers = index.consumers;
   const auto& by_op = index.by_op;
   const rules::Rule& rule = rules_[rule_index];
@@ -316,6 +343,8 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
   static const std::vector<NodeId> kNone;
   std::set<std::vector<NodeId>> seen;
   for (NodeId gn : anchors->second) {
+    if (mode == RegionMode::kAnchorInside && !(*region)[gn]) continue;
+    if (mode == RegionMode::kOtherOutputInside && (*region)[gn]) continue;
     if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
     State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
             std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, index.topo_pos};
@@ -363,6 +392,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         cands = &local;
       }
       for (NodeId cand : *cands) {
+        if (mode == RegionMode::kOtherOutputInside && !(*region)[cand]) continue;
         if (!QuickCheck(g, p, compiled, r.node().node(), cand)) continue;
         ValueId v = g.node(cand).outputs[r.node().output()];
         if (MatchRef(s, r, v, [&] { return match_outputs(i + 1); })) return true;
@@ -373,6 +403,14 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
   }
 }
 
+namespace {
+bool MatchLess(const Match& a, const Match& b) {
+  if (a.rule != b.rule) return a.rule < b.rule;
+  if (a.reverse != b.reverse) return !a.reverse;
+  return a.nodes < b.nodes;
+}
+}  // namespace
+
 std::vector<Match> Matcher::FindAll(const Graph& g) const {
   std::vector<Match> out;
   GraphIndex index = Index(g);
@@ -380,6 +418,81 @@ std::vector<Match> Matcher::FindAll(const Graph& g) const {
     FindRule(g, index, r, false, &out);
     if (both_) FindRule(g, index, r, true, &out);
   }
+  std::stable_sort(out.begin(), out.end(), MatchLess);
+  return out;
+}
+
+NodeId Matcher::Anchor(const Match& m) const {
+  const rules::Rule& rule = rules_.at(m.rule);
+  const rules::Pattern& p = m.reverse ? rule.target() : rule.source();
+  return m.nodes.at(p.outputs(0).node().node());
+}
+
+std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match>& parent,
+                                         const ApplyInfo& info) const {
+  GraphIndex index = Index(g);
+  // The region: nodes within a few steps of a changed node (along data
+  // edges, and between readers of one value). A match anchored outside it
+  // touches nothing that changed, so it is the parent's match, renumbered.
+  constexpr int kRadius = 4;
+  std::vector<char> region(g.num_nodes(), 0);
+  std::vector<NodeId> frontier;
+  for (NodeId n : info.changed)
+    if (n != kNoNode && !region[n]) {
+      region[n] = 1;
+      frontier.push_back(n);
+    }
+  for (int step = 0; step < kRadius && !frontier.empty(); ++step) {
+    std::vector<NodeId> next;
+    auto visit = [&](NodeId n) {
+      if (n != kNoNode && !region[n]) {
+        region[n] = 1;
+        next.push_back(n);
+      }
+    };
+    for (NodeId n : frontier) {
+      for (ValueId in : g.node(n).inputs) {
+        if (in == kNoValue) continue;
+        visit(g.value(in).producer);
+        for (auto [c, idx] : index.consumers[in]) visit(c);
+      }
+      for (ValueId o : g.node(n).outputs)
+        for (auto [c, idx] : index.consumers[o]) visit(c);
+    }
+    frontier = std::move(next);
+  }
+  // Connected patterns: parent matches anchored outside the region are kept,
+  // those anchored inside found again. Patterns of two unconnected parts
+  // (at most two outputs, by construction of the generator): parent matches
+  // entirely outside the region are kept; matches anchored inside, or with
+  // the other output inside, are found again.
+  std::vector<Match> out;
+  for (const Match& m : parent) {
+    bool connected = connected_[m.rule][m.reverse ? 1 : 0];
+    Match c = m;
+    bool alive = true, inside = false;
+    for (NodeId& n : c.nodes) {
+      n = n < static_cast<NodeId>(info.node_map.size()) ? info.node_map[n] : kNoNode;
+      alive = alive && n != kNoNode;
+      inside = inside || (n != kNoNode && region[n]);
+    }
+    if (!alive || region[Anchor(c)] || (!connected && inside)) continue;
+    for (ValueId& v : c.inputs) {
+      v = v >= 0 && v < static_cast<ValueId>(info.value_map.size()) ? info.value_map[v] : kNoValue;
+      alive = alive && v != kNoValue;
+    }
+    // Unconnected parts far apart can still become dependent through the
+    // rewritten region (a new path between them): check again.
+    if (alive && !connected && !IsConvex(g, index.topo_pos, c.nodes, c.inputs)) alive = false;
+    if (alive) out.push_back(std::move(c));
+  }
+  for (int r = 0; r < static_cast<int>(rules_.size()); ++r) {
+    for (int side = 0; side < (both_ ? 2 : 1); ++side) {
+      FindRule(g, index, r, side == 1, &out, &region, RegionMode::kAnchorInside);
+      if (!connected_[r][side]) FindRule(g, index, r, side == 1, &out, &region, RegionMode::kOtherOutputInside);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), MatchLess);
   return out;
 }
 
@@ -423,12 +536,16 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
 
 }  // namespace
 
-Graph Matcher::Apply(const Graph& graph, const Match& m) const {
+Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const {
   const rules::Rule& rule = rules_.at(m.rule);
   const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
   const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
   Graph g = graph;
   std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs);
+  std::vector<NodeId> changed;
+  for (NodeId n = graph.num_nodes(); n < g.num_nodes(); ++n) changed.push_back(n);
+  for (ValueId v : m.inputs)
+    if (v != kNoValue && graph.value(v).producer != kNoNode) changed.push_back(graph.value(v).producer);
   for (int k = 0; k < from.outputs_size(); ++k) {
     const rules::Ref& fr = from.outputs(k);
     ValueId old_v = graph.node(m.nodes.at(fr.node().node())).outputs.at(fr.node().output());
@@ -436,10 +553,22 @@ Graph Matcher::Apply(const Graph& graph, const Match& m) const {
     if (g.value(old_v).type != g.value(new_v).type)
       Fail("rule ", rule.id(), ": rewrite changes type ", g.value(old_v).type.ToString(), " to ",
            g.value(new_v).type.ToString());
+    for (NodeId n = 0; n < graph.num_nodes(); ++n)  // readers rewired to the new value
+      for (ValueId in : g.node(n).inputs)
+        if (in == old_v) changed.push_back(n);
     g.ReplaceAllUses(old_v, new_v);
   }
-  g.RemoveDeadCode();
+  std::vector<NodeId> nmap;
+  std::vector<ValueId> vmap;
+  g.RemoveDeadCode(&nmap, &vmap);
   g.TopologicalOrder();  // throws on a cycle
+  if (info != nullptr) {
+    info->node_map.assign(nmap.begin(), nmap.begin() + graph.num_nodes());
+    info->value_map.assign(vmap.begin(), vmap.begin() + graph.num_values());
+    info->changed.clear();
+    for (NodeId n : changed)
+      if (nmap[n] != kNoNode) info->changed.push_back(nmap[n]);
+  }
   return g;
 }
 

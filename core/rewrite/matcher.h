@@ -32,6 +32,13 @@ struct CompiledNode {
   AttributeMap attrs;                  // the pattern's attributes
 };
 
+// What Apply changed, for incremental matching of the result.
+struct ApplyInfo {
+  std::vector<NodeId> node_map;    // parent node id -> result node id (kNoNode: removed)
+  std::vector<ValueId> value_map;  // parent value id -> result value id (kNoValue: removed)
+  std::vector<NodeId> changed;     // result nodes that are new or read a value the rewrite touched
+};
+
 class Matcher {
  public:
   // `both_directions`: also match target patterns (rules are equalities).
@@ -45,7 +52,13 @@ class Matcher {
   // Applies a match: builds the other side, redirects uses of the matched
   // outputs, removes dead nodes and re-infers shapes. Throws rlflow::Error if
   // the result is not a valid graph (a cycle, a shape change).
-  Graph Apply(const Graph& graph, const Match& match) const;
+  Graph Apply(const Graph& graph, const Match& match, ApplyInfo* info = nullptr) const;
+
+  // The matches of `child` = Apply(parent, m, &info), computed from the
+  // parent's: only anchors near the rewrite are searched again. Gives what
+  // FindAll(child) gives (same order); matches_test checks this.
+  std::vector<Match> FindAllAfter(const Graph& child, const std::vector<Match>& parent_matches,
+                                  const ApplyInfo& info) const;
 
   // The graph of the other side alone, for costing a rewrite without
   // applying it: graph input / initializer k is the match's input k (weights
@@ -62,10 +75,19 @@ class Matcher {
     std::vector<int> topo_pos;
   };
   static GraphIndex Index(const Graph& graph);
-  void FindRule(const Graph& graph, const GraphIndex& index, int rule, bool reverse, std::vector<Match>* out) const;
+  enum class RegionMode {
+    kAll,                // no restriction
+    kAnchorInside,       // the anchor node in the region
+    kOtherOutputInside,  // the anchor outside, the second output's node inside
+  };
+  void FindRule(const Graph& graph, const GraphIndex& index, int rule, bool reverse, std::vector<Match>* out,
+                const std::vector<char>* region = nullptr, RegionMode mode = RegionMode::kAll) const;
+  // The graph node a match is anchored at (its pattern's first output node).
+  NodeId Anchor(const Match& m) const;
 
   std::vector<rules::Rule> rules_;
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
+  std::vector<std::array<bool, 2>> connected_;                        // per rule: source, target
   bool both_;
 };
 

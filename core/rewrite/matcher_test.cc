@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <cstdlib>
 
 #include "benchmarks/zoo/zoo.h"
+#include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/executor.h"
@@ -164,6 +166,57 @@ TEST(Matcher, LoweredBatchNormExposesConvFolding) {
     EXPECT_LE(Diff(lowered, m.Apply(lowered, match)), 1e-4) << RuleToString(r);
   }
   EXPECT_GT(folds, 0) << "no conv-scale folding rule matched ResNet-18";
+}
+
+}  // namespace
+}  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// Incremental matching after a rewrite finds exactly what matching the
+// whole rewritten graph finds, along chains of random rewrites.
+bool SameMatches(const std::vector<Match>& a, const std::vector<Match>& b, std::string* why) {
+  if (a.size() != b.size()) {
+    *why = std::to_string(a.size()) + " vs " + std::to_string(b.size()) + " matches";
+    return false;
+  }
+  for (size_t k = 0; k < a.size(); ++k)
+    if (a[k].rule != b[k].rule || a[k].reverse != b[k].reverse || a[k].nodes != b[k].nodes || a[k].inputs != b[k].inputs) {
+      *why = "match " + std::to_string(k) + " differs";
+      return false;
+    }
+  return true;
+}
+
+TEST(Matcher, IncrementalMatchingEqualsFullMatching) {
+  std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
+  Matcher m(all);
+  for (const char* model : {"resnet18", "inception_v3", "squeezenet1_1"}) {
+    Graph g = zoo::Build(model, 1);
+    LowerBatchNorm(g);
+    std::vector<Match> matches = m.FindAll(g);
+    std::mt19937_64 rng(42);
+    int steps = 0;
+    for (int attempt = 0; attempt < 100 && steps < 25 && !matches.empty(); ++attempt) {
+      const Match& pick = matches[rng() % matches.size()];
+      ApplyInfo info;
+      Graph next;
+      try {
+        next = m.Apply(g, pick, &info);
+      } catch (const Error&) {
+        continue;
+      }
+      std::vector<Match> incremental = m.FindAllAfter(next, matches, info);
+      std::vector<Match> full = m.FindAll(next);
+      std::string why;
+      ASSERT_TRUE(SameMatches(incremental, full, &why)) << model << " step " << steps << ": " << why;
+      g = std::move(next);
+      matches = std::move(full);
+      ++steps;
+    }
+    EXPECT_GE(steps, 20) << model;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+// The searches on tiny hand-built graphs whose optimal rewrite sequence is
+// known, with a deterministic table cost model (so that results do not
+// depend on machine timings): a forced two-step sequence both searches find,
+// and a local optimum greedy is trapped in that TASO's backtracking (alpha >
+// 1) escapes.
+#include "optimiser/search.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "core/passes/fold_constants.h"
+#include "runtime/executor.h"
+
+namespace rlflow {
+namespace {
+
+const rules::RuleDatabase& Db() {
+  static const rules::RuleDatabase db =
+      LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
+  return db;
+}
+
+std::vector<rules::Rule> Rules(const std::vector<std::string>& ids) {
+  std::vector<rules::Rule> out;
+  for (const auto& id : ids) {
+    bool found = false;
+    for (const auto& r : Db().rules())
+      if (r.id() == id) {
+        out.push_back(r);
+        found = true;
+      }
+    EXPECT_TRUE(found) << "rule " << id << " not in the database";
+  }
+  return out;
+}
+
+// Conv: 10 + 0.1 per kernel element (a 3x3 conv costs 10.9, a 1x1 10.1);
+// every other runtime op 1. Weight-only nodes cost nothing (CostModel).
+class TableCost : public CostModel {
+ public:
+  OpCost NodeCost(const Graph& g, NodeId id) override {
+    OpCost c;
+    const Node& n = g.node(id);
+    c.ms = 1.0;
+    if (n.op == "Conv") {
+      const Shape& w = g.value(n.inputs[1]).type.shape;
+      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
+    }
+    return c;
+  }
+};
+
+double MaxDiff(const Graph& a, const Graph& b) {
+  std::vector<at::Tensor> in = RandomInputs(a, 5);
+  std::vector<at::Tensor> x = Executor(a).Run(in), y = Executor(b).Run(in);
+  double worst = 0;
+  for (size_t k = 0; k < x.size(); ++k) worst = std::max(worst, RelativeError(y[k], x[k]));
+  return worst;
+}
+
+SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m, CostModel* cost,
+                       double alpha = 1.05, int64_t budget = 100) {
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = cost;
+  o.alpha = alpha;
+  o.budget = budget;
+  return MakeSearch(name)->Run(g, o);
+}
+
+// x -> Conv 1x1 -> *S -> +T  (batch norm in inference form after a conv).
+Graph ConvScaleShift() {
+  GraphBuilder b(7);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId w = b.Weight("w", {8, 4, 1, 1}, 0.5f);
+  ValueId s = b.Weight("s", {8, 1, 1}, 0.5f, 1.0f);
+  ValueId t = b.Weight("t", {8, 1, 1}, 0.5f);
+  ValueId y = b.Op("Conv", {x, w});
+  return b.Build({b.Op("Add", {b.Op("Mul", {y, s}), t})});
+}
+
+// Two convolutions of the same input, 1x1 and 3x3, both graph outputs.
+Graph ParallelConvs() {
+  GraphBuilder b(11);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId w1 = b.Weight("w1", {4, 4, 1, 1}, 0.5f);
+  ValueId w3 = b.Weight("w3", {4, 4, 3, 3}, 0.5f);
+  ValueId a = b.Op("Conv", {x, w1});
+  ValueId c = b.Op("Conv", {x, w3}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  return b.Build({a, c});
+}
+
+const char kMulFold1x1[] = "d0d217089823";  // Conv(X, W*S) => S*Conv(X, W), 1x1
+const char kBiasFold1x1[] = "9c9f645a7b29";  // Conv(X, W, T) => T+Conv(X, W), 1x1
+const char kEnlarge[] = "ef1d9f385d5a";      // Conv[pads=1](X, Pad(W)) => Conv[pads=0](X, W)
+const char kMerge[] = "e5432b28a9c3";        // Split(Conv(X, Concat(W2, W1))) => (Conv(X, W1), Conv(X, W2))
+
+TEST(Search, ForcedSequenceFoundByBoth) {
+  Graph g = ConvScaleShift();
+  Matcher m(Rules({kMulFold1x1, kBiasFold1x1}));
+  TableCost cost;
+  EXPECT_DOUBLE_EQ(cost.GraphCost(g), 12.1);  // conv + mul + add
+  for (const std::string name : {"greedy", "taso"}) {
+    SearchResult r = RunSearch(name, g, m, &cost);
+    // The shift can only fold after the scale: exactly this order.
+    std::vector<std::string> want = {std::string(kMulFold1x1) + " (reversed)", std::string(kBiasFold1x1) + " (reversed)"};
+    EXPECT_EQ(r.applied, want) << name;
+    EXPECT_DOUBLE_EQ(r.final_cost, 10.1) << name;
+    EXPECT_DOUBLE_EQ(cost.GraphCost(r.graph), r.final_cost) << name;
+    Graph folded = r.graph;
+    FoldOptions all;
+    all.max_elements = 1 << 30;
+    InferShapesAndFold(folded, all);
+    EXPECT_EQ(folded.num_nodes(), 1) << name;  // one Conv with folded weights and bias
+    EXPECT_LT(MaxDiff(g, folded), 1e-5) << name;
+  }
+}
+
+TEST(Search, GreedyTrappedBacktrackingEscapes) {
+  Graph g = ParallelConvs();
+  Matcher m(Rules({kEnlarge, kMerge, kMulFold1x1}));
+  TableCost cost;
+  EXPECT_DOUBLE_EQ(cost.GraphCost(g), 21.0);
+  // Greedy: enlarging the 1x1 conv costs more (21.8), so it never gets to the merge.
+  SearchResult greedy = RunSearch("greedy", g, m, &cost);
+  EXPECT_TRUE(greedy.applied.empty());
+  EXPECT_DOUBLE_EQ(greedy.final_cost, 21.0);
+  // TASO with alpha = 1: no worse graph is kept either.
+  SearchResult strict = RunSearch("taso", g, m, &cost, /*alpha=*/1.0);
+  EXPECT_DOUBLE_EQ(strict.final_cost, 21.0);
+  // TASO with alpha = 1.05 keeps the enlarged graph (21.8 < 1.05 x 21) and merges: one 3x3 conv + Split.
+  SearchResult taso = RunSearch("taso", g, m, &cost);
+  std::vector<std::string> want = {std::string(kEnlarge) + " (reversed)", std::string(kMerge) + " (reversed)"};
+  EXPECT_EQ(taso.applied, want);
+  EXPECT_DOUBLE_EQ(taso.final_cost, 11.9);
+  EXPECT_LT(MaxDiff(g, taso.graph), 1e-5);
+  std::map<std::string, int> ops = taso.graph.OpCounts();
+  EXPECT_EQ(ops["Conv"], 1);
+  EXPECT_EQ(ops["Split"], 1);
+  EXPECT_GE(taso.graphs_explored, 2);
+}
+
+TEST(Search, BudgetAndDeterminism) {
+  Graph g = ParallelConvs();
+  Matcher m(Db().rules().empty() ? std::vector<rules::Rule>{} : std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  TableCost cost;
+  SearchResult zero = RunSearch("taso", g, m, &cost, 1.05, /*budget=*/0);
+  EXPECT_EQ(zero.graphs_explored, 0);
+  EXPECT_EQ(zero.stop_reason, "budget");
+  EXPECT_EQ(zero.graph.StructuralHash(), g.StructuralHash());
+  SearchResult a = RunSearch("taso", g, m, &cost, 1.05, 30);
+  SearchResult b = RunSearch("taso", g, m, &cost, 1.05, 30);
+  EXPECT_EQ(a.applied, b.applied);
+  EXPECT_EQ(a.graph.StructuralHash(), b.graph.StructuralHash());
+  EXPECT_LE(a.graphs_explored, 30);
+  // With the whole database the result is at least as good as the two-rule search.
+  EXPECT_LE(a.final_cost, 11.9 + 1e-9);
+  EXPECT_LT(MaxDiff(g, a.graph), 1e-5);
+  SearchResult greedy = RunSearch("greedy", g, m, &cost);
+  EXPECT_LE(a.final_cost, greedy.final_cost + 1e-9);
+}
+
+TEST(Search, BadOptionsAndNames) {
+  Graph g = ParallelConvs();
+  Matcher m(Rules({kEnlarge}));
+  TableCost cost;
+  EXPECT_THROW(RunSearch("taso", g, m, &cost, 0.9), Error);
+  EXPECT_THROW(RunSearch("taso", g, m, &cost, 1.05, -1), Error);
+  SearchOptions no_cost;
+  no_cost.matcher = &m;
+  EXPECT_THROW(MakeSearch("greedy")->Run(g, no_cost), Error);
+  EXPECT_THROW(MakeSearch("magic"), Error);
+  std::vector<std::string> names = SearchNames();
+  for (const char* n : {"greedy", "none", "taso"}) EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+}  // namespace
+}  // namespace rlflow
