@@ -177,18 +177,12 @@ int Main() {
   auto t2 = Clock::now();
   SearchResult result = search->Run(canonical, options);
   double search_s = Seconds(t2);
-  if (!cache_path.empty()) {
-    try {
-      cost.SaveCache(cache_path);
-    } catch (const Error& e) {
-      LOG(WARNING) << "timing cache not saved: " << e.what();
-    }
-  }
   LOG(INFO) << "search stopped (" << result.stop_reason << ") after " << search_s << " s";
 
   // Fold weight-only subgraphs (merged conv weights, scaled weights) into
-  // initializers so that the written model does no extra work.
-  Graph optimised = std::move(result.graph);
+  // initializers so that the written model does no extra work. No rewrite:
+  // the original itself (not its canonical form).
+  Graph optimised = result.applied.empty() ? original : std::move(result.graph);
   FoldOptions fold_all;
   fold_all.max_elements = std::numeric_limits<int64_t>::max();
   int folded = InferShapesAndFold(optimised, fold_all);
@@ -223,8 +217,16 @@ int Main() {
   timing.seed = FLAGS_seed;
   auto [before_ms, after_ms] = backend->TimeInterleaved(original, optimised, FLAGS_measure_runs, timing);
   double after_estimate = cost.GraphCost(optimised);
-  bool keep_original = !(after_ms < before_ms);
+  bool unchanged = optimised.StructuralHash() == original.StructuralHash();
+  bool keep_original = unchanged || !(after_ms < before_ms);
   const Graph& written = keep_original ? original : optimised;
+  if (!cache_path.empty()) {
+    try {
+      cost.SaveCache(cache_path);
+    } catch (const Error& e) {
+      LOG(WARNING) << "timing cache not saved: " << e.what();
+    }
+  }
   WriteOnnxFile(written, output);
   if (!FLAGS_dot.empty()) WriteFileAtomically(ResolveUserPath(FLAGS_dot), written.ToDot());
 
@@ -253,7 +255,9 @@ int Main() {
   std::printf("check:      max relative error %.3g over %zu outputs (seed %llu)\n", worst, actual.size(),
               static_cast<unsigned long long>(FLAGS_seed));
   std::printf("memory:     peak %.0f MB\n", peak_mb);
-  if (keep_original)
+  if (unchanged)
+    std::printf("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
+  else if (keep_original)
     std::printf("written:    %s (the ORIGINAL model: the optimised graph was not faster when measured)\n",
                 output.c_str());
   else
@@ -265,6 +269,7 @@ int Main() {
     j.Key("model").String(model.source);
     j.Key("output").String(output);
     j.Key("wrote_original").Bool(keep_original);
+    j.Key("unchanged").Bool(unchanged);
     j.Key("search").BeginObject();
     j.Key("strategy").String(search->name());
     j.Key("budget").Int(FLAGS_budget);

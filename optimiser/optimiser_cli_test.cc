@@ -14,6 +14,7 @@
 #include "benchmarks/zoo/zoo.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/rules/rule.h"
 
 namespace rlflow {
 namespace {
@@ -203,6 +204,18 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --search=magic", out_, "unknown --search 'magic'");
   ExpectCleanFailure("--model=" + model + " --free_dim=0", out_, "--free_dim");
   ExpectCleanFailure("", out_, "--model is required");
+  ExpectCleanFailure("--model=" + model + " --budget=-1", out_, "--budget must be >= 0");
+  ExpectCleanFailure("--model=" + model + " --alpha=0.9", out_, "--alpha must be >= 1");
+  ExpectCleanFailure("--model=" + model + " --time_limit=-2", out_, "--time_limit must be >= 0");
+  ExpectCleanFailure("--model=" + model + " --measure_runs=0", out_, "--measure_runs");
+  ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
+  ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "no CUDA cost backend");
+  ExpectCleanFailure("--model=" + model + " --report=" + TempDir() + "/no_dir/r.json", out_, "does not exist");
+  std::string bad_cache = TempDir() + "/bad_cache.txt";
+  std::ofstream(bad_cache) << "rlflow-timing-cache 1\nnot a number\tkey\n";
+  ExpectCleanFailure("--model=" + model + " --timing_cache=" + bad_cache, out_, "line 2 is malformed");
+  std::ofstream(bad_cache) << "something else\n";
+  ExpectCleanFailure("--model=" + model + " --timing_cache=" + bad_cache, out_, "not an rlflow timing cache");
 }
 
 TEST_F(OptimiserCli, BadRuleDatabases) {
@@ -221,20 +234,83 @@ TEST_F(OptimiserCli, HappyPathAndZooFallback) {
   std::string model = TempDir() + "/good.onnx";
   WriteOnnxFile(zoo::Build("squeezenet1_1", 3), model);
   ::unlink(out_.c_str());
-  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_);
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=none --timing_cache=none");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(FileExists(out_));
   EXPECT_NE(r.out.find("Conv: 26"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no rewrite improved it"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rules:      "), std::string::npos) << r.out;
   Graph written = ImportOnnxFile(out_);
   EXPECT_EQ(written.StructuralHash(), ImportOnnxFile(model).StructuralHash());
 
   // A zoo name with no such file falls back to the built-in model, and says so.
   std::string zoo_out = TempDir() + "/zoo_out.onnx";
-  r = RunOptimiser("--model=" + TempDir() + "/resnet18.onnx --output=" + zoo_out);
+  r = RunOptimiser("--model=" + TempDir() + "/resnet18.onnx --search=none --timing_cache=none --output=" + zoo_out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("using the built-in zoo model 'resnet18'"), std::string::npos) << r.err;
   EXPECT_EQ(ImportOnnxFile(zoo_out).StructuralHash(), zoo::Build("resnet18", 1).StructuralHash());
+}
+
+// A search, its report and the timing cache: the second run times no operator.
+TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
+  std::string model = TempDir() + "/small.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 5), model);
+  std::string report = TempDir() + "/report.json", cache = TempDir() + "/cache.txt";
+  ::unlink(cache.c_str());
+  std::string args = "--model=" + model + " --output=" + out_ + " --search=greedy --report=" + report +
+                     " --timing_cache=" + cache + " --measure_runs=3";
+  RunResult r = RunOptimiser(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(FileExists(out_));
+  std::string json = ReadFile(report);
+  for (const char* key : {"\"search\"", "\"strategy\": \"greedy\"", "\"graphs_explored\"", "\"before\"", "\"after\"",
+                          "\"estimated_ms\"", "\"measured_ms\"", "\"speedup\"", "\"applied\"", "\"peak_memory_mb\"",
+                          "\"max_relative_error\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  EXPECT_EQ(ReadFile(cache).rfind("rlflow-timing-cache 1\n", 0), 0u);
+  EXPECT_EQ(r.out.find(" 0 ops timed"), std::string::npos) << r.out;  // first run measures
+  EXPECT_NE(r.err.find("greedy"), std::string::npos);                  // progress / log lines
+  r = RunOptimiser(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(cpu, 0 ops timed"), std::string::npos) << r.out;  // all from the cache
+}
+
+// A wrong rule (a corrupted database entry that still validates) makes the
+// optimised graph differ: the optimiser must refuse, name the rule, write nothing.
+TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {
+  rules::RuleDatabase db = LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
+  rules::RuleDatabase bad;
+  bad.set_magic(db.magic());
+  bad.set_format_version(db.format_version());
+  for (const auto& rule : db.rules()) {
+    if (rule.id() != "d0d217089823") continue;  // Conv(X, W*S) => S*Conv(X, W), 1x1
+    rules::Rule wrong = rule;
+    for (auto& n : *wrong.mutable_target()->mutable_nodes())
+      if (n.op() == "Mul") n.set_op("Add");  // now claims S+Conv(X, W) == Conv(X, W*S)
+    *bad.add_rules() = wrong;
+  }
+  ASSERT_EQ(bad.rules_size(), 1);
+  std::string bad_path = TempDir() + "/wrong.rules.pb";
+  SaveMessageAtomically(bad, bad_path);
+  // x -> Conv 1x1 -> + per-channel constant: the wrong rule "folds" the Add.
+  onnx::ModelProto m = BaseModel(13);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3, 4, 4});
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 3, 1, 1}) w->add_dims(d);
+  for (int k = 0; k < 6; ++k) w->add_float_data(0.5f + k);
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name("t");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 1, 1}) t->add_dims(d);
+  t->add_float_data(3.0f);
+  t->add_float_data(-2.0f);
+  AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv");
+  AddNode(m, "Add", {"c", "t"}, {"y"}, "add");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 2, 4, 4});
+  ExpectCleanFailure("--model=" + Save(m, "wrong_rule.onnx") + " --search=greedy --timing_cache=none --rules=" + bad_path,
+                     out_, "rules applied: d0d217089823 (reversed)");
 }
 
 }  // namespace
