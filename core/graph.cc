@@ -18,10 +18,12 @@ void Graph::IndexName(const std::string& name, ValueId id) {
 }
 
 std::string Graph::UniqueName(const std::string& base) const {
-  if (!by_name_.count(base)) return base;
+  // Also free as a node name whose outputs get the default "<name>:0".
+  auto taken = [&](const std::string& n) { return by_name_.count(n) || by_name_.count(n + ":0"); };
+  if (!taken(base)) return base;
   for (int k = 1;; ++k) {
     std::string candidate = base + "_" + std::to_string(k);
-    if (!by_name_.count(candidate)) return candidate;
+    if (!taken(candidate)) return candidate;
   }
 }
 

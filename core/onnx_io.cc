@@ -388,9 +388,23 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   for (ValueId v : g.initializers())
     if (used[v]) ToTensorProto(*g.value(v).initializer, g.value(v).name, gp->add_initializer());
   std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
+  // ONNX Runtime rejects two nodes of one name: rename repeats ("x", "x_1", ...).
+  std::set<std::string> node_names;
+  for (NodeId id : order) node_names.insert(g.node(id).name);
+  std::set<std::string> written_names;
   for (NodeId id : order) {
     const Node& n = g.node(id);
     onnx::NodeProto* np = gp->add_node();
+    std::string node_name = n.name;
+    if (!node_name.empty() && !written_names.insert(node_name).second) {
+      for (int k = 1;; ++k) {
+        std::string candidate = n.name + "_" + std::to_string(k);
+        if (!node_names.count(candidate) && written_names.insert(candidate).second) {
+          node_name = candidate;
+          break;
+        }
+      }
+    }
     if (n.opaque()) {
       np->ParseFromString(*n.opaque_proto);
       np->clear_input();
@@ -401,7 +415,7 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
       for (const auto& [name, attr] : n.attrs) ToAttributeProto(name, attr, np->add_attribute());
       if (!n.doc.empty()) np->set_doc_string(n.doc);
     }
-    np->set_name(n.name);
+    np->set_name(node_name);
     size_t last = n.inputs.size();
     // Trailing omitted inputs are dropped, except on opaque nodes (unchanged).
     while (!n.opaque() && last > 0 && n.inputs[last - 1] == kNoValue) --last;

@@ -3,11 +3,14 @@
 #include "core/onnx_io.h"
 
 #include <dirent.h>
+
+#include <set>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/op_registry.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
 
@@ -243,6 +246,35 @@ TEST(OnnxIo, AtomicWriteLeavesNoTemporaryFiles) {
   ::closedir(d);
   EXPECT_EQ(files, 1);
   EXPECT_THROW(WriteOnnxFile(g, dir + "/missing/out.onnx"), Error);
+}
+
+}  // namespace
+}  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// Rewrites can leave two nodes with one name; ONNX Runtime rejects that, so
+// the exporter renames repeats, and ORT loads and runs the result.
+TEST(OnnxIo, RepeatedNodeNamesAreMadeUnique) {
+  Graph g;
+  ValueId x = g.AddInput("x", TensorType{DType::kFloat32, {2, 3}, true});
+  ValueId a = g.node(g.AddNode("Relu", {x}, 1, {}, "same")).outputs[0];
+  ValueId b = g.node(g.AddNode("Neg", {a}, 1, {}, "same")).outputs[0];
+  ValueId c = g.node(g.AddNode("Relu", {b}, 1, {}, "same_1")).outputs[0];
+  g.SetOutputs({c});
+  InferShapes(g);
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  std::set<std::string> names;
+  for (const auto& n : out.graph().node()) EXPECT_TRUE(names.insert(n.name()).second) << "repeated " << n.name();
+  EXPECT_EQ(names.size(), 3u);
+  std::string path = testing::MakeTempDir("names_") + "/names.onnx";
+  WriteOnnxFile(g, path);
+  at::Tensor in = at::randn({2, 3});
+  std::vector<at::Tensor> ort = testing::RunOnnxRuntime(path, {{"x", in}});
+  ASSERT_EQ(ort.size(), 1u);
+  EXPECT_LT(RelativeError(ort[0], at::relu(-at::relu(in))), 1e-6);
 }
 
 }  // namespace

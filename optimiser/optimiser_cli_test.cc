@@ -207,7 +207,7 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --budget=-1", out_, "--budget must be >= 0");
   ExpectCleanFailure("--model=" + model + " --alpha=0.9", out_, "--alpha must be >= 1");
   ExpectCleanFailure("--model=" + model + " --time_limit=-2", out_, "--time_limit must be >= 0");
-  ExpectCleanFailure("--model=" + model + " --measure_runs=0", out_, "--measure_runs");
+  ExpectCleanFailure("--model=" + model + " --measure_runs=-1", out_, "--measure_runs");
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
   ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "no CUDA cost backend");
   ExpectCleanFailure("--model=" + model + " --report=" + TempDir() + "/no_dir/r.json", out_, "does not exist");

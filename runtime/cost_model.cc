@@ -288,7 +288,7 @@ void MeasuredCostModel::SaveCache(const std::string& path) const {
   std::string out = std::string(kCacheMagic) + "\n";
   char buf[64];
   for (const auto& [k, v] : cache_) {
-    std::snprintf(buf, sizeof buf, "%.9g\t", v);
+    std::snprintf(buf, sizeof buf, "%.17g\t", v);
     out += buf + k + "\n";
   }
   WriteFileAtomically(path, out);

@@ -90,10 +90,10 @@ int RaiseBatchNorm(Graph& g) {
         if (scale.empty() || shift.empty()) continue;
         std::string base = g.UniqueName(add.name + ".bn");
         Shape vec = {c};
-        ValueId vs = g.AddInitializer(base + ".scale", TensorData::FromFloat(scale, vec));
-        ValueId vt = g.AddInitializer(base + ".bias", TensorData::FromFloat(shift, vec));
-        ValueId vm = g.AddInitializer(base + ".mean", TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
-        ValueId vv = g.AddInitializer(base + ".var", TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
+        ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, vec));
+        ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromFloat(shift, vec));
+        ValueId vm = g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
+        ValueId vv = g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
         ValueId out = add.outputs[0];
         NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);
         InferAndSetNodeShapes(g, bn, *reg.Find("", "BatchNormalization"));

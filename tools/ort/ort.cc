@@ -144,7 +144,11 @@ std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
   char buf[4096];
   while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) log.append(buf, n);
   int status = ::pclose(pipe);
-  if (status != 0) Fail("ONNX Runtime failed on ", model_path, ": ", FirstLine(log));
+  if (status != 0) {
+    // ort_run.js's own message ("ort_run: ..."), not ORT's warnings before it.
+    size_t at = log.rfind("ort_run: ");
+    Fail("ONNX Runtime failed on ", model_path, ": ", FirstLine(at == std::string::npos ? log : log.substr(at)));
+  }
   std::vector<at::Tensor> out;
   for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
     std::string bytes = ReadFile(dir + "/" + s.file);
