@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -119,6 +120,16 @@ JsonWriter& JsonWriter::Null() {
 std::string JsonWriter::Finish() const {
   RLFLOW_CHECK(first_.empty(), "JsonWriter: unclosed object or array");
   return out_ + "\n";
+}
+
+double JsonFindNumber(const std::string& json, const std::string& key, size_t from) {
+  std::string needle = JsonWriter::Escape(key) + ":";
+  size_t k = json.find(needle, from);
+  if (k == std::string::npos) return NAN;
+  const char* p = json.c_str() + k + needle.size();
+  char* end = nullptr;
+  double v = std::strtod(p, &end);
+  return end == p ? NAN : v;
 }
 
 }  // namespace rlflow

@@ -31,4 +31,9 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
+// Reads back a number written by JsonWriter: the value after the first
+// "key": at or after `from`; NaN if absent. For tests and benchmarks that
+// read rlflow's own reports (not a general JSON parser).
+double JsonFindNumber(const std::string& json, const std::string& key, size_t from = 0);
+
 }  // namespace rlflow

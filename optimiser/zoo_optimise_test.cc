@@ -14,6 +14,7 @@
 
 #include "benchmarks/zoo/zoo.h"
 #include "core/file_util.h"
+#include "core/json.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
@@ -33,11 +34,8 @@ struct Case {
 
 class ZooOptimise : public ::testing::TestWithParam<Case> {};
 
-// The number after "key": in a flat JSON text (enough for this report).
 double JsonNumber(const std::string& json, const std::string& key, size_t from = 0) {
-  size_t k = json.find("\"" + key + "\":", from);
-  if (k == std::string::npos) return NAN;
-  return std::strtod(json.c_str() + k + key.size() + 3, nullptr);
+  return JsonFindNumber(json, key, from);
 }
 
 TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {

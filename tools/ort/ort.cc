@@ -119,8 +119,10 @@ std::string MakeTempDir(const std::string& prefix) {
   return buf.data();
 }
 
-std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
-                                       const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+namespace {
+
+// Writes DIR/inputs.json and the raw input files; returns DIR.
+std::string WriteInputs(const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
   std::string dir = MakeTempDir("ort_");
   std::ostringstream manifest;
   manifest << "[";
@@ -136,8 +138,13 @@ std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
   }
   manifest << "]";
   std::ofstream(dir + "/inputs.json") << manifest.str();
+  return dir;
+}
+
+// Runs node on ort_run.js with `args`; returns its stdout + stderr.
+std::string RunNode(const std::string& args, const std::string& what) {
   std::string cmd = "NODE_PATH=" + ShellQuote(NodeModules()) + " node " + ShellQuote(Runfile("tools/ort/ort_run.js")) +
-                    " " + ShellQuote(model_path) + " " + ShellQuote(dir) + " 2>&1";
+                    " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) Fail("cannot start node: ", std::strerror(errno));
   std::string log;
@@ -147,8 +154,31 @@ std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
   if (status != 0) {
     // ort_run.js's own message ("ort_run: ..."), not ORT's warnings before it.
     size_t at = log.rfind("ort_run: ");
-    Fail("ONNX Runtime failed on ", model_path, ": ", FirstLine(at == std::string::npos ? log : log.substr(at)));
+    Fail("ONNX Runtime failed on ", what, ": ", FirstLine(at == std::string::npos ? log : log.substr(at)));
   }
+  return log;
+}
+
+}  // namespace
+
+std::pair<double, double> TimeOnnxRuntime(const std::string& a, const std::string& b,
+                                          const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
+  std::string dir = WriteInputs(inputs);
+  std::string log = RunNode("--bench " + ShellQuote(a) + " " + ShellQuote(b) + " " + ShellQuote(dir) + " " +
+                                std::to_string(runs),
+                            a + " / " + b);
+  size_t at = log.rfind("{\"a_ms\":");
+  if (at == std::string::npos) Fail("ort_run --bench printed no timings: ", FirstLine(log));
+  double ta = std::strtod(log.c_str() + at + 8, nullptr);
+  size_t bt = log.find("\"b_ms\":", at);
+  double tb = bt == std::string::npos ? 0 : std::strtod(log.c_str() + bt + 7, nullptr);
+  return {ta, tb};
+}
+
+std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
+                                       const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  std::string dir = WriteInputs(inputs);
+  RunNode(ShellQuote(model_path) + " " + ShellQuote(dir), model_path);
   std::vector<at::Tensor> out;
   for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
     std::string bytes = ReadFile(dir + "/" + s.file);
