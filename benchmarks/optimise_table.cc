@@ -11,6 +11,8 @@
 #include <glog/logging.h>
 #include <sys/wait.h>
 
+#include <climits>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -45,6 +47,13 @@ std::string Runfile(const std::string& rel) {
   Fail("runfile ", rel, " not found");
 }
 
+// Absolute: the optimiser resolves relative paths against the user's directory.
+std::string Absolute(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) Fail("cannot resolve ", p);
+  return buf;
+}
+
 std::vector<std::string> Split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -74,7 +83,8 @@ int Run() {
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
-      std::string original = source == "torch" ? Runfile("benchmarks/torch_zoo/" + m + ".onnx") : dir + "/" + m + ".onnx";
+      std::string original =
+          source == "torch" ? Absolute(Runfile("benchmarks/torch_zoo/" + m + ".onnx")) : dir + "/" + m + ".onnx";
       if (source != "torch") WriteOnnxFile(zoo::Build(m, 1), original);
       LOG(INFO) << m << " (" << source << "): taso";
       std::string taso_out = dir + "/" + m + "." + source + ".taso.onnx";
