@@ -79,8 +79,8 @@ int Run() {
   if (models.empty()) models = zoo::ModelNames();
   std::string dir = testing::MakeTempDir("optimise_table_");
   std::printf("| model | source | ops before | ops after | estimate (ms) | measured (ms) | estimate error "
-              "(original / optimised) | executor speedup | ORT (ms) | ORT speedup | taso search (s) | greedy search (s) | greedy speedup |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "(original / optimised) | estimated speedup | executor speedup | predicted optimised time error | ORT (ms) | ORT speedup | taso search (s) | greedy search (s) | greedy speedup |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
       std::string original =
@@ -98,11 +98,12 @@ int Run() {
       for (size_t k = 0; k < inputs.size(); ++k) named.push_back({g.value(g.inputs()[k]).name, inputs[k]});
       LOG(INFO) << m << " (" << source << "): ONNX Runtime";
       auto [ort_before, ort_after] = testing::TimeOnnxRuntime(original, taso_out, named, FLAGS_ort_runs);
-      std::printf("| %s | %s | %.0f | %.0f | %.1f | %.1f | %+.1f%% / %+.1f%% | %.3fx | %.1f -> %.1f | %.3fx | %.1f | %.1f | %.3fx |\n",
+      std::printf("| %s | %s | %.0f | %.0f | %.1f | %.1f | %+.1f%% / %+.1f%% | %.3fx | %.3fx | %+.1f%% | %.1f -> %.1f | %.3fx | %.1f | %.1f | %.3fx |\n",
                   m.c_str(), source.c_str(), JsonFindNumber(taso, "nodes"), JsonFindNumber(taso, "nodes", after),
                   JsonFindNumber(taso, "estimated_ms", after), JsonFindNumber(taso, "measured_ms", after),
                   100 * JsonFindNumber(taso, "estimate_error"), 100 * JsonFindNumber(taso, "estimate_error", after),
-                  JsonFindNumber(taso, "speedup"), ort_before,
+                  JsonFindNumber(taso, "estimated_speedup"), JsonFindNumber(taso, "speedup"),
+                  100 * JsonFindNumber(taso, "predicted_after_error"), ort_before,
                   ort_after, ort_before / ort_after, JsonFindNumber(taso, "time_s"), JsonFindNumber(greedy, "time_s"),
                   JsonFindNumber(greedy, "speedup"));
       std::fflush(stdout);

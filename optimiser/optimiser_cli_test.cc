@@ -15,6 +15,7 @@
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rules/rule.h"
+#include "rules/testing.h"
 
 namespace rlflow {
 namespace {
@@ -278,7 +279,7 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
 // A wrong rule (a corrupted database entry that still validates) makes the
 // optimised graph differ: the optimiser must refuse, name the rule, write nothing.
 TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {
-  rules::RuleDatabase db = LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
+  const rules::RuleDatabase& db = testing::DefaultRules();
   rules::RuleDatabase bad;
   bad.set_magic(db.magic());
   bad.set_format_version(db.format_version());

@@ -12,30 +12,14 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/fold_constants.h"
+#include "rules/testing.h"
 #include "runtime/executor.h"
 
 namespace rlflow {
 namespace {
 
-const rules::RuleDatabase& Db() {
-  static const rules::RuleDatabase db =
-      LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
-  return db;
-}
-
-std::vector<rules::Rule> Rules(const std::vector<std::string>& ids) {
-  std::vector<rules::Rule> out;
-  for (const auto& id : ids) {
-    bool found = false;
-    for (const auto& r : Db().rules())
-      if (r.id() == id) {
-        out.push_back(r);
-        found = true;
-      }
-    EXPECT_TRUE(found) << "rule " << id << " not in the database";
-  }
-  return out;
-}
+const rules::RuleDatabase& Db() { return testing::DefaultRules(); }
+std::vector<rules::Rule> Rules(const std::vector<std::string>& ids) { return testing::RulesById(ids); }
 
 // Conv: 10 + 0.1 per kernel element (a 3x3 conv costs 10.9, a 1x1 10.1);
 // every other runtime op 1. Weight-only nodes cost nothing (CostModel).
@@ -145,7 +129,7 @@ TEST(Search, GreedyTrappedBacktrackingEscapes) {
 
 TEST(Search, BudgetAndDeterminism) {
   Graph g = ParallelConvs();
-  Matcher m(Db().rules().empty() ? std::vector<rules::Rule>{} : std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
   TableCost cost;
   SearchResult zero = RunSearch("taso", g, m, &cost, 1.05, /*budget=*/0);
   EXPECT_EQ(zero.graphs_explored, 0);

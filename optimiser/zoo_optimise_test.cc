@@ -13,6 +13,7 @@
 #include <string>
 
 #include "benchmarks/zoo/zoo.h"
+#include "benchmarks/zoo/zoo_cases.h"
 #include "core/file_util.h"
 #include "core/json.h"
 #include "core/onnx_io.h"
@@ -27,10 +28,7 @@ std::string Runfile(const std::string& rel) {
   return std::string(root ? root : ".") + "/rlflow/" + rel;
 }
 
-struct Case {
-  std::string model;
-  bool torch;
-};
+using zoo::Case;
 
 class ZooOptimise : public ::testing::TestWithParam<Case> {};
 
@@ -81,19 +79,7 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   }
 }
 
-std::vector<Case> Cases() {
-  std::vector<Case> out;
-  for (const auto& m : zoo::ModelNames()) {
-    out.push_back({m, false});
-    out.push_back({m, true});
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooOptimise, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.model + (info.param.torch ? "_torch" : "_cpp");
-                         });
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooOptimise, ::testing::ValuesIn(zoo::Cases()), zoo::CaseName);
 
 }  // namespace
 }  // namespace rlflow

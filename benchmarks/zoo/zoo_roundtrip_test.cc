@@ -11,6 +11,7 @@
 #include <string>
 
 #include "benchmarks/zoo/zoo.h"
+#include "benchmarks/zoo/zoo_cases.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
@@ -24,10 +25,7 @@ std::string Runfile(const std::string& rel) {
   return std::string(root ? root : ".") + "/rlflow/" + rel;
 }
 
-struct Case {
-  std::string model;
-  bool torch;  // torch.onnx.export output, else the C++ builder's
-};
+using zoo::Case;
 
 class ZooRoundTrip : public ::testing::TestWithParam<Case> {};
 
@@ -71,19 +69,7 @@ TEST_P(ZooRoundTrip, MatchesOnnxRuntime) {
   }
 }
 
-std::vector<Case> Cases() {
-  std::vector<Case> out;
-  for (const auto& m : zoo::ModelNames()) {
-    out.push_back({m, false});
-    out.push_back({m, true});
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooRoundTrip, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.model + (info.param.torch ? "_torch" : "_cpp");
-                         });
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooRoundTrip, ::testing::ValuesIn(zoo::Cases()), zoo::CaseName);
 
 }  // namespace
 }  // namespace rlflow

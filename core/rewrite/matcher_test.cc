@@ -12,23 +12,14 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
+#include "rules/testing.h"
 #include "runtime/executor.h"
 
 namespace rlflow {
 namespace {
 
-const rules::RuleDatabase& Db() {
-  static const rules::RuleDatabase db =
-      LoadRuleDatabase(std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/rules/default.rules.pb");
-  return db;
-}
-
-rules::Rule RuleById(const std::string& id) {
-  for (const auto& r : Db().rules())
-    if (r.id() == id) return r;
-  ADD_FAILURE() << "rule " << id << " not in the database";
-  return {};
-}
+const rules::RuleDatabase& Db() { return testing::DefaultRules(); }
+using testing::RuleById;
 
 double Diff(const Graph& a, const Graph& b) {
   std::vector<at::Tensor> in = RandomInputs(a, 3);
