@@ -54,14 +54,19 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   std::string json = ReadFile(report);
   bool wrote_original = json.find("\"wrote_original\": true") != std::string::npos;
   // "after" describes the optimised graph, written unless it was not faster.
-  if (!wrote_original) EXPECT_EQ(JsonNumber(json, "nodes", json.find("\"after\"")), after.num_nodes()) << json;
+  if (!wrote_original) {
+    EXPECT_EQ(JsonNumber(json, "nodes", json.find("\"after\"")), after.num_nodes()) << json;
+  }
   EXPECT_GT(JsonNumber(json, "graphs_explored"), 0) << json;
   EXPECT_LE(JsonNumber(json, "graphs_explored"), 1000) << json;
   EXPECT_LE(JsonNumber(json, "max_relative_error"), 1e-4) << json;
   double speedup = JsonNumber(json, "speedup");
   // Either the optimised graph was measured faster, or the original was written.
-  if (wrote_original) EXPECT_EQ(after.StructuralHash(), before.StructuralHash());
-  else EXPECT_GT(speedup, 1.0) << json;
+  if (wrote_original) {
+    EXPECT_EQ(after.StructuralHash(), before.StructuralHash());
+  } else {
+    EXPECT_GT(speedup, 1.0) << json;
+  }
 
   std::vector<at::Tensor> inputs = RandomInputs(before, 11);
   std::vector<std::pair<std::string, at::Tensor>> named;
