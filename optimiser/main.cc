@@ -26,6 +26,7 @@
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "core/summary.h"
+#include "optimiser/batchnorm_cost.h"
 #include "optimiser/load.h"
 #include "optimiser/search.h"
 #include "runtime/cost_model.h"
@@ -174,7 +175,9 @@ int Main() {
   options.alpha = FLAGS_alpha;
   options.time_limit_s = FLAGS_time_limit;
   options.matcher = &matcher;
-  options.cost = &cost;
+  // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
+  BatchNormAwareCost search_cost(&cost);
+  options.cost = &search_cost;
   options.progress = [](const std::string& line) { LOG(INFO) << line; };
   cli::InstallInterruptHandler();
   options.interrupted = &cli::interrupted;
@@ -183,6 +186,7 @@ int Main() {
   auto t2 = Clock::now();
   SearchResult result = search->Run(canonical, options);
   double search_s = Seconds(t2);
+  LOG(INFO) << "search cost estimate " << result.initial_cost << " -> " << result.final_cost << " ms";
   LOG(INFO) << "search stopped (" << result.stop_reason << ") after " << search_s << " s";
 
   // Fold weight-only subgraphs (merged conv weights, scaled weights) into

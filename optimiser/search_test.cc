@@ -5,6 +5,8 @@
 // 1) escapes.
 #include "optimiser/search.h"
 
+#include "optimiser/batchnorm_cost.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -25,13 +27,15 @@ std::vector<rules::Rule> Rules(const std::vector<std::string>& ids) { return tes
 // every other runtime op 1. Weight-only nodes cost nothing (CostModel).
 class TableCost : public CostModel {
  public:
+  double bias_ms = 0;  // extra for a Conv with a bias input
+  double batchnorm_ms = 0.5;
   OpCost NodeCost(const Graph& g, NodeId id) override {
     OpCost c;
     const Node& n = g.node(id);
-    c.ms = 1.0;
+    c.ms = n.op == "BatchNormalization" ? batchnorm_ms : 1.0;
     if (n.op == "Conv") {
       const Shape& w = g.value(n.inputs[1]).type.shape;
-      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
+      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]) + (n.inputs.size() > 2 ? bias_ms : 0.0);
     }
     return c;
   }
@@ -125,6 +129,31 @@ TEST(Search, GreedyTrappedBacktrackingEscapes) {
   EXPECT_EQ(ops["Conv"], 1);
   EXPECT_EQ(ops["Split"], 1);
   EXPECT_GE(taso.graphs_explored, 2);
+}
+
+// Lowered batch norms are raised back after the search, so the search costs
+// an intact Mul/Add pair as one BatchNormalization: folding only pays off if
+// the folded form is cheaper than that.
+TEST(Search, BatchNormAwareCostKeepsTheBatchNormWhenCheaper) {
+  Graph g = ConvScaleShift();
+  Matcher m(Rules({kMulFold1x1, kBiasFold1x1}));
+  TableCost table;
+  BatchNormAwareCost aware(&table);
+  EXPECT_DOUBLE_EQ(aware.GraphCost(g), 10.1 + 0.5);  // conv + the pair as one batch norm
+  // A conv with bias costs 1 more: conv + BN (10.6) beats conv with bias (11.1).
+  table.bias_ms = 1.0;
+  SearchResult keep = RunSearch("taso", g, m, &aware);
+  EXPECT_TRUE(keep.applied.empty());
+  EXPECT_DOUBLE_EQ(keep.final_cost, 10.6);
+  // Free bias: folding wins (10.1 < 10.6), but its first step (conv + Add,
+  // 11.1) is worse than the batch norm: greedy stays, TASO (11.1 < 1.05 x
+  // 10.6) goes through.
+  table.bias_ms = 0.0;
+  SearchResult greedy = RunSearch("greedy", g, m, &aware);
+  EXPECT_TRUE(greedy.applied.empty());
+  SearchResult fold = RunSearch("taso", g, m, &aware);
+  EXPECT_EQ(fold.applied.size(), 2u);
+  EXPECT_DOUBLE_EQ(fold.final_cost, 10.1);
 }
 
 TEST(Search, BudgetAndDeterminism) {

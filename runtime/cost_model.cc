@@ -84,14 +84,11 @@ std::string NodeCostKey(const Graph& g, NodeId id) {
   key += buf;
   for (ValueId in : n.inputs) {
     key += in == kNoValue ? " -" : " " + g.value(in).type.ToString();
-    if (in != kNoValue && g.IsConstant(in)) {
-      const TensorDataPtr& d = g.value(in).initializer;
-      if (d->NumElements() <= 64) {
-        std::snprintf(buf, sizeof buf, "=%016llx", static_cast<unsigned long long>(d->content_hash()));
-        key += buf;
-      } else {
-        key += "=w";  // weights: only the type matters
-      }
+    // Small constants (shapes, axes, pads) can change what the op does;
+    // weights only by their type, whether stored or computed from weights.
+    if (in != kNoValue && g.IsConstant(in) && g.value(in).initializer->NumElements() <= 64) {
+      std::snprintf(buf, sizeof buf, "=%016llx", static_cast<unsigned long long>(g.value(in).initializer->content_hash()));
+      key += buf;
     }
   }
   return key;
@@ -110,7 +107,7 @@ uint64_t NodeCostHash(const Graph& g, NodeId id) {
     const Value& v = g.value(in);
     h = HashCombine(h, static_cast<uint64_t>(v.type.dtype) * 1000003 + (v.type.rank_known ? v.type.rank() : 99));
     if (!v.type.shape.empty()) h = HashCombine(h, HashBytes(v.type.shape.data(), v.type.shape.size() * sizeof(v.type.shape[0])));
-    if (v.initializer) h = HashCombine(h, v.initializer->NumElements() <= 64 ? v.initializer->content_hash() : 0x77);
+    if (v.initializer && v.initializer->NumElements() <= 64) h = HashCombine(h, v.initializer->content_hash());
   }
   return h;
 }

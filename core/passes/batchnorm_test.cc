@@ -54,5 +54,25 @@ TEST(BatchNorm, RaiseLeavesOtherPatternsAlone) {
   EXPECT_LT(MaxDiff(g, raised), 1e-6);
 }
 
+TEST(BatchNorm, ChainedPairsRaiseToChainedBatchNorms) {
+  GraphBuilder b(4);
+  ValueId x = b.Input("x", {1, 3, 4, 4});
+  ValueId y = x;
+  for (int k = 0; k < 3; ++k) {
+    ValueId s = b.Weight("s" + std::to_string(k), {3, 1, 1}, 0.5f, 1.0f);
+    ValueId t = b.Weight("t" + std::to_string(k), {3, 1, 1}, 0.5f);
+    y = b.Op("Add", {b.Op("Mul", {y, s}), t});
+  }
+  Graph g = b.Build({b.Op("Relu", {y})});
+  EXPECT_EQ(FindBatchNormPairs(g).size(), 3u);
+  Graph raised = g;
+  EXPECT_EQ(RaiseBatchNorm(raised), 3);
+  std::map<std::string, int> ops = raised.OpCounts();
+  EXPECT_EQ(ops["BatchNormalization"], 3);
+  EXPECT_EQ(ops["Mul"] + ops["Add"], 0);
+  EXPECT_EQ(raised.num_nodes(), 4);
+  EXPECT_LT(MaxDiff(g, raised), 1e-6);
+}
+
 }  // namespace
 }  // namespace rlflow

@@ -1,6 +1,7 @@
 #include "core/passes/lower_batchnorm.h"
 
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -63,50 +64,70 @@ std::vector<float> PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t c
 
 }  // namespace
 
-int RaiseBatchNorm(Graph& g) {
-  int raised = 0;
-  const OpRegistry& reg = OpRegistry::Global();
+std::vector<BatchNormPair> FindBatchNormPairs(const Graph& g) {
+  std::vector<BatchNormPair> pairs;
   auto consumers = g.Consumers();
   std::vector<char> is_output(g.num_values(), 0);
   for (ValueId o : g.outputs()) is_output[o] = 1;
-  std::vector<char> gone(g.num_nodes(), 0);
+  std::vector<char> used(g.num_nodes(), 0);
+  auto per_channel = [&](ValueId v, int64_t rank, int64_t channels) {
+    if (!g.IsConstant(v)) return false;
+    const TensorType& t = g.value(v).type;
+    if (t.dtype != DType::kFloat32 || t.rank() != rank || t.shape[0] != channels) return false;
+    for (int64_t k = 1; k < rank; ++k)
+      if (t.shape[k] != 1) return false;
+    return true;
+  };
   for (NodeId id : g.TopologicalOrder()) {
     const Node& add = g.node(id);
     if (add.opaque() || add.op != "Add" || add.inputs.size() != 2) continue;
-    for (int side = 0; side < 2; ++side) {
+    bool found = false;
+    for (int side = 0; side < 2 && !found; ++side) {
       ValueId u = add.inputs[side], t = add.inputs[1 - side];
-      if (u == kNoValue || u >= static_cast<ValueId>(consumers.size())) continue;  // a value added here
+      if (u == kNoValue) continue;
       NodeId mul_id = g.value(u).producer;
-      if (mul_id == kNoNode || mul_id >= static_cast<NodeId>(gone.size()) || gone[mul_id] || is_output[u] || consumers[u].size() != 1) continue;
+      if (mul_id == kNoNode || used[mul_id] || is_output[u] || consumers[u].size() != 1) continue;
       const Node& mul = g.node(mul_id);
       if (mul.opaque() || mul.op != "Mul" || mul.inputs.size() != 2) continue;
-      for (int ms = 0; ms < 2; ++ms) {
+      for (int ms = 0; ms < 2 && !found; ++ms) {
         ValueId x = mul.inputs[ms], s = mul.inputs[1 - ms];
         const TensorType& xt = g.value(x).type;
         if (g.IsConstant(x) || !xt.IsStatic() || xt.dtype != DType::kFloat32 || xt.rank() < 3) continue;
         if (g.value(add.outputs[0]).type != xt) continue;
         int64_t c = xt.shape[1];
-        std::vector<float> scale = PerChannel(g, s, xt.rank() - 1, c), shift = PerChannel(g, t, xt.rank() - 1, c);
-        if (scale.empty() || shift.empty()) continue;
-        std::string base = g.UniqueName(add.name + ".bn");
-        Shape vec = {c};
-        ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, vec));
-        ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromFloat(shift, vec));
-        ValueId vm = g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
-        ValueId vv = g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
-        ValueId out = add.outputs[0];
-        NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);
-        InferAndSetNodeShapes(g, bn, *reg.Find("", "BatchNormalization"));
-        g.ReplaceAllUses(out, g.node(bn).outputs[0]);
-        gone[mul_id] = 1;
-        ++raised;
-        side = 2;  // done with this Add
-        break;
+        if (!per_channel(s, xt.rank() - 1, c) || !per_channel(t, xt.rank() - 1, c)) continue;
+        pairs.push_back({mul_id, id, x, s, t});
+        used[mul_id] = 1;
+        found = true;
       }
     }
   }
-  if (raised > 0) g.RemoveDeadCode();
-  return raised;
+  return pairs;
+}
+
+int RaiseBatchNorm(Graph& g) {
+  const OpRegistry& reg = OpRegistry::Global();
+  std::vector<BatchNormPair> pairs = FindBatchNormPairs(g);
+  std::map<ValueId, ValueId> replaced;  // Add output -> BatchNormalization output (chained pairs)
+  for (const BatchNormPair& p : pairs) {
+    ValueId x = replaced.count(p.x) ? replaced.at(p.x) : p.x;
+    const TensorType xt = g.value(x).type;
+    int64_t c = xt.shape[1];
+    std::vector<float> scale = PerChannel(g, p.scale, xt.rank() - 1, c), shift = PerChannel(g, p.shift, xt.rank() - 1, c);
+    std::string base = g.UniqueName(g.node(p.add).name + ".bn");
+    Shape vec = {c};
+    ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, vec));
+    ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromFloat(shift, vec));
+    ValueId vm = g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
+    ValueId vv = g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
+    ValueId out = g.node(p.add).outputs[0];
+    NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);
+    InferAndSetNodeShapes(g, bn, *reg.Find("", "BatchNormalization"));
+    g.ReplaceAllUses(out, g.node(bn).outputs[0]);
+    replaced[out] = g.node(bn).outputs[0];
+  }
+  if (!pairs.empty()) g.RemoveDeadCode();
+  return static_cast<int>(pairs.size());
 }
 
 }  // namespace rlflow

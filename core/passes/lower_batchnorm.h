@@ -3,6 +3,8 @@
 // inference form, x * S + T with per-channel S = scale / sqrt(var + eps) and
 // T = bias - mean * S (shape [C, 1, ..., 1]), the form the generated
 // conv-folding rules are stated in.
+#include <vector>
+
 #include "core/graph.h"
 
 namespace rlflow {
@@ -17,5 +19,12 @@ int LowerBatchNorm(Graph& graph);
 // BatchNormalization(x, S, T, mean 0, var 1, epsilon 0), one pass over x
 // instead of two. Returns the number of nodes raised.
 int RaiseBatchNorm(Graph& graph);
+
+// The Mul/Add pairs RaiseBatchNorm would raise (disjoint).
+struct BatchNormPair {
+  NodeId mul, add;
+  ValueId x, scale, shift;  // scale and shift: constant per-channel [C, 1, ..., 1]
+};
+std::vector<BatchNormPair> FindBatchNormPairs(const Graph& graph);
 
 }  // namespace rlflow

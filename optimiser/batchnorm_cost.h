@@ -1,0 +1,27 @@
+#pragma once
+// The search's cost function when batch norm was lowered for the rules:
+// every Mul/Add pair that RaiseBatchNorm would turn back into one
+// BatchNormalization after the search is costed as that BatchNormalization,
+// so that the search compares folding a batch norm into a convolution with
+// keeping it, not with the (slower) lowered pair.
+#include <map>
+#include <string>
+
+#include "runtime/cost_model.h"
+
+namespace rlflow {
+
+class BatchNormAwareCost : public CostModel {
+ public:
+  explicit BatchNormAwareCost(CostModel* base) : base_(base) {}
+  OpCost NodeCost(const Graph& graph, NodeId id) override { return base_->NodeCost(graph, id); }
+  double NodeMs(const Graph& graph, NodeId id) override { return base_->NodeMs(graph, id); }
+  double GraphCost(const Graph& graph) override;
+
+ private:
+  double BatchNormMs(const TensorType& x);
+  CostModel* base_;
+  std::map<std::string, double> bn_ms_;  // by input type
+};
+
+}  // namespace rlflow
