@@ -186,6 +186,8 @@ int Main() {
   auto t2 = Clock::now();
   SearchResult result = search->Run(canonical, options);
   double search_s = Seconds(t2);
+  if (result.stop_reason == "interrupted")
+    LOG(WARNING) << "search interrupted: checking and writing the best graph found so far (interrupt again to abort)";
   LOG(INFO) << "search cost estimate " << result.initial_cost << " -> " << result.final_cost << " ms";
   LOG(INFO) << "search stopped (" << result.stop_reason << ") after " << search_s << " s";
 

@@ -276,6 +276,29 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   EXPECT_NE(r.out.find("(cpu, 0 ops timed"), std::string::npos) << r.out;  // all from the cache
 }
 
+// Ctrl-C during the search keeps the best graph so far: it is checked,
+// measured and written, and the report says the search was interrupted.
+TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
+  std::string model = TempDir() + "/interrupt.onnx";
+  WriteOnnxFile(zoo::Build("inception_v3", 2), model);
+  std::string report = TempDir() + "/interrupt.json";
+  ::unlink(out_.c_str());
+  std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
+  std::string cmd = bin + " --model=" + model + " --output=" + out_ + " --report=" + report +
+                    " --timing_cache=none --measure_runs=3 --budget=1000000 > " + TempDir() + "/int.out 2> " +
+                    TempDir() + "/int.err & pid=$!; "
+                    // Interrupt once the search has started (or after 40 s).
+                    "for i in $(seq 400); do grep -q searching " + TempDir() + "/int.err && break; sleep 0.1; done; "
+                    "sleep 2; kill -INT $pid; wait $pid";
+  int status = std::system(cmd.c_str());
+  std::string err = ReadFile(TempDir() + "/int.err");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  EXPECT_NE(err.find("search interrupted"), std::string::npos) << err;
+  EXPECT_TRUE(FileExists(out_));
+  EXPECT_NE(ReadFile(report).find("\"stop_reason\": \"interrupted\""), std::string::npos);
+  EXPECT_EQ(ImportOnnxFile(out_).outputs().size(), 1u);
+}
+
 // A wrong rule (a corrupted database entry that still validates) makes the
 // optimised graph differ: the optimiser must refuse, name the rule, write nothing.
 TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {

@@ -14,7 +14,15 @@ namespace rlflow::cli {
 std::atomic<bool> interrupted{false};
 
 namespace {
-void OnSignal(int) { interrupted.store(true); }
+// First signal: ask long loops to stop and keep their results. Second: the
+// default action (terminate); outputs are written atomically, so no partial
+// output file is left.
+void OnSignal(int sig) {
+  if (interrupted.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 }  // namespace
 
 void InstallInterruptHandler() {

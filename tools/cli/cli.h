@@ -12,7 +12,8 @@ namespace rlflow::cli {
 // runs `body` and turns exceptions into one-line errors. Returns the exit code.
 int Main(int argc, char** argv, const char* usage, const std::function<int()>& body);
 
-// Set by SIGINT/SIGTERM once InstallInterruptHandler() ran; long loops poll it.
+// Set by SIGINT/SIGTERM once InstallInterruptHandler() ran; long loops poll
+// it. A second signal terminates the process.
 extern std::atomic<bool> interrupted;
 void InstallInterruptHandler();
 
