@@ -37,14 +37,9 @@ namespace rlflow {
 namespace {
 
 std::string Runfile(const std::string& rel) {
-  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    const char* root = std::getenv(var);
-    if (root && *root && FileExists(std::string(root) + "/rlflow/" + rel)) return std::string(root) + "/rlflow/" + rel;
-  }
-  if (FileExists(rel)) return rel;
-  std::string p = std::string(gflags::GetArgv0()) + ".runfiles/rlflow/" + rel;
-  if (FileExists(p)) return p;
-  Fail("runfile ", rel, " not found");
+  std::string p = FindRunfile(rel, gflags::GetArgv0());
+  if (p.empty()) Fail("runfile ", rel, " not found");
+  return p;
 }
 
 // Absolute: the optimiser resolves relative paths against the user's directory.

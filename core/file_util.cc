@@ -87,4 +87,14 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes) {
   }
 }
 
+std::string FindRunfile(const std::string& rel, const std::string& argv0) {
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    const char* root = std::getenv(var);
+    if (root && *root && FileExists(std::string(root) + "/rlflow/" + rel)) return std::string(root) + "/rlflow/" + rel;
+  }
+  if (FileExists(rel)) return rel;
+  if (!argv0.empty() && FileExists(argv0 + ".runfiles/rlflow/" + rel)) return argv0 + ".runfiles/rlflow/" + rel;
+  return "";
+}
+
 }  // namespace rlflow

@@ -16,5 +16,9 @@ bool FileExists(const std::string& path);
 // Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory
 // `bazel run` was started from) when it is set.
 std::string ResolveUserPath(const std::string& path);
+// A Bazel runfile of this workspace ("rules/default.rules.pb"): under
+// $TEST_SRCDIR or $RUNFILES_DIR, the working directory (`bazel run`), or
+// `<argv0>.runfiles` when argv0 is given. Empty if it is nowhere.
+std::string FindRunfile(const std::string& rel, const std::string& argv0 = "");
 
 }  // namespace rlflow

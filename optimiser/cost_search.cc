@@ -137,7 +137,7 @@ class SearchRun {
     }
     if (!seen_.insert(next->StructuralHash()).second) return nullptr;
     *cost = o_.cost->GraphCost(*next);
-    ++result.graphs_generated;
+    ++result.graphs_built;
     return next;
   }
 

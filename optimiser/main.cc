@@ -64,16 +64,9 @@ double Seconds(Clock::time_point since) { return std::chrono::duration<double>(C
 
 // The checked-in database ships as a runfile of this binary.
 std::string DefaultRulesPath() {
-  const std::string rel = "rules/default.rules.pb";
-  if (FileExists(rel)) return rel;  // `bazel run` / `bazel test`: cwd is the runfiles tree
-  if (const char* dir = std::getenv("RUNFILES_DIR")) {
-    std::string p = std::string(dir) + "/rlflow/" + rel;
-    if (FileExists(p)) return p;
-  }
-  std::string exe = gflags::GetArgv0();
-  std::string p = exe + ".runfiles/rlflow/" + rel;
-  if (FileExists(p)) return p;
-  Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+  std::string p = FindRunfile("rules/default.rules.pb", gflags::GetArgv0());
+  if (p.empty()) Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+  return p;
 }
 
 std::string DefaultOutput(const LoadedModel& m) {
@@ -262,7 +255,7 @@ int Main() {
               "%zu rewrites applied\n",
               search->name().c_str(), search_s, result.stop_reason.c_str(),
               static_cast<long long>(result.graphs_explored), static_cast<long long>(result.rewrites_costed),
-              static_cast<long long>(result.graphs_generated), result.applied.size());
+              static_cast<long long>(result.graphs_built), result.applied.size());
   for (const auto& [r, n] : rule_counts) std::printf("  %3d x %s\n", n, r.c_str());
   std::printf("before:     %s", before.ToString().c_str());
   std::printf("after:      %s", after.ToString().c_str());
@@ -308,7 +301,7 @@ int Main() {
     j.Key("stop_reason").String(result.stop_reason);
     j.Key("graphs_explored").Int(result.graphs_explored);
     j.Key("rewrites_costed").Int(result.rewrites_costed);
-    j.Key("graphs_built").Int(result.graphs_generated);
+    j.Key("graphs_built").Int(result.graphs_built);
     j.Key("rewrites_rejected").Int(result.rewrites_rejected);
     j.EndObject();
     j.Key("rules").BeginObject();

@@ -38,7 +38,7 @@ struct SearchResult {
   std::vector<std::string> applied;  // rules in the order applied ("<id>" or "<id> (reversed)")
   int64_t graphs_explored = 0;       // graphs expanded (popped / stepped from)
   int64_t rewrites_costed = 0;       // rewrites whose cost was estimated
-  int64_t graphs_generated = 0;      // distinct graphs built (applied) and costed exactly
+  int64_t graphs_built = 0;      // distinct graphs built (applied) and costed exactly
   int64_t rewrites_rejected = 0;     // matches whose rewrite was invalid (cycle, type change)
   double initial_cost = 0;           // cost-model estimate (ms)
   double final_cost = 0;

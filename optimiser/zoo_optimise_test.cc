@@ -23,11 +23,6 @@
 namespace rlflow {
 namespace {
 
-std::string Runfile(const std::string& rel) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/rlflow/" + rel;
-}
-
 using zoo::Case;
 
 class ZooOptimise : public ::testing::TestWithParam<Case> {};
@@ -39,10 +34,10 @@ double JsonNumber(const std::string& json, const std::string& key, size_t from =
 TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   const Case& c = GetParam();
   std::string dir = testing::MakeTempDir(c.model + "_opt_");
-  std::string original = c.torch ? Runfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
+  std::string original = c.torch ? FindRunfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
   if (!c.torch) WriteOnnxFile(zoo::Build(c.model, 1), original);
   std::string written = dir + "/optimised.onnx", report = dir + "/report.json";
-  std::string cmd = Runfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
+  std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
                     " --report=" + report + " > " + dir + "/stdout.txt 2> " + dir + "/stderr.txt";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");

@@ -2,14 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include "core/file_util.h"
 
 namespace rlflow::testing {
 
-std::string DefaultRulesPath() {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/rlflow/rules/default.rules.pb";
-}
+std::string DefaultRulesPath() { return FindRunfile("rules/default.rules.pb"); }
 
 const rules::RuleDatabase& DefaultRules() {
   static const rules::RuleDatabase db = LoadRuleDatabase(DefaultRulesPath());

@@ -20,11 +20,6 @@
 namespace rlflow {
 namespace {
 
-std::string Runfile(const std::string& rel) {
-  const char* root = std::getenv("TEST_SRCDIR");
-  return std::string(root ? root : ".") + "/rlflow/" + rel;
-}
-
 using zoo::Case;
 
 class ZooRoundTrip : public ::testing::TestWithParam<Case> {};
@@ -32,7 +27,7 @@ class ZooRoundTrip : public ::testing::TestWithParam<Case> {};
 TEST_P(ZooRoundTrip, MatchesOnnxRuntime) {
   const Case& c = GetParam();
   std::string dir = testing::MakeTempDir(c.model + "_");
-  std::string original = c.torch ? Runfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
+  std::string original = c.torch ? FindRunfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
   if (!c.torch) WriteOnnxFile(zoo::Build(c.model, 1), original);
   ASSERT_TRUE(FileExists(original)) << original;
 

@@ -16,15 +16,9 @@ namespace rlflow::testing {
 namespace {
 
 std::string Runfile(const std::string& rel) {
-  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
-    const char* root = std::getenv(var);
-    if (root && *root) {
-      std::string p = std::string(root) + "/rlflow/" + rel;
-      if (FileExists(p)) return p;
-    }
-  }
-  if (FileExists(rel)) return rel;
-  Fail("runfile '", rel, "' not found");
+  std::string p = FindRunfile(rel);
+  if (p.empty()) Fail("runfile '", rel, "' not found");
+  return p;
 }
 
 std::string RealPath(const std::string& p) {
