@@ -13,6 +13,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message);
 };
 
+// Thrown for valid ONNX that the registry cannot run as configured (e.g.
+// Dropout in training mode): the importer keeps such a node opaque instead of
+// refusing the model.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 // Builds the message from stream-able parts: Fail("node '", name, "' ...").
 template <typename... Args>
 [[noreturn]] void Fail(const Args&... args) {

@@ -27,6 +27,15 @@ std::string Graph::UniqueName(const std::string& base) const {
   }
 }
 
+void Graph::RenameValue(ValueId value, const std::string& name) {
+  Value& v = values_.at(value);
+  if (v.name == name) return;
+  IndexName(name, value);
+  auto it = by_name_.find(v.name);
+  if (it != by_name_.end() && it->second == value) by_name_.erase(it);
+  v.name = name;
+}
+
 ValueId Graph::AddInput(const std::string& name, const TensorType& type) {
   ValueId id = static_cast<ValueId>(values_.size());
   IndexName(name, id);

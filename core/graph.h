@@ -24,6 +24,15 @@ struct Value {
   int output_index = 0;
   TensorDataPtr initializer;  // set for weights / constants
   bool is_graph_input = false;
+  // A graph input with a default value (an initializer of the same name, as
+  // ONNX allows from IR 4): still an input, never treated as a constant.
+  TensorDataPtr default_value;
+  // Computed at run time from symbolic input dimensions (e.g. Shape of a
+  // tensor with a dynamic batch): never folded into a constant, so that the
+  // written model stays general. `known` holds its value at the dimensions the
+  // graph is bound to, for the shape rules of the nodes that read it.
+  bool symbolic = false;
+  TensorDataPtr known;
   std::string doc;
 };
 
@@ -38,6 +47,15 @@ struct Node {
   // NodeProto, exported unchanged (only tensor names are re-linked).
   std::shared_ptr<const std::string> opaque_proto;
   bool opaque() const { return opaque_proto != nullptr; }
+  // Opaque nodes with subgraphs (If, Loop, Scan) also read tensors of the
+  // outer graph by name: those follow the explicit inputs in `inputs` (so
+  // they stay alive and ordered) and are listed by the names the subgraphs
+  // use. Only the explicit inputs are exported as node inputs.
+  std::vector<std::string> implicit_inputs;
+  size_t num_explicit_inputs() const { return inputs.size() - implicit_inputs.size(); }
+  // The imported NodeProto, kept so that a node the registry turns out to be
+  // unable to run (e.g. Dropout in training mode) can become opaque.
+  std::shared_ptr<const std::string> source_proto;
   std::string doc;
   std::string Describe() const;  // "'conv1' (Conv)"
 };
@@ -53,6 +71,13 @@ struct ModelInfo {
   std::vector<std::pair<std::string, std::string>> metadata;
   // Serialized FunctionProtos and other model parts exported unchanged.
   std::vector<std::string> functions;
+  // The declared types (serialized onnx::TypeProto) of the graph inputs and
+  // outputs, by name, written back unchanged so that the written model keeps
+  // its interface (symbolic dimension names included).
+  std::map<std::string, std::string> interface_types;
+  // Some graph input has a symbolic dimension (bound to a value for the
+  // optimisation, see ImportOptions::free_dim_value).
+  bool symbolic_dims = false;
 };
 
 class Graph {
@@ -72,6 +97,8 @@ class Graph {
   void SetOutputs(const std::vector<ValueId>& outputs) { outputs_ = outputs; }
   // Replaces every use of `from` (node inputs and graph outputs) by `to`.
   void ReplaceAllUses(ValueId from, ValueId to);
+  // Gives a value another name (which must be free).
+  void RenameValue(ValueId value, const std::string& name);
   // Turns the value into an initializer holding `data` and detaches it from
   // its producer (which becomes dead if it has no other used output).
   void MakeConstant(ValueId value, TensorDataPtr data);

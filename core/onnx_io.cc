@@ -5,11 +5,19 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -45,6 +53,10 @@ TensorData FromTensorProto(const onnx::TensorProto& t) {
   Shape shape(t.dims().begin(), t.dims().end());
   for (int64_t d : shape)
     if (d < 0) Fail("tensor '", name, "' has a negative dimension");
+  TensorType type;
+  type.dtype = dtype;
+  type.shape = shape;
+  CheckTensorFits(type, "tensor '" + name + "'");
   int64_t n = NumElements(shape);
   if (t.has_raw_data()) {
     if (t.raw_data().size() != static_cast<size_t>(n) * DTypeSize(dtype))
@@ -177,6 +189,238 @@ std::string ModelledReason(const onnx::NodeProto& np, const OpDef* def, int64_t 
   return "";
 }
 
+
+// Names read by a subgraph (If/Loop/Scan bodies) from enclosing scopes.
+void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> defined, std::set<std::string>* reads) {
+  for (const auto& vi : g.input()) defined.insert(vi.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !defined.count(in)) reads->insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectOuterReads(a.g(), defined, reads);
+      for (const auto& sub : a.graphs()) CollectOuterReads(sub, defined, reads);
+    }
+  }
+  for (const auto& o : g.output())
+    if (!defined.count(o.name())) reads->insert(o.name());
+}
+
+std::vector<std::string> ImplicitInputs(const onnx::NodeProto& np) {
+  std::set<std::string> reads;
+  for (const auto& a : np.attribute()) {
+    if (a.has_g()) CollectOuterReads(a.g(), {}, &reads);
+    for (const auto& sub : a.graphs()) CollectOuterReads(sub, {}, &reads);
+  }
+  return {reads.begin(), reads.end()};
+}
+
+std::string NodeLabel(const onnx::NodeProto& np, int k) {
+  return "'" + (np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name()) + "' (" + np.op_type() + ")";
+}
+
+// Checks that every tensor a node reads is defined exactly once and puts the
+// nodes in topological order (ONNX's shape inference assumes both and
+// crashes otherwise). Errors name the node.
+void CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
+  std::unordered_map<std::string, int> producer;  // tensor -> node index (-1: input/initializer)
+  for (const auto& t : gp->initializer()) producer[t.name()] = -1;
+  for (const auto& vi : gp->input()) producer[vi.name()] = -1;
+  const int n = gp->node_size();
+  for (int k = 0; k < n; ++k) {
+    for (const auto& o : gp->node(k).output()) {
+      if (o.empty()) continue;
+      auto [it, inserted] = producer.emplace(o, k);
+      if (!inserted)
+        Fail("tensor '", o, "' is defined more than once (node ", NodeLabel(gp->node(k), k), ")");
+    }
+  }
+  std::vector<std::vector<int>> users(n);
+  std::vector<int> pending(n, 0);
+  for (int k = 0; k < n; ++k) {
+    const onnx::NodeProto& np = gp->node(k);
+    std::vector<std::string> reads(np.input().begin(), np.input().end());
+    for (const auto& in : ImplicitInputs(np)) reads.push_back(in);
+    std::set<int> deps;
+    for (const auto& in : reads) {
+      if (in.empty()) continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        Fail("node ", NodeLabel(np, k), " reads tensor '", in,
+             "', which is not a graph input, an initializer or a node output");
+      if (it->second >= 0) deps.insert(it->second);
+    }
+    for (int d : deps) users[d].push_back(k);
+    pending[k] = static_cast<int>(deps.size());
+  }
+  for (const auto& vi : gp->output())
+    if (!producer.count(vi.name()))
+      Fail("graph output '", vi.name(), "' is not produced by any node, input or initializer");
+  std::vector<int> order;
+  std::vector<int> ready;
+  for (int k = n - 1; k >= 0; --k)
+    if (pending[k] == 0) ready.push_back(k);
+  // Stable: among ready nodes, the earliest in the file first.
+  std::set<int> queue(ready.begin(), ready.end());
+  while (!queue.empty()) {
+    int k = *queue.begin();
+    queue.erase(queue.begin());
+    order.push_back(k);
+    for (int u : users[k])
+      if (--pending[u] == 0) queue.insert(u);
+  }
+  if (static_cast<int>(order.size()) != n) {
+    for (int k = 0; k < n; ++k)
+      if (pending[k] > 0) Fail("model ", what, " has a cycle through node ", NodeLabel(gp->node(k), k));
+  }
+  bool sorted = true;
+  for (int k = 0; k < n; ++k) sorted = sorted && order[k] == k;
+  if (sorted) return;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (int k : order) *nodes.Add() = gp->node(k);
+  gp->mutable_node()->Swap(&nodes);
+}
+
+// ONNX's shape inference (and version converter) run in a child process:
+// they are third-party code that crashes on some malformed models (SIGFPE on
+// a zero stride, SIGSEGV on mismatched ranks). A crash there costs the types
+// ONNX would have inferred, never the optimiser; rlflow's own shape rules
+// then check every modelled node. Returns false if the child failed, with
+// the reason in `*why`; throws for a conversion the converter rejects.
+bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    *why = "cannot create a pipe";
+    return false;
+  }
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    *why = "cannot fork";
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      auto infer = [&] {
+        onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(),
+                                           onnx::ShapeInferenceOptions(false, 0, true));
+      };
+      std::string si_error;
+      try {
+        infer();
+      } catch (const std::exception& e) {
+        si_error = FirstLine(e.what());
+      }
+      if (convert_to > 0) {
+        try {
+          *model = onnx::version_conversion::ConvertVersion(*model, convert_to);
+        } catch (const std::exception& e) {
+          out = "C" + FirstLine(e.what());
+        }
+        if (out.empty()) {
+          try {
+            infer();
+          } catch (const std::exception& e) {
+            si_error = FirstLine(e.what());
+          }
+          out = "M" + model->SerializeAsString();
+        }
+      } else {
+        // Only the inferred types travel back.
+        onnx::GraphProto types;
+        *types.mutable_value_info() = model->graph().value_info();
+        out = "V" + types.SerializeAsString();
+      }
+      if (!si_error.empty() && out[0] != 'C') out = "W" + std::to_string(si_error.size()) + ":" + si_error + out;
+    } catch (...) {
+      out = "Eunexpected exception";
+    }
+    const char* p = out.data();
+    size_t left = out.size();
+    while (left > 0) {
+      ssize_t w = write(fds[1], p, left);
+      if (w <= 0) _exit(3);
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string data;
+  char buf[1 << 16];
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  bool timed_out = false;
+  for (;;) {
+    int ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (ms <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int r = poll(&pfd, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    data.append(buf, static_cast<size_t>(got));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    *why = "it did not finish in 300 s";
+    return false;
+  }
+  if (WIFSIGNALED(status)) {
+    *why = std::string("it crashed (") + strsignal(WTERMSIG(status)) + ")";
+    return false;
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || data.empty()) {
+    *why = "it failed";
+    return false;
+  }
+  if (data[0] == 'W') {
+    size_t colon = data.find(':');
+    size_t len = std::stoul(data.substr(1, colon - 1));
+    *why = data.substr(colon + 1, len);
+    data = data.substr(colon + 1 + len);
+  }
+  if (data[0] == 'C') Fail("converting opset to ", convert_to, " failed: ", data.substr(1));
+  if (data[0] == 'E') {
+    *why = data.substr(1);
+    return false;
+  }
+  if (data[0] == 'M') {
+    onnx::ModelProto converted;
+    if (!converted.ParseFromArray(data.data() + 1, static_cast<int>(data.size() - 1))) {
+      *why = "its result could not be read";
+      return false;
+    }
+    *model = std::move(converted);
+  } else {
+    onnx::GraphProto types;
+    if (!types.ParseFromArray(data.data() + 1, static_cast<int>(data.size() - 1))) {
+      *why = "its result could not be read";
+      return false;
+    }
+    *model->mutable_graph()->mutable_value_info() = std::move(*types.mutable_value_info());
+  }
+  return why->empty();
+}
 }  // namespace
 
 Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, ImportReport* report) {
@@ -202,6 +446,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     Fail("model ", what, " is not an ONNX model (no ir_version or no graph)");
   if (model.graph().node_size() == 0 && model.graph().output_size() == 0)
     Fail("model ", what, " has an empty graph");
+  if (model.graph().output_size() == 0) Fail("model ", what, " has no graph outputs");
 
   // ---- opsets ----
   int64_t opset = -1;
@@ -211,26 +456,54 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   if (opset < kMinOpset || opset > kMaxOpset)
     Fail("model ", what, " uses unsupported opset ", opset, " (supported: ", kMinOpset, " to ", kMaxOpset, ")");
   rep.opset_before_conversion = static_cast<int>(opset);
-  // ONNX shape inference fills value_info where types are missing (the
-  // version converter needs it too, e.g. for Softmax 12 -> 13).
-  auto onnx_shape_inference = [&]() {
-    try {
-      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                         onnx::ShapeInferenceOptions(false, 0, true));
-    } catch (const std::exception& e) {
-      rep.warnings.push_back("ONNX shape inference failed: " + FirstLine(e.what()));
+
+  // Structure first (references, topological order), then ONNX's shape
+  // inference fills in value_info where types are missing (the version
+  // converter needs it too, e.g. for Softmax 12 -> 13).
+  CheckAndSortNodes(model.mutable_graph(), what);
+  // The declared interface, before symbolic dimensions are bound for ONNX's
+  // shape inference (so that opaque nodes get static output types).
+  std::map<std::string, std::string> declared_interface;
+  bool any_symbolic = false;
+  std::set<std::string> input_params;
+  for (const auto& vi : model.graph().input()) declared_interface[vi.name()] = vi.type().SerializeAsString();
+  for (const auto& vi : model.graph().output()) declared_interface[vi.name()] = vi.type().SerializeAsString();
+  {
+    std::set<std::string> has_default;
+    if (model.ir_version() >= 4)
+      for (const auto& t : model.graph().initializer()) has_default.insert(t.name());
+    for (auto& vi : *model.mutable_graph()->mutable_input()) {
+      if (has_default.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+      for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+        if (dim.has_dim_value()) continue;
+        if (dim.has_dim_param()) input_params.insert(dim.dim_param());
+        dim.set_dim_value(options.free_dim_value);
+        any_symbolic = true;
+      }
     }
-  };
-  onnx_shape_inference();
-  if (opset < kCanonicalMinOpset) {
-    try {
-      model = onnx::version_conversion::ConvertVersion(model, kCanonicalMinOpset);
-    } catch (const std::exception& e) {
-      Fail("model ", what, ": converting opset ", opset, " to ", kCanonicalMinOpset, " failed: ", FirstLine(e.what()));
+    // Declared intermediate types (the only ones an opaque custom op's
+    // outputs have) may use the inputs' symbolic dimension names: bound the
+    // same way. Other unknown dimensions there are left to ONNX.
+    if (any_symbolic) {
+      const std::set<std::string>& params = input_params;
+      for (auto& vi : *model.mutable_graph()->mutable_value_info()) {
+        declared_interface.emplace(vi.name(), vi.type().SerializeAsString());
+        if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+        for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+          if (dim.has_dim_param() && params.count(dim.dim_param())) dim.set_dim_value(options.free_dim_value);
+      }
     }
-    rep.warnings.push_back("converted opset " + std::to_string(opset) + " to " + std::to_string(kCanonicalMinOpset));
-    opset = kCanonicalMinOpset;
-    onnx_shape_inference();
+  }
+  {
+    std::string why;
+    int convert_to = opset < kCanonicalMinOpset ? kCanonicalMinOpset : 0;
+    if (!ContainedOnnxPasses(&model, convert_to, &why))
+      rep.warnings.push_back("ONNX shape inference failed (" + why + "); using rlflow's shape rules only");
+    if (convert_to > 0) {
+      rep.warnings.push_back("converted opset " + std::to_string(opset) + " to " + std::to_string(convert_to));
+      opset = convert_to;
+      CheckAndSortNodes(model.mutable_graph(), what);
+    }
   }
 
   const onnx::GraphProto& gp = model.graph();
@@ -257,33 +530,74 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     declared[vi.name()] = t;
   };
   for (const auto& vi : gp.value_info()) declare(vi);
-  for (const auto& vi : gp.output()) declare(vi);
+  for (const auto& vi : gp.output()) {
+    declare(vi);
+    info.interface_types[vi.name()] = declared_interface[vi.name()];
+  }
 
-  // Initializers, then graph inputs (skipping inputs that are initializers,
-  // as IR < 4 models list them).
-  std::set<std::string> init_names;
+  // Initializers, then graph inputs. From IR 4 on, a graph input that also
+  // has an initializer is an input with a default value (ONNX Runtime lets
+  // callers override it): it stays an input. Older models list every
+  // initializer as an input; there they are weights.
+  std::map<std::string, const onnx::TensorProto*> init_protos;
   for (const auto& t : gp.initializer()) {
     if (t.name().empty()) Fail("model ", what, " has an initializer without a name");
-    g.AddInitializer(t.name(), FromTensorProto(t));
-    init_names.insert(t.name());
+    init_protos[t.name()] = &t;
   }
+  std::set<std::string> input_names;
+  for (const auto& vi : gp.input()) input_names.insert(vi.name());
+  const bool inputs_override = model.ir_version() >= 4;
+  for (const auto& t : gp.initializer())
+    if (!(inputs_override && input_names.count(t.name()))) g.AddInitializer(t.name(), FromTensorProto(t));
   if (gp.sparse_initializer_size() > 0) Fail("model ", what, " has sparse initializers, which are not supported");
+  // Symbolic dimensions are bound to free_dim_value; a second binding
+  // (probe) finds what depends on them.
+  const int64_t probe_value = options.free_dim_value == 3 ? 5 : 3;
+  std::vector<std::pair<ValueId, int>> symbolic_dims;
   for (const auto& vi : gp.input()) {
-    if (init_names.count(vi.name())) continue;
+    auto init = init_protos.find(vi.name());
+    if (init != init_protos.end() && !inputs_override) continue;
     bool is_tensor = true;
-    TensorType t = FromTypeProto(vi.type(), vi.name(), &is_tensor);
+    onnx::TypeProto declared_type;
+    declared_type.ParseFromString(declared_interface[vi.name()]);
+    TensorType t = FromTypeProto(declared_type, vi.name(), &is_tensor);
     if (!is_tensor || t.dtype == DType::kUndefined)
       Fail("graph input '", vi.name(), "' is not a tensor of a supported element type");
+    TensorDataPtr default_value;
+    if (init != init_protos.end()) {
+      default_value = std::make_shared<const TensorData>(FromTensorProto(*init->second));
+      if (default_value->dtype() != t.dtype)
+        Fail("graph input '", vi.name(), "' is ", DTypeName(t.dtype), " but its default value is ",
+             DTypeName(default_value->dtype()));
+      if (!t.rank_known) t = default_value->type();
+      rep.warnings.push_back("graph input '" + vi.name() +
+                             "' has a default value (initializer): it stays an input and is not treated as a constant");
+    }
     if (!t.rank_known) Fail("graph input '", vi.name(), "' has no shape");
-    for (int64_t& d : t.shape) {
-      if (d < 0) {
-        d = options.free_dim_value;
-        rep.warnings.push_back("graph input '" + vi.name() + "': unknown dimension bound to " +
-                               std::to_string(options.free_dim_value));
+    std::vector<int> dims;
+    for (size_t k = 0; k < t.shape.size(); ++k) {
+      if (t.shape[k] < 0) {
+        if (default_value) {
+          t.shape[k] = default_value->shape()[k];
+          continue;
+        }
+        t.shape[k] = options.free_dim_value;
+        dims.push_back(static_cast<int>(k));
       }
     }
-    g.AddInput(vi.name(), t);
+    if (!dims.empty())
+      rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " +
+                             std::to_string(options.free_dim_value) + " for the optimisation (kept symbolic in the written model)");
+    CheckTensorFits(t, "graph input '" + vi.name() + "'");
+    ValueId id = g.AddInput(vi.name(), t);
+    g.mutable_value(id).default_value = default_value;
+    for (int d : dims) symbolic_dims.push_back({id, d});
+    info.interface_types[vi.name()] = declared_interface[vi.name()];
   }
+  info.symbolic_dims = !symbolic_dims.empty();
+  // Declared value_info types (before binding) travel with the graph for the
+  // opaque nodes' outputs, see ExportOnnxModel.
+  for (const auto& [name, type] : declared_interface) info.interface_types.emplace(name, type);
 
   // Nodes: create all outputs first so that references resolve in any order.
   const OpRegistry& reg = OpRegistry::Global();
@@ -306,6 +620,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     Node& node = g.mutable_node(id);
     node.domain = IsDefaultDomain(np.domain()) ? "" : np.domain();
     node.doc = np.doc_string();
+    node.source_proto = std::make_shared<const std::string>(np.SerializeAsString());
     ids.push_back(id);
   }
   for (int k = 0; k < gp.node_size(); ++k) {
@@ -324,9 +639,18 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
     const OpDef* def = node.domain.empty() ? reg.Find("", node.op) : reg.Find(node.domain, node.op);
     std::string reason = ModelledReason(np, def, opset, node.attrs, node);
+    std::vector<std::string> implicit = ImplicitInputs(np);
+    if (!implicit.empty() && reason.empty()) reason = "it has subgraphs";
     if (!reason.empty()) {
-      node.opaque_proto = std::make_shared<const std::string>(np.SerializeAsString());
+      node.opaque_proto = node.source_proto;
       if (def != nullptr) rep.warnings.push_back("node " + node.Describe() + " kept opaque: " + reason);
+      for (const auto& name : implicit) {
+        ValueId v = g.FindValue(name);
+        if (v == kNoValue)
+          Fail("node ", node.Describe(), " reads tensor '", name, "' in a subgraph, which is not defined");
+        node.inputs.push_back(v);
+        node.implicit_inputs.push_back(name);
+      }
     }
   }
 
@@ -346,7 +670,42 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       auto it = declared.find(g.value(out).name);
       if (it != declared.end()) g.mutable_value(out).type = it->second;
     }
-  rep.folded_nodes = InferShapesAndFold(g);
+  FoldOptions fold;
+  std::set<std::string> symbolic_values;
+  if (info.symbolic_dims) {
+    // What differs between two bindings of the symbolic dimensions depends on
+    // them: those values are computed at run time, not folded.
+    Graph a = g, b = g;
+    for (auto [v, d] : symbolic_dims) b.mutable_value(v).type.shape[d] = probe_value;
+    // Declared (ONNX-inferred) node output types hold the first binding.
+    for (NodeId id = 0; id < b.num_nodes(); ++id) {
+      for (ValueId out : b.node(id).outputs)
+        for (int64_t& d : b.mutable_value(out).type.shape) d = kUnknownDim;
+    }
+    try {
+      // Dead folded values are kept, so that every intermediate step of a
+      // folded computation is compared, not only its result.
+      FoldOptions probe;
+      probe.remove_dead = false;
+      InferShapesAndFold(a, probe);
+      InferShapesAndFold(b, probe);
+      for (ValueId v = 0; v < a.num_values(); ++v) {
+        const Value& va = a.value(v);
+        if (!va.initializer || va.is_graph_input) continue;
+        ValueId w = b.FindValue(va.name);
+        if (w == kNoValue || !b.value(w).initializer || !(*b.value(w).initializer == *va.initializer))
+          symbolic_values.insert(va.name);
+      }
+    } catch (const Error& e) {
+      rep.warnings.push_back("the model does not infer with its symbolic dimensions bound to " +
+                             std::to_string(probe_value) + " (" + e.what() +
+                             "): shapes computed from them are folded at " + std::to_string(options.free_dim_value));
+      symbolic_values.clear();
+    }
+    fold.symbolic = &symbolic_values;
+  }
+  fold.notes = &rep.warnings;
+  rep.folded_nodes = InferShapesAndFold(g, fold);
   // Graph outputs typed by the model must agree with what was inferred.
   for (const auto& vi : gp.output()) {
     const Value& v = g.value(g.FindValue(vi.name()));
@@ -360,8 +719,8 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   const ModelInfo& info = g.info();
   model->Clear();
   model->set_ir_version(std::min<int64_t>(std::max<int64_t>(info.ir_version, 7), 8));
-  model->set_producer_name("rlflow");
-  model->set_producer_version("0.1");
+  model->set_producer_name(info.producer_name.empty() ? "rlflow" : info.producer_name);
+  model->set_producer_version(info.producer_name.empty() ? "0.1" : info.producer_version);
   if (!info.doc.empty()) model->set_doc_string(info.doc);
   for (const auto& [domain, version] : info.opsets) {
     auto* imp = model->add_opset_import();
@@ -375,9 +734,26 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   }
   for (const auto& f : info.functions) model->add_functions()->ParseFromString(f);
 
+  // Graph inputs and outputs keep their declared types (symbolic dimension
+  // names included) when the element type is still the same.
+  auto interface_info = [&](const Value& v, onnx::ValueInfoProto* vi) {
+    auto it = info.interface_types.find(v.name);
+    onnx::TypeProto declared;
+    if (it != info.interface_types.end() && declared.ParseFromString(it->second) && declared.has_tensor_type() &&
+        declared.tensor_type().elem_type() == static_cast<int32_t>(v.type.dtype)) {
+      vi->set_name(v.name);
+      *vi->mutable_type() = declared;
+      return;
+    }
+    ToValueInfo(v.name, v.type, vi);
+  };
+
   onnx::GraphProto* gp = model->mutable_graph();
   gp->set_name(info.graph_name);
-  for (ValueId in : g.inputs()) ToValueInfo(g.value(in).name, g.value(in).type, gp->add_input());
+  for (ValueId in : g.inputs()) {
+    interface_info(g.value(in), gp->add_input());
+    if (g.value(in).default_value) ToTensorProto(*g.value(in).default_value, g.value(in).name, gp->add_initializer());
+  }
   std::vector<NodeId> order = g.TopologicalOrder();
   // Only values that are used (or are outputs) are exported as initializers.
   std::vector<char> used(g.num_values(), 0);
@@ -392,19 +768,34 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   std::set<std::string> node_names;
   for (NodeId id : order) node_names.insert(g.node(id).name);
   std::set<std::string> written_names;
-  for (NodeId id : order) {
-    const Node& n = g.node(id);
-    onnx::NodeProto* np = gp->add_node();
-    std::string node_name = n.name;
+  auto unique_node_name = [&](const std::string& base) {
+    std::string node_name = base;
     if (!node_name.empty() && !written_names.insert(node_name).second) {
       for (int k = 1;; ++k) {
-        std::string candidate = n.name + "_" + std::to_string(k);
-        if (!node_names.count(candidate) && written_names.insert(candidate).second) {
-          node_name = candidate;
-          break;
-        }
+        std::string candidate = base + "_" + std::to_string(k);
+        if (!node_names.count(candidate) && written_names.insert(candidate).second) return candidate;
       }
     }
+    return node_name;
+  };
+  for (NodeId id : order) {
+    const Node& n = g.node(id);
+    // Subgraphs read outer tensors by name: a tensor renamed by a rewrite is
+    // made available under the name they use.
+    for (size_t k = 0; k < n.implicit_inputs.size(); ++k) {
+      const Value& v = g.value(n.inputs[n.num_explicit_inputs() + k]);
+      const std::string& wanted = n.implicit_inputs[k];
+      if (v.name == wanted) continue;
+      if (g.FindValue(wanted) != kNoValue)
+        Fail("cannot export node ", n.Describe(), ": its subgraph reads '", wanted, "', now a different tensor");
+      onnx::NodeProto* alias = gp->add_node();
+      alias->set_op_type("Identity");
+      alias->set_name(unique_node_name(n.name + "_outer_" + wanted));
+      alias->add_input(v.name);
+      alias->add_output(wanted);
+    }
+    onnx::NodeProto* np = gp->add_node();
+    std::string node_name = unique_node_name(n.name);
     if (n.opaque()) {
       np->ParseFromString(*n.opaque_proto);
       np->clear_input();
@@ -416,21 +807,34 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
       if (!n.doc.empty()) np->set_doc_string(n.doc);
     }
     np->set_name(node_name);
-    size_t last = n.inputs.size();
+    size_t last = n.num_explicit_inputs();
     // Trailing omitted inputs are dropped, except on opaque nodes (unchanged).
     while (!n.opaque() && last > 0 && n.inputs[last - 1] == kNoValue) --last;
     for (size_t k = 0; k < last; ++k) np->add_input(n.inputs[k] == kNoValue ? "" : g.value(n.inputs[k]).name);
-    // Outputs nobody reads are written as "" only when trailing optional ones
-    // would otherwise be invented; keep names to stay faithful.
     for (ValueId out : n.outputs) np->add_output(g.value(out).name);
     for (ValueId out : n.outputs) {
       const Value& v = g.value(out);
-      // onnx::checker requires a shape in every value_info: skip unknown ranks.
+      // onnx::checker requires a shape in every value_info: skip unknown
+      // ranks. With symbolic dimensions the shapes here are those of one
+      // binding: none are written.
+      if (info.symbolic_dims) {
+        // Except opaque nodes' outputs, as the model declared them: nothing
+        // else can infer a custom op's types.
+        auto it = info.interface_types.find(v.name);
+        onnx::TypeProto declared;
+        if (n.opaque() && !outputs.count(out) && it != info.interface_types.end() &&
+            declared.ParseFromString(it->second)) {
+          auto* vi = gp->add_value_info();
+          vi->set_name(v.name);
+          *vi->mutable_type() = declared;
+        }
+        continue;
+      }
       if (!outputs.count(out) && v.type.dtype != DType::kUndefined && v.type.rank_known)
         ToValueInfo(v.name, v.type, gp->add_value_info());
     }
   }
-  for (ValueId out : g.outputs()) ToValueInfo(g.value(out).name, g.value(out).type, gp->add_output());
+  for (ValueId out : g.outputs()) interface_info(g.value(out), gp->add_output());
   try {
     onnx::checker::check_model(*model);
   } catch (const std::exception& e) {

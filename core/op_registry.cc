@@ -16,6 +16,10 @@ bool AttrReader::Has(const std::string& name) const { return node_.attrs.count(n
 
 void AttrReader::Fail(const std::string& message) const { ::rlflow::Fail("node ", node_.Describe(), ": ", message); }
 
+void AttrReader::Unsupported(const std::string& message) const {
+  throw ::rlflow::Unsupported("node " + node_.Describe() + ": " + message);
+}
+
 const Attribute* AttrReader::Find(const std::string& name, AttrType type) const {
   auto it = node_.attrs.find(name);
   const Attribute* a = nullptr;
@@ -137,9 +141,14 @@ std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpD
       continue;
     }
     const Value& v = graph.value(in);
-    if (v.type.dtype == DType::kUndefined) Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown");
+    if (v.type.dtype == DType::kUndefined) {
+      if (v.producer != kNoNode && graph.node(v.producer).opaque())
+        Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown: it is an output of ",
+             graph.node(v.producer).Describe(), ", which rlflow does not model; declare its type in the model's value_info");
+      Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown");
+    }
     types.push_back(&v.type);
-    constants.push_back(v.initializer.get());
+    constants.push_back(v.initializer ? v.initializer.get() : v.known.get());
   }
   ShapeContext ctx(n, def, std::move(types), std::move(constants));
   std::vector<TensorType> out = def.shape(ctx);
@@ -168,6 +177,7 @@ void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def) {
     if ((v.type.dtype != DType::kUndefined || v.type.rank_known) && !Compatible(v.type, out[k]))
       Fail("shape mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ", v.type.ToString(),
            " but the inputs give ", out[k].ToString());
+    CheckTensorFits(out[k], "node " + n.Describe() + ": output '" + v.name + "'");
     v.type = out[k];
   }
 }

@@ -44,6 +44,8 @@ class AttrReader {
   std::vector<float> Floats(const std::string& name) const;
   TensorDataPtr Tensor(const std::string& name) const;
   [[noreturn]] void Fail(const std::string& message) const;
+  // Valid ONNX the entry cannot run (throws rlflow::Unsupported).
+  [[noreturn]] void Unsupported(const std::string& message) const;
 
  private:
   const Attribute* Find(const std::string& name, AttrType type) const;

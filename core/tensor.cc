@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -86,11 +87,37 @@ std::string ShapeToString(const Shape& shape) {
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
+  bool unknown = false;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
+    if (d < 0) {
+      unknown = true;
+      continue;
+    }
+    // Overflow-checked: dims such as [2^32, 2^32] must not wrap to 0 elements.
+    if (__builtin_mul_overflow(n, d, &n))
+      Fail("shape ", ShapeToString(shape), " has more elements than fit in 64 bits");
   }
-  return n;
+  return unknown ? -1 : n;
+}
+
+namespace {
+int64_t max_tensor_bytes = int64_t{8} << 30;
+}
+int64_t MaxTensorBytes() { return max_tensor_bytes; }
+void SetMaxTensorBytes(int64_t bytes) { max_tensor_bytes = bytes; }
+
+void CheckTensorFits(const TensorType& type, const std::string& what) {
+  if (!type.rank_known) return;
+  int64_t bytes = static_cast<int64_t>(std::max<size_t>(DTypeSize(type.dtype), 1));
+  bool overflow = false;
+  for (int64_t d : type.shape) {
+    if (d < 0) return;
+    overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
+  }
+  if (overflow || bytes > max_tensor_bytes)
+    Fail(what, " would be ", type.ToString(), ", ", overflow ? std::string("more bytes than fit in 64 bits")
+                                                             : std::to_string(bytes >> 20) + " MB",
+         ", over the limit of ", max_tensor_bytes >> 20, " MB per tensor");
 }
 
 bool TensorType::IsStatic() const {

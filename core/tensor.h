@@ -39,8 +39,15 @@ using Shape = std::vector<int64_t>;
 constexpr int64_t kUnknownDim = -1;
 
 std::string ShapeToString(const Shape& shape);
-// Product of the dimensions; -1 if any is unknown. 1 for a scalar.
+// Product of the dimensions; -1 if any is unknown. 1 for a scalar. Throws
+// rlflow::Error if the product overflows 64 bits.
 int64_t NumElements(const Shape& shape);
+
+struct TensorType;
+// The largest tensor (in bytes) a model may have; larger ones are refused
+// before anything is allocated. Process-wide; 8 GiB unless set.
+int64_t MaxTensorBytes();
+void SetMaxTensorBytes(int64_t bytes);
 
 struct TensorType {
   DType dtype = DType::kUndefined;
@@ -54,6 +61,10 @@ struct TensorType {
   bool operator==(const TensorType& other) const;
   bool operator!=(const TensorType& other) const { return !(*this == other); }
 };
+
+// Throws rlflow::Error naming `what` if a tensor of this type would exceed
+// MaxTensorBytes() (unknown shapes pass).
+void CheckTensorFits(const TensorType& type, const std::string& what);
 
 // Immutable tensor contents (row-major, little-endian), shared cheaply
 // between graphs: copying a Graph never copies weights.

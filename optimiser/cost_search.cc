@@ -65,7 +65,10 @@ class SearchRun {
     std::vector<char> weight_only = WeightOnlyNodes(g);
     std::vector<Rewrite> out;
     out.reserve(matches.size());
-    for (const Match& m : matches) {
+    for (size_t i = 0; i < matches.size(); ++i) {
+      const Match& m = matches[i];
+      // Long steps (a graph with thousands of matches) stay interruptible.
+      if ((i & 255) == 255 && !MustStop().empty()) break;
       // Rewrites inside weight-only subgraphs change nothing that runs: those
       // subgraphs are folded into initializers before export.
       double removed = 0;
@@ -238,12 +241,30 @@ class TasoSearch : public Search {
       ++r.graphs_explored;
       auto matches = std::make_shared<const std::vector<Match>>(
           parent_matches && info ? o.matcher->FindAllAfter(*g, *parent_matches, *info) : o.matcher->FindAll(*g));
-      for (Rewrite& rw : run.Rewrites(*g, cost, *matches)) {
+      std::vector<Rewrite> rewrites = run.Rewrites(*g, cost, *matches);
+      // Of the rewrites that beat the best graph, only the cheapest is built
+      // now (so that the best is always a real graph); the others are queued
+      // like any rewrite and built when popped. Building each at once would
+      // cost a graph copy per rewrite: quadratic on a long chain.
+      size_t cheapest = rewrites.size();
+      for (size_t i = 0; i < rewrites.size(); ++i)
+        if (rewrites[i].cost < best_cost && !SameCost(rewrites[i].cost, best_cost) &&
+            (cheapest == rewrites.size() || rewrites[i].cost < rewrites[cheapest].cost))
+          cheapest = i;
+      bool stopped = false;
+      for (size_t i = 0; i < rewrites.size(); ++i) {
+        if ((i & 255) == 255) {
+          if (!run.MustStop().empty()) {
+            stopped = true;
+            break;
+          }
+          run.Progress("taso", best_cost, queue.size());
+        }
+        Rewrite& rw = rewrites[i];
         ++r.rewrites_costed;
         if (!(rw.cost < o.alpha * best_cost)) continue;
         auto history = std::make_shared<const History>(History{MatchName(*o.matcher, rw.match), e.history});
-        if (rw.cost < best_cost && !SameCost(rw.cost, best_cost)) {
-          // A new best: materialise it now so that the best is always a real graph.
+        if (i == cheapest) {
           double exact;
           auto next_info = std::make_shared<ApplyInfo>();
           auto next = run.Materialise(*g, rw.match, &exact, next_info.get());
@@ -254,6 +275,7 @@ class TasoSearch : public Search {
         }
         queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), matches, nullptr, history});
       }
+      if (stopped) continue;  // the loop's head reports why
       // Only budget - explored more graphs are expanded; entries far beyond
       // that rank can never be reached (popped duplicates do not count, so
       // keep a margin).

@@ -22,7 +22,10 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
   LoadedModel m;
   std::string path = ResolveUserPath(model_flag);
   std::string stem = Stem(model_flag);
-  if (!FileExists(path) && zoo::IsZooModel(stem)) {
+  // Only a bare name ("resnet50.onnx", no directory) falls back to the zoo:
+  // a mistyped path is an error, not a silently different model.
+  const bool bare = model_flag.find('/') == std::string::npos;
+  if (!FileExists(path) && bare && zoo::IsZooModel(stem)) {
     m.graph = zoo::Build(stem, options.zoo_seed);
     m.source = "zoo:" + stem;
     m.from_zoo = true;
@@ -30,7 +33,8 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
                       std::to_string(options.zoo_seed) + ")");
   } else {
     ImportReport report;
-    m.graph = ImportOnnxFile(path, options.import, &report);
+    m.bytes = ReadFile(path, "model");
+    m.graph = ImportOnnxBytes(m.bytes, "'" + path + "'", options.import, &report);
     m.source = path;
     m.notes = report.warnings;
     m.folded_nodes = report.folded_nodes;

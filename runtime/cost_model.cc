@@ -57,7 +57,11 @@ Graph ExtractNode(const Graph& g, NodeId id) {
     auto it = mapped.find(in);
     if (it == mapped.end()) {
       const Value& v = g.value(in);
-      ValueId nv = v.initializer ? out.AddInitializer(v.name, v.initializer) : out.AddInput(v.name, v.type);
+      // Values computed at run time but known at the bound dimensions (shape
+      // arithmetic on a symbolic batch) are timed with their actual value.
+      ValueId nv = v.initializer ? out.AddInitializer(v.name, v.initializer)
+                   : v.known     ? out.AddInitializer(v.name, v.known)
+                                 : out.AddInput(v.name, v.type);
       it = mapped.emplace(in, nv).first;
     }
     ins.push_back(it->second);
@@ -226,6 +230,9 @@ OpCost MeasuredCostModel::NodeCost(const Graph& g, NodeId id) {
 }
 
 double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
+  // Opaque nodes cannot run here; rewrites never cross them, so every graph
+  // the search compares has the same ones: they cost nothing relative.
+  if (g.node(id).opaque()) return 0;
   uint64_t fast_key = NodeCostHash(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();

@@ -39,7 +39,8 @@ class Executor {
 // dimension they index (Gather), else 10; bools uniformly.
 std::vector<at::Tensor> RandomInputs(const Graph& graph, uint64_t seed);
 
-// max |a - b| / max(max |b|, 1e-12) over all elements (b is the reference).
+// max |a - b| / max(max |b|, 1e-12) over the finite elements of b (the
+// reference); infinity if a differs where b is NaN or infinite.
 double RelativeError(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace rlflow

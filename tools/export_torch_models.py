@@ -81,8 +81,11 @@ def export(name, out_dir, seed):
         # Gradients stay enabled: torch 1.13's fused transformer fast path
         # (aten::_transformer_encoder_layer_fwd) has no ONNX export and is
         # only taken under no_grad.
+        # The batch dimension is symbolic ("batch"), as deployed models have
+        # it: the optimiser must keep it so.
         torch.onnx.export(model, (x,), tmp, opset_version=opset, do_constant_folding=True,
-                          input_names=["input"], output_names=["output"])
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:

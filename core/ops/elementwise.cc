@@ -173,10 +173,21 @@ OpDef DropoutDef() {
   d.max_outputs = 2;
   d.attrs = {IntAttr("seed", 0)};
   d.shape = [](const ShapeContext& c) {
-    if (const TensorData* training = c.constant(2)) {
-      if (!training->ToInt64().empty() && training->ToInt64()[0] != 0) c.Fail("training_mode=true is not supported");
-    } else if (c.has_input(2)) {
-      c.Fail("training_mode must be a constant");
+    // The identity in inference, and in training mode with ratio 0 (as torch
+    // exports some attention blocks). Training mode with another ratio is
+    // random: the node is kept opaque.
+    bool training = false;
+    if (c.has_input(2)) {
+      const TensorData* t = c.constant(2);
+      if (t == nullptr) c.Unsupported("training_mode is computed at run time");
+      std::vector<int64_t> v = t->ToInt64();
+      training = !v.empty() && v[0] != 0;
+    }
+    if (training) {
+      const TensorData* r = c.has_input(1) ? c.constant(1) : nullptr;
+      if (r == nullptr) c.Unsupported("training_mode=true with a random ratio (0.5 by default, or computed)");
+      for (double x : r->ToDouble())
+        if (x != 0) c.Unsupported("training_mode=true with ratio " + std::to_string(x) + " is random");
     }
     TensorType mask = c.input(0);
     mask.dtype = DType::kBool;

@@ -135,7 +135,7 @@ OpDef BatchNormDef() {
   d.attrs = {FloatAttr("epsilon", 1e-5f), FloatAttr("momentum", 0.9f), IntAttr("training_mode", 0),
              IntAttr("spatial", 1)};
   d.shape = [](const ShapeContext& c) {
-    if (c.Int("training_mode") != 0) c.Fail("training_mode=1 is not supported");
+    if (c.Int("training_mode") != 0) c.Unsupported("training_mode=1 is not supported");
     const TensorType& x = c.input(0);
     if (RankOf(c, 0) < 2) c.Fail("input must have rank >= 2");
     for (int k = 1; k < 5; ++k) {
@@ -163,6 +163,7 @@ Window PoolWindow(const AttrReader& a, const Shape& in_spatial, bool dilations) 
 std::vector<TensorType> PoolShape(const ShapeContext& c, bool dilations) {
   const TensorType& x = c.input(0);
   if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
+  if (RankOf(c, 0) > 5) c.Unsupported("only 1-D to 3-D pooling is supported");
   Window w = PoolWindow(c, Spatial(x), dilations);
   Shape out = {x.shape[0], x.shape[1]};
   out.insert(out.end(), w.out_spatial.begin(), w.out_spatial.end());
@@ -605,6 +606,89 @@ RLFLOW_REGISTER_OP(ReduceDef("ReduceMean", [](KernelContext& c) {
 RLFLOW_REGISTER_OP(ReduceDef("ReduceMax", [](KernelContext& c) {
   c.outputs = {at::amax(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
 }));
+
+// Reductions whose axes are an attribute (opset <= 17).
+at::Tensor ReduceSumOver(const at::Tensor& x, const std::vector<int64_t>& axes, bool keep) {
+  return x.sum(axes, keep);
+}
+RLFLOW_REGISTER_OP(ReduceDef("ReduceMin", [](KernelContext& c) {
+  c.outputs = {at::amin(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceProd", [](KernelContext& c) {
+  std::vector<int64_t> axes = ReduceAxes(c, c.in(0).dim());
+  std::sort(axes.rbegin(), axes.rend());
+  at::Tensor y = c.in(0);
+  for (int64_t ax : axes) y = y.prod(ax, c.Int("keepdims") != 0);
+  c.outputs = {y};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceL1", [](KernelContext& c) {
+  c.outputs = {ReduceSumOver(c.in(0).abs(), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceL2", [](KernelContext& c) {
+  c.outputs = {ReduceSumOver(c.in(0) * c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0).sqrt()};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceSumSquare", [](KernelContext& c) {
+  c.outputs = {ReduceSumOver(c.in(0) * c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceLogSum", [](KernelContext& c) {
+  c.outputs = {ReduceSumOver(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0).log()};
+}));
+RLFLOW_REGISTER_OP(ReduceDef("ReduceLogSumExp", [](KernelContext& c) {
+  c.outputs = {at::logsumexp(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+}));
+
+// ReduceSum (opset 13): the axes are an optional constant input; with none
+// (or an empty list) every axis is reduced, or none if noop_with_empty_axes.
+std::vector<int64_t> ReduceSumAxes(const AttrReader& a, const std::vector<int64_t>& given, int64_t rank) {
+  std::vector<int64_t> axes;
+  for (int64_t ax : given) axes.push_back(NormalizeAxis(ax, rank, a));
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) a.Fail("axes has a repeated axis");
+  if (axes.empty() && a.Int("noop_with_empty_axes") == 0) {
+    axes.resize(rank);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  return axes;
+}
+
+OpDef ReduceSumDef() {
+  OpDef d;
+  d.name = "ReduceSum";
+  d.since_opset = 13;
+  d.min_inputs = 1;
+  d.max_inputs = 2;
+  d.attrs = {IntAttr("keepdims", 1), IntAttr("noop_with_empty_axes", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    std::vector<int64_t> given;
+    if (c.has_input(1)) {
+      auto v = c.MaybeConstantInts(1);
+      if (!v) c.Unsupported("axes computed at run time");
+      given = *v;
+    }
+    std::vector<int64_t> axes = ReduceSumAxes(c, given, RankOf(c, 0));
+    bool keep = c.Int("keepdims") != 0;
+    Shape out;
+    for (int64_t k = 0; k < x.rank(); ++k) {
+      bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
+      if (!reduced) out.push_back(x.shape[k]);
+      else if (keep) out.push_back(1);
+    }
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    std::vector<int64_t> given = c.has(1) ? c.IntsInput(1) : std::vector<int64_t>();
+    std::vector<int64_t> axes = ReduceSumAxes(c, given, c.in(0).dim());
+    if (axes.empty()) {
+      c.outputs = {c.in(0)};
+      return;
+    }
+    c.outputs = {c.in(0).sum(axes, c.Int("keepdims") != 0)};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
+  return d;
+}
+RLFLOW_REGISTER_OP(ReduceSumDef());
 
 }  // namespace
 }  // namespace rlflow::ops

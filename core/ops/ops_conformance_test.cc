@@ -134,6 +134,20 @@ std::vector<OpCase> Cases() {
   c.push_back({"ReduceMean", [in](B& b) { return b.Op("ReduceMean", {in(b, "rm_x", {2, 3, 4})}, A({{"axes", Is({0, -1})}, {"keepdims", I(0)}})); }});
   c.push_back({"ReduceMean_all", [in](B& b) { return b.Op("ReduceMean", {in(b, "rma_x", {2, 3})}); }});
   c.push_back({"ReduceMax", [in](B& b) { return b.Op("ReduceMax", {in(b, "rx_x", {2, 3, 4})}, A({{"axes", Is({1})}})); }});
+  c.push_back({"ReduceMin", [in](B& b) { return b.Op("ReduceMin", {in(b, "rmin_x", {2, 3, 4})}, A({{"axes", Is({0, 2})}})); }});
+  c.push_back({"ReduceProd", [in](B& b) { return b.Op("ReduceProd", {in(b, "rp_x", {2, 3, 4})}, A({{"axes", Is({1, -1})}, {"keepdims", I(0)}})); }});
+  c.push_back({"ReduceL1", [in](B& b) { return b.Op("ReduceL1", {in(b, "rl1_x", {2, 3, 4})}, A({{"axes", Is({2})}})); }});
+  c.push_back({"ReduceL2", [in](B& b) { return b.Op("ReduceL2", {in(b, "rl2_x", {2, 3, 4})}, A({{"axes", Is({0, 1})}})); }});
+  c.push_back({"ReduceSumSquare", [in](B& b) { return b.Op("ReduceSumSquare", {in(b, "rss_x", {2, 3, 4})}); }});
+  c.push_back({"ReduceLogSum", [in](B& b) {
+                 return b.Op("ReduceLogSum", {b.Op("Abs", {in(b, "rls_x", {2, 3, 4})})}, A({{"axes", Is({1})}}));
+               }});
+  c.push_back({"ReduceLogSumExp", [in](B& b) { return b.Op("ReduceLogSumExp", {in(b, "rlse_x", {2, 3, 4})}, A({{"axes", Is({2})}, {"keepdims", I(0)}})); }});
+  c.push_back({"ReduceSum", [in](B& b) { return b.Op("ReduceSum", {in(b, "rsum_x", {2, 3, 4}), b.ConstInts({0, -1})}); }});
+  c.push_back({"ReduceSum_all", [in](B& b) { return b.Op("ReduceSum", {in(b, "rsa_x", {2, 3, 4})}, A({{"keepdims", I(0)}})); }});
+  c.push_back({"ReduceSum_noop", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsn_x", {2, 3})}, A({{"noop_with_empty_axes", I(1)}}));
+               }});
   // Data movement.
   c.push_back({"Concat", [in](B& b) { return b.Op("Concat", {in(b, "cat_a", {2, 3}), in(b, "cat_b", {2, 1}), in(b, "cat_c", {2, 2})}, A({{"axis", I(-1)}})); }});
   c.push_back({"Split_sizes", [in](B& b) {

@@ -14,47 +14,71 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     if (n.opaque()) continue;
     const OpDef* def = reg.Find(n.domain, n.op);
     RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
-    InferAndSetNodeShapes(g, id, *def);
+    try {
+      InferAndSetNodeShapes(g, id, *def);
+    } catch (const Unsupported& e) {
+      if (!n.source_proto) throw;  // built by rlflow, not imported: a real error
+      Node& m = g.mutable_node(id);
+      m.opaque_proto = m.source_proto;
+      if (options.notes) options.notes->push_back(std::string(e.what()) + ": kept opaque");
+      continue;
+    }
     if (def->kernel == nullptr) continue;
-    bool all_constant = true;
+    // Runtime values computed from symbolic dimensions are never folded.
+    bool symbolic = false;
+    for (ValueId out : n.outputs) {
+      Value& v = g.mutable_value(out);
+      if (options.symbolic != nullptr && options.symbolic->count(v.name)) v.symbolic = true;
+      symbolic = symbolic || v.symbolic;
+    }
+    bool all_constant = true, all_known = true;
     bool small = true;
     for (ValueId in : n.inputs) {
       if (in == kNoValue) continue;
+      const Value& v = g.value(in);
       if (!g.IsConstant(in)) all_constant = false;
-      else if (g.value(in).initializer->NumElements() > options.max_elements) small = false;
+      if (!v.initializer && !v.known) all_known = false;
+      const TensorDataPtr& data = v.initializer ? v.initializer : v.known;
+      if (data && data->NumElements() > options.max_elements) small = false;
+      if (v.symbolic) symbolic = true;
     }
     for (ValueId out : n.outputs) {
       int64_t numel = g.value(out).type.NumElements();
       if (numel < 0 || numel > options.max_elements) small = false;
     }
-    bool fold = false;
-    if (n.op == "Constant") {
-      fold = true;
-    } else if (n.op == "Shape" && g.value(n.inputs[0]).type.IsStatic()) {
-      fold = true;
+    const bool static_shape = n.op == "Shape" && g.value(n.inputs[0]).type.IsStatic();
+    bool compute = false;
+    if (symbolic) {
+      for (ValueId out : n.outputs) {
+        g.mutable_value(out).symbolic = true;
+        g.mutable_value(out).known = nullptr;
+      }
+      compute = small && (all_known || static_shape);
+    } else if (n.op == "Constant" || static_shape) {
+      compute = true;
     } else if (n.op == "Identity" && all_constant) {
-      fold = true;  // an alias: shares the data, copies nothing
-    } else {
-      fold = all_constant && small;
-    }
-    if (!fold) continue;
-    if (n.op == "Identity" && all_constant) {
       ValueId out = n.outputs[0];
-      g.MakeConstant(out, g.value(n.inputs[0]).initializer);
+      g.MakeConstant(out, g.value(n.inputs[0]).initializer);  // an alias: shares the data, copies nothing
       ++folded;
       continue;
+    } else {
+      compute = all_constant && small;
     }
+    if (!compute) continue;
     std::vector<at::Tensor> inputs;
     for (ValueId in : n.inputs) {
       if (in == kNoValue) {
         inputs.emplace_back();
-      } else if (g.IsConstant(in)) {
-        inputs.push_back(ToAten(g.value(in).initializer));
+        continue;
+      }
+      const Value& v = g.value(in);
+      if (v.initializer || v.known) {
+        inputs.push_back(ToAten(v.initializer ? v.initializer : v.known));
       } else {
-        // Shape of a static non-constant tensor: only its sizes matter.
-        const Shape& s = g.value(in).type.shape;
+        // Shape of a static tensor: only its sizes matter.
+        const Shape& s = v.type.shape;
         inputs.push_back(at::empty(std::vector<int64_t>(s.begin(), s.end()),
-                                   at::TensorOptions().dtype(ToAtenType(g.value(in).type.dtype))));
+                                   at::TensorOptions().dtype(ToAtenType(v.type.dtype))));
       }
     }
     std::vector<at::Tensor> outs = RunKernel(n, *def, std::move(inputs));
@@ -64,11 +88,12 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       auto data = std::make_shared<const TensorData>(FromAten(outs[k]));
       if (expected.rank_known && expected.dtype != DType::kUndefined && data->type() != expected)
         Fail("folding node ", n.Describe(), " gave ", data->type().ToString(), ", expected ", expected.ToString());
-      g.MakeConstant(out_ids[k], data);
+      if (symbolic) g.mutable_value(out_ids[k]).known = data;
+      else g.MakeConstant(out_ids[k], data);
     }
-    ++folded;
+    if (!symbolic) ++folded;
   }
-  if (folded > 0) g.RemoveDeadCode();
+  if (folded > 0 && options.remove_dead) g.RemoveDeadCode();
   return folded;
 }
 

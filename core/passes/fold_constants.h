@@ -1,6 +1,9 @@
 #pragma once
 // Constant folding.
 #include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/graph.h"
 
@@ -12,6 +15,16 @@ struct FoldOptions {
   // Shape nodes with a static input are always folded. Use a large value to
   // fold weight-only subgraphs too.
   int64_t max_elements = 4096;
+  // Names of values that depend on symbolic input dimensions (found by the
+  // importer): they, and every value marked Value::symbolic, are computed at
+  // run time and never folded; their value at the bound dimensions is kept
+  // in Value::known for the shape rules.
+  const std::set<std::string>* symbolic = nullptr;
+  // Receives a line for each node turned opaque because the registry cannot
+  // run it as configured (rlflow::Unsupported from its shape rule).
+  std::vector<std::string>* notes = nullptr;
+  // Remove the nodes (and values) that folding made dead.
+  bool remove_dead = true;
 };
 
 // One pass in topological order that infers each modelled node's output
@@ -19,6 +32,8 @@ struct FoldOptions {
 // initializers, so that shapes computed by folded subgraphs (Shape -> Gather
 // -> Concat -> Reshape) are known to the nodes after them. Removes the dead
 // nodes. Returns the number of nodes folded. Opaque nodes are never folded.
+// An imported node whose shape rule says the registry cannot run it
+// (rlflow::Unsupported) becomes opaque.
 int InferShapesAndFold(Graph& graph, const FoldOptions& options = {});
 
 }  // namespace rlflow

@@ -30,8 +30,55 @@ void InstallInterruptHandler() {
   std::signal(SIGTERM, OnSignal);
 }
 
+namespace {
+// gflags reports a bad flag with its own "ERROR: ..." text (and an unknown
+// one by exiting); check every --name=value first so that each problem is
+// one "error:" line. Returns the message, or "" if the flags parse.
+std::string CheckFlags(int argc, char** argv) {
+  for (int k = 1; k < argc; ++k) {
+    std::string arg = argv[k];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // a positional argument, reported later
+    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    size_t eq = body.find('=');
+    std::string name = body.substr(0, eq);
+    gflags::CommandLineFlagInfo info;
+    if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version" || name == "helpxml" ||
+        name == "helpon" || name == "helpmatch" || name == "helppackage" || name == "flagfile" ||
+        name == "fromenv" || name == "tryfromenv" || name == "undefok")
+      continue;
+    if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
+      // --noflag for a boolean flag
+      if (name.rfind("no", 0) == 0 && eq == std::string::npos &&
+          gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool")
+        continue;
+      return "unknown flag --" + name + " (see --help)";
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = body.substr(eq + 1);
+    } else if (info.type == "bool") {
+      continue;
+    } else if (k + 1 < argc) {
+      value = argv[++k];
+    } else {
+      return "flag --" + name + " needs a value (" + info.type + ")";
+    }
+    if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty())
+      return "invalid value '" + value + "' for --" + name + " (expected " +
+             (info.type == "bool" ? std::string("true or false") : "a value of type " + info.type) + ")";
+  }
+  return "";
+}
+}  // namespace
+
 int Main(int argc, char** argv, const char* usage, const std::function<int()>& body) {
   gflags::SetUsageMessage(usage);
+  std::string flag_error = CheckFlags(argc, argv);
+  if (!flag_error.empty()) {
+    std::fprintf(stderr, "error: %s\n", flag_error.c_str());
+    return 2;
+  }
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
@@ -39,10 +86,19 @@ int Main(int argc, char** argv, const char* usage, const std::function<int()>& b
     std::fprintf(stderr, "error: unexpected argument '%s' (flags are written --name=value)\n", argv[1]);
     return 2;
   }
+  // One error path: whatever fails (rlflow, ATen, protobuf, the standard
+  // library) ends as one "error:" line; ATen's messages carry a stack trace
+  // after the first line.
   try {
     return body();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", FirstLine(e.what()).c_str());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "error: unexpected failure (unknown exception)\n");
     return 1;
   }
 }

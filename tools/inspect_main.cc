@@ -1,0 +1,59 @@
+// Imports an ONNX model as the optimiser does and prints what rlflow makes
+// of it: import notes (opaque nodes, symbolic dimensions, conversions), op
+// counts, values computed from symbolic dimensions; with --roundtrip, the
+// same after export and import again.
+//
+//   ./bazelw run //tools:inspect -- --model=PATH [--free_dim=1] [--roundtrip]
+#include <gflags/gflags.h>
+
+#include <cstdio>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "tools/cli/cli.h"
+
+DEFINE_string(model, "", "ONNX file to inspect");
+DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
+DEFINE_bool(roundtrip, false, "also export the imported graph and import it again");
+DEFINE_string(write, "", "also write the imported graph, exported again, to this path");
+
+namespace rlflow {
+namespace {
+
+void Print(const char* what, const Graph& g, const ImportReport& rep) {
+  int opaque = 0, symbolic = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) opaque += g.node(id).opaque();
+  for (ValueId v = 0; v < g.num_values(); ++v) symbolic += g.value(v).symbolic && g.value(v).known != nullptr;
+  std::printf("%s: %d nodes (%d opaque), %d shape values computed from symbolic dimensions, %d folded, hash %016llx\n", what,
+              g.num_nodes(), opaque, symbolic, rep.folded_nodes, static_cast<unsigned long long>(g.StructuralHash()));
+  for (const auto& w : rep.warnings) std::printf("  note: %s\n", w.c_str());
+  for (ValueId in : g.inputs()) std::printf("  input  %s %s\n", g.value(in).name.c_str(), g.value(in).type.ToString().c_str());
+  for (ValueId out : g.outputs())
+    std::printf("  output %s %s\n", g.value(out).name.c_str(), g.value(out).type.ToString().c_str());
+}
+
+int Main() {
+  if (FLAGS_model.empty()) Fail("--model is required");
+  if (FLAGS_free_dim <= 0) Fail("--free_dim must be positive, got ", FLAGS_free_dim);
+  ImportOptions options;
+  options.free_dim_value = FLAGS_free_dim;
+  ImportReport rep;
+  Graph g = ImportOnnxFile(ResolveUserPath(FLAGS_model), options, &rep);
+  Print("imported", g, rep);
+  if (!FLAGS_write.empty()) WriteOnnxFile(g, ResolveUserPath(FLAGS_write));
+  if (FLAGS_roundtrip) {
+    ImportReport again_rep;
+    Graph again = ImportOnnxBytes(ExportOnnxBytes(g), "exported", options, &again_rep);
+    Print("exported and imported again", again, again_rep);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rlflow
+
+int main(int argc, char** argv) {
+  return rlflow::cli::Main(argc, argv, "rlflow inspect: ./bazelw run //tools:inspect -- --model=PATH [--roundtrip]",
+                           rlflow::Main);
+}
