@@ -283,6 +283,31 @@ void CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
   gp->mutable_node()->Swap(&nodes);
 }
 
+// Each node against ONNX's schema for the model's opset (attribute names and
+// types, required attributes, input and output counts), before anything
+// interprets it: invalid ONNX is an error naming the node, while valid ONNX
+// the registry does not model becomes an opaque node.
+void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
+  onnx::checker::CheckerContext ctx;
+  ctx.set_ir_version(static_cast<int>(std::min<int64_t>(model.ir_version(), onnx::Version::IR_VERSION)));
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& imp : model.opset_import()) opsets[imp.domain()] = static_cast<int>(imp.version());
+  ctx.set_opset_imports(opsets);
+  onnx::checker::LexicalScopeContext names;
+  for (const auto& vi : model.graph().input()) names.add(vi.name());
+  for (const auto& t : model.graph().initializer()) names.add(t.name());
+  for (const auto& n : model.graph().node())
+    for (const auto& o : n.output()) names.add(o);
+  for (int k = 0; k < model.graph().node_size(); ++k) {
+    const onnx::NodeProto& np = model.graph().node(k);
+    try {
+      onnx::checker::check_node(np, ctx, names);
+    } catch (const std::exception& e) {
+      Fail("node ", NodeLabel(np, k), " is not valid ONNX: ", FirstLine(e.what()));
+    }
+  }
+}
+
 // ONNX's shape inference (and version converter) run in a child process:
 // they are third-party code that crashes on some malformed models (SIGFPE on
 // a zero stride, SIGSEGV on mismatched ranks). A crash there costs the types
@@ -461,6 +486,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // inference fills in value_info where types are missing (the version
   // converter needs it too, e.g. for Softmax 12 -> 13).
   CheckAndSortNodes(model.mutable_graph(), what);
+  CheckNodesAgainstSchemas(model);
   // The declared interface, before symbolic dimensions are bound for ONNX's
   // shape inference (so that opaque nodes get static output types).
   std::map<std::string, std::string> declared_interface;

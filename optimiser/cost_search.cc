@@ -67,8 +67,12 @@ class SearchRun {
     out.reserve(matches.size());
     for (size_t i = 0; i < matches.size(); ++i) {
       const Match& m = matches[i];
-      // Long steps (a graph with thousands of matches) stay interruptible.
-      if ((i & 255) == 255 && !MustStop().empty()) break;
+      // Long steps (a graph with thousands of matches) stay interruptible
+      // and report progress.
+      if ((i & 255) == 255) {
+        if (!MustStop().empty()) break;
+        Progress("costing rewrites (" + std::to_string(i) + " of " + std::to_string(matches.size()) + ")", g_cost, 0);
+      }
       // Rewrites inside weight-only subgraphs change nothing that runs: those
       // subgraphs are folded into initializers before export.
       double removed = 0;

@@ -192,3 +192,39 @@ TEST(Search, BadOptionsAndNames) {
 
 }  // namespace
 }  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// A step with thousands of rewrites (a chain of 300 Relus) stops when
+// interrupted in the middle of the step, not only between steps.
+TEST(Search, InterruptedInsideAStep) {
+  GraphBuilder b(1);
+  ValueId v = b.Input("x", {1, 16});
+  for (int k = 0; k < 300; ++k) v = b.Op("Relu", {v});
+  Graph g = b.Build({v});
+  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  for (const std::string name : {"taso", "greedy"}) {
+    TableCost cost;
+    std::atomic<bool> stop{false};
+    int progress_lines = 0;
+    SearchOptions o;
+    o.matcher = &m;
+    o.cost = &cost;
+    o.interrupted = &stop;
+    o.progress_interval_s = 0;
+    // The first progress line (reported from inside the first step) interrupts.
+    o.progress = [&](const std::string&) {
+      ++progress_lines;
+      stop = true;
+    };
+    SearchResult r = MakeSearch(name)->Run(g, o);
+    EXPECT_EQ(r.stop_reason, "interrupted") << name;
+    EXPECT_LE(r.graphs_explored, 1) << name;
+    EXPECT_GE(progress_lines, 1) << name;
+    EXPECT_LE(MaxDiff(g, r.graph), 1e-6) << name;
+  }
+}
+
+}  // namespace
+}  // namespace rlflow

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -251,6 +252,46 @@ bool IsConvex(const Graph& g, const std::vector<int>& topo_pos, const std::vecto
 
 bool Convex(const State& s) { return IsConvex(s.g, s.topo_pos, s.used, s.inputs); }
 
+// The two parts of an unconnected pattern (e.g. two parallel convolutions to
+// merge) are matched only within this many steps of each other: merging far
+// apart ops is never worth it, and enumerating every pair is quadratic in
+// the graph (a chain of 1000 Relus has 500,000 pairs). At most
+// FindAllAfter's region radius, so that incremental matching stays exact.
+constexpr int kParallelRadius = 4;
+constexpr int kRegionRadius = 4;
+static_assert(kParallelRadius <= kRegionRadius, "incremental matching needs the region to cover the pairs");
+
+// Nodes within `radius` steps of `from` along data edges and between readers
+// of one value (the adjacency of FindAllAfter's region), `from` included,
+// sorted.
+std::vector<NodeId> Neighbourhood(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
+                                  NodeId from, int radius) {
+  std::vector<NodeId> out{from};
+  std::unordered_set<NodeId> seen{from};
+  std::vector<NodeId> frontier{from};
+  for (int step = 0; step < radius && !frontier.empty(); ++step) {
+    std::vector<NodeId> next;
+    auto visit = [&](NodeId n) {
+      if (n != kNoNode && seen.insert(n).second) {
+        out.push_back(n);
+        next.push_back(n);
+      }
+    };
+    for (NodeId n : frontier) {
+      for (ValueId in : g.node(n).inputs) {
+        if (in == kNoValue) continue;
+        visit(g.value(in).producer);
+        for (auto [c, idx] : consumers[in]) visit(c);
+      }
+      for (ValueId o : g.node(n).outputs)
+        for (auto [c, idx] : consumers[o]) visit(c);
+    }
+    frontier = std::move(next);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Intermediate values (outputs of matched nodes that are not pattern
 // outputs) must only feed matched nodes and not be graph outputs.
 bool Closed(const State& s) {
@@ -348,6 +389,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
     if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
     State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
             std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, index.topo_pos};
+    std::vector<NodeId> near;  // the anchor's neighbourhood, for unconnected parts
     // Remaining outputs are matched after the anchor, each against graph
     // nodes that read an already-bound input (or any node of its op).
     std::function<bool(int)> match_outputs = [&](int i) -> bool {
@@ -389,6 +431,12 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         }
         std::sort(local.begin(), local.end());
         local.erase(std::unique(local.begin(), local.end()), local.end());
+        cands = &local;
+      } else if (!connected_[rule_index][reverse ? 1 : 0]) {
+        if (near.empty()) near = Neighbourhood(g, consumers, gn, kParallelRadius);
+        const std::string& op = p.nodes(r.node().node()).op();
+        for (NodeId n : near)
+          if (g.node(n).op == op) local.push_back(n);
         cands = &local;
       }
       for (NodeId cand : *cands) {
@@ -434,7 +482,7 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
   // The region: nodes within a few steps of a changed node (along data
   // edges, and between readers of one value). A match anchored outside it
   // touches nothing that changed, so it is the parent's match, renumbered.
-  constexpr int kRadius = 4;
+  constexpr int kRadius = kRegionRadius;
   std::vector<char> region(g.num_nodes(), 0);
   std::vector<NodeId> frontier;
   for (NodeId n : info.changed)
@@ -484,6 +532,14 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
     // Unconnected parts far apart can still become dependent through the
     // rewritten region (a new path between them): check again.
     if (alive && !connected && !IsConvex(g, index.topo_pos, c.nodes, c.inputs)) alive = false;
+    // ... or further apart than kParallelRadius.
+    if (alive && !connected) {
+      const rules::Rule& rule = rules_.at(c.rule);
+      const rules::Pattern& p = c.reverse ? rule.target() : rule.source();
+      std::vector<NodeId> near = Neighbourhood(g, index.consumers, Anchor(c), kParallelRadius);
+      for (int o = 1; o < p.outputs_size(); ++o)
+        if (!std::binary_search(near.begin(), near.end(), c.nodes.at(p.outputs(o).node().node()))) alive = false;
+    }
     if (alive) out.push_back(std::move(c));
   }
   for (int r = 0; r < static_cast<int>(rules_.size()); ++r) {

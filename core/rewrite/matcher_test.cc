@@ -212,3 +212,27 @@ TEST(Matcher, IncrementalMatchingEqualsFullMatching) {
 
 }  // namespace
 }  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+Graph ReluChain(int n) {
+  GraphBuilder b(1);
+  ValueId v = b.Input("x", {1, 16});
+  for (int k = 0; k < n; ++k) v = b.Op("Relu", {v});
+  return b.Build({v});
+}
+
+// Patterns of two unconnected parts (e.g. two parallel ops to merge) are
+// matched only near each other: the matches of a chain grow linearly with
+// its length, not with the number of node pairs.
+TEST(Matcher, MatchesOfALongChainGrowLinearly) {
+  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  size_t m200 = m.FindAll(ReluChain(200)).size();
+  size_t m400 = m.FindAll(ReluChain(400)).size();
+  EXPECT_GT(m200, 200u);  // there are matches (Relu(Relu(x)) = Relu(x), merges of neighbours)
+  EXPECT_LE(static_cast<double>(m400), 2.1 * static_cast<double>(m200)) << m200 << " -> " << m400;
+}
+
+}  // namespace
+}  // namespace rlflow

@@ -31,6 +31,15 @@ void InstallInterruptHandler() {
 }
 
 namespace {
+// One printable line of at most 1000 characters (names in corrupt models can
+// hold any bytes).
+std::string Printable(const std::string& message) {
+  std::string out;
+  for (unsigned char c : FirstLine(message)) out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  if (out.size() > 1000) out = out.substr(0, 1000) + "...";
+  return out;
+}
+
 // gflags reports a bad flag with its own "ERROR: ..." text (and an unknown
 // one by exiting); check every --name=value first so that each problem is
 // one "error:" line. Returns the message, or "" if the flags parse.
@@ -95,7 +104,7 @@ int Main(int argc, char** argv, const char* usage, const std::function<int()>& b
     std::fprintf(stderr, "error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", FirstLine(e.what()).c_str());
+    std::fprintf(stderr, "error: %s\n", Printable(e.what()).c_str());
     return 1;
   } catch (...) {
     std::fprintf(stderr, "error: unexpected failure (unknown exception)\n");

@@ -50,14 +50,14 @@ const std::vector<Entry>& Corpus() {
   return *corpus;
 }
 
-struct Run {
+struct RunOutcome {
   int status = 0;
   bool timed_out = false;
   std::string err;
 };
 
 // Runs the optimiser with a wall-clock bound; stderr to a file.
-Run RunBounded(const std::vector<std::string>& args, const std::string& err_path, int limit_s) {
+RunOutcome RunBounded(const std::vector<std::string>& args, const std::string& err_path, int limit_s) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -66,7 +66,7 @@ Run RunBounded(const std::vector<std::string>& args, const std::string& err_path
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   pid_t pid;
-  Run r;
+  RunOutcome r;
   EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
@@ -112,7 +112,7 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
     std::ofstream f(model, std::ios::binary);
     f.write(e.bytes.data(), static_cast<std::streamsize>(e.bytes.size()));
   }
-  Run r = RunBounded({Runfile("optimiser/optimiser"), "--model=" + model, "--output=" + output,
+  RunOutcome r = RunBounded({Runfile("optimiser/optimiser"), "--model=" + model, "--output=" + output,
                       "--rules=" + Runfile("rules/default.rules.pb"), "--budget=20", "--time_limit=5",
                       "--measure_runs=1", "--timing_cache=" + dir + "/timing-cache.txt"},
                      err, 60);
