@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 
+#include <functional>
 #include <set>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -275,6 +276,200 @@ TEST(OnnxIo, RepeatedNodeNamesAreMadeUnique) {
   std::vector<at::Tensor> ort = testing::RunOnnxRuntime(path, {{"x", in}});
   ASSERT_EQ(ort.size(), 1u);
   EXPECT_LT(RelativeError(ort[0], at::relu(-at::relu(in))), 1e-6);
+}
+
+}  // namespace
+}  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Shape arithmetic on a symbolic batch (Shape -> Gather -> Unsqueeze ->
+// Concat -> Reshape) stays computed: the written model keeps working at every
+// batch size, and its interface keeps the symbolic name.
+TEST(OnnxIo, ShapeArithmeticOnSymbolicDimsStaysGeneral) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3, 4}, onnx::TensorProto::FLOAT, "batch");
+  Int64Init(m, "minus1", {-1});
+  Int64Init(m, "axes0", {0});
+  auto* zero = m.mutable_graph()->add_initializer();
+  zero->set_name("zero");
+  zero->set_data_type(onnx::TensorProto::INT64);
+  zero->add_int64_data(0);
+  Node(m, "Shape", {"x"}, {"s"});
+  IntAttr(Node(m, "Gather", {"s", "zero"}, {"n"}), "axis", 0);
+  Node(m, "Unsqueeze", {"n", "axes0"}, {"n1"});
+  IntAttr(Node(m, "Concat", {"n1", "minus1"}, {"target"}), "axis", 0);
+  Node(m, "Reshape", {"x", "target"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 12}, onnx::TensorProto::FLOAT, "batch");
+  std::string path = Save(m, "dyn.onnx");
+  Graph g = ImportOnnxFile(path);
+  EXPECT_TRUE(g.info().symbolic_dims);
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{1, 12}));
+  int shape_nodes = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) shape_nodes += g.node(id).op == "Shape";
+  EXPECT_EQ(shape_nodes, 1) << "the Shape node was folded into a constant";
+  ASSERT_NE(g.FindValue("target"), kNoValue);
+  EXPECT_FALSE(g.IsConstant(g.FindValue("target")));
+  ASSERT_TRUE(g.value(g.FindValue("target")).known);
+  EXPECT_EQ(g.value(g.FindValue("target")).known->ToInt64(), (std::vector<int64_t>{1, -1}));
+
+  // Exported: the symbolic name is kept and the model runs at batch 3 in ONNX Runtime.
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  EXPECT_EQ(out.graph().input(0).type().tensor_type().shape().dim(0).dim_param(), "batch");
+  EXPECT_EQ(out.graph().output(0).type().tensor_type().shape().dim(0).dim_param(), "batch");
+  std::string written = Save(out, "dyn_out.onnx");
+  at::Tensor x = at::randn({3, 3, 4});
+  std::vector<at::Tensor> y = testing::RunOnnxRuntime(written, {{"x", x}});
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].sizes(), (std::vector<int64_t>{3, 12}));
+  EXPECT_LE(RelativeError(y[0], x.reshape({3, 12})), 1e-6);
+}
+
+// From IR 4, an input with an initializer of the same name is an input with
+// a default value: it stays an input (and is exported with its default).
+TEST(OnnxIo, InputWithDefaultValueStaysAnInput) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {3});
+  Info(m.mutable_graph()->add_input(), "w", {3});
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  for (float f : {1.5f, -2.0f, 0.25f}) w->add_float_data(f);
+  Node(m, "Mul", {"x", "w"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {3});
+  Graph g = ImportOnnxFile(Save(m, "default.onnx"));
+  ASSERT_EQ(g.inputs().size(), 2u);
+  ValueId wid = g.FindValue("w");
+  EXPECT_FALSE(g.IsConstant(wid));
+  ASSERT_TRUE(g.value(wid).default_value);
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  ASSERT_EQ(out.graph().input_size(), 2);
+  ASSERT_EQ(out.graph().initializer_size(), 1);
+  EXPECT_EQ(out.graph().initializer(0).name(), "w");
+}
+
+TEST(OnnxIo, DropoutIsTheIdentityInInferenceAndWithRatioZero) {
+  for (bool training : {false, true}) {
+    for (float ratio : {0.0f, 0.3f}) {
+      onnx::ModelProto m = Model(13);
+      Info(m.mutable_graph()->add_input(), "x", {2, 3});
+      auto* r = m.mutable_graph()->add_initializer();
+      r->set_name("ratio");
+      r->set_data_type(onnx::TensorProto::FLOAT);
+      r->add_float_data(ratio);
+      auto* t = m.mutable_graph()->add_initializer();
+      t->set_name("training");
+      t->set_data_type(onnx::TensorProto::BOOL);
+      t->add_int32_data(training ? 1 : 0);
+      Node(m, "Dropout", {"x", "ratio", "training"}, {"d"});
+      Info(m.mutable_graph()->add_value_info(), "d", {2, 3});
+      Node(m, "Relu", {"d"}, {"y"});
+      Info(m.mutable_graph()->add_output(), "y", {2, 3});
+      ImportReport rep;
+      Graph g = ImportOnnxFile(Save(m, "dropout.onnx"), {}, &rep);
+      bool opaque = false;
+      for (NodeId id = 0; id < g.num_nodes(); ++id) opaque |= g.node(id).opaque();
+      // Random only in training mode with a non-zero ratio: then kept opaque, not refused.
+      EXPECT_EQ(opaque, training && ratio != 0) << training << " " << ratio;
+    }
+  }
+}
+
+TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
+  // Zero stride (ONNX's own shape inference dies of SIGFPE on it).
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {1, 2, 5, 5});
+    Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
+    IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "strides", {0, 1});
+    Info(m.mutable_graph()->add_output(), "y", {1, 2, 3, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "stride0.onnx")); });
+    EXPECT_NE(e.find("Conv"), std::string::npos) << e;
+    EXPECT_NE(e.find("strides"), std::string::npos) << e;
+  }
+  // Conv input and weight ranks differ.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {1, 2, 5});
+    Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
+    Node(m, "Conv", {"x", "w"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {1, 2, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "ranks.onnx")); });
+    EXPECT_NE(e.find("ranks do not fit"), std::string::npos) << e;
+  }
+  // Initializer dims [2^32, 2^32] must not wrap to 0 elements.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {1});
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("huge");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(int64_t{1} << 32);
+    t->add_dims(int64_t{1} << 32);
+    Node(m, "Add", {"x", "huge"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {1});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "huge.onnx")); });
+    EXPECT_NE(e.find("tensor 'huge'"), std::string::npos) << e;
+  }
+  // Expand to 10^12 elements: refused before anything is allocated.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {1, 1});
+    Int64Init(m, "shape", {1000000, 1000000});
+    Node(m, "Expand", {"x", "shape"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {1000000, 1000000});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "expand.onnx")); });
+    EXPECT_NE(e.find("Expand"), std::string::npos) << e;
+    EXPECT_NE(e.find("over the limit"), std::string::npos) << e;
+  }
+  // Nodes out of topological order are sorted; a Shape reading an undefined tensor is named.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Node(m, "Relu", {"a"}, {"y"});
+    Node(m, "Neg", {"x"}, {"a"});
+    Info(m.mutable_graph()->add_output(), "y", {2, 3});
+    EXPECT_EQ(ErrorOf([&] { ImportOnnxFile(Save(m, "order.onnx")); }), "");
+    onnx::ModelProto u = Model(13);
+    Info(u.mutable_graph()->add_input(), "x", {2, 3});
+    Node(u, "Shape", {"ghost"}, {"y"});
+    Info(u.mutable_graph()->add_output(), "y", {2}, onnx::TensorProto::INT64);
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(u, "ghost.onnx")); });
+    EXPECT_NE(e.find("'ghost'"), std::string::npos) << e;
+  }
+  // No graph outputs.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Node(m, "Relu", {"x"}, {"y"});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "nooutputs.onnx")); });
+    EXPECT_NE(e.find("no graph outputs"), std::string::npos) << e;
+  }
+}
+
+TEST(Tensor, ElementCountsAreOverflowChecked) {
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  EXPECT_EQ(NumElements({2, -1}), -1);
+  EXPECT_THROW(NumElements({int64_t{1} << 32, int64_t{1} << 32}), Error);
+  TensorType t;
+  t.dtype = DType::kFloat32;
+  t.shape = {int64_t{1} << 20, int64_t{1} << 20};
+  EXPECT_THROW(CheckTensorFits(t, "t"), Error);
+  t.shape = {1024, 1024};
+  EXPECT_NO_THROW(CheckTensorFits(t, "t"));
 }
 
 }  // namespace

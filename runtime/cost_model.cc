@@ -261,7 +261,10 @@ static const char kCacheMagic[] = "rlflow-timing-cache 1";
 
 void MeasuredCostModel::LoadCache(const std::string& path) {
   if (!FileExists(path)) return;
-  std::string text = ReadFile(path, "timing cache");
+  LoadCacheText(ReadFile(path, "timing cache"), path);
+}
+
+void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   std::string line;
   int lineno = 0;

@@ -96,6 +96,8 @@ class MeasuredCostModel : public CostModel {
   // a missing file is not an error; a malformed one throws rlflow::Error
   // naming the file and line. Save writes atomically.
   void LoadCache(const std::string& path);
+  // The same from the file's text (`path` names it in errors).
+  void LoadCacheText(const std::string& text, const std::string& path);
   void SaveCache(const std::string& path) const;
 
   int64_t hits() const { return hits_; }

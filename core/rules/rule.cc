@@ -359,9 +359,8 @@ void SaveMessageAtomically(const google::protobuf::Message& message, const std::
   WriteFileAtomically(path, SerializeDeterministic(message));
 }
 
-void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
-                   const std::string& what) {
-  std::string bytes = ReadFile(path, what);
+void ParseRulesBytes(const std::string& bytes, const std::string& path, const std::string& magic,
+                     google::protobuf::Message* message, const std::string& what) {
   if (bytes.empty()) Fail(what, " '", path, "' is empty");
   if (!message->ParseFromString(bytes)) Fail(what, " '", path, "' is corrupt or truncated (protobuf parse failed)");
   const auto* desc = message->GetDescriptor();
@@ -373,9 +372,16 @@ void ReadRulesFile(const std::string& path, const std::string& magic, google::pr
     Fail(what, " '", path, "' has format version ", version, "; this build reads version ", kRuleFormatVersion);
 }
 
-rules::RuleDatabase LoadRuleDatabase(const std::string& path) {
+void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
+                   const std::string& what) {
+  ParseRulesBytes(ReadFile(path, what), path, magic, message, what);
+}
+
+rules::RuleDatabase LoadRuleDatabase(const std::string& path) { return ParseRuleDatabase(ReadFile(path, "rule database"), path); }
+
+rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path) {
   rules::RuleDatabase db;
-  ReadRulesFile(path, kRuleDatabaseMagic, &db, "rule database");
+  ParseRulesBytes(bytes, path, kRuleDatabaseMagic, &db, "rule database");
   std::set<std::string> ids;
   for (const auto& r : db.rules()) {
     try {

@@ -72,6 +72,8 @@ std::string SerializeDeterministic(const google::protobuf::Message& message);
 void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
                    const std::string& what);
 rules::RuleDatabase LoadRuleDatabase(const std::string& path);  // read + validate every rule
+// The same from the file's bytes (`path` names it in errors).
+rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path);
 void SaveMessageAtomically(const google::protobuf::Message& message, const std::string& path);
 
 }  // namespace rlflow

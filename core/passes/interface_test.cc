@@ -1,0 +1,91 @@
+// RestoreInterface keeps output names across rewrites; CutAtOpaque removes
+// opaque nodes so that the rest runs, with matching interfaces.
+#include "core/passes/interface.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "core/op_registry.h"
+
+namespace rlflow {
+namespace {
+
+Graph TwoOutputs() {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  ValueId a = b.Op("Relu", {x});
+  ValueId c = b.Op("Neg", {a});
+  Graph g = b.Build({a, c});
+  g.RenameValue(g.outputs()[0], "first");
+  g.RenameValue(g.outputs()[1], "second");
+  return g;
+}
+
+TEST(Interface, OutputNamesComeBackAfterARewrite) {
+  Graph original = TwoOutputs();
+  Graph g = original;
+  // A "rewrite": the second output is now computed by a new node under another name.
+  NodeId id = g.AddNode("Neg", {g.outputs()[0]}, 1, {}, "rewritten");
+  g.SetOutputs({g.outputs()[0], g.node(id).outputs[0]});
+  g.RemoveDeadCode();
+  InferShapes(g);
+  EXPECT_NE(g.value(g.outputs()[1]).name, "second");
+  EXPECT_EQ(RestoreInterface(original, g), 1);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "first");
+  EXPECT_EQ(g.value(g.outputs()[1]).name, "second");
+}
+
+TEST(Interface, TwoOutputsMergedIntoOneValueGetAnIdentity) {
+  Graph original = TwoOutputs();
+  Graph g = original;
+  g.SetOutputs({g.outputs()[0], g.outputs()[0]});  // both outputs now the same value
+  g.RemoveDeadCode();
+  EXPECT_EQ(RestoreInterface(original, g), 1);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "first");
+  EXPECT_EQ(g.value(g.outputs()[1]).name, "second");
+  EXPECT_NE(g.outputs()[0], g.outputs()[1]);
+  EXPECT_EQ(g.node(g.value(g.outputs()[1]).producer).op, "Identity");
+}
+
+TEST(Interface, ChangedInputsAreAnError) {
+  Graph original = TwoOutputs();
+  GraphBuilder b(1);
+  ValueId x = b.Input("other", {2, 3});
+  Graph g = b.Build({b.Op("Relu", {x}), b.Op("Neg", {x})});
+  EXPECT_THROW(RestoreInterface(original, g), Error);
+}
+
+TEST(Interface, CutAtOpaqueTurnsOpaqueNodesIntoInputsAndOutputs) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  ValueId a = b.Op("Relu", {x});
+  Graph g = b.Build({a});
+  NodeId op = g.AddNode("Custom", {a}, 1, {}, "custom");
+  Node& n = g.mutable_node(op);
+  n.domain = "com.example";
+  n.opaque_proto = std::make_shared<const std::string>("opaque");
+  ValueId out = n.outputs[0];
+  g.mutable_value(out).type = g.value(a).type;
+  NodeId tail = g.AddNode("Neg", {out}, 1, {}, "tail");
+  g.SetOutputs({g.node(tail).outputs[0]});
+  InferShapes(g);
+  Graph cut = CutAtOpaque(g);
+  for (NodeId id = 0; id < cut.num_nodes(); ++id) EXPECT_FALSE(cut.node(id).opaque());
+  ASSERT_EQ(cut.inputs().size(), 2u);  // x, then the opaque node's output
+  EXPECT_EQ(cut.value(cut.inputs()[1]).name, g.value(out).name);
+  ASSERT_EQ(cut.outputs().size(), 2u);  // the graph output, then what the opaque node reads
+  EXPECT_EQ(cut.value(cut.outputs()[1]).name, g.value(a).name);
+
+  // An opaque output without a static type cannot be cut: a clean error naming the node.
+  g.mutable_value(out).type = TensorType();
+  try {
+    CutAtOpaque(g);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'custom'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rlflow
