@@ -64,6 +64,9 @@ struct Node {
 struct ModelInfo {
   int64_t ir_version = 8;
   std::map<std::string, int64_t> opsets = {{"", 17}};  // domain -> version
+  // The default-domain opset of the imported file, before an upgrade to the
+  // canonical opset (0: not imported). WriteOnnxFile converts back to it.
+  int64_t source_opset = 0;
   std::string producer_name;
   std::string producer_version;
   std::string graph_name = "rlflow";

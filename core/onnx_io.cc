@@ -314,7 +314,8 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
 // ONNX would have inferred, never the optimiser; rlflow's own shape rules
 // then check every modelled node. Returns false if the child failed, with
 // the reason in `*why`; throws for a conversion the converter rejects.
-bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why) {
+bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why, bool* updated = nullptr) {
+  if (updated) *updated = false;
   int fds[2];
   if (pipe(fds) != 0) {
     *why = "cannot create a pipe";
@@ -436,6 +437,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       return false;
     }
     *model = std::move(converted);
+    if (updated) *updated = true;
   } else {
     onnx::GraphProto types;
     if (!types.ParseFromArray(data.data() + 1, static_cast<int>(data.size() - 1))) {
@@ -443,6 +445,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       return false;
     }
     *model->mutable_graph()->mutable_value_info() = std::move(*types.mutable_value_info());
+    if (updated) *updated = true;
   }
   return why->empty();
 }
@@ -540,6 +543,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   for (const auto& imp : model.opset_import())
     info.opsets[IsDefaultDomain(imp.domain()) ? "" : imp.domain()] = imp.version();
   info.opsets[""] = opset;
+  info.source_opset = rep.opset_before_conversion;
   info.producer_name = model.producer_name();
   info.producer_version = model.producer_version();
   info.graph_name = gp.name().empty() ? "graph" : gp.name();
@@ -876,9 +880,34 @@ std::string ExportOnnxBytes(const Graph& graph) {
   return bytes;
 }
 
-void WriteOnnxFile(const Graph& graph, const std::string& path) {
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note) {
+  const int64_t source = graph.info().source_opset;
+  const int64_t current = graph.opset();
+  if (source <= 0 || source >= current) return ExportOnnxBytes(graph);
+  onnx::ModelProto model;
+  ExportOnnxModel(graph, &model);
+  onnx::ModelProto converted = model;
+  std::string why;
+  bool ok = false;
+  try {
+    // ONNX shape-inference warnings do not matter here; the conversion must have run.
+    ContainedOnnxPasses(&converted, static_cast<int>(source), &why, &ok);
+    if (ok) onnx::checker::check_model(converted);
+  } catch (const std::exception& e) {
+    ok = false;
+    why = FirstLine(e.what());
+  }
+  std::string bytes;
+  if (ok && converted.SerializeToString(&bytes)) return bytes;
+  if (note)
+    *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
+            std::to_string(source) + " failed (" + why + ")";
+  return ExportOnnxBytes(graph);
+}
+
+void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note) {
   CheckWritablePath(path, "model");
-  WriteFileAtomically(path, ExportOnnxBytes(graph));
+  WriteFileAtomically(path, ExportOnnxBytesAtSourceOpset(graph, note));
 }
 
 }  // namespace rlflow

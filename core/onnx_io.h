@@ -41,8 +41,12 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
 // Builds the ONNX model and checks it with onnx::checker (throws on failure).
 void ExportOnnxModel(const Graph& graph, onnx::ModelProto* model);
 std::string ExportOnnxBytes(const Graph& graph);
-// Export + checker + atomic write.
-void WriteOnnxFile(const Graph& graph, const std::string& path);
+// The exported model at the opset of the file it was imported from (a model
+// upgraded from opset 11 or 12 is converted back with ONNX's version
+// converter); if that fails, at the graph's opset, and `note` says why.
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr);
+// Export (at the source opset, as above) + checker + atomic write.
+void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note = nullptr);
 
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 17;

@@ -299,7 +299,9 @@ int Main() {
   }
   // The original is written as it came: its file's bytes, unchanged.
   if (keep_original && !model.bytes.empty()) WriteFileAtomically(output, model.bytes);
-  else WriteOnnxFile(written, output);
+  std::string opset_note;
+  if (!(keep_original && !model.bytes.empty())) WriteOnnxFile(written, output, &opset_note);
+  if (!opset_note.empty()) LOG(WARNING) << opset_note;
   if (!FLAGS_dot.empty()) WriteFileAtomically(ResolveUserPath(FLAGS_dot), written.ToDot());
 
   GraphSummary before = Summarize(original), after = Summarize(optimised);
@@ -349,12 +351,15 @@ int Main() {
   else
     std::printf("written:    %s\n", output.c_str());
 
+  if (!opset_note.empty()) std::printf("            %s\n", opset_note.c_str());
+
   if (!FLAGS_report.empty()) {
     JsonWriter j;
     j.BeginObject();
     j.Key("model").String(model.source);
     j.Key("output").String(output);
     j.Key("wrote_original").Bool(keep_original);
+    j.Key("opset_note").String(opset_note);
     j.Key("unchanged").Bool(unchanged);
     j.Key("search").BeginObject();
     j.Key("strategy").String(search->name());
