@@ -107,6 +107,11 @@ struct OpDef {
   // input elements (nullptr: the verifier cannot reason about the op).
   SymbolicFn symbolic = nullptr;
 
+  // The ATen CPU kernel runs float16 / bfloat16 tensors (data movement and
+  // casts). A node of another op with such tensors is kept opaque: the
+  // executor could not run it.
+  bool half_kernel = false;
+
   bool HasFingerprint() const { return exact_on_integers || fingerprint != nullptr; }
 
   const AttrSpec* FindAttr(const std::string& name) const;

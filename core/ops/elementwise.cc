@@ -18,6 +18,7 @@ OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, 
   d.flops = PerOutputElement(flops_per_element);
   d.exact_on_integers = exact_on_integers;
   d.symbolic = symbolic;
+  d.half_kernel = name == "Identity";
   return d;
 }
 
@@ -149,6 +150,7 @@ RLFLOW_REGISTER_OP(ClipDef());
 OpDef CastDef() {
   OpDef d;
   d.name = "Cast";
+  d.half_kernel = true;
   d.attrs = {RequiredInt("to"), IntAttr("saturate", 1)};
   d.shape = [](const ShapeContext& c) {
     DType to = DTypeFromCode(static_cast<int32_t>(c.Int("to")));
@@ -168,6 +170,7 @@ RLFLOW_REGISTER_OP(CastDef());
 OpDef DropoutDef() {
   OpDef d;
   d.name = "Dropout";
+  d.half_kernel = true;
   d.min_inputs = 1;
   d.max_inputs = 3;
   d.max_outputs = 2;

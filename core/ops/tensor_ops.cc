@@ -37,6 +37,7 @@ OpDef ConcatDef() {
   d.exact_on_integers = true;
   d.symbolic = ConcatSymbolic;
   d.name = "Concat";
+  d.half_kernel = true;
   d.min_inputs = 1;
   d.max_inputs = 1 << 20;
   d.attrs = {RequiredInt("axis")};
@@ -104,6 +105,7 @@ OpDef SplitDef() {
   d.exact_on_integers = true;
   d.symbolic = SplitSymbolic;
   d.name = "Split";
+  d.half_kernel = true;
   d.since_opset = 13;
   d.min_inputs = 1;
   d.max_inputs = 2;
@@ -189,6 +191,7 @@ std::vector<SliceSpec> SliceSpecs(const AttrReader& a, const Shape& shape, const
 OpDef SliceDef() {
   OpDef d;
   d.name = "Slice";
+  d.half_kernel = true;
   d.since_opset = 10;
   d.min_inputs = 3;
   d.max_inputs = 5;
@@ -269,6 +272,7 @@ OpDef TransposeDef() {
   d.exact_on_integers = true;
   d.symbolic = TransposeSymbolic;
   d.name = "Transpose";
+  d.half_kernel = true;
   d.attrs = {IntsAttr("perm")};
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
@@ -297,6 +301,7 @@ OpDef ReshapeDef() {
     c.outputs = {WithShape(c.in(0), ResolveReshape(c.in(0).shape, c.ConstInts(1), c.Int("allowzero") != 0, c))};
   };
   d.name = "Reshape";
+  d.half_kernel = true;
   d.since_opset = 5;
   d.min_inputs = d.max_inputs = 2;
   d.attrs = {IntAttr("allowzero", 0)};
@@ -328,6 +333,7 @@ OpDef FlattenDef() {
   d.exact_on_integers = true;
   d.symbolic = [](SymbolicContext& c) { c.outputs = {WithShape(c.in(0), FlattenShape(c, c.in(0).shape))}; };
   d.name = "Flatten";
+  d.half_kernel = true;
   d.attrs = {IntAttr("axis", 1)};
   d.shape = [](const ShapeContext& c) {
     RankOf(c, 0);
@@ -365,6 +371,7 @@ OpDef SqueezeDef() {
     c.outputs = {WithShape(c.in(0), SqueezeShape(c, c.in(0).shape, &axes))};
   };
   d.name = "Squeeze";
+  d.half_kernel = true;
   d.since_opset = 13;
   d.min_inputs = 1;
   d.max_inputs = 2;
@@ -408,6 +415,7 @@ OpDef UnsqueezeDef() {
     c.outputs = {WithShape(c.in(0), UnsqueezeShape(c, c.in(0).shape, c.ConstInts(1)))};
   };
   d.name = "Unsqueeze";
+  d.half_kernel = true;
   d.since_opset = 13;
   d.min_inputs = d.max_inputs = 2;
   d.shape = [](const ShapeContext& c) {
@@ -428,6 +436,7 @@ RLFLOW_REGISTER_OP(UnsqueezeDef());
 OpDef GatherDef() {
   OpDef d;
   d.name = "Gather";
+  d.half_kernel = true;
   d.min_inputs = d.max_inputs = 2;
   d.attrs = {IntAttr("axis", 0)};
   d.shape = [](const ShapeContext& c) {
@@ -472,6 +481,7 @@ std::pair<int64_t, int64_t> ShapeRange(const AttrReader& a, int64_t r) {
 OpDef ShapeDef() {
   OpDef d;
   d.name = "Shape";
+  d.half_kernel = true;
   d.attrs = {IntAttr("start", 0), OptionalAttr("end", AttrType::kInt)};
   d.shape = [](const ShapeContext& c) {
     auto [s, e] = ShapeRange(c, RankOf(c, 0));
@@ -505,6 +515,7 @@ TensorData ConstantValue(const AttrReader& a) {
 OpDef ConstantDef() {
   OpDef d;
   d.name = "Constant";
+  d.half_kernel = true;
   d.min_inputs = d.max_inputs = 0;
   d.attrs = {OptionalAttr("value", AttrType::kTensor), OptionalAttr("value_float", AttrType::kFloat),
              OptionalAttr("value_floats", AttrType::kFloats), OptionalAttr("value_int", AttrType::kInt),
@@ -520,6 +531,7 @@ RLFLOW_REGISTER_OP(ConstantDef());
 OpDef ConstantOfShapeDef() {
   OpDef d;
   d.name = "ConstantOfShape";
+  d.half_kernel = true;
   d.attrs = {OptionalAttr("value", AttrType::kTensor)};
   d.shape = [](const ShapeContext& c) {
     DType dt = c.Has("value") ? c.Tensor("value")->dtype() : DType::kFloat32;
@@ -539,6 +551,7 @@ RLFLOW_REGISTER_OP(ConstantOfShapeDef());
 OpDef ExpandDef() {
   OpDef d;
   d.name = "Expand";
+  d.half_kernel = true;
   d.min_inputs = d.max_inputs = 2;
   d.shape = [](const ShapeContext& c) {
     RankOf(c, 0);

@@ -16,6 +16,16 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
     try {
       InferAndSetNodeShapes(g, id, *def);
+      if (!def->half_kernel) {
+        auto half = [&](ValueId v) {
+          DType t = v == kNoValue ? DType::kUndefined : g.value(v).type.dtype;
+          return t == DType::kFloat16 || t == DType::kBFloat16;
+        };
+        bool any = false;
+        for (ValueId v : n.inputs) any = any || half(v);
+        for (ValueId v : n.outputs) any = any || half(v);
+        if (any) throw Unsupported("node " + n.Describe() + ": float16 has no CPU kernel for this op");
+      }
     } catch (const Unsupported& e) {
       if (!n.source_proto) throw;  // built by rlflow, not imported: a real error
       Node& m = g.mutable_node(id);

@@ -185,6 +185,13 @@ def edge_models(rng):
     nodes += [helper.make_node("Relu", ["b"], ["y"], name="relu")]
     g = helper.make_graph(nodes, "fp16", [x], [helper.make_tensor_value_info("y", F, ["N", 8, 8, 8])], inits)
     out["fp16_weights"] = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    # An fp16 part (computed in float16, which the CPU executor cannot run).
+    nodes, inits = conv_bn(rng, "x", "b", "a_")
+    nodes += [helper.make_node("Cast", ["b"], ["h"], name="to_half", to=TensorProto.FLOAT16),
+              helper.make_node("Relu", ["h"], ["hr"], name="relu_half"),
+              helper.make_node("Cast", ["hr"], ["y"], name="to_float", to=F)]
+    g = helper.make_graph(nodes, "fp16", [x], [helper.make_tensor_value_info("y", F, ["N", 8, 8, 8])], inits)
+    out["fp16_graph"] = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     for m in out.values():
         m.ir_version = 8
         m.producer_name = "corpus"
