@@ -578,17 +578,19 @@ std::vector<int64_t> ReduceAxes(const AttrReader& a, int64_t rank) {
   return axes;
 }
 
-std::vector<TensorType> ReduceShape(const ShapeContext& c) {
-  const TensorType& x = c.input(0);
-  std::vector<int64_t> axes = ReduceAxes(c, RankOf(c, 0));
-  bool keep = c.Int("keepdims") != 0;
+// `x` reduced over `axes` (kept as 1s with keepdims).
+TensorType Reduced(const TensorType& x, const std::vector<int64_t>& axes, bool keep) {
   Shape out;
   for (int64_t k = 0; k < x.rank(); ++k) {
     bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
     if (!reduced) out.push_back(x.shape[k]);
     else if (keep) out.push_back(1);
   }
-  return {Type(x.dtype, out)};
+  return Type(x.dtype, out);
+}
+
+std::vector<TensorType> ReduceShape(const ShapeContext& c) {
+  return {Reduced(c.input(0), ReduceAxes(c, RankOf(c, 0)), c.Int("keepdims") != 0)};
 }
 
 OpDef ReduceDef(const std::string& name, KernelFn kernel) {
@@ -666,15 +668,7 @@ OpDef ReduceSumDef() {
       if (!v) c.Unsupported("axes computed at run time");
       given = *v;
     }
-    std::vector<int64_t> axes = ReduceSumAxes(c, given, RankOf(c, 0));
-    bool keep = c.Int("keepdims") != 0;
-    Shape out;
-    for (int64_t k = 0; k < x.rank(); ++k) {
-      bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
-      if (!reduced) out.push_back(x.shape[k]);
-      else if (keep) out.push_back(1);
-    }
-    return std::vector<TensorType>{Type(x.dtype, out)};
+    return std::vector<TensorType>{Reduced(x, ReduceSumAxes(c, given, RankOf(c, 0)), c.Int("keepdims") != 0)};
   };
   d.kernel = [](KernelContext& c) {
     std::vector<int64_t> given = c.has(1) ? c.IntsInput(1) : std::vector<int64_t>();
