@@ -880,25 +880,139 @@ std::string ExportOnnxBytes(const Graph& graph) {
   return bytes;
 }
 
+namespace {
+
+// Rewrites an exported opset-13 model into opset 11 or 12 form. Between them
+// only a few operators changed signature or meaning: Split, Squeeze,
+// Unsqueeze and ReduceSum take their axes/sizes as an input from 13 (an
+// attribute before), Softmax, LogSoftmax and Hardmax changed the meaning of
+// `axis` (before 13: over the input coerced to 2-D at `axis`, the same only
+// when it is the last axis), and Dropout-11 takes its ratio as an attribute.
+// Every other change from 11 to 13 added element types. Returns "" or why it
+// cannot (a computed axes input, Softmax over an inner axis, ...); the caller
+// checks the result against the target opset's schemas.
+std::string DowngradeFrom13(const Graph& graph, onnx::ModelProto* model, int target) {
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : model->graph().initializer()) inits[t.name()] = &t;
+  auto const_ints = [&](const std::string& name, std::vector<int64_t>* out) {
+    auto it = inits.find(name);
+    if (it == inits.end()) return false;
+    TensorData d = FromTensorProto(*it->second);
+    if (!IsInteger(d.dtype())) return false;
+    *out = d.ToInt64();
+    return true;
+  };
+  auto rank_of = [&](const std::string& name) -> int64_t {
+    ValueId v = graph.FindValue(name);
+    if (v == kNoValue || !graph.value(v).type.rank_known) return -1;
+    return graph.value(v).type.rank();
+  };
+  for (auto& np : *model->mutable_graph()->mutable_node()) {
+    if (!np.domain().empty() && np.domain() != "ai.onnx") continue;
+    const std::string& op = np.op_type();
+    auto set_ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+      auto* a = np.add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto::INTS);
+      for (int64_t x : v) a->add_ints(x);
+    };
+    auto drop_attr = [&](const std::string& name) {
+      auto* attrs = np.mutable_attribute();
+      for (int k = attrs->size() - 1; k >= 0; --k)
+        if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
+    };
+    auto find_attr = [&](const std::string& name) -> const onnx::AttributeProto* {
+      for (const auto& a : np.attribute())
+        if (a.name() == name) return &a;
+      return nullptr;
+    };
+    if (op == "Split" || op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") {
+      if (op == "ReduceSum") {
+        const auto* noop = find_attr("noop_with_empty_axes");
+        if (noop && noop->i() != 0 && np.input_size() < 2) return "ReduceSum with noop_with_empty_axes";
+        drop_attr("noop_with_empty_axes");
+      }
+      if (np.input_size() >= 2 && !np.input(1).empty()) {
+        std::vector<int64_t> v;
+        if (!const_ints(np.input(1), &v)) return op + " '" + np.name() + "' reads its axes at run time";
+        if (op == "ReduceSum" && v.empty()) {
+          // all axes: the attribute's absence says the same
+        } else {
+          set_ints(op == "Split" ? "split" : "axes", v);
+        }
+      }
+      while (np.input_size() > 1) np.mutable_input()->RemoveLast();
+    } else if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
+      int64_t rank = rank_of(np.input(0));
+      const auto* ax = find_attr("axis");
+      int64_t axis = ax ? ax->i() : -1;
+      if (rank < 0) return op + " '" + np.name() + "': input rank unknown";
+      if (axis < 0) axis += rank;
+      if (axis != rank - 1) return op + " '" + np.name() + "' over an inner axis";
+      drop_attr("axis");
+      auto* a = np.add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+    } else if (op == "Dropout" && target < 12) {
+      float ratio = 0.5f;
+      if (np.input_size() >= 2 && !np.input(1).empty()) {
+        auto it = inits.find(np.input(1));
+        if (it == inits.end()) return "Dropout '" + np.name() + "' computes its ratio";
+        std::vector<double> r = FromTensorProto(*it->second).ToDouble();
+        if (r.size() != 1) return "Dropout '" + np.name() + "' has a ratio that is not a scalar";
+        ratio = static_cast<float>(r[0]);
+      }
+      if (np.input_size() >= 3 && !np.input(2).empty()) {
+        std::vector<int64_t> t;
+        if (!const_ints(np.input(2), &t) || (t.size() == 1 && t[0] != 0))
+          return "Dropout '" + np.name() + "' in training mode";
+      }
+      while (np.input_size() > 1) np.mutable_input()->RemoveLast();
+      drop_attr("seed");
+      auto* a = np.add_attribute();
+      a->set_name("ratio");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(ratio);
+    }
+  }
+  for (auto& imp : *model->mutable_opset_import())
+    if (IsDefaultDomain(imp.domain())) imp.set_version(target);
+  // Initializers that only fed the moved inputs.
+  std::set<std::string> used;
+  for (const auto& np : model->graph().node())
+    for (const auto& in : np.input()) used.insert(in);
+  for (const auto& o : model->graph().output()) used.insert(o.name());
+  for (const auto& i : model->graph().input()) used.insert(i.name());
+  auto* initializers = model->mutable_graph()->mutable_initializer();
+  for (int k = initializers->size() - 1; k >= 0; --k)
+    if (!used.count(initializers->Get(k).name())) initializers->DeleteSubrange(k, 1);
+  return "";
+}
+
+}  // namespace
+
 std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note) {
   const int64_t source = graph.info().source_opset;
   const int64_t current = graph.opset();
   if (source <= 0 || source >= current) return ExportOnnxBytes(graph);
   onnx::ModelProto model;
   ExportOnnxModel(graph, &model);
-  onnx::ModelProto converted = model;
   std::string why;
-  bool ok = false;
-  try {
-    // ONNX shape-inference warnings do not matter here; the conversion must have run.
-    ContainedOnnxPasses(&converted, static_cast<int>(source), &why, &ok);
-    if (ok) onnx::checker::check_model(converted);
-  } catch (const std::exception& e) {
-    ok = false;
-    why = FirstLine(e.what());
+  if (current == kCanonicalMinOpset) {
+    why = DowngradeFrom13(graph, &model, static_cast<int>(source));
+    if (why.empty()) {
+      try {
+        onnx::checker::check_model(model);
+      } catch (const std::exception& e) {
+        why = FirstLine(e.what());
+      }
+    }
+  } else {
+    why = "the graph is at opset " + std::to_string(current);
   }
   std::string bytes;
-  if (ok && converted.SerializeToString(&bytes)) return bytes;
+  if (why.empty() && model.SerializeToString(&bytes)) return bytes;
   if (note)
     *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
             std::to_string(source) + " failed (" + why + ")";

@@ -147,6 +147,20 @@ TEST(OnnxIo, Opset11ModelIsConvertedAndComputesTheSame) {
   std::vector<at::Tensor> ort = testing::RunOnnxRuntime(path, {{"x", inputs[0]}});
   ASSERT_EQ(ours.size(), 2u);
   for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(ours[k], ort[k]), 1e-6) << k;
+
+  // Written back at opset 11 (axes and split sizes as attributes again), and
+  // ONNX Runtime computes the same with it.
+  std::string note;
+  std::string bytes = ExportOnnxBytesAtSourceOpset(g, &note);
+  EXPECT_EQ(note, "");
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(bytes));
+  ASSERT_EQ(back.opset_import_size(), 1);
+  EXPECT_EQ(back.opset_import(0).version(), 11);
+  std::string back_path = Save(back, "opset11_back.onnx");
+  std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
+  ASSERT_EQ(ort_back.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-6) << k;
 }
 
 TEST(OnnxIo, ShapeSubgraphsFoldToConstants) {

@@ -300,7 +300,26 @@ int Main() {
   // The original is written as it came: its file's bytes, unchanged.
   if (keep_original && !model.bytes.empty()) WriteFileAtomically(output, model.bytes);
   std::string opset_note;
-  if (!(keep_original && !model.bytes.empty())) WriteOnnxFile(written, output, &opset_note);
+  if (!(keep_original && !model.bytes.empty())) {
+    // At the input's opset where it was upgraded for the search (11, 12):
+    // the converted model is imported again and must compute the same.
+    std::string bytes = ExportOnnxBytesAtSourceOpset(written, &opset_note);
+    const int64_t source_opset = written.info().source_opset;
+    if (opset_note.empty() && source_opset > 0 && source_opset < written.opset()) {
+      try {
+        Graph back = ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(source_opset), load.import);
+        EquivalenceResult c = CompareGraphs(written, back, FLAGS_seed);
+        if (c.max_error > FLAGS_tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+        LOG(INFO) << "converted back to opset " << source_opset << " (checked, max relative error " << c.max_error << ")";
+      } catch (const Error& e) {
+        opset_note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
+                     std::to_string(source_opset) + " does not check (" + e.what() + ")";
+        bytes = ExportOnnxBytes(written);
+      }
+    }
+    CheckWritablePath(output, "--output");
+    WriteFileAtomically(output, bytes);
+  }
   if (!opset_note.empty()) LOG(WARNING) << opset_note;
   if (!FLAGS_dot.empty()) WriteFileAtomically(ResolveUserPath(FLAGS_dot), written.ToDot());
 

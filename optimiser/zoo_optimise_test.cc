@@ -84,6 +84,12 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
     EXPECT_EQ(mo.graph().output(k).SerializeAsString(), mw.graph().output(k).SerializeAsString())
         << "output " << k << " changed";
   EXPECT_EQ(mo.metadata_props_size(), mw.metadata_props_size());
+  auto default_opset = [](const onnx::ModelProto& m) {
+    for (const auto& imp : m.opset_import())
+      if (imp.domain().empty() || imp.domain() == "ai.onnx") return imp.version();
+    return int64_t{-1};
+  };
+  EXPECT_EQ(default_opset(mo), default_opset(mw)) << "the opset changed";
 
   // ONNX Runtime: original and written model agree, at batch 1 and, where
   // the batch is symbolic, at batch 2.
