@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "core/graph_builder.h"
 
@@ -78,6 +81,24 @@ TEST(Executor, RelativeErrorIsNormwise) {
   EXPECT_DOUBLE_EQ(RelativeError(at::tensor({1.0, -4.0, 0.4}), ref), 0.1);
   EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, NAN, 0.0}), ref)));
   EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, 2.0}), ref)));
+}
+
+}  // namespace
+}  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// NaN and infinities in the reference must be matched position by position;
+// the error is measured over the finite elements.
+TEST(RelativeError, NonFiniteReferenceValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  at::Tensor ref = at::tensor({1.0, nan, inf, -2.0});
+  EXPECT_EQ(RelativeError(ref.clone(), ref), 0.0);
+  EXPECT_NEAR(RelativeError(at::tensor({1.0, nan, inf, -2.2}), ref), 0.1, 1e-9);
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, 0.0, inf, -2.0}), ref)));  // NaN lost
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, nan, -inf, -2.0}), ref)));  // wrong infinity
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, nan, inf, nan}), ref)));    // new NaN
 }
 
 }  // namespace
