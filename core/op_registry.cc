@@ -182,6 +182,34 @@ void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def) {
   }
 }
 
+AttributeMap EffectiveAttributes(const Graph& graph, NodeId id) {
+  const Node& n = graph.node(id);
+  const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
+  if (def == nullptr) return n.attrs;
+  AttributeMap out;
+  for (const auto& [name, a] : n.attrs) {
+    const AttrSpec* spec = def->FindAttr(name);
+    if (spec != nullptr && spec->default_value && *spec->default_value == a) continue;
+    out[name] = a;
+  }
+  if (def->canonical_attrs) {
+    std::vector<const TensorType*> types;
+    std::vector<const TensorData*> constants;
+    for (ValueId in : n.inputs) {
+      const Value* v = in == kNoValue ? nullptr : &graph.value(in);
+      types.push_back(v ? &v->type : nullptr);
+      constants.push_back(v ? (v->initializer ? v->initializer.get() : v->known.get()) : nullptr);
+    }
+    ShapeContext ctx(n, *def, std::move(types), std::move(constants));
+    try {
+      def->canonical_attrs(ctx, &out);
+    } catch (const Error&) {
+      // Shapes not known well enough: the attributes as given.
+    }
+  }
+  return out;
+}
+
 void InferShapes(Graph& graph) {
   const OpRegistry& reg = OpRegistry::Global();
   for (NodeId id : graph.TopologicalOrder()) {

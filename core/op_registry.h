@@ -107,6 +107,10 @@ struct OpDef {
   // input elements (nullptr: the verifier cannot reason about the op).
   SymbolicFn symbolic = nullptr;
 
+  // Normalises attributes whose values are implied by the input shapes (e.g.
+  // Conv's kernel_shape, auto_pad resolved into explicit pads), so that one
+  // operator built in different ways has one set of effective attributes.
+  std::function<void(const ShapeContext&, AttributeMap*)> canonical_attrs;
   // The ATen CPU kernel runs float16 / bfloat16 tensors (data movement and
   // casts). A node of another op with such tensors is kept opaque: the
   // executor could not run it.
@@ -148,6 +152,12 @@ void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def);
 // keep the types already recorded on their outputs. A declared type that
 // contradicts the inferred one is an error naming the node.
 void InferShapes(Graph& graph);
+// The attributes that determine what a modelled node computes: registry
+// defaults dropped, values implied by the input shapes normalised
+// (OpDef::canonical_attrs). Two nodes built differently (only `pads`, or
+// every attribute explicit, or auto_pad) that compute the same get the same
+// map. Opaque and unknown nodes: their attributes as they are.
+AttributeMap EffectiveAttributes(const Graph& graph, NodeId id);
 // Checks a node's arity and attributes against its entry.
 void CheckNodeAgainstDef(const Node& node, const OpDef& def);
 

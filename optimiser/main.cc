@@ -33,6 +33,7 @@
 #include "runtime/cost_model.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
+#include "runtime/threads.h"
 #include "tools/cli/cli.h"
 
 DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "
@@ -55,7 +56,7 @@ DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weigh
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
-DEFINE_int32(threads, 1, "ATen intra-op threads for the executor and the timings (0: ATen's default)");
+DEFINE_int32(threads, 1, "threads of ATen's and OpenBLAS's pools for the executor and the timings (0: the libraries' defaults)");
 DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");
 
 namespace rlflow {
@@ -123,7 +124,9 @@ int Main() {
   if (!(FLAGS_alpha >= 1.0)) Fail("--alpha must be >= 1, got ", FLAGS_alpha);
   if (!(FLAGS_time_limit >= 0)) Fail("--time_limit must be >= 0, got ", FLAGS_time_limit);
   if (FLAGS_measure_runs < 0) Fail("--measure_runs must be >= 0, got ", FLAGS_measure_runs);
-  if (FLAGS_threads > 0) at::set_num_threads(FLAGS_threads);
+  ThreadPinning pinned = SetComputeThreads(FLAGS_threads);
+  if (FLAGS_threads > 0 && !pinned.blas_pinned)
+    LOG(WARNING) << "the BLAS library is not OpenBLAS: its thread count is not pinned to --threads";
   std::unique_ptr<Search> search = MakeSearch(FLAGS_search);
   std::unique_ptr<TimingBackend> backend = MakeTimingBackend(FLAGS_device);
   std::string rules_path = FLAGS_rules.empty() ? DefaultRulesPath() : ResolveUserPath(FLAGS_rules);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/summary.h"
+#include "core/op_registry.h"
 #include "runtime/executor.h"
 
 namespace rlflow {
@@ -81,7 +82,10 @@ std::string NodeCostKey(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   std::string key = n.domain.empty() ? n.op : n.domain + "." + n.op;
   uint64_t h = 0;
-  for (const auto& [name, a] : n.attrs) h = HashCombine(HashCombine(h, HashString(name)), a.Hash());
+  // Effective attributes: one operator built in different ways (a rule's
+  // conv with only `pads`, an imported one with every attribute explicit)
+  // is one key and one timing.
+  for (const auto& [name, a] : EffectiveAttributes(g, id)) h = HashCombine(HashCombine(h, HashString(name)), a.Hash());
   if (n.opaque()) h = HashCombine(h, HashString(*n.opaque_proto));
   char buf[32];
   std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(h));

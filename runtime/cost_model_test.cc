@@ -55,6 +55,35 @@ TEST(CostModel, KeysDependOnOpAttributesAndShapesOnly) {
   EXPECT_NE(NodeCostHash(g, c0), NodeCostHash(other, c0));
 }
 
+// One conv built three ways (only pads; every attribute explicit; auto_pad):
+// one key, and the cost model times it once.
+TEST(CostModel, KeysUseEffectiveAttributes) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {1, 4, 16, 16});
+  ValueId w = b.Weight("w", {8, 4, 3, 3}, 0.1f);
+  ValueId c1 = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  ValueId c2 = b.Op("Conv", {x, w},
+                    {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({1, 1})},
+                     {"dilations", Attribute::Ints({1, 1})}, {"kernel_shape", Attribute::Ints({3, 3})},
+                     {"group", Attribute::Int(1)}, {"auto_pad", Attribute::String("NOTSET")}});
+  ValueId c3 = b.Op("Conv", {x, w}, {{"auto_pad", Attribute::String("SAME_UPPER")}});
+  ValueId other = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({2, 2})}});
+  Graph g = b.Build({c1, c2, c3, other});
+  NodeId n1 = Find(g, "Conv", 0), n2 = Find(g, "Conv", 1), n3 = Find(g, "Conv", 2), n4 = Find(g, "Conv", 3);
+  EXPECT_EQ(NodeCostKey(g, n1), NodeCostKey(g, n2));
+  EXPECT_EQ(NodeCostKey(g, n1), NodeCostKey(g, n3));
+  EXPECT_NE(NodeCostKey(g, n1), NodeCostKey(g, n4));
+  auto backend = MakeTimingBackend("cpu");
+  TimingOptions fast;
+  fast.samples = 3;
+  fast.min_sample_ms = 0.05;
+  MeasuredCostModel model(backend.get(), fast);
+  double t1 = model.NodeMs(g, n1), t2 = model.NodeMs(g, n2), t3 = model.NodeMs(g, n3);
+  EXPECT_EQ(model.measurements(), 1);
+  EXPECT_EQ(t1, t2);
+  EXPECT_EQ(t1, t3);
+}
+
 TEST(CostModel, WeightOnlyNodesCostNothing) {
   Graph g = Small();
   std::vector<char> wo = WeightOnlyNodes(g);

@@ -36,6 +36,26 @@ Window ConvWindow(const AttrReader& a, const TensorType& x, const TensorType& w)
   return ComputeWindow(a, Spatial(x), kernel, false, true);
 }
 
+// Window attributes in their effective form: auto_pad resolved into
+// explicit pads, default strides/dilations/pads dropped, and kernel_shape
+// only where it is not implied by the weights.
+void CanonicalWindowAttrs(const Window& w, bool keep_kernel, AttributeMap* a) {
+  a->erase("auto_pad");
+  a->erase("kernel_shape");
+  a->erase("strides");
+  a->erase("dilations");
+  a->erase("pads");
+  auto all = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+  };
+  if (keep_kernel) (*a)["kernel_shape"] = Attribute::Ints(w.kernel);
+  if (!all(w.strides, 1)) (*a)["strides"] = Attribute::Ints(w.strides);
+  if (!all(w.dilations, 1)) (*a)["dilations"] = Attribute::Ints(w.dilations);
+  std::vector<int64_t> pads = w.pad_begin;
+  pads.insert(pads.end(), w.pad_end.begin(), w.pad_end.end());
+  if (!all(pads, 0)) (*a)["pads"] = Attribute::Ints(pads);
+}
+
 // Symbolic 2-D convolution: out[n,m,y,x] = b[m] + sum over the group's
 // channels and the kernel window of in-bounds x * w.
 void ConvSymbolic(SymbolicContext& c) {
@@ -116,6 +136,9 @@ OpDef ConvDef() {
     at::Tensor bias = c.has(2) ? c.in(2) : at::Tensor();
     c.outputs = {at::convolution(input, w, bias, win.strides, padding, win.dilations, false,
                                  std::vector<int64_t>(padding.size(), 0), c.Int("group"))};
+  };
+  d.canonical_attrs = [](const ShapeContext& c, AttributeMap* a) {
+    CanonicalWindowAttrs(ConvWindow(c, c.input(0), c.input(1)), false, a);
   };
   d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
     const TensorType& w = c.input(1);
@@ -226,6 +249,9 @@ OpDef MaxPoolDef() {
   d.attrs.push_back(IntAttr("ceil_mode", 0));
   d.attrs.push_back(IntAttr("storage_order", 0));
   d.shape = [](const ShapeContext& c) { return PoolShape(c, true); };
+  d.canonical_attrs = [](const ShapeContext& c, AttributeMap* a) {
+    CanonicalWindowAttrs(PoolWindow(c, Spatial(c.input(0)), true), true, a);
+  };
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     Shape in(x.sizes().begin() + 2, x.sizes().end());
@@ -280,6 +306,9 @@ OpDef AveragePoolDef() {
   d.attrs.push_back(IntAttr("ceil_mode", 0));
   d.attrs.push_back(IntAttr("count_include_pad", 0));
   d.shape = [](const ShapeContext& c) { return PoolShape(c, false); };
+  d.canonical_attrs = [](const ShapeContext& c, AttributeMap* a) {
+    CanonicalWindowAttrs(PoolWindow(c, Spatial(c.input(0)), false), true, a);
+  };
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     Shape in(x.sizes().begin() + 2, x.sizes().end());
