@@ -314,8 +314,7 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
 // ONNX would have inferred, never the optimiser; rlflow's own shape rules
 // then check every modelled node. Returns false if the child failed, with
 // the reason in `*why`; throws for a conversion the converter rejects.
-bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why, bool* updated = nullptr) {
-  if (updated) *updated = false;
+bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why) {
   int fds[2];
   if (pipe(fds) != 0) {
     *why = "cannot create a pipe";
@@ -437,7 +436,6 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       return false;
     }
     *model = std::move(converted);
-    if (updated) *updated = true;
   } else {
     onnx::GraphProto types;
     if (!types.ParseFromArray(data.data() + 1, static_cast<int>(data.size() - 1))) {
@@ -445,7 +443,6 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       return false;
     }
     *model->mutable_graph()->mutable_value_info() = std::move(*types.mutable_value_info());
-    if (updated) *updated = true;
   }
   return why->empty();
 }
