@@ -17,6 +17,7 @@
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/cost_model.h"
 #include "runtime/executor.h"
+#include "runtime/stats.h"
 #include "tools/cli/cli.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
@@ -41,7 +42,7 @@ int Run() {
     size_t before = model.cache_size();
     double est = model.GraphCost(g);
     TimingOptions o;
-    double measured = backend->TimeInterleaved(g, g, FLAGS_runs, o).first;
+    double measured = Median(backend->TimePaired(g, g, FLAGS_runs, o).wall_a);
     if (FLAGS_profile) {
       Executor e(g);
       auto in = RandomInputs(g, 1);

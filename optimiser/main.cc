@@ -34,6 +34,7 @@
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/threads.h"
+#include "runtime/verdict.h"
 #include "tools/cli/cli.h"
 
 DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "
@@ -47,11 +48,12 @@ DEFINE_double(time_limit, 0, "stop the search after this many seconds and keep t
 DEFINE_string(device, "cpu", "cost-model backend the operators are timed on: cpu");
 DEFINE_string(timing_cache, "", "persistent timing cache (default: $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/"
                                 "timing-cache.txt; 'none': do not read or write one)");
-DEFINE_bool(force_optimised, false, "write the optimised graph even if the end-to-end measurement does not show it "
-                                    "faster (e.g. to benchmark it in another runtime)");
+DEFINE_bool(force_optimised, false, "write the optimised graph even if the end-to-end verdict is not 'faster' (the 95% "
+                                    "interval of its speedup above 1.0), e.g. to benchmark it in another runtime");
 DEFINE_string(report, "", "also write the report as JSON to this path");
-DEFINE_int32(measure_runs, 0, "end-to-end runs of each graph (interleaved) for the before/after times (0: auto, "
-                              "3 to 10 runs, about 2 s of runs per graph)");
+DEFINE_int32(measure_runs, 0, "end-to-end verdict: pairs of interleaved runs of the original and the optimised graph "
+                              "(0: auto, 10 to 40 pairs, about 2 s of runs per graph); fewer than 6 pairs give no 95% "
+                              "interval, so the original is written unless --force_optimised");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
@@ -180,6 +182,26 @@ int Main() {
   int lowered = LowerBatchNorm(canonical);
   if (lowered > 0) LOG(INFO) << "lowered " << lowered << " BatchNormalization nodes to per-channel Mul/Add";
 
+  // The cost model is calibrated on the graphs themselves: every node timed
+  // in place inside whole runs (original and canonical form), the rest
+  // scaled by its op type's in-context/isolated ratio, plus the executor's
+  // per-node overhead. Cached: a warm cache runs nothing here.
+  CalibrationReport calibration;
+  {
+    auto t_cal = Clock::now();
+    int cal_runs = std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+    calibration = cost.Calibrate(original_cut, cal_runs);
+    if (lowered > 0) {
+      CalibrationReport c = cost.Calibrate(CutAtOpaque(canonical), cal_runs);
+      calibration.new_keys += c.new_keys;
+      for (const auto& [op, p] : c.per_op)
+        if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    }
+    LOG(INFO) << "cost model calibrated in context: " << calibration.keys << " operator keys (" << calibration.new_keys
+              << " timed now), per-node overhead " << calibration.overhead_ms * 1e3 << " us, in " << Seconds(t_cal)
+              << " s";
+  }
+
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
   Matcher matcher(rule_list);
   SearchOptions options;
@@ -274,24 +296,34 @@ int Main() {
     LOG(INFO) << general_note;
   }
 
-  // Measure both end to end; keep the original unless the result is faster.
-  // Opaque nodes are the same in both graphs: the parts around them are timed.
+  // Measure both end to end; keep the original unless the result is
+  // faster: paired interleaved runs, the speedup's 95% interval above 1.0
+  // in wall and CPU time. Opaque nodes are the same in both graphs: the
+  // parts around them are timed.
   Graph optimised_cut = CutAtOpaque(optimised);
-  int runs = FLAGS_measure_runs > 0 ? FLAGS_measure_runs
-                                    : std::max(3, std::min(10, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+  int pairs = FLAGS_measure_runs > 0
+                  ? FLAGS_measure_runs
+                  : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
   TimingOptions timing;
   timing.seed = FLAGS_seed;
   double before_ms, after_ms;
+  Verdict verdict;
   if (unchanged) {
-    LOG(INFO) << "measuring the (unchanged) graph end to end (" << runs << " runs)";
-    timing.samples = runs;
+    LOG(INFO) << "measuring the (unchanged) graph end to end (" << pairs << " runs)";
+    timing.samples = pairs;
     before_ms = after_ms = backend->TimeGraph(original_cut, timing);
   } else {
-    LOG(INFO) << "measuring original and optimised graphs end to end (" << runs << " interleaved runs)";
-    std::tie(before_ms, after_ms) = backend->TimeInterleaved(original_cut, optimised_cut, runs, timing);
+    if (pairs < MinPairsFor(0.95))
+      LOG(WARNING) << "--measure_runs=" << pairs << " is too few pairs for a 95% interval (at least "
+                   << MinPairsFor(0.95) << "): the verdict can only be 'within noise'";
+    LOG(INFO) << "measuring original and optimised graphs end to end (" << pairs << " interleaved pairs)";
+    verdict = Judge(backend->TimePaired(original_cut, optimised_cut, pairs, timing));
+    before_ms = verdict.a_ms;
+    after_ms = verdict.b_ms;
+    LOG(INFO) << verdict.ToString();
   }
   double after_estimate = cost.GraphCost(optimised);
-  bool keep_original = unchanged || !general_ok || (!FLAGS_force_optimised && !(after_ms < before_ms));
+  bool keep_original = unchanged || !general_ok || (!FLAGS_force_optimised && !verdict.faster());
   const Graph& written = keep_original ? original : optimised;
   if (!cache_path.empty()) {
     try {
@@ -344,8 +376,11 @@ int Main() {
   std::printf("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits)\n", before_estimate,
               after_estimate, backend->name().c_str(), static_cast<long long>(cost.measurements()),
               static_cast<long long>(cost.hits()));
-  std::printf("measured:   %.2f -> %.2f ms (median of %d interleaved runs): speedup %.3fx\n", before_ms, after_ms,
-              runs, before_ms / after_ms);
+  if (unchanged)
+    std::printf("measured:   %.2f ms (median of %d runs)\n", before_ms, pairs);
+  else
+    std::printf("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", before_ms, after_ms, pairs,
+                verdict.ToString().c_str());
   // The search ranks graphs by estimated cost, so what matters is the
   // estimated ratio: the optimised time predicted from the original's
   // measured time and the estimated speedup, against its measured time.
@@ -368,8 +403,11 @@ int Main() {
                 "symbolic dimensions)\n",
                 output.c_str());
   else if (keep_original)
-    std::printf("written:    %s (the ORIGINAL model: the optimised graph was not faster when measured)\n",
-                output.c_str());
+    std::printf("written:    %s (the ORIGINAL model: the optimised graph is %s when measured)\n", output.c_str(),
+                verdict.OutcomeName().c_str());
+  else if (!verdict.faster())
+    std::printf("written:    %s (the optimised graph, forced: it is %s when measured)\n", output.c_str(),
+                verdict.OutcomeName().c_str());
   else
     std::printf("written:    %s\n", output.c_str());
 
@@ -412,7 +450,42 @@ int Main() {
     WriteSummary(j, before, before_estimate, before_ms);
     j.Key("after");
     WriteSummary(j, after, after_estimate, after_ms);
-    j.Key("speedup").Number(before_ms / after_ms);
+    j.Key("speedup").Number(unchanged ? 1.0 : verdict.wall.median);
+    j.Key("verdict").BeginObject();
+    j.Key("outcome").String(unchanged ? "unchanged" : verdict.OutcomeName());
+    j.Key("pairs").Int(unchanged ? 0 : verdict.wall.n);
+    j.Key("level").Number(0.95);
+    auto interval = [&](const RatioInterval& r) {
+      j.BeginObject();
+      j.Key("median").Number(r.median);
+      j.Key("lo").Number(r.confidence > 0 ? r.lo : 0.0);
+      j.Key("hi").Number(r.confidence > 0 ? r.hi : 0.0);
+      j.Key("coverage").Number(r.confidence);
+      j.EndObject();
+    };
+    j.Key("wall");
+    interval(verdict.wall);
+    j.Key("cpu");
+    interval(verdict.cpu);
+    j.Key("cpu_clock").String(verdict.cpu_clock);
+    j.Key("before_cpu_ms").Number(verdict.a_cpu_ms);
+    j.Key("after_cpu_ms").Number(verdict.b_cpu_ms);
+    j.EndObject();
+    j.Key("cost_model").BeginObject();
+    j.Key("overhead_ms_per_node").Number(calibration.overhead_ms);
+    j.Key("keys_calibrated").Int(calibration.keys);
+    j.Key("keys_timed_now").Int(calibration.new_keys);
+    j.Key("per_op").BeginObject();
+    for (const auto& [op, p] : calibration.per_op) {
+      j.Key(op).BeginObject();
+      j.Key("nodes").Int(p.nodes);
+      j.Key("ms").Number(p.ms);
+      j.Key("spread").Number(p.spread);
+      j.Key("context_factor").Number(p.factor);
+      j.EndObject();
+    }
+    j.EndObject();
+    j.EndObject();
     j.Key("estimated_speedup").Number(before_estimate / after_estimate);
     j.Key("predicted_after_ms").Number(predicted_after_ms);
     j.Key("predicted_after_error").Number(predicted_error);

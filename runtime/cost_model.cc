@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <sstream>
+#include <ctime>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/summary.h"
 #include "core/op_registry.h"
 #include "runtime/executor.h"
+#include "runtime/stats.h"
 
 namespace rlflow {
 
@@ -147,11 +149,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+double CpuMs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 class CpuBackend : public TimingBackend {
@@ -178,31 +179,63 @@ class CpuBackend : public TimingBackend {
     return Median(samples);
   }
 
-  std::pair<double, double> TimeInterleaved(const Graph& a, const Graph& b, int runs,
-                                            const TimingOptions& o) override {
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
     Executor ea(a), eb(b);
     std::vector<at::Tensor> inputs = RandomInputs(a, o.seed);
-    auto time = [&](const Executor& e) {
+    PairedTimes t;
+    // With one compute thread all the work runs on this thread: its CPU
+    // time excludes other processes' and the machine's steal time.
+    clockid_t clock = at::get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID;
+    t.cpu_clock = clock == CLOCK_THREAD_CPUTIME_ID ? "thread" : "process";
+    auto time = [&](const Executor& e, std::vector<double>* wall, std::vector<double>* cpu) {
+      double c0 = CpuMs(clock);
       auto t0 = Clock::now();
       e.Run(inputs);
-      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      double w = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      double c = CpuMs(clock) - c0;
+      if (wall) wall->push_back(w);
+      if (cpu) cpu->push_back(c);
     };
     for (int k = 0; k < std::max(o.warmup, 1); ++k) {
-      time(ea);
-      time(eb);
+      time(ea, nullptr, nullptr);
+      time(eb, nullptr, nullptr);
     }
-    std::vector<double> ta, tb;
-    for (int k = 0; k < std::max(runs, 1); ++k) {
-      // ABBA order: neither graph always runs first.
+    for (int k = 0; k < std::max(pairs, 1); ++k) {
+      // a b, b a, ...: neither graph always runs first.
       if (k % 2 == 0) {
-        ta.push_back(time(ea));
-        tb.push_back(time(eb));
+        time(ea, &t.wall_a, &t.cpu_a);
+        time(eb, &t.wall_b, &t.cpu_b);
       } else {
-        tb.push_back(time(eb));
-        ta.push_back(time(ea));
+        time(eb, &t.wall_b, &t.cpu_b);
+        time(ea, &t.wall_a, &t.cpu_a);
       }
     }
-    return {Median(ta), Median(tb)};
+    return t;
+  }
+
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    Executor exec(g);
+    std::vector<at::Tensor> inputs = RandomInputs(g, o.seed);
+    std::vector<double> node_ms;
+    for (int k = 0; k < std::max(o.warmup, 1); ++k) exec.Run(inputs, &node_ms);
+    std::vector<std::vector<double>> samples(g.num_nodes());
+    std::vector<double> totals;
+    for (int r = 0; r < std::max(runs, 1); ++r) {
+      auto t0 = Clock::now();
+      exec.Run(inputs, &node_ms);
+      totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(id < node_ms.size() ? node_ms[id] : 0.0);
+    }
+    InContextTimes t;
+    t.runs = std::max(runs, 1);
+    t.run_ms = Median(totals);
+    t.node_ms.resize(g.num_nodes());
+    t.node_spread.resize(g.num_nodes());
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms[id] = Median(samples[id]);
+      t.node_spread[id] = RelativeSpread(samples[id]);
+    }
+    return t;
   }
 };
 
@@ -236,7 +269,8 @@ OpCost MeasuredCostModel::NodeCost(const Graph& g, NodeId id) {
 double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
   // Opaque nodes cannot run here; rewrites never cross them, so every graph
   // the search compares has the same ones: they cost nothing relative.
-  if (g.node(id).opaque()) return 0;
+  const Node& n = g.node(id);
+  if (n.opaque()) return 0;
   uint64_t fast_key = NodeCostHash(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
@@ -245,20 +279,126 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
     ++hits_;
     return fast->second;
   }
-  OpCost c;
-  std::string key = fingerprint_ + "|" + NodeCostKey(g, id);
-  auto it = cache_.find(key);
+  std::string key = NodeCostKey(g, id);
+  double base;
+  auto ctx = cache_.find(fingerprint_ + "|ctx|" + key);
+  if (ctx != cache_.end()) {
+    ++hits_;
+    base = ctx->second;
+  } else {
+    auto f = factor_.find(n.op);
+    base = IsolatedTime(g, id, key) * (f != factor_.end() ? f->second : default_factor_);
+  }
+  double ms = base + overhead_ms_;
+  fast_.emplace(fast_key, ms);
+  return ms;
+}
+
+double MeasuredCostModel::IsolatedTime(const Graph& g, NodeId id, const std::string& key) {
+  auto it = cache_.find(fingerprint_ + "|" + key);
   if (it != cache_.end()) {
     ++hits_;
-    fast_.emplace(fast_key, it->second);
     return it->second;
   }
   Graph single = ExtractNode(g, id);
-  c.ms = backend_->TimeGraph(single, options_);
+  double ms = backend_->TimeGraph(single, options_);
   ++measured_;
-  cache_.emplace(key, c.ms);
-  fast_.emplace(fast_key, c.ms);
-  return c.ms;
+  cache_.emplace(fingerprint_ + "|" + key, ms);
+  return ms;
+}
+
+double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
+  std::string key = NodeCostKey(g, id);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  auto it = cache_.find(fingerprint_ + "|spread|" + key);
+  return it == cache_.end() ? -1 : it->second;
+}
+
+CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
+  CalibrationReport report;
+  std::vector<char> weight_only = WeightOnlyNodes(g);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  const std::string ctx_prefix = fingerprint_ + "|ctx|", spread_prefix = fingerprint_ + "|spread|";
+  const std::string overhead_key = fingerprint_ + "|overhead";
+  std::vector<std::string> keys(g.num_nodes());
+  std::map<std::string, std::vector<NodeId>> by_key;
+  int executed = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
+    ++executed;
+    if (weight_only[id]) continue;
+    keys[id] = NodeCostKey(g, id);
+    by_key[keys[id]].push_back(id);
+    ++report.nodes;
+  }
+  report.keys = static_cast<int>(by_key.size());
+  bool missing = !cache_.count(overhead_key);
+  for (const auto& [key, ids] : by_key) missing |= !cache_.count(ctx_prefix + key);
+  if (missing && executed > 0) {
+    InContextTimes t = backend_->TimeNodesInContext(g, runs, options_);
+    report.run_ms = t.run_ms;
+    for (const auto& [key, ids] : by_key) {
+      if (cache_.count(ctx_prefix + key)) continue;
+      std::vector<double> ms, spread;
+      for (NodeId id : ids) {
+        ms.push_back(t.node_ms[id]);
+        spread.push_back(t.node_spread[id]);
+      }
+      cache_.emplace(ctx_prefix + key, Median(ms));
+      cache_.emplace(spread_prefix + key, Median(spread));
+      ++report.new_keys;
+    }
+    if (!cache_.count(overhead_key)) {
+      // What a run costs beyond its nodes' kernels: type checks, freeing
+      // dead tensors, dispatch; per node.
+      double kernels = 0;
+      for (NodeId id = 0; id < g.num_nodes(); ++id) kernels += t.node_ms[id];
+      cache_.emplace(overhead_key, std::max(0.0, (t.run_ms - kernels) / executed));
+    }
+  }
+  // Isolated times of the same keys, for the in-context / isolated ratios.
+  for (const auto& [key, ids] : by_key) {
+    IsolatedTime(g, ids.front(), key);
+    calibrated_keys_[g.node(ids.front()).op].insert(key);
+  }
+  Derive();
+  fast_.clear();
+  report.overhead_ms = overhead_ms_;
+  std::map<std::string, std::vector<double>> spreads;
+  for (const auto& [key, ids] : by_key) {
+    const std::string& op = g.node(ids.front()).op;
+    CalibrationReport::PerOp& p = report.per_op[op];
+    p.nodes += static_cast<int>(ids.size());
+    p.ms += cache_.at(ctx_prefix + key) * ids.size();
+    auto sp = cache_.find(spread_prefix + key);
+    if (sp != cache_.end()) spreads[op].push_back(sp->second);
+    auto f = factor_.find(op);
+    p.factor = f != factor_.end() ? f->second : default_factor_;
+  }
+  for (auto& [op, v] : spreads) report.per_op[op].spread = Median(v);
+  return report;
+}
+
+void MeasuredCostModel::Derive() {
+  const std::string ctx_prefix = fingerprint_ + "|ctx|";
+  std::vector<double> all;
+  factor_.clear();
+  for (const auto& [op, keys] : calibrated_keys_) {
+    std::vector<double> ratios;
+    for (const std::string& key : keys) {
+      auto ctx = cache_.find(ctx_prefix + key), iso = cache_.find(fingerprint_ + "|" + key);
+      if (ctx == cache_.end() || iso == cache_.end() || !(iso->second > 0)) continue;
+      ratios.push_back(ctx->second / iso->second);
+    }
+    if (ratios.empty()) continue;
+    factor_[op] = Median(ratios);
+    all.insert(all.end(), ratios.begin(), ratios.end());
+  }
+  default_factor_ = all.empty() ? 1.0 : Median(all);
+  auto oh = cache_.find(fingerprint_ + "|overhead");
+  overhead_ms_ = oh == cache_.end() ? 0.0 : oh->second;
 }
 
 static const char kCacheMagic[] = "rlflow-timing-cache 1";

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -30,6 +31,25 @@ struct TimingOptions {
   uint64_t seed = 1;       // random inputs
 };
 
+// Paired end-to-end timings of two graphs: pair i is (a[i], b[i]), run one
+// after the other in alternating order (a b, b a, ...).
+struct PairedTimes {
+  std::vector<double> wall_a, wall_b;  // ms per run
+  std::vector<double> cpu_a, cpu_b;    // CPU ms per run (see cpu_clock)
+  // "thread": the timing thread's CPU time (one compute thread: all the
+  // work runs on it); "process": the whole process's (several threads).
+  std::string cpu_clock;
+};
+
+// Each node's time inside whole-graph runs (warm, in context: the caches
+// hold what the previous nodes left there), per node id.
+struct InContextTimes {
+  std::vector<double> node_ms;      // median over the runs; 0 for nodes that do not run
+  std::vector<double> node_spread;  // interquartile range / median over the runs
+  double run_ms = 0;                // median whole-run time
+  int runs = 0;
+};
+
 // Runs whole graphs on one device and times them.
 class TimingBackend {
  public:
@@ -42,10 +62,12 @@ class TimingBackend {
   virtual std::string fingerprint() const = 0;
   // Median milliseconds per run of `graph` on random inputs.
   virtual double TimeGraph(const Graph& graph, const TimingOptions& options) = 0;
-  // End-to-end comparison: runs `a` and `b` alternately (a, b, b, a, ...) so
-  // that machine noise affects both alike; returns the median ms of each.
-  virtual std::pair<double, double> TimeInterleaved(const Graph& a, const Graph& b, int runs,
-                                                    const TimingOptions& options) = 0;
+  // End-to-end comparison: `pairs` runs of each of `a` and `b` (same
+  // inputs), alternately (a b, b a, ...) after options.warmup runs of each,
+  // so that machine noise affects both alike.
+  virtual PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) = 0;
+  // Every node timed in place during `runs` warm whole-graph runs.
+  virtual InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) = 0;
 };
 
 // Device names accepted by MakeTimingBackend.
@@ -84,12 +106,43 @@ std::string NodeCostKey(const Graph& graph, NodeId id);
 // A 64-bit hash of the same information, for the in-memory fast path.
 uint64_t NodeCostHash(const Graph& graph, NodeId id);
 
-// Measures each node on a backend, once per key.
+// What one calibration measured (MeasuredCostModel::Calibrate).
+struct CalibrationReport {
+  int nodes = 0;            // nodes that run (not weight-only, not opaque)
+  int keys = 0;             // distinct cost keys among them
+  int new_keys = 0;         // keys timed in context by this call (the others came from the cache)
+  double run_ms = 0;        // measured whole-run time (0 if nothing was run)
+  double overhead_ms = 0;   // per-node executor overhead used
+  struct PerOp {
+    int nodes = 0;
+    double ms = 0;          // in-context ms of these nodes together
+    double spread = 0;      // median relative spread (IQR / median) of their in-context times
+    double factor = 1;      // median in-context / isolated time ratio over their keys
+  };
+  std::map<std::string, PerOp> per_op;
+};
+
+// Measures each node on a backend, once per key, in two ways: alone (a
+// one-node graph timed by itself) and in context (timed in place inside
+// whole runs of a calibrated graph, Calibrate). A node's cost is its
+// in-context time if its key was ever seen in context, else its isolated
+// time scaled by its op type's in-context/isolated ratio; plus the
+// executor's per-node overhead. Every measurement is cached under its key
+// and never re-measured (the first one wins), so two runs with the same
+// warm cache cost every graph identically.
 class MeasuredCostModel : public CostModel {
  public:
   MeasuredCostModel(TimingBackend* backend, TimingOptions options = {});
   OpCost NodeCost(const Graph& graph, NodeId id) override;
   double NodeMs(const Graph& graph, NodeId id) override { return NodeTime(graph, id); }  // hashed fast path
+
+  // Times every node of `graph` in context (`runs` warm whole runs) unless
+  // all of its keys are cached, then derives the per-op ratios and the
+  // per-node overhead from the graphs calibrated so far. `graph` must run
+  // on the executor (no opaque nodes: cut them first).
+  CalibrationReport Calibrate(const Graph& graph, int runs = 7);
+  // A node's measured relative spread (in context), or -1 if unknown.
+  double NodeSpread(const Graph& graph, NodeId id);
 
   // Timing-cache file: "rlflow-timing-cache 1" then one "<ms>\t<key>" line per
   // entry (keys start with the backend fingerprint). Load merges entries in;
@@ -110,8 +163,16 @@ class MeasuredCostModel : public CostModel {
   mutable std::mutex mu_;
   double NodeTime(const Graph& graph, NodeId id);
   std::string fingerprint_;              // the backend's, taken at the first use
-  std::map<std::string, double> cache_;  // fingerprint|key -> ms
+  double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
+  void Derive();  // factors and overhead from calibrated_keys_; mu_ held
+  // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;
+  // fingerprint|spread|key -> in-context relative spread; fingerprint|overhead.
+  std::map<std::string, double> cache_;
   std::unordered_map<uint64_t, double> fast_;  // NodeCostHash -> ms (in memory)
+  // Keys (without the fingerprint) of calibrated graphs' nodes, by op type.
+  std::map<std::string, std::set<std::string>> calibrated_keys_;
+  std::map<std::string, double> factor_;  // op type -> in-context / isolated
+  double default_factor_ = 1, overhead_ms_ = 0;
   int64_t hits_ = 0, measured_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
+#include "runtime/stats.h"
 
 namespace rlflow {
 namespace {
@@ -140,15 +141,28 @@ TEST(CostModel, MeasuresOncePerKeyAndPersists) {
   EXPECT_THROW(fresh.LoadCache(path), Error);
 }
 
-TEST(CostModel, InterleavedTimingAndBackends) {
+TEST(CostModel, PairedTimingAndBackends) {
   auto backend = MakeTimingBackend("cpu");
   EXPECT_EQ(backend->name(), "cpu");
   EXPECT_NE(backend->fingerprint().find("cpu/t"), std::string::npos);
   Graph small = Small(4), big = Small(64);
   TimingOptions o;
-  auto [a, b] = backend->TimeInterleaved(small, big, 5, o);
-  EXPECT_GT(a, 0);
-  EXPECT_GT(b, a);  // 16x the conv work
+  PairedTimes t = backend->TimePaired(small, big, 6, o);
+  ASSERT_EQ(t.wall_a.size(), 6u);
+  ASSERT_EQ(t.wall_b.size(), 6u);
+  ASSERT_EQ(t.cpu_a.size(), 6u);
+  ASSERT_EQ(t.cpu_b.size(), 6u);
+  EXPECT_FALSE(t.cpu_clock.empty());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_GT(t.wall_a[i], 0);
+    EXPECT_GT(t.cpu_b[i], 0);
+  }
+  EXPECT_GT(Median(t.wall_b), Median(t.wall_a));  // 16x the conv work
+  EXPECT_GT(Median(t.cpu_b), Median(t.cpu_a));
+  InContextTimes c = backend->TimeNodesInContext(big, 3, o);
+  ASSERT_EQ(c.node_ms.size(), static_cast<size_t>(big.num_nodes()));
+  EXPECT_GT(c.node_ms[Find(big, "Conv")], c.node_ms[Find(big, "Relu")]);
+  EXPECT_GT(c.run_ms, c.node_ms[Find(big, "Conv")]);
   EXPECT_THROW(MakeTimingBackend("tpu"), Error);
   EXPECT_THROW(MakeTimingBackend("cuda"), Error);  // no CUDA backend in this build
 }
@@ -162,6 +176,80 @@ TEST(CostModel, ExtractNodeKeepsConstantInputs) {
   Graph conv0 = ExtractNode(g, Find(g, "Conv", 0));
   EXPECT_EQ(conv0.inputs().size(), 1u);   // x; the weight stays an initializer
   EXPECT_EQ(conv0.initializers().size(), 1u);
+}
+
+// A backend with scripted times: isolated time per op type, in-context time
+// per op type (a different ratio for each), whole run = nodes + 1 ms per node.
+class ScriptedBackend : public TimingBackend {
+ public:
+  std::map<std::string, double> isolated = {{"Conv", 2.0}, {"Relu", 0.1}, {"Add", 0.1}, {"Mul", 0.1}, {"Sigmoid", 0.3}};
+  std::map<std::string, double> in_context = {{"Conv", 1.8}, {"Relu", 0.3}, {"Add", 0.2}, {"Mul", 0.4}};
+  int context_runs = 0, graphs_timed = 0;
+  std::string name() const override { return "scripted"; }
+  std::string fingerprint() const override { return "scripted"; }
+  double TimeGraph(const Graph& g, const TimingOptions&) override {
+    ++graphs_timed;
+    double ms = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += isolated.at(g.node(id).op);
+    return ms;
+  }
+  PairedTimes TimePaired(const Graph&, const Graph&, int, const TimingOptions&) override { return {}; }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
+    ++context_runs;
+    InContextTimes t;
+    t.runs = runs;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms.push_back(in_context.at(g.node(id).op));
+      t.node_spread.push_back(0.02);
+      t.run_ms += t.node_ms.back() + 1.0;
+    }
+    return t;
+  }
+};
+
+// In-context times replace isolated ones for calibrated keys; other keys get
+// their op type's in-context/isolated ratio; the per-node overhead is the
+// run's time beyond its nodes'; first measurements win, so a warm cache
+// costs identically without running anything.
+TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
+  ScriptedBackend backend;
+  MeasuredCostModel model(&backend);
+  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
+  EXPECT_DOUBLE_EQ(model.GraphCost(g), 2.0 + 0.1 + 2.0 + 0.1);  // isolated only
+  CalibrationReport r = model.Calibrate(g);
+  EXPECT_EQ(backend.context_runs, 1);
+  EXPECT_EQ(r.nodes, 4);  // the weight-only Mul does not run after folding
+  EXPECT_EQ(r.keys, 3);
+  EXPECT_EQ(r.new_keys, 3);
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);  // 5 nodes ran, 1 ms each beyond their kernels
+  EXPECT_DOUBLE_EQ(r.per_op.at("Conv").ms, 3.6);
+  EXPECT_DOUBLE_EQ(r.per_op.at("Conv").factor, 0.9);
+  EXPECT_DOUBLE_EQ(r.per_op.at("Relu").factor, 3.0);
+  EXPECT_DOUBLE_EQ(r.per_op.at("Relu").spread, 0.02);
+  EXPECT_DOUBLE_EQ(model.NodeSpread(g, Find(g, "Relu")), 0.02);
+  EXPECT_DOUBLE_EQ(model.GraphCost(g), 1.8 + 0.3 + 1.8 + 0.2 + 4 * 1.0);
+  // A key never seen in context: isolated x its op's ratio (+ overhead) ...
+  Graph wide = Small(16);
+  EXPECT_DOUBLE_EQ(model.NodeMs(wide, Find(wide, "Relu")), 0.1 * 3.0 + 1.0);
+  // ... or x the median ratio of all keys for an op never calibrated (0.9, 2.0, 3.0).
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {1, 4, 16, 16});
+  Graph sig = b.Build({b.Op("Sigmoid", {x})});
+  EXPECT_DOUBLE_EQ(model.NodeMs(sig, 0), 0.3 * 2.0 + 1.0);
+
+  // Persisted and reused: a second model with the cache runs nothing and costs the same.
+  std::string path = TempDir() + "/calibrated_cache.txt";
+  model.SaveCache(path);
+  ScriptedBackend other;
+  other.in_context["Conv"] = 5.0;  // a later measurement would differ
+  MeasuredCostModel warm(&other);
+  warm.LoadCache(path);
+  CalibrationReport again = warm.Calibrate(g);
+  EXPECT_EQ(other.context_runs, 0);
+  EXPECT_EQ(other.graphs_timed, 0);
+  EXPECT_EQ(again.new_keys, 0);
+  EXPECT_DOUBLE_EQ(warm.GraphCost(g), model.GraphCost(g));
+  EXPECT_DOUBLE_EQ(warm.NodeMs(wide, Find(wide, "Relu")), model.NodeMs(wide, Find(wide, "Relu")));
 }
 
 }  // namespace

@@ -1,0 +1,96 @@
+#include "runtime/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace rlflow {
+
+double Median(std::vector<double> v) { return Quantile(std::move(v), 0.5); }
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(v.size() - 1);
+  size_t i = static_cast<size_t>(std::floor(pos));
+  if (i + 1 >= v.size()) return v.back();
+  double f = pos - static_cast<double>(i);
+  return v[i] + f * (v[i + 1] - v[i]);
+}
+
+double RelativeSpread(const std::vector<double>& v) {
+  double m = Median(v);
+  if (!(m > 0)) return 0;
+  return (Quantile(v, 0.75) - Quantile(v, 0.25)) / m;
+}
+
+namespace {
+
+// P(X <= k) for X ~ Binomial(n, 1/2).
+double BinomialHalfCdf(int n, int k) {
+  if (k < 0) return 0;
+  double total = 0, term = std::pow(0.5, n);  // C(n, 0) / 2^n
+  for (int i = 0; i <= k && i <= n; ++i) {
+    total += term;
+    term = term * (n - i) / (i + 1);
+  }
+  return std::min(total, 1.0);
+}
+
+// The largest k >= 1 with coverage 1 - 2 P(X <= k - 1) >= level of the
+// interval [x_(k), x_(n+1-k)]; 0 if none.
+int OrderStatisticRank(int n, double level, double* coverage) {
+  int best = 0;
+  *coverage = 0;
+  for (int k = 1; 2 * k <= n + 1; ++k) {
+    double c = 1.0 - 2.0 * BinomialHalfCdf(n, k - 1);
+    if (c + 1e-12 < level) break;
+    best = k;
+    *coverage = c;
+  }
+  return best;
+}
+
+}  // namespace
+
+int MinPairsFor(double level) {
+  for (int n = 1; n < 1000; ++n) {
+    double c;
+    if (OrderStatisticRank(n, level, &c) > 0) return n;
+  }
+  return 1000;
+}
+
+RatioInterval PairedRatio(const std::vector<double>& a, const std::vector<double>& b, double level) {
+  RatioInterval r;
+  r.level = level;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (b[i] > 0 && std::isfinite(a[i] / b[i])) ratios.push_back(a[i] / b[i]);
+  r.n = static_cast<int>(ratios.size());
+  if (ratios.empty()) return r;
+  std::sort(ratios.begin(), ratios.end());
+  r.median = Median(ratios);
+  int k = OrderStatisticRank(r.n, level, &r.confidence);
+  if (k == 0) {
+    r.lo = 0;
+    r.hi = std::numeric_limits<double>::infinity();
+    r.confidence = 0;
+    return r;
+  }
+  r.lo = ratios[k - 1];
+  r.hi = ratios[r.n - k];
+  return r;
+}
+
+std::string RatioInterval::ToString() const {
+  char buf[128];
+  if (confidence > 0)
+    std::snprintf(buf, sizeof buf, "%.3fx [%.3f, %.3f] (%.0f%%, %d pairs)", median, lo, hi, 100 * level, n);
+  else
+    std::snprintf(buf, sizeof buf, "%.3fx (no interval: %d pairs)", median, n);
+  return buf;
+}
+
+}  // namespace rlflow

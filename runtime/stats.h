@@ -1,0 +1,39 @@
+#pragma once
+// Statistics for timings on a noisy machine: medians, spreads, and the
+// paired comparison every speed claim of rlflow rests on (the median of
+// per-pair ratios of interleaved runs with a distribution-free confidence
+// interval). No I/O, no dependencies.
+#include <string>
+#include <vector>
+
+namespace rlflow {
+
+double Median(std::vector<double> v);
+// Linear-interpolated quantile, q in [0, 1]; 0 for an empty vector.
+double Quantile(std::vector<double> v, double q);
+// Interquartile range / median: a robust relative spread (0 if the median is 0).
+double RelativeSpread(const std::vector<double>& v);
+
+struct RatioInterval {
+  int n = 0;              // pairs
+  double median = 0;      // median of a[i] / b[i]
+  double lo = 0, hi = 0;  // confidence interval of that median
+  double level = 0;       // the requested confidence level (e.g. 0.95)
+  double confidence = 0;  // actual coverage of [lo, hi] (>= level), 0 if too few pairs
+  // True when the whole interval lies above 1 (a is slower than b: b is faster).
+  bool Above1() const { return confidence > 0 && lo > 1.0; }
+  bool Below1() const { return confidence > 0 && hi < 1.0; }
+  std::string ToString() const;  // "1.042x [1.031, 1.055] (95%, 20 pairs)"
+};
+
+// The ratio a[i] / b[i] per pair, its median, and the order-statistic
+// confidence interval for the median (exact under the binomial: the number
+// of ratios below the true median is Binomial(n, 1/2)), the narrowest
+// symmetric one whose coverage is at least `level`. Needs n >= 6 for 95%;
+// with fewer pairs lo = 0, hi = infinity and confidence = 0.
+RatioInterval PairedRatio(const std::vector<double>& a, const std::vector<double>& b, double level = 0.95);
+
+// Smallest number of pairs for which PairedRatio can reach `level`.
+int MinPairsFor(double level);
+
+}  // namespace rlflow

@@ -1,0 +1,79 @@
+#include "runtime/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace rlflow {
+namespace {
+
+TEST(Stats, MedianQuantileSpread) {
+  EXPECT_EQ(Median({}), 0);
+  EXPECT_EQ(Median({3, 1, 2}), 2);
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3, 4, 5}, 0.25), 2);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3, 4, 5}, 0.75), 4);
+  EXPECT_DOUBLE_EQ(RelativeSpread({1, 2, 3, 4, 5}), 2.0 / 3.0);
+  EXPECT_EQ(RelativeSpread({0, 0, 0}), 0);
+}
+
+TEST(Stats, OrderStatisticInterval) {
+  // 95%: at least 6 pairs (coverage 1 - 2/64 = 0.969 with the extremes).
+  EXPECT_EQ(MinPairsFor(0.95), 6);
+  RatioInterval five = PairedRatio({1, 1, 1, 1, 1}, {1, 1, 1, 1, 1});
+  EXPECT_EQ(five.confidence, 0);
+  EXPECT_FALSE(five.Above1());
+  EXPECT_FALSE(five.Below1());
+  // n = 10: the interval is [2nd, 9th] smallest ratio, coverage 1 - 2 * 11/1024.
+  std::vector<double> a = {1.10, 1.00, 1.30, 1.05, 0.90, 1.20, 1.15, 1.02, 1.08, 1.25}, b(10, 1.0);
+  RatioInterval r = PairedRatio(a, b);
+  EXPECT_EQ(r.n, 10);
+  EXPECT_DOUBLE_EQ(r.median, (1.08 + 1.10) / 2);
+  EXPECT_DOUBLE_EQ(r.lo, 1.00);
+  EXPECT_DOUBLE_EQ(r.hi, 1.25);
+  EXPECT_NEAR(r.confidence, 1 - 22.0 / 1024, 1e-12);
+  EXPECT_FALSE(r.Above1());  // 1.00 is in the interval
+  // Pairs are compared as pairs: a common drift cancels.
+  std::vector<double> drift_a, drift_b;
+  for (int i = 0; i < 12; ++i) {
+    double machine = 1.0 + 0.5 * (i % 3);  // the machine slows down by up to 2x
+    drift_a.push_back(1.05 * machine);
+    drift_b.push_back(1.00 * machine);
+  }
+  RatioInterval d = PairedRatio(drift_a, drift_b);
+  EXPECT_NEAR(d.median, 1.05, 1e-12);
+  EXPECT_TRUE(d.Above1());
+  EXPECT_NE(d.ToString().find("1.050x [1.050, 1.050] (95%, 12 pairs)"), std::string::npos) << d.ToString();
+}
+
+// Simulated noisy runs: the interval covers the true median ratio at least
+// 95% of the time, and an equal pair is called faster at most ~2.5%.
+TEST(Stats, CoverageAndFalsePositivesOnSimulatedNoise) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> noise(0.0, 0.03);
+  std::uniform_real_distribution<double> machine(1.0, 1.6);
+  const int trials = 4000, pairs = 15;
+  int covered = 0, false_faster = 0, detected = 0;
+  for (int t = 0; t < trials; ++t) {
+    std::vector<double> a, b, a0, b0;
+    for (int i = 0; i < pairs; ++i) {
+      double m = machine(rng);
+      a.push_back(1.05 * m * noise(rng));
+      b.push_back(m * noise(rng));
+      a0.push_back(m * noise(rng));
+      b0.push_back(m * noise(rng));
+    }
+    RatioInterval r = PairedRatio(a, b);
+    // The ratio of two i.i.d. lognormal noises has median 1: the true median ratio is 1.05.
+    if (r.lo <= 1.05 && 1.05 <= r.hi) ++covered;
+    if (r.Above1()) ++detected;
+    if (PairedRatio(a0, b0).Above1()) ++false_faster;
+  }
+  EXPECT_GE(covered, 0.95 * trials);
+  EXPECT_LE(false_faster, 0.035 * trials);
+  EXPECT_GE(detected, 0.85 * trials);  // a real 5% at 3% noise per run and 15 pairs is seen
+}
+
+}  // namespace
+}  // namespace rlflow
