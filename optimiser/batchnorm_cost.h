@@ -17,6 +17,10 @@ class BatchNormAwareCost : public CostModel {
   OpCost NodeCost(const Graph& graph, NodeId id) override { return base_->NodeCost(graph, id); }
   double NodeMs(const Graph& graph, NodeId id) override { return base_->NodeMs(graph, id); }
   double GraphCost(const Graph& graph) override;
+  double NodeNoiseMs(const Graph& graph, NodeId id) override { return base_->NodeNoiseMs(graph, id); }
+  double ResolveGain(const Graph& before, const Graph& after, const std::string& key, double estimate) override {
+    return base_->ResolveGain(before, after, key, estimate);
+  }
 
  private:
   double BatchNormMs(const TensorType& x);

@@ -10,12 +10,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/passes/fold_constants.h"
 #include "optimiser/search.h"
 
 namespace rlflow {
@@ -38,10 +41,42 @@ std::vector<std::string> Unwind(const std::shared_ptr<const History>& h) {
 // A rewrite of a graph, costed but not applied.
 struct Rewrite {
   Match match;
-  double cost = 0;  // estimated cost of the rewritten graph
+  double cost = 0;    // estimated cost of the rewritten graph
+  // cost - (parent cost - matched nodes' cost + replacement's cost): nonzero
+  // where the noise rule replaced an estimated gain within the timings'
+  // noise by the outcome of timing the two sides against each other. The
+  // built graph's cost is its GraphCost plus the adjustments along its path.
+  double adjust = 0;
 };
 
 bool SameCost(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+// The noise of a rewrite's estimated gain: its nodes' timing noise added in
+// quadrature per cost key, weighted by how many more nodes of that key one
+// side has than the other (a key on both sides has one timing: it cancels).
+double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
+             const std::vector<std::pair<uint64_t, double>>& added) {
+  std::map<uint64_t, std::pair<int, double>> net;
+  for (const auto& [k, noise] : removed) {
+    net[k].first += 1;
+    net[k].second = noise;
+  }
+  for (const auto& [k, noise] : added) {
+    net[k].first -= 1;
+    net[k].second = noise;
+  }
+  double total = 0;
+  for (const auto& [k, p] : net) total += (p.first * p.second) * (p.first * p.second);
+  return std::sqrt(total);
+}
+
+// A hash of the node's cost key (effective attributes: a rule-built and an
+// imported conv that are the same operator are the same key), memoised.
+uint64_t CanonicalKey(const Graph& g, NodeId id, std::vector<uint64_t>* memo) {
+  uint64_t& k = (*memo)[id];
+  if (k == 0) k = HashString(NodeCostKey(g, id)) | 1;
+  return k;
+}
 
 // State shared by the searches: limits, counters, progress, seen graphs.
 class SearchRun {
@@ -63,6 +98,7 @@ class SearchRun {
   // what runs, costed.
   std::vector<Rewrite> Rewrites(const Graph& g, double g_cost, const std::vector<Match>& matches) {
     std::vector<char> weight_only = WeightOnlyNodes(g);
+    std::vector<uint64_t> canonical(g.num_nodes(), 0);  // cost keys (effective attributes), computed on demand
     std::vector<Rewrite> out;
     out.reserve(matches.size());
     for (size_t i = 0; i < matches.size(); ++i) {
@@ -76,11 +112,15 @@ class SearchRun {
       // Rewrites inside weight-only subgraphs change nothing that runs: those
       // subgraphs are folded into initializers before export.
       double removed = 0;
+      // Noise per cost key (the same key on both sides has the same timing:
+      // its error cancels): key -> {removed count, noise}.
+      std::vector<std::pair<uint64_t, double>> removed_keys;
       bool runs = false;
       for (NodeId id : m.nodes) {
         if (weight_only[id]) continue;
         runs = true;
         removed += o_.cost->NodeMs(g, id);
+        removed_keys.push_back({CanonicalKey(g, id, &canonical), o_.cost->NodeNoiseMs(g, id)});
       }
       if (!runs) continue;
       // The replacement's cost depends only on the rule side and its inputs'
@@ -101,7 +141,7 @@ class SearchRun {
         try {
           rep = o_.matcher->Replacement(g, m);
         } catch (const Error&) {
-          replacement_cost_.emplace(key, std::make_pair(-1.0, 0));
+          replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}});
           ++result.rewrites_rejected;
           continue;
         }
@@ -111,6 +151,7 @@ class SearchRun {
         for (ValueId v = 0; v < rep.num_values(); ++v)
           if (rep.IsConstant(v)) constant[v] = 1;
         double added = 0;
+        std::vector<std::pair<uint64_t, double>> added_keys;
         for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
           const Node& n = rep.node(id);
           bool all = true;
@@ -120,21 +161,75 @@ class SearchRun {
             for (ValueId o : n.outputs) constant[o] = 1;
           } else {
             added += o_.cost->NodeMs(rep, id);
+            added_keys.push_back({HashString(NodeCostKey(rep, id)) | 1, o_.cost->NodeNoiseMs(rep, id)});
           }
         }
-        cached = replacement_cost_.emplace(key, std::make_pair(added, rep.num_nodes())).first;
+        cached = replacement_cost_.emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys)}).first;
       }
-      auto [added, rep_nodes] = cached->second;
-      if (added < 0) continue;  // the replacement does not infer
-      if (g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rep_nodes > max_nodes_) continue;
-      out.push_back({m, g_cost - removed + added});
+      const ReplacementCost& rc = cached->second;
+      if (rc.added < 0) continue;  // the replacement does not infer
+      if (g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rc.nodes > max_nodes_) continue;
+      // The noise rule: a gain within the timings' noise is not a gain
+      // unless the two sides, timed against each other, say so.
+      double gain = removed - rc.added, used = gain;
+      double noise = Noise(removed_keys, rc.keys);
+      if (gain > 0 && gain <= noise) used = ResolvedGain(g, m, key, input_constant, gain);
+      out.push_back({m, g_cost - used, gain - used});
     }
     return out;
   }
 
+  // The gain of a rewrite whose estimated gain is within noise, from the
+  // cost model's timing of the two sides against each other (once per
+  // replacement key: same rule side, input types and constness).
+  double ResolvedGain(const Graph& g, const Match& m, uint64_t key, const std::vector<char>& input_constant,
+                      double estimate) {
+    auto it = resolved_.find(key);
+    if (it == resolved_.end()) {
+      double outcome = 0;  // an unresolvable pair is no gain
+      try {
+        // Inputs computed from weights become constants (their values where
+        // known, zeros otherwise: only their shapes matter for timing) and
+        // weight-only work is folded away on both sides, as in the written model.
+        std::vector<TensorDataPtr> constants(m.inputs.size());
+        for (size_t k = 0; k < m.inputs.size(); ++k) {
+          const Value& v = g.value(m.inputs[k]);
+          if (!input_constant[k] || v.initializer) continue;
+          constants[k] = v.known ? v.known
+                                 : std::make_shared<const TensorData>(
+                                       v.type.dtype, v.type.shape,
+                                       std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
+        }
+        Graph before = o_.matcher->Matched(g, m, &constants), after = o_.matcher->Replacement(g, m, &constants);
+        FoldOptions fold;
+        fold.max_elements = std::numeric_limits<int64_t>::max();
+        InferShapesAndFold(before, fold);
+        InferShapesAndFold(after, fold);
+        const rules::Rule& rule = o_.matcher->rules().at(m.rule);
+        char hex[24];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+        std::string ab_key = rule.id() + (m.reverse ? "<" : ">") + hex;
+        // The outcome relative to the estimate: 1 = faster (estimate kept).
+        outcome = o_.cost->ResolveGain(before, after, ab_key, 1.0);
+      } catch (const Error&) {
+        outcome = 0;
+      }
+      it = resolved_.emplace(key, outcome).first;
+      ++result.gains_resolved;
+      if (outcome == 1.0) ++result.gains_confirmed;
+      char line[160];
+      std::snprintf(line, sizeof line, "%s: estimated gain %.4f ms within noise; timed A/B: %s", MatchName(*o_.matcher, m).c_str(),
+                    estimate, outcome == 1.0 ? "faster" : outcome == 0 ? "no difference" : "slower");
+      result.noise_rule.push_back(line);
+    }
+    return it->second == 1.0 ? estimate : it->second;
+  }
+
   // Applies a rewrite; nullptr if it is invalid (a cycle) or the graph was
-  // seen before. `cost` receives the exact cost, `info` what changed.
-  std::shared_ptr<const Graph> Materialise(const Graph& g, const Match& m, double* cost, ApplyInfo* info) {
+  // seen before. `cost` receives the exact cost (GraphCost + `adjust`, the
+  // noise-rule adjustments on the way to it), `info` what changed.
+  std::shared_ptr<const Graph> Materialise(const Graph& g, const Match& m, double* cost, ApplyInfo* info,
+                                           double adjust) {
     std::shared_ptr<Graph> next;
     try {
       next = std::make_shared<Graph>(o_.matcher->Apply(g, m, info));
@@ -143,7 +238,7 @@ class SearchRun {
       return nullptr;
     }
     if (!seen_.insert(next->StructuralHash()).second) return nullptr;
-    *cost = o_.cost->GraphCost(*next);
+    *cost = o_.cost->GraphCost(*next) + adjust;
     ++result.graphs_built;
     return next;
   }
@@ -170,7 +265,13 @@ class SearchRun {
   Clock::time_point start_;
   int64_t max_nodes_;
   std::unordered_set<uint64_t> seen_;
-  std::unordered_map<uint64_t, std::pair<double, int>> replacement_cost_;  // -1: does not infer
+  struct ReplacementCost {
+    double added;   // -1: does not infer
+    int nodes;
+    std::vector<std::pair<uint64_t, double>> keys;  // its running nodes' cost keys and noise
+  };
+  std::unordered_map<uint64_t, ReplacementCost> replacement_cost_;
+  std::unordered_map<uint64_t, double> resolved_;  // replacement key -> ResolveGain outcome
   double last_progress_ = 0;
 };
 
@@ -196,6 +297,7 @@ class TasoSearch : public Search {
       Matches matches;                         // of `graph` if `match` is set, else of its parent
       std::shared_ptr<const ApplyInfo> info;   // parent -> `graph` (built entries)
       std::shared_ptr<const History> history;
+      double adjust = 0;                       // noise-rule adjustments of the graph this entry stands for
       bool operator<(const Entry& e) const { return cost != e.cost ? cost < e.cost : seq < e.seq; }
     };
     std::set<Entry> queue;
@@ -205,7 +307,7 @@ class TasoSearch : public Search {
     std::shared_ptr<const History> best_history;
     double best_cost = r.initial_cost;
     run.MarkSeen(original);
-    queue.insert({best_cost, seq++, best, nullptr, nullptr, nullptr, nullptr});
+    queue.insert({best_cost, seq++, best, nullptr, nullptr, nullptr, nullptr, 0.0});
     auto improve = [&](const std::shared_ptr<const Graph>& g, double cost, const std::shared_ptr<const History>& h) {
       if (cost < best_cost && !SameCost(cost, best_cost)) {
         best_cost = cost;
@@ -232,13 +334,14 @@ class TasoSearch : public Search {
       std::shared_ptr<const ApplyInfo> info = e.info;
       if (e.match) {
         auto applied = std::make_shared<ApplyInfo>();
-        g = run.Materialise(*e.graph, *e.match, &cost, applied.get());
+        g = run.Materialise(*e.graph, *e.match, &cost, applied.get(), e.adjust);
         if (!g) continue;  // invalid, or reached before by another order of rewrites
         info = applied;
         improve(g, cost, e.history);
         if (!SameCost(cost, e.cost)) {
           // The estimate was off: requeue at the exact cost.
-          if (cost < o.alpha * best_cost) queue.insert({cost, seq++, g, nullptr, parent_matches, info, e.history});
+          if (cost < o.alpha * best_cost)
+            queue.insert({cost, seq++, g, nullptr, parent_matches, info, e.history, e.adjust});
           continue;
         }
       }
@@ -271,13 +374,15 @@ class TasoSearch : public Search {
         if (i == cheapest) {
           double exact;
           auto next_info = std::make_shared<ApplyInfo>();
-          auto next = run.Materialise(*g, rw.match, &exact, next_info.get());
+          auto next = run.Materialise(*g, rw.match, &exact, next_info.get(), e.adjust + rw.adjust);
           if (!next) continue;
           improve(next, exact, history);
-          if (exact < o.alpha * best_cost) queue.insert({exact, seq++, next, nullptr, matches, next_info, history});
+          if (exact < o.alpha * best_cost)
+            queue.insert({exact, seq++, next, nullptr, matches, next_info, history, e.adjust + rw.adjust});
           continue;
         }
-        queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), matches, nullptr, history});
+        queue.insert({rw.cost, seq++, g, std::make_shared<const Match>(std::move(rw.match)), matches, nullptr, history,
+                      e.adjust + rw.adjust});
       }
       if (stopped) continue;  // the loop's head reports why
       // Only budget - explored more graphs are expanded; entries far beyond
@@ -304,6 +409,7 @@ class GreedySearch : public Search {
     SearchResult& r = run.result;
     auto current = std::make_shared<const Graph>(original);
     double cost = r.initial_cost = o.cost->GraphCost(original);
+    double adjust = 0;
     std::vector<Match> matches = o.matcher->FindAll(original);
     run.MarkSeen(original);
     r.stop_reason = "local optimum";
@@ -324,11 +430,12 @@ class GreedySearch : public Search {
         if (!(rw.cost < cost) || SameCost(rw.cost, cost)) break;
         double exact;
         ApplyInfo info;
-        auto next = run.Materialise(*current, rw.match, &exact, &info);
+        auto next = run.Materialise(*current, rw.match, &exact, &info, adjust + rw.adjust);
         if (!next || !(exact < cost) || SameCost(exact, cost)) continue;
         matches = o.matcher->FindAllAfter(*next, matches, info);
         current = next;
         cost = exact;
+        adjust += rw.adjust;
         r.applied.push_back(MatchName(*o.matcher, rw.match));
         moved = true;
         break;

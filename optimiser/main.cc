@@ -370,6 +370,10 @@ int Main() {
               search->name().c_str(), search_s, result.stop_reason.c_str(),
               static_cast<long long>(result.graphs_explored), static_cast<long long>(result.rewrites_costed),
               static_cast<long long>(result.graphs_built), result.applied.size());
+  if (result.gains_resolved > 0)
+    std::printf("noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against the "
+                "original side, %lld were faster\n",
+                static_cast<long long>(result.gains_resolved), static_cast<long long>(result.gains_confirmed));
   for (const auto& [r, n] : rule_counts) std::printf("  %3d x %s\n", n, r.c_str());
   std::printf("before:     %s", before.ToString().c_str());
   std::printf("after:      %s", after.ToString().c_str());
@@ -433,6 +437,11 @@ int Main() {
     j.Key("rewrites_costed").Int(result.rewrites_costed);
     j.Key("graphs_built").Int(result.graphs_built);
     j.Key("rewrites_rejected").Int(result.rewrites_rejected);
+    j.Key("gains_within_noise").Int(result.gains_resolved);
+    j.Key("gains_confirmed").Int(result.gains_confirmed);
+    j.Key("noise_rule").BeginArray();
+    for (const auto& line : result.noise_rule) j.String(line);
+    j.EndArray();
     j.EndObject();
     j.Key("rules").BeginObject();
     j.Key("database").String(rules_path);

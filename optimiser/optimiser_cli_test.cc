@@ -307,9 +307,27 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   EXPECT_EQ(ReadFile(cache).rfind("rlflow-timing-cache 1\n", 0), 0u);
   EXPECT_EQ(r.out.find(" 0 ops timed"), std::string::npos) << r.out;  // first run measures
   EXPECT_NE(r.err.find("greedy"), std::string::npos);                  // progress / log lines
+  auto sequence = [](const std::string& report_json) {
+    size_t at = report_json.find("\"sequence\"");
+    return at == std::string::npos ? std::string("(none)") : report_json.substr(at, report_json.find(']', at) - at);
+  };
+  std::string first = sequence(json);
   r = RunOptimiser(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(cpu, 0 ops timed"), std::string::npos) << r.out;  // all from the cache
+  // Every timing the search used is cached (first measurement wins): runs
+  // with the cache make the same rewrites as the run that filled it.
+  std::string second = sequence(ReadFile(report));
+  EXPECT_EQ(second, first);
+  r = RunOptimiser(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(sequence(ReadFile(report)), second);
+  // The verdict: paired runs with an interval (3 pairs are too few for one).
+  json = ReadFile(report);
+  for (const char* key : {"\"verdict\"", "\"outcome\"", "\"wall\"", "\"cpu_clock\"", "\"cost_model\"",
+                          "\"overhead_ms_per_node\"", "\"context_factor\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  EXPECT_NE(r.err.find("too few pairs for a 95% interval"), std::string::npos) << r.err;
 }
 
 // Ctrl-C during the search keeps the best graph so far: it is checked,

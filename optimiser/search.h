@@ -40,6 +40,9 @@ struct SearchResult {
   int64_t rewrites_costed = 0;       // rewrites whose cost was estimated
   int64_t graphs_built = 0;      // distinct graphs built (applied) and costed exactly
   int64_t rewrites_rejected = 0;     // matches whose rewrite was invalid (cycle, type change)
+  int64_t gains_resolved = 0;        // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
+  int64_t gains_confirmed = 0;       // ... of which the A/B timing confirmed the gain
+  std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
   double initial_cost = 0;           // cost-model estimate (ms)
   double final_cost = 0;
   std::string stop_reason;           // "budget", "time limit", "exhausted", "interrupted", ...

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 
 #include "core/error.h"
 #include "core/graph_builder.h"
@@ -60,10 +61,10 @@ SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m
 }
 
 // x -> Conv 1x1 -> *S -> +T  (batch norm in inference form after a conv).
-Graph ConvScaleShift() {
+Graph ConvScaleShift(int in_channels = 4) {
   GraphBuilder b(7);
-  ValueId x = b.Input("x", {1, 4, 6, 6});
-  ValueId w = b.Weight("w", {8, 4, 1, 1}, 0.5f);
+  ValueId x = b.Input("x", {1, in_channels, 6, 6});
+  ValueId w = b.Weight("w", {8, in_channels, 1, 1}, 0.5f);
   ValueId s = b.Weight("s", {8, 1, 1}, 0.5f, 1.0f);
   ValueId t = b.Weight("t", {8, 1, 1}, 0.5f);
   ValueId y = b.Op("Conv", {x, w});
@@ -154,6 +155,66 @@ TEST(Search, BatchNormAwareCostKeepsTheBatchNormWhenCheaper) {
   SearchResult fold = RunSearch("taso", g, m, &aware);
   EXPECT_EQ(fold.applied.size(), 2u);
   EXPECT_DOUBLE_EQ(fold.final_cost, 10.1);
+}
+
+// Table costs with noise per op and a scripted A/B outcome.
+class NoisyTable : public TableCost {
+ public:
+  std::map<std::string, double> noise;  // per op, ms
+  double outcome = 0;                   // ResolveGain: 1 = faster (estimate), 0 = no difference
+  int resolved = 0;
+  int before_nodes = -1, after_nodes = -1;
+  std::string key;
+  double NodeNoiseMs(const Graph& g, NodeId id) override {
+    auto it = noise.find(g.node(id).op);
+    return it == noise.end() ? 0.0 : it->second;
+  }
+  double ResolveGain(const Graph& before, const Graph& after, const std::string& k, double estimate) override {
+    ++resolved;
+    before_nodes = before.num_nodes();
+    after_nodes = after.num_nodes();
+    key = k;
+    return outcome == 1.0 ? estimate : outcome;
+  }
+};
+
+// The noise rule: a rewrite whose estimated gain (here 1 ms: the Mul goes)
+// is within its nodes' noise is applied only if timing the two sides
+// against each other confirms it; a key on both sides (the Conv) cancels.
+TEST(Search, NoiseRule) {
+  Graph g = ConvScaleShift(16);  // a weight > 64 elements: keyed by its type only, whether stored or computed
+  Matcher m(Rules({kMulFold1x1}));
+  for (const std::string name : {"greedy", "taso"}) {
+    NoisyTable quiet;
+    EXPECT_EQ(RunSearch(name, g, m, &quiet).applied.size(), 1u) << name;
+    EXPECT_EQ(quiet.resolved, 0) << name;
+    // The Conv is very noisy, the Mul is not: the conv's error cancels.
+    NoisyTable conv_noise;
+    conv_noise.noise = {{"Conv", 5.0}, {"Mul", 0.5}};
+    EXPECT_EQ(RunSearch(name, g, m, &conv_noise).applied.size(), 1u) << name;
+    EXPECT_EQ(conv_noise.resolved, 0) << name;
+    // The Mul's own time is within noise: timed A/B, no difference -> not applied.
+    NoisyTable unsure;
+    unsure.noise = {{"Mul", 2.0}};
+    SearchResult r = RunSearch(name, g, m, &unsure);
+    EXPECT_TRUE(r.applied.empty()) << name;
+    EXPECT_EQ(unsure.resolved, 1) << name;  // once per kind of rewrite
+    EXPECT_EQ(r.gains_resolved, 1) << name;
+    EXPECT_EQ(r.gains_confirmed, 0) << name;
+    ASSERT_EQ(r.noise_rule.size(), 1u) << name;
+    EXPECT_NE(r.noise_rule[0].find("no difference"), std::string::npos) << r.noise_rule[0];
+    EXPECT_EQ(unsure.before_nodes, 2) << name;  // Conv + Mul
+    EXPECT_EQ(unsure.after_nodes, 1) << name;   // Conv (the weight scaling folded away, as on export)
+    EXPECT_EQ(unsure.key.rfind(kMulFold1x1, 0), 0u) << unsure.key;
+    // ... confirmed faster -> applied, at the estimated cost.
+    NoisyTable confirmed;
+    confirmed.noise = {{"Mul", 2.0}};
+    confirmed.outcome = 1.0;
+    SearchResult c = RunSearch(name, g, m, &confirmed);
+    EXPECT_EQ(c.applied.size(), 1u) << name;
+    EXPECT_EQ(c.gains_confirmed, 1) << name;
+    EXPECT_DOUBLE_EQ(c.final_cost, 11.1) << name;
+  }
 }
 
 TEST(Search, BudgetAndDeterminism) {

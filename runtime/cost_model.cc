@@ -5,6 +5,7 @@
 #include <torch/csrc/api/include/torch/version.h>  // TORCH_VERSION only, not torch.h
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -187,19 +188,24 @@ class CpuBackend : public TimingBackend {
     // time excludes other processes' and the machine's steal time.
     clockid_t clock = at::get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID;
     t.cpu_clock = clock == CLOCK_THREAD_CPUTIME_ID ? "thread" : "process";
+    int reps = 1;
     auto time = [&](const Executor& e, std::vector<double>* wall, std::vector<double>* cpu) {
       double c0 = CpuMs(clock);
       auto t0 = Clock::now();
-      e.Run(inputs);
-      double w = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      double c = CpuMs(clock) - c0;
+      for (int r = 0; r < reps; ++r) e.Run(inputs);
+      double w = std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / reps;
+      double c = (CpuMs(clock) - c0) / reps;
       if (wall) wall->push_back(w);
       if (cpu) cpu->push_back(c);
     };
+    std::vector<double> first;
     for (int k = 0; k < std::max(o.warmup, 1); ++k) {
-      time(ea, nullptr, nullptr);
-      time(eb, nullptr, nullptr);
+      time(ea, &first, nullptr);
+      time(eb, &first, nullptr);
     }
+    double shortest = *std::min_element(first.begin(), first.end());
+    if (shortest > 0 && shortest < o.min_sample_ms)
+      reps = std::min(1000, static_cast<int>(o.min_sample_ms / shortest) + 1);
     for (int k = 0; k < std::max(pairs, 1); ++k) {
       // a b, b a, ...: neither graph always runs first.
       if (k % 2 == 0) {
@@ -381,6 +387,40 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   return report;
 }
 
+double MeasuredCostModel::NodeNoiseMs(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.opaque()) return 0;
+  double ms = NodeTime(g, id);
+  double spread = NodeSpread(g, id);
+  if (spread < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = op_spread_.find(n.op);
+    spread = it != op_spread_.end() ? it->second : 0.05;
+  }
+  return std::max(spread, 0.01) * ms;
+}
+
+double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, const std::string& key,
+                                      double estimate) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  const std::string k = fingerprint_ + "|ab|" + key;
+  auto it = cache_.find(k);
+  double outcome;
+  if (it != cache_.end()) {
+    ++hits_;
+    outcome = it->second;
+  } else {
+    TimingOptions o = options_;
+    PairedTimes t = backend_->TimePaired(before, after, resolve_pairs_, o);
+    RatioInterval r = PairedRatio(t.wall_a, t.wall_b);
+    outcome = r.Above1() ? 1.0 : r.Below1() ? std::min(-1e-9, Median(t.wall_a) - Median(t.wall_b)) : 0.0;
+    cache_.emplace(k, outcome);
+    ++resolved_;
+  }
+  return outcome == 1.0 ? estimate : outcome;
+}
+
 void MeasuredCostModel::Derive() {
   const std::string ctx_prefix = fingerprint_ + "|ctx|";
   std::vector<double> all;
@@ -397,6 +437,15 @@ void MeasuredCostModel::Derive() {
     all.insert(all.end(), ratios.begin(), ratios.end());
   }
   default_factor_ = all.empty() ? 1.0 : Median(all);
+  op_spread_.clear();
+  for (const auto& [op, keys] : calibrated_keys_) {
+    std::vector<double> spreads;
+    for (const std::string& key : keys) {
+      auto sp = cache_.find(fingerprint_ + "|spread|" + key);
+      if (sp != cache_.end()) spreads.push_back(sp->second);
+    }
+    if (!spreads.empty()) op_spread_[op] = Median(spreads);
+  }
   auto oh = cache_.find(fingerprint_ + "|overhead");
   overhead_ms_ = oh == cache_.end() ? 0.0 : oh->second;
 }
@@ -425,7 +474,10 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
     size_t tab = line.find('\t');
     char* end = nullptr;
     double ms = tab == std::string::npos ? -1 : std::strtod(line.c_str(), &end);
-    if (tab == std::string::npos || end != line.c_str() + tab || !(ms >= 0) || tab + 1 >= line.size())
+    // Only the outcomes of pairs timed against each other may be negative.
+    bool signed_entry = tab != std::string::npos && line.find("|ab|", tab) != std::string::npos;
+    if (tab == std::string::npos || end != line.c_str() + tab || !std::isfinite(ms) || (!signed_entry && ms < 0) ||
+        tab + 1 >= line.size())
       Fail("timing cache ", path, " line ", lineno, " is malformed (expected '<ms>\\t<key>')");
     loaded[line.substr(tab + 1)] = ms;
   }

@@ -64,7 +64,8 @@ class TimingBackend {
   virtual double TimeGraph(const Graph& graph, const TimingOptions& options) = 0;
   // End-to-end comparison: `pairs` runs of each of `a` and `b` (same
   // inputs), alternately (a b, b a, ...) after options.warmup runs of each,
-  // so that machine noise affects both alike.
+  // so that machine noise affects both alike. A graph faster than
+  // options.min_sample_ms runs repeatedly per sample (times are per run).
   virtual PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) = 0;
   // Every node timed in place during `runs` warm whole-graph runs.
   virtual InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) = 0;
@@ -91,6 +92,20 @@ class CostModel {
   virtual double NodeMs(const Graph& graph, NodeId id) { return NodeCost(graph, id).ms; }
   // Sum of NodeMs over the nodes that run at inference time.
   virtual double GraphCost(const Graph& graph);
+  // How far NodeMs may be off (ms, about the interquartile range of its
+  // measurements); 0 for exact (analytical) models.
+  virtual double NodeNoiseMs(const Graph& graph, NodeId id) { (void)graph, (void)id; return 0; }
+  // The noise rule: the gain (ms) of running `after` instead of `before`
+  // (two graphs with the same inputs, in the same order) when the estimated
+  // gain `estimate` is within the timings' noise. A measuring model times
+  // the two against each other, interleaved, and returns `estimate` if
+  // `after` is faster (95% interval above 1), 0 if it cannot tell, and the
+  // measured (negative) difference if `after` is slower; cached under `key`
+  // (equal keys: equal pairs). Models that cannot measure return `estimate`.
+  virtual double ResolveGain(const Graph& before, const Graph& after, const std::string& key, double estimate) {
+    (void)before, (void)after, (void)key;
+    return estimate;
+  }
 };
 
 // Nodes computed from weights only (folded before export); per node id.
@@ -141,6 +156,14 @@ class MeasuredCostModel : public CostModel {
   // per-node overhead from the graphs calibrated so far. `graph` must run
   // on the executor (no opaque nodes: cut them first).
   CalibrationReport Calibrate(const Graph& graph, int runs = 7);
+  // The node's relative spread (its key's, else its op type's median, else
+  // 5%; at least 1%) x NodeMs.
+  double NodeNoiseMs(const Graph& graph, NodeId id) override;
+  // Times `before` and `after` in `resolve_pairs` interleaved pairs (cached
+  // in the timing cache under `key`).
+  double ResolveGain(const Graph& before, const Graph& after, const std::string& key, double estimate) override;
+  int64_t gains_resolved() const { return resolved_; }
+  void set_resolve_pairs(int pairs) { resolve_pairs_ = pairs; }  // pairs timed against each other by this model
   // A node's measured relative spread (in context), or -1 if unknown.
   double NodeSpread(const Graph& graph, NodeId id);
 
@@ -166,12 +189,17 @@ class MeasuredCostModel : public CostModel {
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
   void Derive();  // factors and overhead from calibrated_keys_; mu_ held
   // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;
-  // fingerprint|spread|key -> in-context relative spread; fingerprint|overhead.
+  // fingerprint|spread|key -> in-context relative spread; fingerprint|overhead;
+  // fingerprint|ab|key -> outcome of a pair timed against each other (1
+  // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
   std::unordered_map<uint64_t, double> fast_;  // NodeCostHash -> ms (in memory)
   // Keys (without the fingerprint) of calibrated graphs' nodes, by op type.
   std::map<std::string, std::set<std::string>> calibrated_keys_;
   std::map<std::string, double> factor_;  // op type -> in-context / isolated
+  std::map<std::string, double> op_spread_;  // op type -> median relative spread
+  int64_t resolved_ = 0;
+  int resolve_pairs_ = 30;
   double default_factor_ = 1, overhead_ms_ = 0;
   int64_t hits_ = 0, measured_ = 0;
 };

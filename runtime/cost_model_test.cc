@@ -193,7 +193,20 @@ class ScriptedBackend : public TimingBackend {
     for (NodeId id = 0; id < g.num_nodes(); ++id) ms += isolated.at(g.node(id).op);
     return ms;
   }
-  PairedTimes TimePaired(const Graph&, const Graph&, int, const TimingOptions&) override { return {}; }
+  double pair_ratio = 1.0;  // TimePaired: a's time / b's time
+  int pairs_timed = 0;
+  PairedTimes TimePaired(const Graph&, const Graph&, int pairs, const TimingOptions&) override {
+    ++pairs_timed;
+    PairedTimes t;
+    for (int i = 0; i < pairs; ++i) {
+      double jitter = 1.0 + 0.01 * ((i * 7) % 5 - 2);
+      t.wall_a.push_back(pair_ratio * jitter);
+      t.wall_b.push_back(1.0);
+    }
+    t.cpu_a = t.wall_a;
+    t.cpu_b = t.wall_b;
+    return t;
+  }
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
     ++context_runs;
     InContextTimes t;
@@ -250,6 +263,34 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_EQ(again.new_keys, 0);
   EXPECT_DOUBLE_EQ(warm.GraphCost(g), model.GraphCost(g));
   EXPECT_DOUBLE_EQ(warm.NodeMs(wide, Find(wide, "Relu")), model.NodeMs(wide, Find(wide, "Relu")));
+}
+
+// The noise rule's A/B timing: faster keeps the estimate, no difference is
+// 0, slower is the measured (negative) difference; cached, persisted.
+TEST(CostModel, ResolveGainTimesPairsOnceAndPersists) {
+  ScriptedBackend backend;
+  MeasuredCostModel model(&backend);
+  Graph a = Small(), b = Small(4);
+  backend.pair_ratio = 1.10;
+  EXPECT_DOUBLE_EQ(model.ResolveGain(a, b, "faster", 0.25), 0.25);
+  backend.pair_ratio = 1.0;
+  EXPECT_DOUBLE_EQ(model.ResolveGain(a, b, "same", 0.25), 0.0);
+  backend.pair_ratio = 0.5;
+  EXPECT_DOUBLE_EQ(model.ResolveGain(a, b, "slower", 0.25), -0.5);
+  EXPECT_EQ(backend.pairs_timed, 3);
+  backend.pair_ratio = 1.10;
+  EXPECT_DOUBLE_EQ(model.ResolveGain(a, b, "slower", 0.25), -0.5);  // cached: first outcome wins
+  EXPECT_EQ(backend.pairs_timed, 3);
+  std::string path = TempDir() + "/ab_cache.txt";
+  model.SaveCache(path);
+  MeasuredCostModel warm(&backend);
+  warm.LoadCache(path);  // negative outcomes load
+  EXPECT_DOUBLE_EQ(warm.ResolveGain(a, b, "slower", 0.25), -0.5);
+  EXPECT_DOUBLE_EQ(warm.ResolveGain(a, b, "faster", 0.75), 0.75);
+  EXPECT_EQ(backend.pairs_timed, 3);
+  // Other entries may not be negative.
+  std::ofstream(path) << "rlflow-timing-cache 1\n-1\tscripted|Relu#0 float32[1]\n";
+  EXPECT_THROW(warm.LoadCache(path), Error);
 }
 
 }  // namespace

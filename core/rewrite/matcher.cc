@@ -628,18 +628,29 @@ Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const 
   return g;
 }
 
-Graph Matcher::Replacement(const Graph& graph, const Match& m) const {
+Graph Matcher::Replacement(const Graph& graph, const Match& m, const std::vector<TensorDataPtr>* constants) const {
+  return Side(graph, m, true, constants);
+}
+
+Graph Matcher::Matched(const Graph& graph, const Match& m, const std::vector<TensorDataPtr>* constants) const {
+  return Side(graph, m, false, constants);
+}
+
+Graph Matcher::Side(const Graph& graph, const Match& m, bool replacement,
+                    const std::vector<TensorDataPtr>* constants) const {
   const rules::Rule& rule = rules_.at(m.rule);
-  const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
+  const rules::Pattern& side = m.reverse == replacement ? rule.source() : rule.target();
   Graph g;
   g.info() = graph.info();
   std::vector<ValueId> inputs;
-  for (ValueId v : m.inputs) {
-    const Value& val = graph.value(v);
-    std::string name = "in" + std::to_string(inputs.size());
-    inputs.push_back(val.initializer ? g.AddInitializer(name, val.initializer) : g.AddInput(name, val.type));
+  for (size_t k = 0; k < m.inputs.size(); ++k) {
+    const Value& val = graph.value(m.inputs[k]);
+    std::string name = "in" + std::to_string(k);
+    TensorDataPtr data = val.initializer;
+    if (constants != nullptr && k < constants->size() && (*constants)[k]) data = (*constants)[k];
+    inputs.push_back(data ? g.AddInitializer(name, data) : g.AddInput(name, val.type));
   }
-  g.SetOutputs(AddPattern(g, rule, to, inputs));
+  g.SetOutputs(AddPattern(g, rule, side, inputs));
   return g;
 }
 

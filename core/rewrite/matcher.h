@@ -64,11 +64,21 @@ class Matcher {
   // applying it: graph input / initializer k is the match's input k (weights
   // shared, not copied), its outputs replace the matched outputs in order.
   // Throws rlflow::Error if shapes do not infer.
-  Graph Replacement(const Graph& graph, const Match& match) const;
+  //
+  // `constants` (optional, one entry per match input): data for inputs that
+  // are constant where the graph computes them from weights (nullptr: the
+  // input as in the graph), e.g. to time the side with weight-only work folded.
+  Graph Replacement(const Graph& graph, const Match& match,
+                    const std::vector<TensorDataPtr>* constants = nullptr) const;
+  // The same for the matched side, built from the rule: what the match
+  // computes, alone (its nodes have the matched nodes' effective attributes).
+  Graph Matched(const Graph& graph, const Match& match, const std::vector<TensorDataPtr>* constants = nullptr) const;
 
   const std::vector<rules::Rule>& rules() const { return rules_; }
 
  private:
+  Graph Side(const Graph& graph, const Match& match, bool replacement,
+             const std::vector<TensorDataPtr>* constants) const;
   struct GraphIndex {
     std::map<std::string, std::vector<NodeId>> by_op;
     std::vector<std::vector<std::pair<NodeId, int>>> consumers;
