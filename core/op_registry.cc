@@ -1,5 +1,7 @@
 #include "core/op_registry.h"
 
+#include <optional>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -208,6 +210,29 @@ AttributeMap EffectiveAttributes(const Graph& graph, NodeId id) {
     }
   }
   return out;
+}
+
+// The effective value of window attribute `name` of graph node `id`: the
+// registry's canonical form (auto_pad resolved to pads, defaults omitted)
+// with the defaults written out.
+std::optional<Attribute> EffectiveWindowAttribute(const Graph& g, NodeId id, const std::string& name) {
+  AttributeMap eff = EffectiveAttributes(g, id);
+  auto it = eff.find(name);
+  if (it != eff.end()) return it->second;
+  const Node& n = g.node(id);
+  if (name == "group") return Attribute::Int(1);
+  if (n.inputs.empty() || n.inputs[0] == kNoValue) return std::nullopt;
+  const TensorType& x = g.value(n.inputs[0]).type;
+  if (!x.rank_known || x.rank() < 3) return std::nullopt;
+  int64_t spatial = x.rank() - 2;
+  if (name == "pads") return Attribute::Ints(std::vector<int64_t>(2 * spatial, 0));
+  if (name == "strides" || name == "dilations") return Attribute::Ints(std::vector<int64_t>(spatial, 1));
+  if (name == "kernel_shape" && n.op == "Conv" && n.inputs.size() > 1 && n.inputs[1] != kNoValue) {
+    const TensorType& w = g.value(n.inputs[1]).type;
+    if (w.rank_known && w.rank() == x.rank() && w.IsStatic())
+      return Attribute::Ints(std::vector<int64_t>(w.shape.begin() + 2, w.shape.end()));
+  }
+  return std::nullopt;
 }
 
 void InferShapes(Graph& graph) {

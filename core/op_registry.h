@@ -158,6 +158,11 @@ void InferShapes(Graph& graph);
 // every attribute explicit, or auto_pad) that compute the same get the same
 // map. Opaque and unknown nodes: their attributes as they are.
 AttributeMap EffectiveAttributes(const Graph& graph, NodeId id);
+// One window attribute (pads, strides, dilations, kernel_shape, group) of a
+// Conv / pooling node as it takes effect: EffectiveAttributes' value, or the
+// default written out (zeros, ones, the weight's kernel, group 1); nullopt
+// if shapes are not known well enough.
+std::optional<Attribute> EffectiveWindowAttribute(const Graph& graph, NodeId id, const std::string& name);
 // Checks a node's arity and attributes against its entry.
 void CheckNodeAgainstDef(const Node& node, const OpDef& def);
 

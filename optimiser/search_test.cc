@@ -82,10 +82,10 @@ Graph ParallelConvs() {
   return b.Build({a, c});
 }
 
-const char kMulFold1x1[] = "d0d217089823";  // Conv(X, W*S) => S*Conv(X, W), 1x1
-const char kBiasFold1x1[] = "9c9f645a7b29";  // Conv(X, W, T) => T+Conv(X, W), 1x1
+const char kMulFold1x1[] = "fb7ae47167c7";  // Conv(X, W*S) => S*Conv(X, W), any window attributes
+const char kBiasFold1x1[] = "30070f196d5c";  // Conv(X, W, T) => T+Conv(X, W), any window attributes
 const char kEnlarge[] = "ef1d9f385d5a";      // Conv[pads=1](X, Pad(W)) => Conv[pads=0](X, W)
-const char kMerge[] = "e5432b28a9c3";        // Split(Conv(X, Concat(W2, W1))) => (Conv(X, W1), Conv(X, W2))
+const char kMerge[] = "d1b546e55a9f";        // Split(Conv(X, Concat(W2, W1))) => (Conv(X, W1), Conv(X, W2))
 
 TEST(Search, ForcedSequenceFoundByBoth) {
   Graph g = ConvScaleShift();

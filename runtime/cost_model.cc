@@ -280,6 +280,7 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
   uint64_t fast_key = NodeCostHash(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  if (!derived_) Derive();
   auto fast = fast_.find(fast_key);
   if (fast != fast_.end()) {
     ++hits_;
@@ -345,14 +346,31 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   if (missing && executed > 0) {
     InContextTimes t = backend_->TimeNodesInContext(g, runs, options_);
     report.run_ms = t.run_ms;
+    // One time base: the machine may run faster or slower now than when the
+    // cached keys were timed (a shared VM drifts by 1.5x). New keys are
+    // scaled by the median ratio cached / now over the keys timed both
+    // times, so that every cached timing compares with every other.
+    // Weighted by time (sum cached / sum now): the long operators, whose
+    // timings are the stablest, set it.
+    double cached_sum = 0, now_sum = 0;
+    int known = 0;
+    std::map<std::string, double> now;
+    for (const auto& [key, ids] : by_key) {
+      std::vector<double> ms;
+      for (NodeId id : ids) ms.push_back(t.node_ms[id]);
+      now[key] = Median(ms);
+      auto cached = cache_.find(ctx_prefix + key);
+      if (cached == cache_.end()) continue;
+      cached_sum += cached->second * ids.size();
+      now_sum += now[key] * ids.size();
+      ++known;
+    }
+    report.time_base = known >= 3 && now_sum > 0 && cached_sum > 0 ? cached_sum / now_sum : 1.0;
     for (const auto& [key, ids] : by_key) {
       if (cache_.count(ctx_prefix + key)) continue;
-      std::vector<double> ms, spread;
-      for (NodeId id : ids) {
-        ms.push_back(t.node_ms[id]);
-        spread.push_back(t.node_spread[id]);
-      }
-      cache_.emplace(ctx_prefix + key, Median(ms));
+      std::vector<double> spread;
+      for (NodeId id : ids) spread.push_back(t.node_spread[id]);
+      cache_.emplace(ctx_prefix + key, now[key] * report.time_base);
       cache_.emplace(spread_prefix + key, Median(spread));
       ++report.new_keys;
     }
@@ -361,14 +379,11 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
       // dead tensors, dispatch; per node.
       double kernels = 0;
       for (NodeId id = 0; id < g.num_nodes(); ++id) kernels += t.node_ms[id];
-      cache_.emplace(overhead_key, std::max(0.0, (t.run_ms - kernels) / executed));
+      cache_.emplace(overhead_key, std::max(0.0, (t.run_ms - kernels) / executed) * report.time_base);
     }
   }
   // Isolated times of the same keys, for the in-context / isolated ratios.
-  for (const auto& [key, ids] : by_key) {
-    IsolatedTime(g, ids.front(), key);
-    calibrated_keys_[g.node(ids.front()).op].insert(key);
-  }
+  for (const auto& [key, ids] : by_key) IsolatedTime(g, ids.front(), key);
   Derive();
   fast_.clear();
   report.overhead_ms = overhead_ms_;
@@ -412,9 +427,15 @@ double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, c
     outcome = it->second;
   } else {
     TimingOptions o = options_;
+    o.min_sample_ms = std::max(o.min_sample_ms, 1.0);  // small subgraphs: repeated to >= 1 ms per sample
     PairedTimes t = backend_->TimePaired(before, after, resolve_pairs_, o);
-    RatioInterval r = PairedRatio(t.wall_a, t.wall_b);
-    outcome = r.Above1() ? 1.0 : r.Below1() ? std::min(-1e-9, Median(t.wall_a) - Median(t.wall_b)) : 0.0;
+    // One compute thread: the thread's CPU time is free of the machine's
+    // other load and steal time, the more precise clock.
+    bool cpu = t.cpu_clock == "thread" && t.cpu_a.size() == t.wall_a.size();
+    RatioInterval r = cpu ? PairedRatio(t.cpu_a, t.cpu_b) : PairedRatio(t.wall_a, t.wall_b);
+    const std::vector<double>& a = cpu ? t.cpu_a : t.wall_a;
+    const std::vector<double>& b = cpu ? t.cpu_b : t.wall_b;
+    outcome = r.Above1() ? 1.0 : r.Below1() ? std::min(-1e-9, Median(a) - Median(b)) : 0.0;
     cache_.emplace(k, outcome);
     ++resolved_;
   }
@@ -422,32 +443,30 @@ double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, c
 }
 
 void MeasuredCostModel::Derive() {
-  const std::string ctx_prefix = fingerprint_ + "|ctx|";
+  // From the cache alone (every key timed both in context and alone, from
+  // any graph), so that the same cache always gives the same costs.
+  const std::string ctx_prefix = fingerprint_ + "|ctx|", spread_prefix = fingerprint_ + "|spread|";
+  std::map<std::string, std::vector<double>> ratios, spreads;
   std::vector<double> all;
-  factor_.clear();
-  for (const auto& [op, keys] : calibrated_keys_) {
-    std::vector<double> ratios;
-    for (const std::string& key : keys) {
-      auto ctx = cache_.find(ctx_prefix + key), iso = cache_.find(fingerprint_ + "|" + key);
-      if (ctx == cache_.end() || iso == cache_.end() || !(iso->second > 0)) continue;
-      ratios.push_back(ctx->second / iso->second);
-    }
-    if (ratios.empty()) continue;
-    factor_[op] = Median(ratios);
-    all.insert(all.end(), ratios.begin(), ratios.end());
+  auto op_of = [](const std::string& key) { return key.substr(0, key.find('#')); };
+  for (auto it = cache_.lower_bound(ctx_prefix); it != cache_.end() && it->first.compare(0, ctx_prefix.size(), ctx_prefix) == 0; ++it) {
+    std::string key = it->first.substr(ctx_prefix.size());
+    auto iso = cache_.find(fingerprint_ + "|" + key);
+    if (iso == cache_.end() || !(iso->second > 0)) continue;
+    ratios[op_of(key)].push_back(it->second / iso->second);
+    all.push_back(it->second / iso->second);
   }
+  for (auto it = cache_.lower_bound(spread_prefix);
+       it != cache_.end() && it->first.compare(0, spread_prefix.size(), spread_prefix) == 0; ++it)
+    spreads[op_of(it->first.substr(spread_prefix.size()))].push_back(it->second);
+  factor_.clear();
+  for (const auto& [op, v] : ratios) factor_[op] = Median(v);
   default_factor_ = all.empty() ? 1.0 : Median(all);
   op_spread_.clear();
-  for (const auto& [op, keys] : calibrated_keys_) {
-    std::vector<double> spreads;
-    for (const std::string& key : keys) {
-      auto sp = cache_.find(fingerprint_ + "|spread|" + key);
-      if (sp != cache_.end()) spreads.push_back(sp->second);
-    }
-    if (!spreads.empty()) op_spread_[op] = Median(spreads);
-  }
+  for (const auto& [op, v] : spreads) op_spread_[op] = Median(v);
   auto oh = cache_.find(fingerprint_ + "|overhead");
   overhead_ms_ = oh == cache_.end() ? 0.0 : oh->second;
+  derived_ = true;
 }
 
 static const char kCacheMagic[] = "rlflow-timing-cache 1";
@@ -484,6 +503,8 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
   if (lineno == 0) Fail("timing cache ", path, " is empty");
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [k, v] : loaded) cache_.emplace(k, v);
+  derived_ = false;
+  fast_.clear();
 }
 
 void MeasuredCostModel::SaveCache(const std::string& path) const {

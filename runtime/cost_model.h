@@ -128,6 +128,9 @@ struct CalibrationReport {
   int new_keys = 0;         // keys timed in context by this call (the others came from the cache)
   double run_ms = 0;        // measured whole-run time (0 if nothing was run)
   double overhead_ms = 0;   // per-node executor overhead used
+  // Cached / current time of the keys this run timed that were cached
+  // already (their total times; 1 if fewer than 3): new keys were scaled by it.
+  double time_base = 1;
   struct PerOp {
     int nodes = 0;
     double ms = 0;          // in-context ms of these nodes together
@@ -159,8 +162,9 @@ class MeasuredCostModel : public CostModel {
   // The node's relative spread (its key's, else its op type's median, else
   // 5%; at least 1%) x NodeMs.
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
-  // Times `before` and `after` in `resolve_pairs` interleaved pairs (cached
-  // in the timing cache under `key`).
+  // Times `before` and `after` in 60 interleaved pairs (each sample >= 1
+  // ms; thread CPU time with one compute thread, else wall time), cached in
+  // the timing cache under `key`.
   double ResolveGain(const Graph& before, const Graph& after, const std::string& key, double estimate) override;
   int64_t gains_resolved() const { return resolved_; }
   void set_resolve_pairs(int pairs) { resolve_pairs_ = pairs; }  // pairs timed against each other by this model
@@ -187,19 +191,18 @@ class MeasuredCostModel : public CostModel {
   double NodeTime(const Graph& graph, NodeId id);
   std::string fingerprint_;              // the backend's, taken at the first use
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
-  void Derive();  // factors and overhead from calibrated_keys_; mu_ held
+  void Derive();  // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;
   // fingerprint|spread|key -> in-context relative spread; fingerprint|overhead;
   // fingerprint|ab|key -> outcome of a pair timed against each other (1
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
   std::unordered_map<uint64_t, double> fast_;  // NodeCostHash -> ms (in memory)
-  // Keys (without the fingerprint) of calibrated graphs' nodes, by op type.
-  std::map<std::string, std::set<std::string>> calibrated_keys_;
+  bool derived_ = false;  // Derive() ran since the last cache change from outside
   std::map<std::string, double> factor_;  // op type -> in-context / isolated
   std::map<std::string, double> op_spread_;  // op type -> median relative spread
   int64_t resolved_ = 0;
-  int resolve_pairs_ = 30;
+  int resolve_pairs_ = 60;
   double default_factor_ = 1, overhead_ms_ = 0;
   int64_t hits_ = 0, measured_ = 0;
 };

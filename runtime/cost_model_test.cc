@@ -263,6 +263,26 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_EQ(again.new_keys, 0);
   EXPECT_DOUBLE_EQ(warm.GraphCost(g), model.GraphCost(g));
   EXPECT_DOUBLE_EQ(warm.NodeMs(wide, Find(wide, "Relu")), model.NodeMs(wide, Find(wide, "Relu")));
+
+  // One time base: the machine is now 2x slower; a graph with the known
+  // keys (Conv, Relu, Add) and a new one (Sigmoid) gets the new key scaled
+  // back by the known keys' ratio.
+  ScriptedBackend slow;
+  for (auto& [op, ms] : slow.in_context) ms *= 2;
+  slow.in_context["Sigmoid"] = 0.8;
+  MeasuredCostModel later(&slow);
+  later.LoadCache(path);
+  GraphBuilder b2(3);
+  ValueId x2 = b2.Input("x", {1, 4, 16, 16});
+  ValueId w = b2.Weight("w", {8, 4, 3, 3}, 0.1f);
+  ValueId bias = b2.Op("Mul", {b2.Weight("bias", {8, 1, 1}, 0.1f), b2.Weight("s", {8, 1, 1}, 0.1f, 1.0f)});
+  ValueId conv = b2.Op("Conv", {x2, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph mixed = b2.Build({b2.Op("Sigmoid", {b2.Op("Add", {b2.Op("Relu", {conv}), bias})})});
+  CalibrationReport r2 = later.Calibrate(mixed);
+  EXPECT_EQ(r2.new_keys, 1);
+  EXPECT_DOUBLE_EQ(r2.time_base, 0.5);  // (1.8 + 0.3 + 0.2) / (3.6 + 0.6 + 0.4)
+  EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Sigmoid")), 0.4 + 1.0);
+  EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Conv")), 1.8 + 1.0);  // cached, unchanged
 }
 
 // The noise rule's A/B timing: faster keeps the estimate, no difference is

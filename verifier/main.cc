@@ -58,7 +58,7 @@ std::string DatabaseStats(const rules::RuleDatabase& db, const std::map<std::str
   }
   std::map<std::string, int> ops;
   std::map<std::pair<int, int>, int> sizes;
-  int simplified = 0, multi_output = 0;
+  int simplified = 0, multi_output = 0, generic = 0;
   for (const auto& r : db.rules()) {
     std::set<std::string> used;
     for (const auto& n : r.source().nodes()) used.insert(n.op());
@@ -67,9 +67,11 @@ std::string DatabaseStats(const rules::RuleDatabase& db, const std::map<std::str
     ++sizes[{r.source().nodes_size(), r.target().nodes_size()}];
     simplified += r.provenance().proved_by_simplification();
     multi_output += r.source().outputs_size() > 1;
+    generic += !AttributeVariables(r).empty();
   }
   os << "- proved by Z3's simplifier alone: " << simplified << "; by the solver: " << db.rules_size() - simplified << "\n";
-  os << "- rules with several outputs: " << multi_output << "\n\n";
+  os << "- rules with several outputs: " << multi_output << "\n";
+  os << "- attribute-generic rules (window attributes as variables): " << generic << "\n\n";
   os << "| operator | rules using it |\n|---|---:|\n";
   for (const auto& [op, n] : ops) os << "| " << op << " | " << n << " |\n";
   os << "\n| source ops -> target ops | rules |\n|---|---:|\n";
@@ -135,6 +137,7 @@ int Run() {
   for (const auto& r : results) {
     ++counts[verifier::OutcomeName(r.outcome)];
     if (r.outcome == verifier::Outcome::kProved) proved.push_back(r.rule);
+    if (r.generalised) ++counts["proved: attribute-generic (Conv/pooling window attributes as variables)"];
     if (r.outcome == verifier::Outcome::kError) LOG(WARNING) << "rule " << r.rule.id() << ": " << r.detail;
     if (FLAGS_verbose)
       LOG(INFO) << verifier::OutcomeName(r.outcome) << " " << r.seconds << " s " << r.rule.id() << " "

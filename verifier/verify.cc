@@ -286,6 +286,175 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
   return outcome;
 }
 
+
+// ---- attribute-generic rules ----
+
+namespace {
+
+bool IsPool(const std::string& op) { return op == "MaxPool" || op == "AveragePool"; }
+
+// Rule inputs that reach operand `operand` of pattern node `node` (walking
+// producers backwards).
+void InputsFeeding(const rules::Pattern& p, const rules::Ref& r, std::set<int>* out) {
+  if (r.kind_case() == rules::Ref::kInput) {
+    out->insert(r.input());
+  } else if (r.kind_case() == rules::Ref::kNode) {
+    for (const auto& in : p.nodes(r.node().node()).inputs()) InputsFeeding(p, in, out);
+  }
+}
+
+struct WindowInstance {
+  std::map<std::string, int64_t> symbols;
+  std::map<std::string, std::vector<int64_t>> attrs;  // pads, strides, dilations / kernel_shape
+  int64_t group = 1;
+};
+
+std::vector<WindowInstance> ConvInstances(bool with_group) {
+  std::vector<WindowInstance> v = {
+      {{{"kh", 1}, {"kw", 1}, {"h", 3}, {"w", 3}, {"c", 2}}, {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 2}}, {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 3}, {"h", 4}, {"w", 4}, {"c", 2}}, {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}}},
+      {{{"kh", 2}, {"kw", 3}, {"h", 4}, {"w", 3}, {"c", 1}}, {{"pads", {0, 1, 1, 0}}, {"strides", {2, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 1}, {"h", 3}, {"w", 2}, {"c", 1}}, {{"pads", {2, 0, 2, 0}}, {"strides", {1, 1}}, {"dilations", {2, 1}}}},
+  };
+  for (auto& i : v) i.symbols["cg"] = i.symbols["c"];
+  if (with_group) {
+    v.push_back({{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 4}, {"cg", 2}},
+                 {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}}, 2});
+    v.push_back({{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 2}, {"cg", 1}},
+                 {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}, 2});
+  }
+  return v;
+}
+
+std::vector<WindowInstance> PoolInstances() {
+  return {
+      {{{"h", 3}, {"w", 3}}, {{"kernel_shape", {3, 3}}, {"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}}},
+      {{{"h", 5}, {"w", 5}}, {{"kernel_shape", {3, 3}}, {"pads", {0, 0, 0, 0}}, {"strides", {2, 2}}}},
+      {{{"h", 4}, {"w", 3}}, {{"kernel_shape", {2, 3}}, {"pads", {0, 1, 1, 0}}, {"strides", {2, 1}}}},
+      {{{"h", 4}, {"w", 4}}, {{"kernel_shape", {1, 1}}, {"pads", {0, 0, 0, 0}}, {"strides", {2, 2}}}},
+  };
+}
+
+}  // namespace
+
+std::optional<rules::Rule> Generalise(const rules::Rule& proved, bool with_group, const Options& options) {
+  // The window nodes and their effective attributes, from the rule at a proof binding.
+  SymbolBinding at = ProofBindings(proved)[0];
+  Graph sides[2] = {InstantiatePattern(proved, proved.source(), at), InstantiatePattern(proved, proved.target(), at)};
+  const rules::Pattern* patterns[2] = {&proved.source(), &proved.target()};
+  bool conv = false, pool = false;
+  std::vector<std::string> names;
+  std::map<std::string, Attribute> common;
+  std::vector<int64_t> kernel;
+  std::set<int> weight_inputs;
+  for (int side = 0; side < 2; ++side) {
+    const rules::Pattern& p = *patterns[side];
+    for (int k = 0; k < p.nodes_size(); ++k) {
+      const std::string& op = p.nodes(k).op();
+      if (op != "Conv" && !IsPool(op)) continue;
+      (op == "Conv" ? conv : pool) = true;
+      // InstantiatePattern adds the pattern's nodes in order.
+      const Graph& g = sides[side];
+      NodeId id = static_cast<NodeId>(k);
+      std::vector<std::string> attrs = op == "Conv" ? std::vector<std::string>{"dilations", "pads", "strides"}
+                                                    : std::vector<std::string>{"kernel_shape", "pads", "strides"};
+      if (op == "Conv" && with_group) attrs.push_back("group");
+      for (const std::string& name : attrs) {
+        std::optional<Attribute> a = EffectiveWindowAttribute(g, id, name);
+        if (!a) return std::nullopt;
+        auto [it, inserted] = common.emplace(name, *a);
+        if (!inserted && it->second != *a) return std::nullopt;  // the window nodes differ
+      }
+      if (op == "Conv") {
+        const TensorType& w = g.value(g.node(id).inputs[1]).type;
+        std::vector<int64_t> kw(w.shape.begin() + 2, w.shape.end());
+        if (!kernel.empty() && kernel != kw) return std::nullopt;
+        kernel = kw;
+        InputsFeeding(p, p.nodes(k).inputs(1), &weight_inputs);
+      }
+    }
+  }
+  if (conv == pool) return std::nullopt;  // none, or both kinds
+  if (pool && with_group) return std::nullopt;
+  if (common.count("group") && common.at("group").i != 1) return std::nullopt;  // generalised from group 1 only
+  rules::Rule g = proved;
+  g.clear_provenance();
+  // Kernel (and, with groups, per-group channel) dimensions of the conv weights become symbols.
+  if (conv) {
+    if (kernel.size() != 2) return std::nullopt;
+    for (int in : weight_inputs) {
+      // Weight-shaped inputs only (a per-channel scale on the way is left as it is).
+      rules::TensorVar* var = g.mutable_inputs(in);
+      if (var->shape_size() != 4 || !DimIsConst(var->shape(2), kernel[0]) || !DimIsConst(var->shape(3), kernel[1]))
+        continue;
+      *var->mutable_shape(2) = DimSymbol("kh");
+      *var->mutable_shape(3) = DimSymbol("kw");
+      if (with_group) {
+        if (DimToString(var->shape(1)) != "c") return std::nullopt;
+        *var->mutable_shape(1) = DimSymbol("cg");
+      }
+    }
+  }
+  for (rules::Pattern* p : {g.mutable_source(), g.mutable_target()}) {
+    for (auto& n : *p->mutable_nodes()) {
+      if (n.op() != "Conv" && !IsPool(n.op())) continue;
+      std::map<std::string, rules::Attribute> attrs;
+      for (const auto& a : n.attrs()) attrs[a.name()] = a;
+      attrs.erase("auto_pad");
+      for (const auto& [name, value] : common) {
+        rules::Attribute v;
+        v.set_name(name);
+        v.set_var(name);
+        attrs[name] = v;
+      }
+      if (n.op() == "Conv") attrs.erase("kernel_shape");
+      n.clear_attrs();
+      for (auto& [name, a] : attrs) *n.add_attrs() = a;
+    }
+  }
+  // Proved at every instance.
+  rules::Provenance prov = proved.provenance();
+  prov.clear_proved_on();
+  uint64_t rlimit = 0;
+  bool all_simplified = true;
+  const std::vector<std::string> symbols = RuleSymbols(g);
+  for (const WindowInstance& inst : conv ? ConvInstances(with_group) : PoolInstances()) {
+    SymbolBinding b = at;
+    for (const auto& [sym, v] : inst.symbols) b[sym] = v;
+    for (auto it = b.begin(); it != b.end();)  // only the rule's own symbols
+      it = std::find(symbols.begin(), symbols.end(), it->first) == symbols.end() ? b.erase(it) : std::next(it);
+    if (b.count("d")) b["d"] = 2;
+    if (b.count("n")) b["n"] = 1;
+    AttrBinding values;
+    for (const auto& [name, v] : inst.attrs)
+      if (common.count(name)) values[name] = Attribute::Ints(v);
+    if (common.count("group")) values["group"] = Attribute::Int(inst.group);
+    rules::Rule concrete = BindAttributes(g, values);
+    try {
+      if (!(NumericError(concrete, b, RuleSeed(proved)) <= kNumericTolerance)) return std::nullopt;
+      bool simplified = false;
+      std::string detail;
+      if (ProveAt(concrete, b, options, &rlimit, &simplified, &detail) != Outcome::kProved) return std::nullopt;
+      all_simplified = all_simplified && simplified;
+    } catch (const Error&) {
+      return std::nullopt;  // shapes do not infer at this instance
+    }
+    rules::ShapeInstance* si = prov.add_proved_on();
+    for (const auto& [sym, v] : b) {
+      auto* bind = si->add_bindings();
+      bind->set_symbol(sym);
+      bind->set_value(v);
+    }
+    for (const auto& [name, v] : values) *si->add_attrs() = AttributeToProto(name, v);
+  }
+  prov.set_proof_rlimit(rlimit);
+  prov.set_proved_by_simplification(all_simplified);
+  *g.mutable_provenance() = prov;
+  g.set_id(RuleId(g));
+  return g;
+}
+
 Result VerifyOne(const rules::Rule& candidate, const Options& options) {
   auto start = std::chrono::steady_clock::now();
   Result r;
@@ -325,6 +494,13 @@ Result VerifyOne(const rules::Rule& candidate, const Options& options) {
     }
     prov->set_proof_rlimit(rlimit);
     prov->set_proved_by_simplification(all_simplified);
+    for (bool with_group : {true, false}) {
+      if (std::optional<rules::Rule> g = Generalise(r.rule, with_group, options)) {
+        r.rule = std::move(*g);
+        r.generalised = true;
+        break;
+      }
+    }
     return done(Outcome::kProved);
   } catch (const std::exception& e) {
     r.detail = FirstLine(e.what());

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct Options {
 struct Result {
   Outcome outcome = Outcome::kError;
   rules::Rule rule;  // with provenance filled in when proved
+  bool generalised = false;  // proved attribute-generic (rule is the generic form)
   double seconds = 0;
   std::string detail;
 };
@@ -63,7 +65,20 @@ double NumericError(const rules::Rule& rule, const SymbolBinding& binding, uint6
 Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Options& options, uint64_t* rlimit_used,
                 bool* by_simplification, std::string* detail);
 
-// Full pipeline for one candidate (no global duplicate pruning).
+// Attribute-generic form of a proved rule whose Conv (or pooling) nodes all
+// share their window attributes: those attributes become variables ($pads,
+// $strides, $dilations; $kernel_shape for pooling; $group if `with_group`),
+// the kernel dimensions of the inputs that feed conv weights become symbols
+// kh, kw (and their channel dimension cg with groups). Proved (float64
+// check and Z3) at every instance of a fixed table (1x1, 3x3, stride 2,
+// asymmetric kernel, stride and pads, dilation; grouped and depthwise with
+// groups). nullopt if the rule has no such nodes, they differ, or any
+// instance fails. The provenance lists the instances.
+std::optional<rules::Rule> Generalise(const rules::Rule& proved, bool with_group, const Options& options);
+
+// Full pipeline for one candidate (no global duplicate pruning); a proved
+// rule that generalises (Generalise, with groups first) is returned in its
+// generic form.
 Result VerifyOne(const rules::Rule& candidate, const Options& options);
 
 // This shard's candidates, in parallel; results in candidate order.

@@ -153,6 +153,65 @@ TEST(Verifier, ProvesConvScaleFolding) {
   EXPECT_EQ(Prove(bad), Outcome::kRefutedZ3);
 }
 
+// Attribute-generic rules: the scale fold holds for any window attributes
+// and groups (kernel dims become symbols, attributes variables, proved at
+// every instance of the table incl. stride 2, asymmetric pads, dilation,
+// grouped and depthwise); a rule tied to its attributes (TASO's enlarge:
+// pad a 1x1 kernel to 3x3) is not generalised.
+TEST(Verifier, GeneralisesWindowAttributesWhereTheyHold) {
+  RuleBuilder b;
+  int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  int w = b.Input("W", {S("d"), S("c"), K(1), K(1)});
+  int s = b.Input("S", {S("d"), K(1), K(1)});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {0, 0, 0, 0}}};
+  rules::Rule r = b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
+                          {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
+                                pads)});
+  Result v = VerifyOne(r, Options());
+  ASSERT_EQ(v.outcome, Outcome::kProved) << v.detail;
+  EXPECT_TRUE(v.generalised);
+  const rules::Rule& g = v.rule;
+  EXPECT_NE(g.id(), r.id());
+  EXPECT_EQ(AttributeVariables(g), (std::vector<std::string>{"dilations", "group", "pads", "strides"}));
+  EXPECT_EQ(ShapeToString(g.inputs(w)), "[d,cg,kh,kw]");
+  EXPECT_EQ(ShapeToString(g.inputs(s)), "[d,1,1]");  // not weight-shaped: unchanged
+  ASSERT_EQ(g.provenance().proved_on_size(), 7);
+  bool stride2 = false, asymmetric = false, depthwise = false;
+  for (const auto& inst : g.provenance().proved_on()) {
+    AttrBinding a = InstanceAttributes(inst);
+    SymbolBinding sym = InstanceSymbols(inst);
+    stride2 |= a.at("strides").ints == std::vector<int64_t>{2, 2};
+    asymmetric |= a.at("pads").ints == std::vector<int64_t>{0, 1, 1, 0};
+    depthwise |= a.at("group").i == sym.at("c") && sym.at("cg") == 1;
+  }
+  EXPECT_TRUE(stride2 && asymmetric && depthwise);
+  ValidateRule(g);  // validates at its first instance
+  // The same rule built at 3x3 generalises to the same rule.
+  RuleBuilder b3;
+  x = b3.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  w = b3.Input("W", {S("d"), S("c"), K(3), K(3)});
+  s = b3.Input("S", {S("d"), K(1), K(1)});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads1 = {{"pads", {1, 1, 1, 1}}};
+  rules::Rule r3 = b3.Build({b3.Op(0, "Mul", {b3.Op(0, "Conv", {b3.In(x), b3.In(w)}, pads1), b3.In(s)})},
+                            {b3.Op(1, "Conv", {b3.In(x), b3.Op(1, "Mul", {b3.In(w), b3.Op(1, "Unsqueeze", {b3.In(s), b3.Const(1, {3})})})},
+                                   pads1)});
+  Result v3 = VerifyOne(r3, Options());
+  ASSERT_TRUE(v3.generalised);
+  EXPECT_EQ(CanonicalForm(v3.rule), CanonicalForm(g));
+
+  // Enlarge: Conv[pads=1](X, Pad(W 1x1 -> 3x3)) == Conv[pads=0](X, W): tied to the kernel and pads.
+  RuleBuilder e;
+  x = e.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  w = e.Input("W", {S("d"), S("c"), K(1), K(1)});
+  rules::Rule enlarge = e.Build(
+      {e.Op(0, "Conv", {e.In(x), e.Op(0, "Pad", {e.In(w), e.Const(0, {0, 0, 1, 1, 0, 0, 1, 1})})}, pads1)},
+      {e.Op(1, "Conv", {e.In(x), e.In(w)}, pads)});
+  Result ve = VerifyOne(enlarge, Options());
+  ASSERT_EQ(ve.outcome, Outcome::kProved) << ve.detail;
+  EXPECT_FALSE(ve.generalised);
+  EXPECT_FALSE(Generalise(enlarge, false, Options()).has_value());
+}
+
 TEST(Verifier, ProvesParallelMatMulMerge) {
   RuleBuilder b;
   int a = b.Input("A", {S("m"), S("k")});

@@ -1,5 +1,7 @@
 #include "core/rewrite/matcher.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -25,8 +27,13 @@ const Attribute* Effective(const Node& n, const OpDef& def, const std::string& n
 }
 
 // Attributes that only restate the kernel size or defaults compare by value.
-bool AttrsMatch(const Node& n, const OpDef& def, const AttributeMap& want) {
+// Attributes bound to variables (`vars`) are compared when bound, not here;
+// with a window variable, auto_pad too (its effect is in the effective pads).
+bool AttrsMatch(const Node& n, const OpDef& def, const AttributeMap& want,
+                const std::map<std::string, std::string>& vars) {
   for (const AttrSpec& spec : def.attrs) {
+    if (vars.count(spec.name)) continue;
+    if (spec.name == "auto_pad" && !vars.empty()) continue;
     if (spec.name == "kernel_shape" && !want.count(spec.name) && n.op == "Conv") continue;  // implied by W
     const Attribute* have = Effective(n, def, spec.name);
     auto w = want.find(spec.name);
@@ -71,6 +78,7 @@ struct State {
   std::vector<NodeId> nodes;
   std::vector<ValueId> inputs;
   SymbolBinding symbols;
+  AttrBinding attrs;          // attribute variables bound so far
   std::vector<NodeId> used;   // matched graph nodes (a handful)
   const std::vector<int>& topo_pos;  // position of each node in a topological order
   bool Used(NodeId n) const { return std::find(used.begin(), used.end(), n) != used.end(); }
@@ -127,7 +135,19 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
     return false;
   const CompiledNode& cn = s.compiled[pn];
-  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs)) return false;
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
+  AttrBinding saved_attrs = s.attrs;
+  for (const auto& [name, var] : cn.attr_vars) {
+    std::optional<Attribute> value = EffectiveWindowAttribute(s.g, gn, name);
+    if (!value) return false;
+    auto bound = s.attrs.find(var);
+    if (bound == s.attrs.end()) {
+      s.attrs.emplace(var, *value);
+    } else if (bound->second != *value) {
+      s.attrs = saved_attrs;
+      return false;
+    }
+  }
   s.nodes[pn] = gn;
   s.used.push_back(gn);
   // Operand orders to try.
@@ -156,6 +176,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   if (!ok) {
     s.nodes[pn] = kNoNode;
     s.used.erase(std::find(s.used.begin(), s.used.end(), gn));
+    s.attrs = saved_attrs;
   }
   return ok;
 }
@@ -194,7 +215,7 @@ bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<Compi
   if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
     return false;
   const CompiledNode& cn = compiled[pn];
-  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs)) return false;
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
   auto operand = [&](int pi, int gi) {
     const rules::Ref& r = pat.inputs(pi);
     ValueId v = n.inputs[gi];
@@ -320,7 +341,12 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
       for (const auto& pn : p.nodes()) {
         CompiledNode cn;
         cn.def = OpRegistry::Global().Find("", pn.op());
-        for (const auto& a : pn.attrs()) cn.attrs[a.name()] = AttributeFromProto(a);
+        for (const auto& a : pn.attrs()) {
+          if (IsAttributeVariable(a))
+            cn.attr_vars[a.name()] = a.var();
+          else
+            cn.attrs[a.name()] = AttributeFromProto(a);
+        }
         sides[side].push_back(std::move(cn));
       }
     }
@@ -388,7 +414,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
     if (mode == RegionMode::kOtherOutputInside && (*region)[gn]) continue;
     if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
     State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
-            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, index.topo_pos};
+            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, {}, index.topo_pos};
     std::vector<NodeId> near;  // the anchor's neighbourhood, for unconnected parts
     // Remaining outputs are matched after the anchor, each against graph
     // nodes that read an already-bound input (or any node of its op).
@@ -404,6 +430,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         m.nodes = s.nodes;
         m.inputs = s.inputs;
         m.symbols = s.symbols;
+        m.attrs = s.attrs;
         out->push_back(std::move(m));
         return false;  // keep enumerating
       }
@@ -557,7 +584,7 @@ namespace {
 // Adds the nodes of pattern `to` to `g`, reading rule inputs from `inputs`;
 // returns the values of the pattern's outputs.
 std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::Pattern& to,
-                                const std::vector<ValueId>& inputs) {
+                                const std::vector<ValueId>& inputs, const AttrBinding& bound) {
   std::vector<ValueId> constants;
   for (int k = 0; k < to.constants_size(); ++k) {
     const rules::Constant& c = to.constants(k);
@@ -578,7 +605,15 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
     std::vector<ValueId> ins;
     for (const auto& r : pn.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;
-    for (const auto& a : pn.attrs()) attrs[a.name()] = AttributeFromProto(a);
+    for (const auto& a : pn.attrs()) {
+      if (!IsAttributeVariable(a)) {
+        attrs[a.name()] = AttributeFromProto(a);
+        continue;
+      }
+      auto it = bound.find(a.var());
+      if (it == bound.end()) Fail("rule ", rule.id(), ": attribute variable $", a.var(), " is not bound by the match");
+      attrs[a.name()] = it->second;
+    }
     NodeId id = g.AddNode(pn.op(), ins, pn.num_outputs(), std::move(attrs), g.UniqueName(pn.op() + "_rw"));
     const OpDef* def = OpRegistry::Global().Find("", pn.op());
     if (def == nullptr) Fail("rule ", rule.id(), ": unknown operator ", pn.op());
@@ -597,7 +632,7 @@ Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const 
   const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
   const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
   Graph g = graph;
-  std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs);
+  std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs, m.attrs);
   std::vector<NodeId> changed;
   for (NodeId n = graph.num_nodes(); n < g.num_nodes(); ++n) changed.push_back(n);
   for (ValueId v : m.inputs)
@@ -650,7 +685,7 @@ Graph Matcher::Side(const Graph& graph, const Match& m, bool replacement,
     if (constants != nullptr && k < constants->size() && (*constants)[k]) data = (*constants)[k];
     inputs.push_back(data ? g.AddInitializer(name, data) : g.AddInput(name, val.type));
   }
-  g.SetOutputs(AddPattern(g, rule, side, inputs));
+  g.SetOutputs(AddPattern(g, rule, side, inputs, m.attrs));
   return g;
 }
 

@@ -24,12 +24,14 @@ struct Match {
   std::vector<NodeId> nodes;     // per pattern node of the matched side
   std::vector<ValueId> inputs;   // per rule input
   SymbolBinding symbols;
+  AttrBinding attrs;             // attribute variables (attribute-generic rules)
 };
 
 // A pattern node prepared for matching.
 struct CompiledNode {
   const struct OpDef* def = nullptr;  // registry entry (null: unknown op, never matches)
-  AttributeMap attrs;                  // the pattern's attributes
+  AttributeMap attrs;                  // the pattern's attributes (not variables)
+  std::map<std::string, std::string> attr_vars;  // attribute name -> variable
 };
 
 // What Apply changed, for incremental matching of the result.

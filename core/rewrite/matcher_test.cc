@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <cstdlib>
@@ -37,7 +38,7 @@ TEST(Matcher, FoldsPerChannelScaleIntoConv) {
   ValueId conv = b.Op("Conv", {x, b.Weight("w", {4, 3, 3, 3}, 0.3f)}, Pads1());
   ValueId scaled = b.Op("Mul", {conv, b.Uniform("s", {4, 1, 1}, 0.5f, 1.5f)});
   Graph g = b.Build({b.Op("Relu", {scaled})});
-  Matcher m({RuleById("32e6d535ab1c")});
+  Matcher m({RuleById("fb7ae47167c7")});
   std::vector<Match> found = m.FindAll(g);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_TRUE(found[0].reverse);
@@ -45,6 +46,73 @@ TEST(Matcher, FoldsPerChannelScaleIntoConv) {
   EXPECT_EQ(out.OpCounts()["Mul"], 1);  // now on the weights
   EXPECT_EQ(out.OpCounts()["Unsqueeze"], 1);
   EXPECT_LE(Diff(g, out), 1e-5);
+}
+
+// The attribute-generic scale fold reaches convs the stride-1 "same"
+// templates never could: a 7x7 stride-2 stem with asymmetric pads, a
+// grouped conv, a depthwise conv, an auto_pad conv; the replacement keeps
+// each conv's own attributes.
+TEST(Matcher, AttributeGenericRuleBindsEachConvsAttributes) {
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 4, 15, 15});
+  int layer = 0;
+  auto scaled = [&](ValueId in, Shape w, AttributeMap attrs) {
+    std::string k = std::to_string(layer++);
+    ValueId conv = b.Op("Conv", {in, b.Weight("w" + k, w, 0.3f)}, attrs);
+    return b.Op("Mul", {conv, b.Uniform("s" + k, {w[0], 1, 1}, 0.5f, 1.5f)});
+  };
+  ValueId stem = scaled(x, {8, 4, 7, 7}, {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({3, 2, 3, 3})}});
+  ValueId grouped = scaled(stem, {8, 2, 3, 3}, {{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  ValueId depthwise = scaled(grouped, {8, 1, 3, 3}, {{"group", Attribute::Int(8)}, {"dilations", Attribute::Ints({2, 2})},
+                                                    {"pads", Attribute::Ints({2, 2, 2, 2})}});
+  ValueId same = scaled(depthwise, {6, 8, 2, 3}, {{"auto_pad", Attribute::String("SAME_UPPER")}});
+  Graph g = b.Build({b.Op("Relu", {same})});
+  Matcher m({RuleById("fb7ae47167c7")});
+  Graph out = g;
+  int applied = 0;
+  for (;;) {
+    std::vector<Match> found = m.FindAll(out);  // folds (reversed) and, once folded, unfolds
+    auto fold = std::find_if(found.begin(), found.end(), [](const Match& x) { return x.reverse; });
+    if (fold == found.end()) break;
+    EXPECT_EQ(fold->attrs.size(), 4u);  // pads, strides, dilations, group
+    out = m.Apply(out, *fold);
+    ASSERT_LE(++applied, 4);
+  }
+  EXPECT_EQ(applied, 4);
+  std::map<std::string, int> ops = out.OpCounts();
+  EXPECT_EQ(ops["Mul"], 4);  // all on the weights now
+  EXPECT_EQ(ops["Conv"], 4);
+  EXPECT_LE(Diff(g, out), 1e-5);
+  // The stem kept its stride and asymmetric pads.
+  bool stem_found = false;
+  for (NodeId id = 0; id < out.num_nodes(); ++id) {
+    const Node& n = out.node(id);
+    if (n.op != "Conv" || out.value(n.inputs[1]).type.shape[2] != 7) continue;
+    stem_found = true;
+    EXPECT_EQ(n.attrs.at("strides").ints, (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(n.attrs.at("pads").ints, (std::vector<int64_t>{3, 2, 3, 3}));
+  }
+  EXPECT_TRUE(stem_found);
+}
+
+// Attribute variables bind consistently: the generic merge of two convs
+// sharing an input needs equal strides (and weight shapes).
+TEST(Matcher, AttributeVariablesBindConsistently) {
+  auto build = [](int64_t stride2) {
+    GraphBuilder b(4);
+    ValueId x = b.Input("x", {1, 3, 8, 8});
+    ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, {{"strides", Attribute::Ints({2, 2})}});
+    ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {4, 3, 3, 3}, 0.3f)}, {{"strides", Attribute::Ints({stride2, stride2})}});
+    return b.Build({c1, c2});
+  };
+  Matcher m({RuleById("d1b546e55a9f")});
+  EXPECT_TRUE(m.FindAll(build(1)).empty());
+  Graph same = build(2);
+  std::vector<Match> found = m.FindAll(same);
+  ASSERT_FALSE(found.empty());
+  Graph merged = m.Apply(same, found[0]);
+  EXPECT_EQ(merged.OpCounts()["Conv"], 1);
+  EXPECT_LE(Diff(same, merged), 1e-5);
 }
 
 TEST(Matcher, MatMulAssociativityBothWays) {
@@ -80,7 +148,7 @@ TEST(Matcher, ShapesMustBindConsistently) {
   ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, Pads1());
   ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {5, 3, 3, 3}, 0.3f)}, Pads1());
   Graph g = b.Build({c1, c2});
-  Matcher m({RuleById("e5432b28a9c3")});
+  Matcher m({RuleById("d1b546e55a9f")});
   EXPECT_TRUE(m.FindAll(g).empty());
   GraphBuilder b2(4);
   x = b2.Input("x", {1, 3, 6, 6});

@@ -129,12 +129,69 @@ Attribute AttributeFromProto(const rules::Attribute& a) {
     case rules::Attribute::kS: return Attribute::String(a.s());
     case rules::Attribute::kInts: return Attribute::Ints({a.ints().values().begin(), a.ints().values().end()});
     case rules::Attribute::kFloats: return Attribute::Floats({a.floats().values().begin(), a.floats().values().end()});
+    case rules::Attribute::kVar:
+      Fail("attribute '", a.name(), "' is the attribute variable $", a.var(), ": bind it first (BindAttributes)");
     default: Fail("attribute '", a.name(), "' has no value");
   }
 }
 
+rules::Attribute AttributeToProto(const std::string& name, const Attribute& a) {
+  rules::Attribute out;
+  out.set_name(name);
+  switch (a.type) {
+    case AttrType::kInt: out.set_i(a.i); break;
+    case AttrType::kFloat: out.set_f(a.f); break;
+    case AttrType::kString: out.set_s(a.s); break;
+    case AttrType::kInts:
+      for (int64_t v : a.ints) out.mutable_ints()->add_values(v);
+      break;
+    case AttrType::kFloats:
+      for (float v : a.floats) out.mutable_floats()->add_values(v);
+      break;
+    default: Fail("attribute '", name, "' cannot be stored in a rule");
+  }
+  return out;
+}
+
+std::vector<std::string> AttributeVariables(const rules::Rule& rule) {
+  std::set<std::string> vars;
+  for (const rules::Pattern* p : {&rule.source(), &rule.target()})
+    for (const auto& n : p->nodes())
+      for (const auto& a : n.attrs())
+        if (IsAttributeVariable(a)) vars.insert(a.var());
+  return {vars.begin(), vars.end()};
+}
+
+rules::Rule BindAttributes(const rules::Rule& rule, const AttrBinding& values) {
+  rules::Rule out = rule;
+  for (rules::Pattern* p : {out.mutable_source(), out.mutable_target()})
+    for (auto& n : *p->mutable_nodes())
+      for (auto& a : *n.mutable_attrs()) {
+        if (!IsAttributeVariable(a)) continue;
+        auto it = values.find(a.var());
+        if (it == values.end()) Fail("rule ", rule.id(), ": attribute variable $", a.var(), " is not bound");
+        a = AttributeToProto(a.name(), it->second);
+      }
+  return out;
+}
+
+SymbolBinding InstanceSymbols(const rules::ShapeInstance& instance) {
+  SymbolBinding b;
+  for (const auto& x : instance.bindings()) b[x.symbol()] = x.value();
+  return b;
+}
+
+AttrBinding InstanceAttributes(const rules::ShapeInstance& instance) {
+  AttrBinding b;
+  for (const auto& a : instance.attrs()) b[a.name()] = AttributeFromProto(a);
+  return b;
+}
+
 namespace {
-std::string AttrText(const rules::Attribute& a) { return a.name() + "=" + AttributeFromProto(a).ToString(); }
+std::string AttrText(const rules::Attribute& a) {
+  if (IsAttributeVariable(a)) return a.name() + "=$" + a.var();
+  return a.name() + "=" + AttributeFromProto(a).ToString();
+}
 
 std::string ConstantText(const rules::Constant& c) {
   std::string s = "[";
@@ -333,11 +390,20 @@ void ValidateRule(const rules::Rule& rule) {
     Fail("rule ", rule.id(), ": source and target must have the same, non-zero number of outputs");
   for (const auto& in : rule.inputs())
     if (DTypeFromCode(in.dtype()) == DType::kUndefined) Fail("rule ", rule.id(), ": input ", in.name(), " has a bad type");
-  // Instantiating at a default binding checks refs, ops, arity and shapes.
+  // Instantiating at a default binding checks refs, ops, arity and shapes;
+  // an attribute-generic rule at its first proved instance.
   SymbolBinding b;
   for (const auto& s : RuleSymbols(rule)) b[s] = 4;
-  Graph src = InstantiatePattern(rule, rule.source(), b);
-  Graph tgt = InstantiatePattern(rule, rule.target(), b);
+  rules::Rule bound = rule;
+  if (!AttributeVariables(rule).empty()) {
+    if (rule.provenance().proved_on_size() == 0 || rule.provenance().proved_on(0).attrs_size() == 0)
+      Fail("rule ", rule.id(), ": attribute variables but no proved instance binding them");
+    const rules::ShapeInstance& inst = rule.provenance().proved_on(0);
+    for (const auto& [sym, v] : InstanceSymbols(inst)) b[sym] = v;
+    bound = BindAttributes(rule, InstanceAttributes(inst));
+  }
+  Graph src = InstantiatePattern(bound, bound.source(), b);
+  Graph tgt = InstantiatePattern(bound, bound.target(), b);
   for (size_t k = 0; k < src.outputs().size(); ++k)
     if (src.value(src.outputs()[k]).type != tgt.value(tgt.outputs()[k]).type)
       Fail("rule ", rule.id(), ": output ", k, " types differ between source and target");

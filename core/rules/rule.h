@@ -15,9 +15,12 @@ namespace rlflow {
 constexpr char kRuleDatabaseMagic[] = "rlflow.rules";
 constexpr char kCandidateSetMagic[] = "rlflow.candidates";
 constexpr char kGraphShardMagic[] = "rlflow.graphs";
-constexpr uint32_t kRuleFormatVersion = 1;
+// 2: attribute variables (attribute-generic rules).
+constexpr uint32_t kRuleFormatVersion = 2;
 
 using SymbolBinding = std::map<std::string, int64_t>;
+// Attribute variable -> value.
+using AttrBinding = std::map<std::string, Attribute>;
 
 // ---- symbolic dimensions ----
 rules::Dim DimConst(int64_t value);
@@ -35,8 +38,19 @@ std::string ShapeToString(const rules::TensorVar& var);
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
 
-// A rule attribute as an IR attribute.
+// A rule attribute as an IR attribute; throws for an attribute variable.
 Attribute AttributeFromProto(const rules::Attribute& a);
+// An IR attribute as a rule attribute called `name`.
+rules::Attribute AttributeToProto(const std::string& name, const Attribute& a);
+inline bool IsAttributeVariable(const rules::Attribute& a) { return a.value_case() == rules::Attribute::kVar; }
+// The attribute variables a rule uses (sorted, unique).
+std::vector<std::string> AttributeVariables(const rules::Rule& rule);
+// The rule with every attribute variable replaced by its value in `values`
+// (the id is kept); throws rlflow::Error naming an unbound variable.
+rules::Rule BindAttributes(const rules::Rule& rule, const AttrBinding& values);
+// The symbol and attribute values of a proved instance.
+SymbolBinding InstanceSymbols(const rules::ShapeInstance& instance);
+AttrBinding InstanceAttributes(const rules::ShapeInstance& instance);
 
 // ---- patterns ----
 // A Graph for one side at concrete shapes: graph inputs are the rule's

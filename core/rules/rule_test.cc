@@ -44,6 +44,50 @@ rules::Rule Assoc(const char* a, const char* b, const char* c) {
   return r;
 }
 
+// Attribute variables: listed, bound, printed, refused unbound.
+TEST(Rule, AttributeVariables) {
+  rules::Rule r;
+  rules::TensorVar* x = r.add_inputs();
+  x->set_name("X");
+  x->set_dtype(1);
+  for (const char* d : {"n", "c", "h", "w"}) *x->add_shape() = DimSymbol(d);
+  for (rules::Pattern* p : {r.mutable_source(), r.mutable_target()}) {
+    rules::Node* n = p->add_nodes();
+    n->set_op("MaxPool");
+    n->set_num_outputs(1);
+    n->add_inputs()->set_input(0);
+    for (const char* a : {"kernel_shape", "pads", "strides"}) {
+      rules::Attribute* attr = n->add_attrs();
+      attr->set_name(a);
+      attr->set_var(a);
+    }
+    p->add_outputs()->mutable_node()->set_node(0);
+  }
+  r.set_id(RuleId(r));
+  EXPECT_EQ(AttributeVariables(r), (std::vector<std::string>{"kernel_shape", "pads", "strides"}));
+  EXPECT_NE(RuleToString(r).find("MaxPool[kernel_shape=$kernel_shape,pads=$pads,strides=$strides](X)"), std::string::npos)
+      << RuleToString(r);
+  EXPECT_THROW(InstantiatePattern(r, r.source(), {{"n", 1}, {"c", 1}, {"h", 4}, {"w", 4}}), Error);
+  EXPECT_THROW(ValidateRule(r), Error);  // no proved instance binds the variables
+  EXPECT_THROW(BindAttributes(r, {{"pads", Attribute::Ints({0, 0, 0, 0})}}), Error);  // kernel_shape unbound
+  AttrBinding values = {{"kernel_shape", Attribute::Ints({3, 3})},
+                        {"pads", Attribute::Ints({0, 1, 1, 0})},
+                        {"strides", Attribute::Ints({2, 2})}};
+  rules::Rule bound = BindAttributes(r, values);
+  EXPECT_TRUE(AttributeVariables(bound).empty());
+  Graph g = InstantiatePattern(bound, bound.source(), {{"n", 1}, {"c", 1}, {"h", 5}, {"w", 5}});
+  EXPECT_EQ(g.value(g.outputs()[0]).type.shape, (Shape{1, 1, 2, 2}));
+  rules::ShapeInstance* inst = r.mutable_provenance()->add_proved_on();
+  for (const auto& [sym, v] : SymbolBinding{{"n", 1}, {"c", 1}, {"h", 5}, {"w", 5}}) {
+    auto* b = inst->add_bindings();
+    b->set_symbol(sym);
+    b->set_value(v);
+  }
+  for (const auto& [name, v] : values) *inst->add_attrs() = AttributeToProto(name, v);
+  EXPECT_EQ(InstanceAttributes(*inst).at("pads").ints, (std::vector<int64_t>{0, 1, 1, 0}));
+  ValidateRule(r);
+}
+
 TEST(Rule, DimensionArithmetic) {
   rules::Dim two_c = DimAdd(DimSymbol("c"), DimSymbol("c"));
   EXPECT_EQ(DimToString(two_c), "2c");
