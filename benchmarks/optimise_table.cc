@@ -25,12 +25,13 @@
 #include "core/json.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
+#include "runtime/stats.h"
 #include "tools/cli/cli.h"
 #include "tools/ort/ort.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_string(sources, "cpp,torch", "model sources: cpp (C++ builders), torch (torch.onnx exports)");
-DEFINE_int32(ort_runs, 10, "interleaved ONNX Runtime runs per model (median)");
+DEFINE_int32(ort_runs, 20, "interleaved pairs of ONNX Runtime runs per model (median ratio with a 95% interval)");
 DEFINE_string(extra_args, "", "extra optimiser flags for both searches (e.g. --budget=200)");
 
 namespace rlflow {
@@ -73,9 +74,10 @@ int Run() {
   std::vector<std::string> models = Split(FLAGS_models);
   if (models.empty()) models = zoo::ModelNames();
   std::string dir = testing::MakeTempDir("optimise_table_");
-  std::printf("| model | source | ops before | ops after | estimate (ms) | measured (ms) | estimate error "
-              "(original / optimised) | estimated speedup | executor speedup | predicted optimised time error | ORT (ms) | ORT speedup | taso search (s) | greedy search (s) | greedy speedup |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("| model | source | rewrites applied | BatchNorms before -> after | ops before -> after | estimate error "
+              "(original / optimised) | predicted speedup | executor speedup [95%% interval] | verdict | ORT speedup "
+              "[95%% interval] | taso search (s) | greedy speedup |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
       std::string original =
@@ -92,14 +94,31 @@ int Run() {
       std::vector<std::pair<std::string, at::Tensor>> named;
       for (size_t k = 0; k < inputs.size(); ++k) named.push_back({g.value(g.inputs()[k]).name, inputs[k]});
       LOG(INFO) << m << " (" << source << "): ONNX Runtime";
-      auto [ort_before, ort_after] = testing::TimeOnnxRuntime(original, taso_out, named, FLAGS_ort_runs);
-      std::printf("| %s | %s | %.0f | %.0f | %.1f | %.1f | %+.1f%% / %+.1f%% | %.3fx | %.3fx | %+.1f%% | %.1f -> %.1f | %.3fx | %.1f | %.1f | %.3fx |\n",
-                  m.c_str(), source.c_str(), JsonFindNumber(taso, "nodes"), JsonFindNumber(taso, "nodes", after),
-                  JsonFindNumber(taso, "estimated_ms", after), JsonFindNumber(taso, "measured_ms", after),
-                  100 * JsonFindNumber(taso, "estimate_error"), 100 * JsonFindNumber(taso, "estimate_error", after),
-                  JsonFindNumber(taso, "estimated_speedup"), JsonFindNumber(taso, "speedup"),
-                  100 * JsonFindNumber(taso, "predicted_after_error"), ort_before,
-                  ort_after, ort_before / ort_after, JsonFindNumber(taso, "time_s"), JsonFindNumber(greedy, "time_s"),
+      testing::OrtPairedTimes ort = testing::TimeOnnxRuntime(original, taso_out, named, FLAGS_ort_runs);
+      RatioInterval ort_speedup = PairedRatio(ort.a, ort.b);
+      size_t before_at = taso.find("\"before\"");
+      auto count = [](const std::string& json, const std::string& key, size_t from) {
+        size_t p = json.find("\"" + key + "\"", from);
+        size_t end = json.find('}', from);
+        return p == std::string::npos || p > end ? 0.0 : JsonFindNumber(json, key, from);
+      };
+      size_t seq = taso.find("\"sequence\"");
+      int rewrites = 0;
+      for (size_t p = taso.find('"', taso.find('[', seq)); p < taso.find(']', seq); p = taso.find('"', p + 1)) ++rewrites;
+      rewrites /= 2;
+      size_t verdict = taso.find("\"verdict\"");
+      size_t wall = taso.find("\"wall\"", verdict);
+      std::string outcome = "unchanged";
+      size_t o = taso.find("\"outcome\": \"", verdict);
+      if (o != std::string::npos) outcome = taso.substr(o + 12, taso.find('"', o + 12) - o - 12);
+      std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %.3fx [%.3f, %.3f] | %s | "
+                  "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
+                  m.c_str(), source.c_str(), rewrites, count(taso, "BatchNormalization", before_at),
+                  count(taso, "BatchNormalization", after), JsonFindNumber(taso, "nodes", before_at),
+                  JsonFindNumber(taso, "nodes", after), 100 * JsonFindNumber(taso, "estimate_error", before_at),
+                  100 * JsonFindNumber(taso, "estimate_error", after), JsonFindNumber(taso, "estimated_speedup"),
+                  JsonFindNumber(taso, "median", wall), JsonFindNumber(taso, "lo", wall), JsonFindNumber(taso, "hi", wall),
+                  outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
                   JsonFindNumber(greedy, "speedup"));
       std::fflush(stdout);
     }

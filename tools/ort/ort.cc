@@ -155,18 +155,32 @@ std::string RunNode(const std::string& args, const std::string& what) {
 
 }  // namespace
 
-std::pair<double, double> TimeOnnxRuntime(const std::string& a, const std::string& b,
-                                          const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
+OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
   std::string dir = WriteInputs(inputs);
   std::string log = RunNode("--bench " + ShellQuote(a) + " " + ShellQuote(b) + " " + ShellQuote(dir) + " " +
                                 std::to_string(runs),
                             a + " / " + b);
   size_t at = log.rfind("{\"a_ms\":");
   if (at == std::string::npos) Fail("ort_run --bench printed no timings: ", FirstLine(log));
-  double ta = std::strtod(log.c_str() + at + 8, nullptr);
-  size_t bt = log.find("\"b_ms\":", at);
-  double tb = bt == std::string::npos ? 0 : std::strtod(log.c_str() + bt + 7, nullptr);
-  return {ta, tb};
+  auto array = [&](const std::string& key) {
+    std::vector<double> v;
+    size_t p = log.find("\"" + key + "\":[", at);
+    if (p == std::string::npos) Fail("ort_run --bench printed no '", key, "' runs");
+    p = log.find('[', p) + 1;
+    while (p < log.size() && log[p] != ']') {
+      char* end = nullptr;
+      v.push_back(std::strtod(log.c_str() + p, &end));
+      p = static_cast<size_t>(end - log.c_str());
+      if (p < log.size() && log[p] == ',') ++p;
+    }
+    return v;
+  };
+  OrtPairedTimes t;
+  t.a = array("a");
+  t.b = array("b");
+  if (t.a.size() != t.b.size() || t.a.empty()) Fail("ort_run --bench printed unpaired runs");
+  return t;
 }
 
 std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,

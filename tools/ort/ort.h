@@ -16,9 +16,12 @@ std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs);
 
 // Times models `a` and `b` in ONNX Runtime (CPU, one thread) on the same
-// inputs, interleaved, after a warm-up; returns the median ms of each.
-std::pair<double, double> TimeOnnxRuntime(const std::string& a, const std::string& b,
-                                          const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs);
+// inputs, interleaved, after a warm-up: ms per run of each, pair i = (a[i], b[i]).
+struct OrtPairedTimes {
+  std::vector<double> a, b;
+};
+OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs);
 
 // A fresh directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTempDir(const std::string& prefix);

@@ -5,7 +5,8 @@
 //   node ort_run.js --bench A.onnx B.onnx DIR RUNS
 //
 // --bench times A and B on the same inputs, interleaved (A, B, B, A, ...)
-// after a warm-up, and prints {"a_ms": median, "b_ms": median}.
+// after a warm-up, and prints {"a_ms": median, "b_ms": median, "a": [ms per
+// run], "b": [...]} (pair i = a[i], b[i]).
 //
 // DIR/inputs.json lists [{name, dtype, shape, file}] with raw little-endian
 // data in DIR/<file>; the outputs are written the same way to
@@ -54,7 +55,8 @@ async function bench(a, b, dir, runs) {
     else { tb.push(await time(sb)); ta.push(await time(sa)); }
   }
   const median = (v) => { v.sort((x, y) => x - y); const m = v.length >> 1; return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2; };
-  process.stdout.write(JSON.stringify({a_ms: median(ta), b_ms: median(tb)}) + '\n');
+  const pa = ta.slice(), pb = tb.slice();
+  process.stdout.write(JSON.stringify({a_ms: median(ta), b_ms: median(tb), a: pa, b: pb}) + '\n');
 }
 
 async function main() {
