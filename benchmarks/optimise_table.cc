@@ -111,14 +111,19 @@ int Run() {
       std::string outcome = "unchanged";
       size_t o = taso.find("\"outcome\": \"", verdict);
       if (o != std::string::npos) outcome = taso.substr(o + 12, taso.find('"', o + 12) - o - 12);
-      std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %.3fx [%.3f, %.3f] | %s | "
+      char executor[96];
+      if (outcome == "unchanged")
+        std::snprintf(executor, sizeof executor, "1.000x (same graph)");
+      else
+        std::snprintf(executor, sizeof executor, "%.3fx [%.3f, %.3f]", JsonFindNumber(taso, "median", wall),
+                      JsonFindNumber(taso, "lo", wall), JsonFindNumber(taso, "hi", wall));
+      std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
                   "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
                   m.c_str(), source.c_str(), rewrites, count(taso, "BatchNormalization", before_at),
                   count(taso, "BatchNormalization", after), JsonFindNumber(taso, "nodes", before_at),
                   JsonFindNumber(taso, "nodes", after), 100 * JsonFindNumber(taso, "estimate_error", before_at),
                   100 * JsonFindNumber(taso, "estimate_error", after), JsonFindNumber(taso, "estimated_speedup"),
-                  JsonFindNumber(taso, "median", wall), JsonFindNumber(taso, "lo", wall), JsonFindNumber(taso, "hi", wall),
-                  outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
+                  executor, outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
                   JsonFindNumber(greedy, "speedup"));
       std::fflush(stdout);
     }
