@@ -71,10 +71,13 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
 }
 
 // A hash of the node's cost key (effective attributes: a rule-built and an
-// imported conv that are the same operator are the same key), memoised.
+// imported conv that are the same operator are the same key); never 0.
+uint64_t CanonicalKey(const Graph& g, NodeId id) { return HashString(NodeCostKey(g, id)) | 1; }
+
+// The same, memoised per node of one graph.
 uint64_t CanonicalKey(const Graph& g, NodeId id, std::vector<uint64_t>* memo) {
   uint64_t& k = (*memo)[id];
-  if (k == 0) k = HashString(NodeCostKey(g, id)) | 1;
+  if (k == 0) k = CanonicalKey(g, id);
   return k;
 }
 
@@ -161,7 +164,7 @@ class SearchRun {
             for (ValueId o : n.outputs) constant[o] = 1;
           } else {
             added += o_.cost->NodeMs(rep, id);
-            added_keys.push_back({HashString(NodeCostKey(rep, id)) | 1, o_.cost->NodeNoiseMs(rep, id)});
+            added_keys.push_back({CanonicalKey(rep, id), o_.cost->NodeNoiseMs(rep, id)});
           }
         }
         cached = replacement_cost_.emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys)}).first;

@@ -187,9 +187,9 @@ int Main() {
   // scaled by its op type's in-context/isolated ratio, plus the executor's
   // per-node overhead. Cached: a warm cache runs nothing here.
   CalibrationReport calibration;
+  const int cal_runs = std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
   {
     auto t_cal = Clock::now();
-    int cal_runs = std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
     calibration = cost.Calibrate(original_cut, cal_runs);
     if (lowered > 0) {
       CalibrationReport c = cost.Calibrate(CutAtOpaque(canonical), cal_runs);
@@ -231,7 +231,7 @@ int Main() {
     FoldOptions fold;
     fold.max_elements = std::numeric_limits<int64_t>::max();
     InferShapesAndFold(chosen, fold);
-    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3)))));
+    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), cal_runs);
     if (c.new_keys == 0) break;
     calibration.new_keys += c.new_keys;
     for (const auto& [op, p] : c.per_op)

@@ -15,7 +15,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -198,7 +197,7 @@ class MeasuredCostModel : public CostModel {
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
   std::unordered_map<uint64_t, double> fast_;  // NodeCostHash -> ms (in memory)
-  bool derived_ = false;  // Derive() ran since the last cache change from outside
+  bool derived_ = false;  // Derive() ran since the cache was last loaded
   std::map<std::string, double> factor_;  // op type -> in-context / isolated
   std::map<std::string, double> op_spread_;  // op type -> median relative spread
   int64_t resolved_ = 0;

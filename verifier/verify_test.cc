@@ -159,14 +159,19 @@ TEST(Verifier, ProvesConvScaleFolding) {
 // grouped and depthwise); a rule tied to its attributes (TASO's enlarge:
 // pad a 1x1 kernel to 3x3) is not generalised.
 TEST(Verifier, GeneralisesWindowAttributesWhereTheyHold) {
-  RuleBuilder b;
-  int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
-  int w = b.Input("W", {S("d"), S("c"), K(1), K(1)});
-  int s = b.Input("S", {S("d"), K(1), K(1)});
-  std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {0, 0, 0, 0}}};
-  rules::Rule r = b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
-                          {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
-                                pads)});
+  // Mul(Conv(X, W), S) == Conv(X, W * S[:, None]) at one kernel size.
+  auto scale_fold = [](int64_t k, int64_t pad) {
+    RuleBuilder b;
+    int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});
+    int w = b.Input("W", {S("d"), S("c"), K(k), K(k)});
+    int s = b.Input("S", {S("d"), K(1), K(1)});
+    std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {pad, pad, pad, pad}}};
+    return b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
+                   {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
+                         pads)});
+  };
+  const int w = 1, s = 2;  // input indices
+  rules::Rule r = scale_fold(1, 0);
   Result v = VerifyOne(r, Options());
   ASSERT_EQ(v.outcome, Outcome::kProved) << v.detail;
   EXPECT_TRUE(v.generalised);
@@ -187,25 +192,20 @@ TEST(Verifier, GeneralisesWindowAttributesWhereTheyHold) {
   EXPECT_TRUE(stride2 && asymmetric && depthwise);
   ValidateRule(g);  // validates at its first instance
   // The same rule built at 3x3 generalises to the same rule.
-  RuleBuilder b3;
-  x = b3.Input("X", {S("n"), S("c"), S("h"), S("w")});
-  w = b3.Input("W", {S("d"), S("c"), K(3), K(3)});
-  s = b3.Input("S", {S("d"), K(1), K(1)});
-  std::vector<std::pair<std::string, std::vector<int64_t>>> pads1 = {{"pads", {1, 1, 1, 1}}};
-  rules::Rule r3 = b3.Build({b3.Op(0, "Mul", {b3.Op(0, "Conv", {b3.In(x), b3.In(w)}, pads1), b3.In(s)})},
-                            {b3.Op(1, "Conv", {b3.In(x), b3.Op(1, "Mul", {b3.In(w), b3.Op(1, "Unsqueeze", {b3.In(s), b3.Const(1, {3})})})},
-                                   pads1)});
+  rules::Rule r3 = scale_fold(3, 1);
   Result v3 = VerifyOne(r3, Options());
   ASSERT_TRUE(v3.generalised);
   EXPECT_EQ(CanonicalForm(v3.rule), CanonicalForm(g));
 
   // Enlarge: Conv[pads=1](X, Pad(W 1x1 -> 3x3)) == Conv[pads=0](X, W): tied to the kernel and pads.
   RuleBuilder e;
-  x = e.Input("X", {S("n"), S("c"), S("h"), S("w")});
-  w = e.Input("W", {S("d"), S("c"), K(1), K(1)});
+  int ex = e.Input("X", {S("n"), S("c"), S("h"), S("w")});
+  int ew = e.Input("W", {S("d"), S("c"), K(1), K(1)});
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads0 = {{"pads", {0, 0, 0, 0}}};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> pads1 = {{"pads", {1, 1, 1, 1}}};
   rules::Rule enlarge = e.Build(
-      {e.Op(0, "Conv", {e.In(x), e.Op(0, "Pad", {e.In(w), e.Const(0, {0, 0, 1, 1, 0, 0, 1, 1})})}, pads1)},
-      {e.Op(1, "Conv", {e.In(x), e.In(w)}, pads)});
+      {e.Op(0, "Conv", {e.In(ex), e.Op(0, "Pad", {e.In(ew), e.Const(0, {0, 0, 1, 1, 0, 0, 1, 1})})}, pads1)},
+      {e.Op(1, "Conv", {e.In(ex), e.In(ew)}, pads0)});
   Result ve = VerifyOne(enlarge, Options());
   ASSERT_EQ(ve.outcome, Outcome::kProved) << ve.detail;
   EXPECT_FALSE(ve.generalised);
