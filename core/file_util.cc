@@ -94,6 +94,13 @@ std::string FindRunfile(const std::string& rel, const std::string& argv0) {
   }
   if (FileExists(rel)) return rel;
   if (!argv0.empty() && FileExists(argv0 + ".runfiles/rlflow/" + rel)) return argv0 + ".runfiles/rlflow/" + rel;
+  // The running binary's own runfiles (a bazel-bin binary started directly).
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    std::string self(exe, static_cast<size_t>(n));
+    if (FileExists(self + ".runfiles/rlflow/" + rel)) return self + ".runfiles/rlflow/" + rel;
+  }
   return "";
 }
 

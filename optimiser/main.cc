@@ -33,6 +33,7 @@
 #include "runtime/cost_model.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
+#include "runtime/ort_backend.h"
 #include "runtime/threads.h"
 #include "runtime/verdict.h"
 #include "tools/cli/cli.h"
@@ -45,7 +46,11 @@ DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), 
 DEFINE_int64(budget, 1000, "taso: stop after this many graphs popped from the queue");
 DEFINE_double(alpha, 1.05, "taso: keep exploring graphs whose cost is below alpha x the best cost (>= 1)");
 DEFINE_double(time_limit, 0, "stop the search after this many seconds and keep the best graph so far (0: none)");
-DEFINE_string(device, "cpu", "cost-model backend the operators are timed on: cpu");
+DEFINE_string(device, "cpu", "where the cost model, the noise rule and the end-to-end verdict measure: cpu (rlflow's "
+                             "ATen executor) or ort (ONNX Runtime's CPU provider, with its own graph optimisations at "
+                             "--ort_level)");
+DEFINE_string(ort_level, "all", "--device=ort: ONNX Runtime's graph optimisation level (disabled, basic, extended, "
+                                "all: ORT's default)");
 DEFINE_string(timing_cache, "", "persistent timing cache (default: $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/"
                                 "timing-cache.txt; 'none': do not read or write one)");
 DEFINE_bool(force_optimised, false, "write the optimised graph even if the end-to-end verdict is not 'faster' (the 95% "
@@ -130,7 +135,13 @@ int Main() {
   if (FLAGS_threads > 0 && !pinned.blas_pinned)
     LOG(WARNING) << "the BLAS library is not OpenBLAS: its thread count is not pinned to --threads";
   std::unique_ptr<Search> search = MakeSearch(FLAGS_search);
-  std::unique_ptr<TimingBackend> backend = MakeTimingBackend(FLAGS_device);
+  if (FLAGS_device != "cpu" && FLAGS_device != "ort" && FLAGS_device != "cuda")
+    Fail("unknown device '", FLAGS_device, "' (available: cpu, ort)");
+  if (FLAGS_device != "ort" && !gflags::GetCommandLineFlagInfoOrDie("ort_level").is_default)
+    Fail("--ort_level applies to --device=ort only");
+  std::unique_ptr<TimingBackend> backend = FLAGS_device == "ort"
+                                               ? MakeOrtBackend(OrtOptions{FLAGS_threads, FLAGS_ort_level})
+                                               : MakeTimingBackend(FLAGS_device);
   std::string rules_path = FLAGS_rules.empty() ? DefaultRulesPath() : ResolveUserPath(FLAGS_rules);
   rules::RuleDatabase rule_db = LoadRuleDatabase(rules_path);
   LOG(INFO) << "loaded " << rule_db.rules_size() << " rules from " << rules_path;

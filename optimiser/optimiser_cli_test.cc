@@ -247,6 +247,8 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --measure_runs=-1", out_, "--measure_runs");
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
   ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "no CUDA cost backend");
+  ExpectCleanFailure("--model=" + model + " --ort_level=basic", out_, "--ort_level applies to --device=ort only");
+  ExpectCleanFailure("--model=" + model + " --device=ort --ort_level=max", out_, "unknown graph optimisation level 'max'");
   ExpectCleanFailure("--model=" + model + " --report=" + TempDir() + "/no_dir/r.json", out_, "does not exist");
   std::string bad_cache = TempDir() + "/bad_cache.txt";
   std::ofstream(bad_cache) << "rlflow-timing-cache 1\nnot a number\tkey\n";
@@ -328,6 +330,29 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
                           "\"overhead_ms_per_node\"", "\"context_factor\""})
     EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
   EXPECT_NE(r.err.find("too few pairs for a 95% interval"), std::string::npos) << r.err;
+}
+
+// --device=ort: the cost model and the verdict measured in ONNX Runtime.
+TEST_F(OptimiserCli, OnnxRuntimeDevice) {
+  std::string model = TempDir() + "/ort.onnx";
+  WriteOnnxFile(zoo::Build("squeezenet1_1", 7), model);
+  std::string report = TempDir() + "/ort_report.json", cache = TempDir() + "/ort_cache.txt";
+  ::unlink(cache.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=greedy --device=ort --report=" +
+                             report + " --timing_cache=" + cache + " --measure_runs=8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(FileExists(out_));
+  EXPECT_NE(r.out.find("(ort, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured:   "), std::string::npos) << r.out;
+  std::string json = ReadFile(report);
+  EXPECT_NE(json.find("\"device\": \"ort\""), std::string::npos) << json;
+  // A changed graph is judged from paired runs in the Node.js process's CPU time.
+  if (r.out.find("interleaved pairs") != std::string::npos) {
+    EXPECT_NE(r.out.find("process CPU"), std::string::npos) << r.out;
+    EXPECT_NE(json.find("\"cpu_clock\": \"process\""), std::string::npos) << json;
+  }
+  // Timings are cached under ORT's conditions (version, threads, level).
+  EXPECT_NE(ReadFile(cache).find("\tort"), std::string::npos);
 }
 
 // Ctrl-C during the search keeps the best graph so far: it is checked,

@@ -11,45 +11,10 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/ops/kernel.h"
+#include "runtime/ort_backend.h"
 
 namespace rlflow::testing {
 namespace {
-
-std::string Runfile(const std::string& rel) {
-  std::string p = FindRunfile(rel);
-  if (p.empty()) Fail("runfile '", rel, "' not found");
-  return p;
-}
-
-std::string RealPath(const std::string& p) {
-  char buf[PATH_MAX];
-  if (::realpath(p.c_str(), buf) == nullptr) Fail("realpath('", p, "'): ", std::strerror(errno));
-  return buf;
-}
-
-// node_modules of third_party/onnxruntime_node in the source tree: the
-// runfile for its package.json links back to the checkout.
-std::string NodeModules() {
-  if (const char* env = std::getenv("RLFLOW_ORT_NODE_MODULES")) return env;
-  std::string pkg = RealPath(Runfile("third_party/onnxruntime_node/package.json"));
-  std::string dir = pkg.substr(0, pkg.find_last_of('/')) + "/node_modules";
-  if (!FileExists(dir + "/onnxruntime-node/package.json"))
-    Fail("onnxruntime-node is not installed in ", dir, ": run ./bazelw (it installs it) or `npm ci --ignore-scripts` there");
-  return dir;
-}
-
-std::string DTypeString(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kChar: return "int8";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: Fail("RunOnnxRuntime: unsupported input type ", c10::toString(t));
-  }
-}
 
 at::ScalarType ParseDType(const std::string& s) {
   if (s == "float32") return at::kFloat;
@@ -118,26 +83,13 @@ namespace {
 // Writes DIR/inputs.json and the raw input files; returns DIR.
 std::string WriteInputs(const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
   std::string dir = MakeTempDir("ort_");
-  std::ostringstream manifest;
-  manifest << "[";
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    at::Tensor t = inputs[k].second.contiguous();
-    std::string file = "input" + std::to_string(k) + ".bin";
-    std::ofstream(dir + "/" + file, std::ios::binary)
-        .write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
-    manifest << (k ? "," : "") << "{\"name\":\"" << inputs[k].first << "\",\"dtype\":\"" << DTypeString(t.scalar_type())
-             << "\",\"shape\":[";
-    for (int64_t d = 0; d < t.dim(); ++d) manifest << (d ? "," : "") << t.size(d);
-    manifest << "],\"file\":\"" << file << "\"}";
-  }
-  manifest << "]";
-  std::ofstream(dir + "/inputs.json") << manifest.str();
+  WriteOrtInputs(dir, inputs);
   return dir;
 }
 
 // Runs node on ort_run.js with `args`; returns its stdout + stderr.
 std::string RunNode(const std::string& args, const std::string& what) {
-  std::string cmd = "NODE_PATH=" + ShellQuote(NodeModules()) + " node " + ShellQuote(Runfile("tools/ort/ort_run.js")) +
+  std::string cmd = "NODE_PATH=" + ShellQuote(OrtNodeModules()) + " node " + ShellQuote(OrtRunScript()) +
                     " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) Fail("cannot start node: ", std::strerror(errno));

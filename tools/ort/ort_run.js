@@ -3,10 +3,26 @@
 //
 //   node ort_run.js MODEL.onnx DIR
 //   node ort_run.js --bench A.onnx B.onnx DIR RUNS
+//   node ort_run.js --serve THREADS LEVEL
 //
 // --bench times A and B on the same inputs, interleaved (A, B, B, A, ...)
 // after a warm-up, and prints {"a_ms": median, "b_ms": median, "a": [ms per
 // run], "b": [...]} (pair i = a[i], b[i]).
+//
+// --serve is the timing server of rlflow's ONNX Runtime cost backend
+// (runtime/ort_backend.cc): it prints {"ready":true,"version":V} and then
+// answers one JSON request per stdin line with one JSON line on stdout
+// (sessions with THREADS intra-op threads (0: ORT's default) and graph
+// optimisation LEVEL: basic, extended or all):
+//   {"op":"time","model":M,"inputs":DIR,"warmup":W,"samples":S,"min_ms":T}
+//     -> {"ms": median ms per run}
+//   {"op":"paired","a":A,"b":B,"inputs":DIR,"pairs":N,"warmup":W,"min_ms":T}
+//     -> {"wall_a":[..],"wall_b":[..],"cpu_a":[..],"cpu_b":[..]} (ms per run;
+//        CPU = the process's user + system time)
+//   {"op":"profile","model":M,"inputs":DIR,"runs":N,"warmup":W,"prefix":P}
+//     -> {"run_ms":[..],"kernels":[[{"name","op","ms"}, ..] per run]}
+//        from ORT's profiler (kernel events of each timed run)
+// A failed request answers {"error": message}; the server goes on.
 //
 // DIR/inputs.json lists [{name, dtype, shape, file}] with raw little-endian
 // data in DIR/<file>; the outputs are written the same way to
@@ -59,7 +75,112 @@ async function bench(a, b, dir, runs) {
   process.stdout.write(JSON.stringify({a_ms: median(ta), b_ms: median(tb), a: pa, b: pb}) + '\n');
 }
 
+function median(v) {
+  const s = v.slice().sort((x, y) => x - y);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+async function serve(threads, level) {
+  const ort = require('onnxruntime-node');
+  const version = require('onnxruntime-node/package.json').version;
+  const base = {interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: level, logSeverityLevel: 3};
+  if (threads > 0) base.intraOpNumThreads = threads;
+  const feedsOf = (dir) => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'inputs.json'), 'utf8'));
+    const feeds = {};
+    for (const t of manifest) feeds[t.name] = new ort.Tensor(t.dtype, load(dir, t), t.shape);
+    return feeds;
+  };
+  // One run (repeated `reps` times): [wall ms, CPU ms] per run.
+  const timeRun = async (s, feeds, reps) => {
+    const c0 = process.cpuUsage();
+    const t0 = process.hrtime.bigint();
+    for (let r = 0; r < reps; ++r) await s.run(feeds);
+    const wall = Number(process.hrtime.bigint() - t0) / 1e6 / reps;
+    const c = process.cpuUsage(c0);
+    return [wall, (c.user + c.system) / 1e3 / reps];
+  };
+  const repsFor = (ms, minMs) => (ms > 0 && ms < minMs ? Math.min(1000, Math.floor(minMs / ms) + 1) : 1);
+  const handlers = {
+    async time(q) {
+      const s = await ort.InferenceSession.create(q.model, base);
+      const feeds = feedsOf(q.inputs);
+      let first = 0;
+      for (let k = 0; k < Math.max(1, q.warmup); ++k) first = (await timeRun(s, feeds, 1))[0];
+      const reps = repsFor(first, q.min_ms);
+      const v = [];
+      for (let k = 0; k < Math.max(1, q.samples); ++k) v.push((await timeRun(s, feeds, reps))[0]);
+      await s.release();
+      return {ms: median(v)};
+    },
+    async paired(q) {
+      const sa = await ort.InferenceSession.create(q.a, base);
+      const sb = await ort.InferenceSession.create(q.b, base);
+      const feeds = feedsOf(q.inputs);
+      const first = [];
+      for (let k = 0; k < Math.max(1, q.warmup); ++k) {
+        first.push((await timeRun(sa, feeds, 1))[0]);
+        first.push((await timeRun(sb, feeds, 1))[0]);
+      }
+      const reps = repsFor(Math.min(...first), q.min_ms);
+      const out = {wall_a: [], wall_b: [], cpu_a: [], cpu_b: []};
+      const one = async (s, w, c) => { const [x, y] = await timeRun(s, feeds, reps); out[w].push(x); out[c].push(y); };
+      for (let k = 0; k < Math.max(1, q.pairs); ++k) {
+        if (k % 2 === 0) { await one(sa, 'wall_a', 'cpu_a'); await one(sb, 'wall_b', 'cpu_b'); }
+        else { await one(sb, 'wall_b', 'cpu_b'); await one(sa, 'wall_a', 'cpu_a'); }
+      }
+      await sa.release();
+      await sb.release();
+      return out;
+    },
+    async profile(q) {
+      const s = await ort.InferenceSession.create(q.model, Object.assign({}, base, {enableProfiling: true, profileFilePrefix: q.prefix}));
+      const feeds = feedsOf(q.inputs);
+      const warmup = Math.max(1, q.warmup);
+      for (let k = 0; k < warmup + Math.max(1, q.runs); ++k) await s.run(feeds);
+      s.endProfiling();
+      await s.release();
+      const dir = path.dirname(q.prefix), stem = path.basename(q.prefix);
+      const files = fs.readdirSync(dir).filter((f) => f.startsWith(stem) && f.endsWith('.json'));
+      if (files.length !== 1) throw new Error(`expected one profile file ${q.prefix}*.json, found ${files.length}`);
+      const file = path.join(dir, files[0]);
+      const events = JSON.parse(fs.readFileSync(file, 'utf8'));
+      fs.unlinkSync(file);
+      const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((x, y) => x.ts - y.ts).slice(warmup);
+      const kernels = events.filter((e) => e.cat === 'Node' && e.name.endsWith('_kernel_time'));
+      return {
+        run_ms: runs.map((r) => r.dur / 1e3),
+        kernels: runs.map((r) => kernels.filter((e) => e.ts >= r.ts && e.ts + e.dur <= r.ts + r.dur).map((e) => ({
+          name: e.name.slice(0, -'_kernel_time'.length), op: (e.args && e.args.op_name) || '', ms: e.dur / 1e3}))),
+      };
+    },
+  };
+  process.stdout.write(JSON.stringify({ready: true, version}) + '\n');
+  const rl = require('readline').createInterface({input: process.stdin});
+  for await (const line of rl) {
+    if (!line.trim()) continue;
+    let reply;
+    try {
+      const q = JSON.parse(line);
+      if (q.op === 'quit') break;
+      const h = handlers[q.op];
+      if (!h) throw new Error(`unknown request '${q.op}'`);
+      reply = await h(q);
+    } catch (e) {
+      reply = {error: String(e && e.message ? e.message : e).split('\n')[0]};
+    }
+    process.stdout.write(JSON.stringify(reply) + '\n');
+  }
+}
+
 async function main() {
+  if (process.argv[2] === '--serve') {
+    const threads = parseInt(process.argv[3] || '1', 10);
+    const level = process.argv[4] || 'all';
+    if (!['disabled', 'basic', 'extended', 'all'].includes(level)) throw new Error(`unknown optimisation level '${level}'`);
+    return serve(threads, level);
+  }
   if (process.argv[2] === '--bench') {
     const [a, b, dir, runs] = process.argv.slice(3);
     if (!a || !b || !dir) throw new Error('usage: node ort_run.js --bench A.onnx B.onnx DIR RUNS');

@@ -1,0 +1,394 @@
+#include "runtime/ort_backend.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "runtime/executor.h"
+#include "runtime/stats.h"
+
+namespace rlflow {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  if (::realpath(p.c_str(), buf) == nullptr) return "";
+  return buf;
+}
+
+std::string DTypeString(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kLong: return "int64";
+    case at::kInt: return "int32";
+    case at::kChar: return "int8";
+    case at::kByte: return "uint8";
+    case at::kBool: return "bool";
+    default: Fail("ONNX Runtime backend: unsupported input type ", c10::toString(t));
+  }
+}
+
+// Removes the files of a flat directory, then the directory.
+void RemoveDir(const std::string& dir) {
+  std::string cmd = "rm -rf -- '" + dir + "'";
+  if (dir.find('\'') == std::string::npos && !dir.empty()) (void)!std::system(cmd.c_str());
+}
+
+// The ORT name of a node or value the export gave it: "rlflow_n<id>" or
+// "rlflow_v<id>" somewhere in `name` (ORT derives fused and re-laid-out
+// nodes' names from these, e.g. "rlflow_v12_nchwc").
+bool FindTagged(const std::string& name, const char* tag, int* id) {
+  size_t at = name.find(tag);
+  while (at != std::string::npos) {
+    size_t p = at + std::strlen(tag);
+    size_t q = p;
+    while (q < name.size() && std::isdigit(static_cast<unsigned char>(name[q]))) ++q;
+    if (q > p && q - p < 10) {
+      *id = std::stoi(name.substr(p, q - p));
+      return true;
+    }
+    at = name.find(tag, at + 1);
+  }
+  return false;
+}
+
+// ORT kernels that run an rlflow operator under another name.
+bool RunsOp(const std::string& ort_op, const std::string& op) {
+  if (ort_op.empty() || ort_op == op || ort_op.find(op) != std::string::npos) return true;
+  return ort_op == "Gemm" && op == "MatMul";  // MatMul + Add -> Gemm
+}
+
+class Server {
+ public:
+  Server(int threads, const std::string& level, const std::string& dir) : dir_(dir) {
+    std::string script = OrtRunScript(), modules = OrtNodeModules();
+    int in[2], out[2];
+    if (::pipe(in) != 0 || ::pipe(out) != 0) Fail("ONNX Runtime backend: pipe: ", std::strerror(errno));
+    std::string err_path = dir_ + "/server.log";
+    std::string threads_arg = std::to_string(threads);
+    pid_ = ::fork();
+    if (pid_ < 0) Fail("ONNX Runtime backend: fork: ", std::strerror(errno));
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (err >= 0) ::dup2(err, 2);
+      ::close(in[1]);
+      ::close(out[0]);
+      ::setenv("NODE_PATH", modules.c_str(), 1);
+      ::execlp("node", "node", script.c_str(), "--serve", threads_arg.c_str(), level.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    ::signal(SIGPIPE, SIG_IGN);
+    Json hello = ReadReply("starting the ONNX Runtime server");
+    if (!hello.value("ready", false)) Fail("ONNX Runtime backend: the server did not start: ", hello.dump());
+    version_ = hello.value("version", "?");
+  }
+  ~Server() {
+    if (to_ >= 0) {
+      const char quit[] = "{\"op\":\"quit\"}\n";
+      (void)!::write(to_, quit, sizeof(quit) - 1);
+      ::close(to_);
+    }
+    if (from_ >= 0) ::close(from_);
+    if (pid_ > 0) {
+      int status = 0;
+      for (int k = 0; k < 50; ++k) {  // up to 0.5 s, then kill
+        if (::waitpid(pid_, &status, WNOHANG) == pid_) return;
+        ::usleep(10000);
+      }
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+  }
+  const std::string& version() const { return version_; }
+
+  Json Request(const Json& q, const std::string& what) {
+    std::string line = q.dump() + "\n";
+    size_t off = 0;
+    while (off < line.size()) {
+      ssize_t n = ::write(to_, line.data() + off, line.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) Fail("ONNX Runtime backend: the server exited (", ServerLog(), ") while ", what);
+      off += static_cast<size_t>(n);
+    }
+    Json r = ReadReply(what);
+    if (r.contains("error")) Fail("ONNX Runtime failed ", what, ": ", r["error"].get<std::string>());
+    return r;
+  }
+
+ private:
+  std::string ServerLog() const {
+    std::string log = FileExists(dir_ + "/server.log") ? ReadFile(dir_ + "/server.log") : "";
+    size_t at = log.rfind("ort_run: ");
+    std::string line = FirstLine(at == std::string::npos ? log : log.substr(at));
+    return line.empty() ? "no message" : line;
+  }
+  Json ReadReply(const std::string& what) {
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        Json r = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (r.is_discarded()) Fail("ONNX Runtime backend: unreadable reply while ", what, ": ", FirstLine(line));
+        return r;
+      }
+      pollfd p{from_, POLLIN, 0};
+      int ready = ::poll(&p, 1, 900 * 1000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) Fail("ONNX Runtime backend: no reply in 900 s while ", what);
+      char chunk[65536];
+      ssize_t n = ::read(from_, chunk, sizeof(chunk));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (version_.empty())
+          Fail("ONNX Runtime backend: the server did not start (", ServerLog(),
+               "): is Node.js installed and onnxruntime-node in ", OrtNodeModules(), "?");
+        Fail("ONNX Runtime backend: the server exited (", ServerLog(), ") while ", what);
+      }
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  std::string dir_;
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_, version_;
+};
+
+class OrtBackend : public TimingBackend {
+ public:
+  explicit OrtBackend(const OrtOptions& o) : options_(o) {
+    if (o.threads < 0) Fail("ONNX Runtime backend: threads must be >= 0");
+    if (o.level != "disabled" && o.level != "basic" && o.level != "extended" && o.level != "all")
+      Fail("ONNX Runtime backend: unknown graph optimisation level '", o.level,
+           "' (disabled, basic, extended, all)");
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/rlflow-ort-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr) Fail("ONNX Runtime backend: mkdtemp: ", std::strerror(errno));
+    dir_ = buf.data();
+    try {
+      server_ = std::make_unique<Server>(o.threads, o.level, dir_);
+    } catch (...) {
+      RemoveDir(dir_);
+      throw;
+    }
+  }
+  ~OrtBackend() override {
+    server_.reset();
+    RemoveDir(dir_);
+  }
+
+  std::string name() const override { return "ort"; }
+  std::string fingerprint() const override {
+    return "ort" + server_->version() + "/t" + std::to_string(options_.threads) + "/" + options_.level;
+  }
+
+  double TimeGraph(const Graph& graph, const TimingOptions& o) override {
+    Files f(this);
+    std::string model = f.Model(graph), inputs = f.Inputs(graph, o.seed);
+    Json r = server_->Request({{"op", "time"}, {"model", model}, {"inputs", inputs}, {"warmup", std::max(o.warmup, 1)},
+                               {"samples", std::max(o.samples, 1)}, {"min_ms", o.min_sample_ms}},
+                              "timing a graph");
+    return r.at("ms").get<double>();
+  }
+
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
+    Files f(this);
+    std::string ma = f.Model(a), mb = f.Model(b), inputs = f.Inputs(a, o.seed);
+    Json r = server_->Request({{"op", "paired"}, {"a", ma}, {"b", mb}, {"inputs", inputs}, {"pairs", std::max(pairs, 1)},
+                               {"warmup", std::max(o.warmup, 1)}, {"min_ms", o.min_sample_ms}},
+                              "timing two graphs against each other");
+    PairedTimes t;
+    t.wall_a = r.at("wall_a").get<std::vector<double>>();
+    t.wall_b = r.at("wall_b").get<std::vector<double>>();
+    t.cpu_a = r.at("cpu_a").get<std::vector<double>>();
+    t.cpu_b = r.at("cpu_b").get<std::vector<double>>();
+    t.cpu_clock = "process";  // the Node.js process: ORT's threads and the caller's
+    return t;
+  }
+
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    Graph named = Tagged(g);
+    Files f(this);
+    std::string model = f.Model(named), inputs = f.Inputs(named, o.seed);
+    Json r = server_->Request({{"op", "profile"}, {"model", model}, {"inputs", inputs}, {"runs", std::max(runs, 1)},
+                               {"warmup", std::max(o.warmup, 1)}, {"prefix", dir_ + "/profile" + std::to_string(++seq_)}},
+                              "profiling a graph");
+    std::vector<double> run_ms = r.at("run_ms").get<std::vector<double>>();
+    const Json& kernels = r.at("kernels");
+    if (run_ms.empty() || kernels.size() != run_ms.size()) Fail("ONNX Runtime backend: the profile has no timed runs");
+    std::vector<std::vector<double>> samples(g.num_nodes());
+    std::unordered_map<std::string, NodeId> attributed;  // ORT node name -> rlflow node
+    for (const Json& run : kernels) {
+      std::vector<double> ms(g.num_nodes(), 0.0);
+      for (const Json& k : run) {
+        OrtKernel kernel{k.at("name").get<std::string>(), k.at("op").get<std::string>(), k.at("ms").get<double>()};
+        auto it = attributed.find(kernel.name);
+        if (it == attributed.end()) it = attributed.emplace(kernel.name, AttributeOrtKernel(named, kernel)).first;
+        if (it->second != kNoNode) ms[it->second] += kernel.ms;
+      }
+      for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(ms[id]);
+    }
+    InContextTimes t;
+    t.runs = static_cast<int>(run_ms.size());
+    t.run_ms = Median(run_ms);
+    t.node_ms.resize(g.num_nodes());
+    t.node_spread.resize(g.num_nodes());
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms[id] = Median(samples[id]);
+      t.node_spread[id] = t.node_ms[id] > 0 ? RelativeSpread(samples[id]) : 0;
+    }
+    return t;
+  }
+
+ private:
+  // Files of one request, removed when it is answered.
+  class Files {
+   public:
+    explicit Files(OrtBackend* b) : b_(b) {}
+    ~Files() {
+      for (const auto& p : paths_) ::unlink(p.c_str());
+      for (const auto& d : dirs_) RemoveDir(d);
+    }
+    std::string Model(const Graph& g) {
+      std::string p = b_->dir_ + "/model" + std::to_string(++b_->seq_) + ".onnx";
+      WriteFileAtomically(p, ExportOnnxBytes(g));
+      paths_.push_back(p);
+      return p;
+    }
+    std::string Inputs(const Graph& g, uint64_t seed) {
+      std::string d = b_->dir_ + "/inputs" + std::to_string(++b_->seq_);
+      if (::mkdir(d.c_str(), 0700) != 0) Fail("ONNX Runtime backend: mkdir ", d, ": ", std::strerror(errno));
+      dirs_.push_back(d);
+      std::vector<at::Tensor> values = RandomInputs(g, seed);
+      std::vector<std::pair<std::string, at::Tensor>> named;
+      for (size_t k = 0; k < g.inputs().size(); ++k) named.push_back({g.value(g.inputs()[k]).name, values.at(k)});
+      WriteOrtInputs(d, named);
+      return d;
+    }
+
+   private:
+    OrtBackend* b_;
+    std::vector<std::string> paths_, dirs_;
+  };
+
+  // A copy whose nodes and computed values carry their ids in their names,
+  // so that the profiler's kernel names can be traced back.
+  static Graph Tagged(const Graph& g) {
+    Graph named = g;
+    std::vector<char> is_output(g.num_values(), 0);
+    for (ValueId v : g.outputs()) is_output[v] = 1;
+    for (NodeId id = 0; id < named.num_nodes(); ++id) {
+      named.mutable_node(id).name = "rlflow_n" + std::to_string(id);
+      for (ValueId v : named.node(id).outputs) {
+        std::string name = "rlflow_v" + std::to_string(v);
+        if (!is_output[v] && named.value(v).name != name && named.FindValue(name) == kNoValue) named.RenameValue(v, name);
+      }
+    }
+    return named;
+  }
+
+  OrtOptions options_;
+  std::string dir_;
+  std::unique_ptr<Server> server_;
+  int64_t seq_ = 0;
+};
+
+}  // namespace
+
+std::string OrtNodeModules() {
+  if (const char* env = std::getenv("RLFLOW_ORT_NODE_MODULES")) return env;
+  std::string pkg = FindRunfile("third_party/onnxruntime_node/package.json");
+  // The runfile links back to the checkout, where ./bazelw installed node_modules.
+  std::string real = pkg.empty() ? "" : RealPath(pkg);
+  std::string dir = real.empty() ? "third_party/onnxruntime_node/node_modules"
+                                 : real.substr(0, real.find_last_of('/')) + "/node_modules";
+  if (!FileExists(dir + "/onnxruntime-node/package.json"))
+    Fail("onnxruntime-node is not installed in ", dir, ": run ./bazelw (it installs it) or `npm ci --ignore-scripts` there");
+  return dir;
+}
+
+std::string OrtRunScript() {
+  std::string p = FindRunfile("tools/ort/ort_run.js");
+  if (p.empty()) Fail("tools/ort/ort_run.js not found among the runfiles (run the binary through ./bazelw run)");
+  return p;
+}
+
+void WriteOrtInputs(const std::string& dir, const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  Json manifest = Json::array();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    at::Tensor t = inputs[k].second.contiguous();
+    std::string file = "input" + std::to_string(k) + ".bin";
+    std::ofstream out(dir + "/" + file, std::ios::binary);
+    out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    if (!out) Fail("cannot write ", dir, "/", file);
+    manifest.push_back({{"name", inputs[k].first}, {"dtype", DTypeString(t.scalar_type())},
+                        {"shape", std::vector<int64_t>(t.sizes().begin(), t.sizes().end())}, {"file", file}});
+  }
+  WriteFileAtomically(dir + "/inputs.json", manifest.dump());
+}
+
+NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel) {
+  NodeId node = kNoNode;
+  int id = -1;
+  if (FindTagged(kernel.name, "rlflow_n", &id) && id < graph.num_nodes()) {
+    node = id;
+  } else if (FindTagged(kernel.name, "rlflow_v", &id) && id < graph.num_values()) {
+    node = graph.value(id).producer;
+  } else {
+    // A kernel named after a graph output (ORT names re-laid-out nodes by
+    // the value they produce).
+    size_t best = 0;
+    for (ValueId v : graph.outputs()) {
+      const std::string& name = graph.value(v).name;
+      if (!name.empty() && name.size() > best && kernel.name.compare(0, name.size(), name) == 0) {
+        best = name.size();
+        node = graph.value(v).producer;
+      }
+    }
+  }
+  if (node == kNoNode) return kNoNode;
+  // A fused kernel is named after its last member (Conv -> BN -> Relu is
+  // named by the Relu's output): charge the member whose operator it runs.
+  NodeId at = node;
+  for (int step = 0; step < 4 && !RunsOp(kernel.op, graph.node(at).op); ++step) {
+    const Node& n = graph.node(at);
+    if (n.inputs.empty() || n.inputs[0] == kNoValue) break;
+    NodeId up = graph.value(n.inputs[0]).producer;
+    if (up == kNoNode) break;
+    at = up;
+  }
+  return RunsOp(kernel.op, graph.node(at).op) ? at : node;
+}
+
+std::unique_ptr<TimingBackend> MakeOrtBackend(const OrtOptions& options) {
+  return std::make_unique<OrtBackend>(options);
+}
+
+}  // namespace rlflow

@@ -1,0 +1,59 @@
+#pragma once
+// ONNX Runtime as a timing backend ("ort"): graphs are exported to ONNX and
+// timed in ONNX Runtime's CPU execution provider (npm's onnxruntime-node,
+// installed by ./bazelw into third_party/onnxruntime_node), so that the cost
+// model, the noise rule and the end-to-end verdict measure the runtime a
+// user deploys on, with its own graph optimisations (constant folding,
+// Conv+BN / activation fusions, MatMul+Add -> Gemm and, at level "all", the
+// NCHWc blocked layout).
+//
+// One Node.js process (tools/ort/ort_run.js --serve) serves every request of
+// a backend; models and inputs go through a private temporary directory that
+// the backend removes. In-context node times come from ORT's profiler: each
+// kernel event is attributed to the rlflow node it ran (by the node and value
+// names the export gives them; a fused kernel to the member whose operator
+// it runs, e.g. a Conv+BatchNorm+Relu kernel to the Conv); kernels ORT adds
+// (layout reorders) count as per-node overhead, and nodes ORT fuses away or
+// folds cost nothing.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/cost_model.h"
+
+namespace rlflow {
+
+struct OrtOptions {
+  int threads = 1;            // intra-op threads (0: ORT's default)
+  std::string level = "all";  // graph optimisation level: disabled, basic, extended, all
+};
+
+// The backend; throws rlflow::Error (one line) if Node.js or onnxruntime-node
+// is missing or the server does not start.
+std::unique_ptr<TimingBackend> MakeOrtBackend(const OrtOptions& options);
+
+// Where onnxruntime-node is installed (third_party/onnxruntime_node/node_modules
+// of the checkout, or $RLFLOW_ORT_NODE_MODULES) and the ort_run.js script;
+// throw rlflow::Error with what to run if missing.
+std::string OrtNodeModules();
+std::string OrtRunScript();
+
+// Writes `inputs` into `dir` in ort_run.js's format (DIR/inputs.json + raw
+// little-endian files).
+void WriteOrtInputs(const std::string& dir, const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+
+// One kernel event of ORT's profiler, as ort_run.js reports it.
+struct OrtKernel {
+  std::string name;  // ORT's node name
+  std::string op;    // the operator it ran (e.g. "Conv" for a fused Conv+Relu)
+  double ms = 0;
+};
+// The rlflow node an ORT kernel ran, for a graph exported by the backend
+// (nodes named "rlflow_n<id>", computed values "rlflow_v<id>"); kNoNode when
+// it is none of them (e.g. a layout reorder ORT inserted).
+NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel);
+
+}  // namespace rlflow

@@ -1,0 +1,133 @@
+// The ONNX Runtime timing backend: attribution of ORT's profiler kernels to
+// rlflow nodes (fused and re-laid-out kernels included), and the live server
+// (timings, paired runs, in-context profiles, errors).
+#include "runtime/ort_backend.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "runtime/cost_model.h"
+
+namespace rlflow {
+namespace {
+
+// x -> Conv -> Mul(scale) -> Add(shift) -> Relu -> Conv2 -> y
+struct Chain {
+  Graph g;
+  NodeId conv, mul, add, relu, conv2;
+};
+Chain MakeChain() {
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 8, 24, 24});
+  ValueId w = b.Weight("w", {16, 8, 3, 3}, 0.1f);
+  ValueId w2 = b.Weight("w2", {16, 16, 1, 1}, 0.1f);
+  ValueId y = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  y = b.Op("Mul", {y, b.Weight("scale", {16, 1, 1}, 0.5f, 1.5f)});
+  y = b.Op("Add", {y, b.Weight("shift", {16, 1, 1}, 0.1f)});
+  y = b.Op("Relu", {y});
+  y = b.Op("Conv", {y, w2});
+  Chain c{b.Build({y}), 0, 0, 0, 0, 0};
+  for (NodeId id = 0; id < c.g.num_nodes(); ++id) {
+    const std::string& op = c.g.node(id).op;
+    if (op == "Conv") (c.g.node(id).inputs[0] == c.g.inputs()[0] ? c.conv : c.conv2) = id;
+    if (op == "Mul") c.mul = id;
+    if (op == "Add") c.add = id;
+    if (op == "Relu") c.relu = id;
+  }
+  return c;
+}
+
+std::string V(const Graph& g, NodeId id) { return "rlflow_v" + std::to_string(g.node(id).outputs[0]); }
+std::string N(NodeId id) { return "rlflow_n" + std::to_string(id); }
+
+TEST(OrtBackend, AttributesKernelsByTaggedNames) {
+  Chain c = MakeChain();
+  const Graph& g = c.g;
+  // A kernel that kept its node's name.
+  EXPECT_EQ(AttributeOrtKernel(g, {N(c.conv2), "Conv", 1}), c.conv2);
+  EXPECT_EQ(AttributeOrtKernel(g, {N(c.relu), "Relu", 1}), c.relu);
+  // Conv + Mul + Add + Relu fused (ORT names it by the Relu's output, NCHWc
+  // layout suffix): charged to the Conv, whose operator it runs.
+  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.relu) + "_nchwc", "Conv", 1}), c.conv);
+  EXPECT_EQ(AttributeOrtKernel(g, {"fused " + N(c.relu), "FusedConv", 1}), c.conv);
+  // A kernel whose operator none of the chain runs stays with the named node.
+  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.add), "Sum", 1}), c.add);
+  // Reorders ORT inserts name no rlflow node.
+  EXPECT_EQ(AttributeOrtKernel(g, {"ReorderOutput", "ReorderOutput", 1}), kNoNode);
+  // Named after the graph output.
+  std::string out = g.value(g.outputs()[0]).name;
+  EXPECT_EQ(AttributeOrtKernel(g, {out + "_nchwc", "Conv", 1}), c.conv2);
+}
+
+class Live : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { backend_ = MakeOrtBackend(OrtOptions{1, "all"}).release(); }
+  static void TearDownTestSuite() {
+    delete backend_;
+    backend_ = nullptr;
+  }
+  static TimingBackend* backend_;
+};
+TimingBackend* Live::backend_ = nullptr;
+
+TEST_F(Live, TimesGraphsAndNamesItsConditions) {
+  EXPECT_EQ(backend_->name(), "ort");
+  EXPECT_NE(backend_->fingerprint().find("/t1/all"), std::string::npos) << backend_->fingerprint();
+  Chain c = MakeChain();
+  TimingOptions o;
+  o.samples = 3;
+  double ms = backend_->TimeGraph(c.g, o);
+  EXPECT_GT(ms, 0.0);
+  EXPECT_LT(ms, 1000.0);
+}
+
+TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {
+  Chain c = MakeChain();
+  TimingOptions o;
+  o.min_sample_ms = 0.5;
+  PairedTimes t = backend_->TimePaired(c.g, c.g, 8, o);
+  ASSERT_EQ(t.wall_a.size(), 8u);
+  ASSERT_EQ(t.wall_b.size(), 8u);
+  ASSERT_EQ(t.cpu_a.size(), 8u);
+  ASSERT_EQ(t.cpu_b.size(), 8u);
+  EXPECT_EQ(t.cpu_clock, "process");
+  for (size_t k = 0; k < 8; ++k) {
+    EXPECT_GT(t.wall_a[k], 0.0);
+    EXPECT_GE(t.cpu_b[k], 0.0);
+  }
+}
+
+TEST_F(Live, ProfilesNodesInContext) {
+  Chain c = MakeChain();
+  InContextTimes t = backend_->TimeNodesInContext(c.g, 5, TimingOptions{});
+  ASSERT_EQ(t.node_ms.size(), static_cast<size_t>(c.g.num_nodes()));
+  EXPECT_EQ(t.runs, 5);
+  EXPECT_GT(t.run_ms, 0.0);
+  // ORT folds the scale and shift into the conv and fuses the Relu: the
+  // convs carry the time, and every kernel fits inside the run.
+  EXPECT_GT(t.node_ms[c.conv], 0.0);
+  EXPECT_GT(t.node_ms[c.conv2], 0.0);
+  double sum = 0;
+  for (double ms : t.node_ms) sum += ms;
+  EXPECT_LE(sum, t.run_ms * 1.05);
+  EXPECT_GT(sum, t.run_ms * 0.3);
+}
+
+TEST_F(Live, AFailedRequestIsAnErrorAndTheServerGoesOn) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  Graph bad = b.Build({b.Op("Relu", {x})});
+  bad.mutable_node(0).op = "NoSuchOp";
+  EXPECT_THROW(backend_->TimeGraph(bad, TimingOptions{}), Error);
+  Chain c = MakeChain();
+  EXPECT_GT(backend_->TimeGraph(c.g, TimingOptions{}), 0.0);
+}
+
+TEST(OrtBackend, RejectsUnknownLevels) {
+  EXPECT_THROW(MakeOrtBackend(OrtOptions{1, "max"}), Error);
+  EXPECT_THROW(MakeOrtBackend(OrtOptions{-1, "all"}), Error);
+}
+
+}  // namespace
+}  // namespace rlflow
