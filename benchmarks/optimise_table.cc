@@ -6,13 +6,17 @@
 // --force_optimised so that the optimised graph is measured in ORT even
 // where our executor did not find it faster.
 //
-//   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp]
+// A second table optimises with --device=ort (cost model and verdict
+// measured in ONNX Runtime).
+//
+//   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp --devices=cpu,ort]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <sys/wait.h>
 
 #include <climits>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +36,9 @@
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_string(sources, "cpp,torch", "model sources: cpp (C++ builders), torch (torch.onnx exports)");
 DEFINE_int32(ort_runs, 20, "interleaved pairs of ONNX Runtime runs per model (median ratio with a 95% interval)");
-DEFINE_string(extra_args, "", "extra optimiser flags for both searches (e.g. --budget=200)");
+DEFINE_string(extra_args, "", "extra optimiser flags for every search (e.g. --budget=200)");
+DEFINE_string(devices, "cpu,ort", "tables to print: cpu (optimised for the executor, also timed in ONNX Runtime), "
+                                  "ort (optimised with --device=ort: cost model and verdict in ONNX Runtime)");
 
 namespace rlflow {
 namespace {
@@ -60,29 +66,82 @@ std::vector<std::string> Split(const std::string& s) {
 
 // Runs the optimiser; returns its JSON report.
 std::string Optimise(const std::string& model, const std::string& search, const std::string& out,
-                     const std::string& dir) {
+                     const std::string& dir, const std::string& flags = "--force_optimised") {
   std::string report = out + ".json";
   std::string cmd = Runfile("optimiser/optimiser") + " --model=" + model + " --search=" + search + " --output=" + out +
-                    " --report=" + report + " --timing_cache=" + dir + "/timing-cache.txt --force_optimised " +
+                    " --report=" + report + " --timing_cache=" + dir + "/timing-cache.txt " + flags + " " +
                     FLAGS_extra_args + " > " + out + ".log 2>&1";
   int status = std::system(cmd.c_str());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
   return ReadFile(report);
 }
 
+int Rewrites(const std::string& report) {
+  size_t seq = report.find("\"sequence\"");
+  if (seq == std::string::npos) return 0;
+  int quotes = 0;
+  for (size_t p = report.find('"', report.find('[', seq)); p < report.find(']', seq); p = report.find('"', p + 1)) ++quotes;
+  return quotes / 2;
+}
+
+std::string Original(const std::string& source, const std::string& m, const std::string& dir) {
+  if (source == "torch") return Absolute(Runfile("benchmarks/torch_zoo/" + m + ".onnx"));
+  std::string path = dir + "/" + m + ".onnx";
+  if (!FileExists(path)) WriteOnnxFile(zoo::Build(m, 1), path);
+  return path;
+}
+
+// --device=ort: what a user deploying on ONNX Runtime gets (no
+// --force_optimised: the original is written unless ORT runs the result faster).
+void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
+  std::printf("\n| model | source | rewrites applied | estimate error (original / optimised) | predicted speedup | "
+              "ORT speedup [95%% interval] | verdict | taso search (s) |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---|---:|\n");
+  for (const std::string& source : Split(FLAGS_sources)) {
+    for (const std::string& m : models) {
+      std::string original = Original(source, m, dir);
+      LOG(INFO) << m << " (" << source << "): taso --device=ort";
+      std::string r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir, "--device=ort");
+      size_t before_at = r.find("\"before\""), after = r.find("\"after\"");
+      size_t verdict = r.find("\"verdict\"");
+      std::string outcome = "unchanged";
+      size_t o = r.find("\"outcome\": \"", verdict);
+      if (verdict != std::string::npos && o != std::string::npos) outcome = r.substr(o + 12, r.find('"', o + 12) - o - 12);
+      char speedup[96];
+      if (outcome == "unchanged") {
+        std::snprintf(speedup, sizeof speedup, "1.000x (same graph)");
+      } else {
+        size_t wall = r.find("\"wall\"", verdict);
+        std::snprintf(speedup, sizeof speedup, "%.3fx [%.3f, %.3f]", JsonFindNumber(r, "median", wall),
+                      JsonFindNumber(r, "lo", wall), JsonFindNumber(r, "hi", wall));
+      }
+      std::printf("| %s | %s | %d | %+.1f%% / %+.1f%% | %.3fx | %s | %s | %.1f |\n", m.c_str(), source.c_str(),
+                  Rewrites(r), 100 * JsonFindNumber(r, "estimate_error", before_at),
+                  100 * JsonFindNumber(r, "estimate_error", after), JsonFindNumber(r, "estimated_speedup"), speedup,
+                  outcome.c_str(), JsonFindNumber(r, "time_s"));
+      std::fflush(stdout);
+    }
+  }
+}
+
 int Run() {
   std::vector<std::string> models = Split(FLAGS_models);
   if (models.empty()) models = zoo::ModelNames();
   std::string dir = testing::MakeTempDir("optimise_table_");
+  std::vector<std::string> devices = Split(FLAGS_devices);
+  for (const std::string& d : devices)
+    if (d != "cpu" && d != "ort") Fail("--devices: unknown table '", d, "' (cpu, ort)");
+  if (std::find(devices.begin(), devices.end(), "cpu") == devices.end()) {
+    OrtTable(models, dir);
+    return 0;
+  }
   std::printf("| model | source | rewrites applied | BatchNorms before -> after | ops before -> after | estimate error "
               "(original / optimised) | predicted speedup | executor speedup [95%% interval] | verdict | ORT speedup "
               "[95%% interval] | taso search (s) | greedy speedup |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
-      std::string original =
-          source == "torch" ? Absolute(Runfile("benchmarks/torch_zoo/" + m + ".onnx")) : dir + "/" + m + ".onnx";
-      if (source != "torch") WriteOnnxFile(zoo::Build(m, 1), original);
+      std::string original = Original(source, m, dir);
       LOG(INFO) << m << " (" << source << "): taso";
       std::string taso_out = dir + "/" + m + "." + source + ".taso.onnx";
       std::string taso = Optimise(original, "taso", taso_out, dir);
@@ -102,10 +161,7 @@ int Run() {
         size_t end = json.find('}', from);
         return p == std::string::npos || p > end ? 0.0 : JsonFindNumber(json, key, from);
       };
-      size_t seq = taso.find("\"sequence\"");
-      int rewrites = 0;
-      for (size_t p = taso.find('"', taso.find('[', seq)); p < taso.find(']', seq); p = taso.find('"', p + 1)) ++rewrites;
-      rewrites /= 2;
+      int rewrites = Rewrites(taso);
       size_t verdict = taso.find("\"verdict\"");
       size_t wall = taso.find("\"wall\"", verdict);
       std::string outcome = "unchanged";
@@ -128,6 +184,7 @@ int Run() {
       std::fflush(stdout);
     }
   }
+  if (std::find(devices.begin(), devices.end(), "ort") != devices.end()) OrtTable(models, dir);
   return 0;
 }
 
