@@ -456,19 +456,48 @@ OpDef PadDef() {
 RLFLOW_REGISTER_OP(PadDef());
 
 // ---- MatMul / Gemm ----
+// numpy matmul: rank-1 operands are promoted (and the added axis dropped),
+// batch dimensions broadcast.
 void MatMulSymbolic(SymbolicContext& c) {
-  const SymTensor& a = c.in(0);
-  const SymTensor& b = c.in(1);
-  if (a.shape.size() != 2 || b.shape.size() != 2) c.Fail("symbolic semantics cover 2-D MatMul only");
-  int64_t M = a.shape[0], K = a.shape[1], N = b.shape[1];
+  SymTensor a = c.in(0), b = c.in(1);
+  if (a.shape.empty() || b.shape.empty()) c.Fail("MatMul operands must have rank >= 1");
+  bool va = a.shape.size() == 1, vb = b.shape.size() == 1;
+  if (va) a.shape.insert(a.shape.begin(), 1);
+  if (vb) b.shape.push_back(1);
+  int64_t M = a.shape[a.shape.size() - 2], K = a.shape.back(), N = b.shape.back();
+  if (b.shape[b.shape.size() - 2] != K) c.Fail("inner dimensions differ");
+  Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  size_t rank = std::max(ba.size(), bb.size());
+  ba.insert(ba.begin(), rank - ba.size(), 1);
+  bb.insert(bb.begin(), rank - bb.size(), 1);
+  Shape batch(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    if (ba[k] != bb[k] && ba[k] != 1 && bb[k] != 1) c.Fail("batch dimensions do not broadcast");
+    batch[k] = std::max(ba[k], bb[k]);
+  }
   SymTensor out;
-  out.shape = {M, N};
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < N; ++j) {
-      z3::expr_vector terms(c.z3);
-      for (int64_t k = 0; k < K; ++k) terms.push_back(a.at({i, k}) * b.at({k, j}));
-      out.v.push_back(z3::sum(terms));
-    }
+  out.shape = batch;
+  out.shape.push_back(M);
+  out.shape.push_back(N);
+  int64_t batches = NumElements(batch);
+  for (int64_t t = 0; t < batches; ++t) {
+    std::vector<int64_t> bi = batch.empty() ? std::vector<int64_t>{} : Unravel(t, batch);
+    // Offsets of this batch's matrices (each operand keeps its own rank;
+    // broadcast dimensions of size 1 stay at index 0).
+    int64_t offa = 0, offb = 0;
+    for (size_t k = rank - (a.shape.size() - 2); k < rank; ++k) offa = offa * ba[k] + (ba[k] == 1 ? 0 : bi[k]);
+    for (size_t k = rank - (b.shape.size() - 2); k < rank; ++k) offb = offb * bb[k] + (bb[k] == 1 ? 0 : bi[k]);
+    offa *= M * K;
+    offb *= K * N;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        z3::expr_vector terms(c.z3);
+        for (int64_t k = 0; k < K; ++k) terms.push_back(a.v[offa + i * K + k] * b.v[offb + k * N + j]);
+        out.v.push_back(z3::sum(terms));
+      }
+  }
+  if (vb) out.shape.pop_back();
+  if (va) out.shape.erase(out.shape.end() - (vb ? 1 : 2));
   c.outputs = {out};
 }
 
