@@ -55,6 +55,14 @@ std::vector<rules::TensorVar> Universe() {
       Var("M2", {S("k"), S("j")}),
       Var("C1", {S("j"), S("l")}),
       Var("s", {}),  // scalar
+      // Transformer layers: sequence activations [batch, tokens, features],
+      // projection weights of two widths, last-axis biases, and a projection
+      // of the two widths together (j + l features, as after a merge).
+      Var("T1", {S("n"), S("m"), S("k")}),
+      Var("M3", {S("k"), S("l")}),
+      Var("V1", {S("j")}),
+      Var("V3", {S("l")}),
+      Var("Y1", {S("n"), S("m"), DimAdd(S("j"), S("l"))}),
   };
 }
 
@@ -81,6 +89,24 @@ rules::Constant IntsConst(std::vector<int64_t> v) {
   return c;
 }
 
+// An int64 vector of dimension expressions (e.g. Split sizes [j, l]).
+rules::Constant DimsConst(const std::vector<rules::Dim>& v) {
+  rules::Constant c;
+  c.set_dtype(static_cast<int32_t>(DType::kInt64));
+  c.add_dims(static_cast<int64_t>(v.size()));
+  for (const auto& d : v) *c.add_dim_values() = d;
+  return c;
+}
+
+// A dimension that is a sum of two parts (j + l -> j, l; 2j -> j, j).
+bool SplitInTwo(const rules::Dim& d, rules::Dim* first, rules::Dim* rest) {
+  if (d.constant() != 0 || d.terms_size() == 0) return false;
+  if (d.terms_size() == 1 && d.terms(0).coeff() < 2) return false;
+  *first = DimSymbol(d.terms(0).symbol());
+  *rest = DimAdd(d, DimScale(*first, -1));
+  return true;
+}
+
 bool IsPerChannel(const Dims& s) {
   // [sym, 1, ..., 1] with at least one trailing 1.
   if (s.size() < 2) return false;
@@ -89,7 +115,8 @@ bool IsPerChannel(const Dims& s) {
   return true;
 }
 
-// Broadcasting restricted to "a tensor op a scalar / per-channel tensor".
+// Broadcasting restricted to "a tensor op a scalar / per-channel tensor /
+// last-axis vector (a bias)".
 bool Broadcast(const Dims& a, const Dims& b, Dims* out) {
   auto same = [](const Dims& x, const Dims& y) {
     if (x.size() != y.size()) return false;
@@ -103,7 +130,8 @@ bool Broadcast(const Dims& a, const Dims& b, Dims* out) {
   }
   const Dims& big = a.size() >= b.size() ? a : b;
   const Dims& small = a.size() >= b.size() ? b : a;
-  if (!small.empty() && !IsPerChannel(small)) return false;
+  bool last_axis = small.size() == 1 && big.size() >= 2 && DimEqual(small[0], big.back());
+  if (!small.empty() && !IsPerChannel(small) && !last_axis) return false;
   size_t off = big.size() - small.size();
   for (size_t k = 0; k < small.size(); ++k)
     if (!DimIsConst(small[k], 1) && !DimEqual(small[k], big[off + k])) return false;
@@ -122,8 +150,10 @@ std::vector<Template> Templates() {
   std::vector<Template> t;
   t.push_back({"MatMul", "MatMul", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1];
-                 if (a.size() != 2 || b.size() != 2 || !DimEqual(a[1], b[0])) return false;
-                 out->outputs = {{a[0], b[1]}};
+                 if (a.size() < 2 || b.size() != 2 || !DimEqual(a.back(), b[0])) return false;
+                 if (a.size() == 2) out->outputs = {{a[0], b[1]}};
+                 else if (a.size() == 3) out->outputs = {{a[0], a[1], b[1]}};  // a batch of sequences x weights
+                 else return false;
                  return true;
                }});
   for (const char* op : {"Add", "Mul"}) {
@@ -202,6 +232,24 @@ std::vector<Template> Templates() {
                    return true;
                  }});
   }
+  // Transformer projections: concatenating and splitting the feature axis
+  // of sequence activations (merging projections that read one input).
+  t.push_back({"Concat2", "Concat", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
+                 const Dims &a = *in[0], &b = *in[1];
+                 if (a.size() != 3 || b.size() != 3 || !DimEqual(a[0], b[0]) || !DimEqual(a[1], b[1])) return false;
+                 out->attrs["axis"] = Attribute::Int(2);
+                 out->outputs = {{a[0], a[1], DimAdd(a[2], b[2])}};
+                 return true;
+               }});
+  t.push_back({"SplitSizes2", "Split", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+                 const Dims& a = *in[0];
+                 rules::Dim first, rest;
+                 if (a.size() != 3 || !SplitInTwo(a[2], &first, &rest)) return false;
+                 out->constants = {DimsConst({first, rest})};
+                 out->attrs["axis"] = Attribute::Int(2);
+                 out->outputs = {{a[0], a[1], first}, {a[0], a[1], rest}};
+                 return true;
+               }});
   t.push_back({"Transpose", "Transpose", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 2) return false;
@@ -250,6 +298,7 @@ struct NodeRec {
   uint64_t hash;
 };
 
+SymbolBinding FingerprintBinding();
 const double kExactLimit = 1e15;  // well inside float64's 2^53 integer range
 
 std::vector<at::Tensor> Evaluate(const Template& t, const Applied& a, const std::vector<at::Tensor>& args) {
@@ -262,10 +311,7 @@ std::vector<at::Tensor> Evaluate(const Template& t, const Applied& a, const std:
   node.inputs.assign(args.size() + a.constants.size(), 0);
   node.outputs.assign(a.outputs.size(), 0);
   std::vector<at::Tensor> in = args;
-  for (const auto& c : a.constants) {
-    std::vector<int64_t> v(c.int_values().begin(), c.int_values().end());
-    in.push_back(at::tensor(v, at::kLong));
-  }
+  for (const auto& c : a.constants) in.push_back(at::tensor(ConstantValues(c, FingerprintBinding()), at::kLong));
   KernelContext ctx(node, *def, std::move(in));
   if (def->fingerprint) def->fingerprint(ctx); else def->kernel(ctx);
   for (auto& o : ctx.outputs) o = o.contiguous() + 0.0;  // -0.0 -> +0.0

@@ -80,6 +80,9 @@ struct State {
   SymbolBinding symbols;
   AttrBinding attrs;          // attribute variables bound so far
   std::vector<NodeId> used;   // matched graph nodes (a handful)
+  // Symbolic constants matched so far (pattern constant, graph value): their
+  // values are checked once every symbol is bound (DimsHold).
+  std::vector<std::pair<int, ValueId>> symbolic_constants;
   const std::vector<int>& topo_pos;  // position of each node in a topological order
   bool Used(NodeId n) const { return std::find(used.begin(), used.end(), n) != used.end(); }
 };
@@ -98,7 +101,8 @@ bool BindInput(State& s, int input, ValueId v) {
       if (d.constant() != actual) return false;
       continue;
     }
-    if (d.terms_size() != 1 || d.terms(0).coeff() != 1 || d.constant() != 0) return false;  // inputs use plain symbols
+    // Expressions (e.g. j + l) are checked when the match is complete (DimsHold).
+    if (d.terms_size() != 1 || d.terms(0).coeff() != 1 || d.constant() != 0) continue;
     const std::string& sym = d.terms(0).symbol();
     auto it = s.symbols.find(sym);
     if (it != s.symbols.end()) {
@@ -118,9 +122,42 @@ bool ConstantMatches(const State& s, const rules::Constant& c, ValueId v) {
   if (!s.g.IsConstant(v)) return false;
   const TensorData& t = *s.g.value(v).initializer;
   if (!IsInteger(t.dtype())) return false;
+  if (IsSymbolicConstant(c)) return t.NumElements() == c.dim_values_size();  // values: DimsHold
   std::vector<int64_t> values = t.ToInt64();
   return values.size() == static_cast<size_t>(c.int_values_size()) &&
          std::equal(values.begin(), values.end(), c.int_values().begin());
+}
+
+bool Holds(const rules::Dim& d, int64_t actual, const SymbolBinding& symbols) {
+  int64_t v = d.constant();
+  for (const auto& t : d.terms()) {
+    auto it = symbols.find(t.symbol());
+    if (it == symbols.end()) return false;  // a symbol no input binds plainly
+    v += t.coeff() * it->second;
+  }
+  return v == actual;
+}
+
+// A complete match: every input dimension that is an expression and every
+// symbolic constant agrees with the bound symbols.
+bool DimsHold(const State& s) {
+  for (int k = 0; k < s.rule.inputs_size(); ++k) {
+    if (s.inputs[k] == kNoValue) continue;
+    const rules::TensorVar& var = s.rule.inputs(k);
+    const Shape& shape = s.g.value(s.inputs[k]).type.shape;
+    for (int d = 0; d < var.shape_size(); ++d) {
+      const rules::Dim& dim = var.shape(d);
+      bool plain = dim.terms_size() == 1 && dim.terms(0).coeff() == 1 && dim.constant() == 0;
+      if (!plain && dim.terms_size() > 0 && !Holds(dim, shape[d], s.symbols)) return false;
+    }
+  }
+  for (const auto& [c, v] : s.symbolic_constants) {
+    const rules::Constant& constant = s.p.constants(c);
+    std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();
+    for (int k = 0; k < constant.dim_values_size(); ++k)
+      if (!Holds(constant.dim_values(k), values[k], s.symbols)) return false;
+  }
+  return true;
 }
 
 // Matches pattern reference `r` against graph value `v`.
@@ -184,7 +221,14 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
 bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool()>& k) {
   switch (r.kind_case()) {
     case rules::Ref::kOmitted: return v == kNoValue && k();
-    case rules::Ref::kConstant: return v != kNoValue && ConstantMatches(s, s.p.constants(r.constant()), v) && k();
+    case rules::Ref::kConstant: {
+      if (v == kNoValue || !ConstantMatches(s, s.p.constants(r.constant()), v)) return false;
+      if (!IsSymbolicConstant(s.p.constants(r.constant()))) return k();
+      s.symbolic_constants.push_back({r.constant(), v});
+      if (k()) return true;
+      s.symbolic_constants.pop_back();
+      return false;
+    }
     case rules::Ref::kInput: {
       if (v == kNoValue) return false;
       ValueId before = s.inputs[r.input()];
@@ -414,7 +458,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
     if (mode == RegionMode::kOtherOutputInside && (*region)[gn]) continue;
     if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
     State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
-            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, {}, index.topo_pos};
+            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, {}, {}, index.topo_pos};
     std::vector<NodeId> near;  // the anchor's neighbourhood, for unconnected parts
     // Remaining outputs are matched after the anchor, each against graph
     // nodes that read an already-bound input (or any node of its op).
@@ -422,7 +466,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
       if (i == p.outputs_size()) {
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
-        if (!Closed(s) || !Convex(s)) return false;
+        if (!DimsHold(s) || !Closed(s) || !Convex(s)) return false;
         if (!seen.insert(s.nodes).second) return false;
         Match m;
         m.rule = rule_index;
@@ -584,11 +628,12 @@ namespace {
 // Adds the nodes of pattern `to` to `g`, reading rule inputs from `inputs`;
 // returns the values of the pattern's outputs.
 std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::Pattern& to,
-                                const std::vector<ValueId>& inputs, const AttrBinding& bound) {
+                                const std::vector<ValueId>& inputs, const AttrBinding& bound,
+                                const SymbolBinding& symbols) {
   std::vector<ValueId> constants;
   for (int k = 0; k < to.constants_size(); ++k) {
     const rules::Constant& c = to.constants(k);
-    std::vector<int64_t> v(c.int_values().begin(), c.int_values().end());
+    std::vector<int64_t> v = ConstantValues(c, symbols);
     constants.push_back(g.AddInitializer(g.UniqueName("rule_const"), TensorData::FromInt64(v, Shape(c.dims().begin(), c.dims().end()))));
   }
   std::vector<std::vector<ValueId>> outs;
@@ -632,7 +677,7 @@ Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const 
   const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
   const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
   Graph g = graph;
-  std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs, m.attrs);
+  std::vector<ValueId> new_outputs = AddPattern(g, rule, to, m.inputs, m.attrs, m.symbols);
   std::vector<NodeId> changed;
   for (NodeId n = graph.num_nodes(); n < g.num_nodes(); ++n) changed.push_back(n);
   for (ValueId v : m.inputs)
@@ -685,7 +730,7 @@ Graph Matcher::Side(const Graph& graph, const Match& m, bool replacement,
     if (constants != nullptr && k < constants->size() && (*constants)[k]) data = (*constants)[k];
     inputs.push_back(data ? g.AddInitializer(name, data) : g.AddInput(name, val.type));
   }
-  g.SetOutputs(AddPattern(g, rule, side, inputs, m.attrs));
+  g.SetOutputs(AddPattern(g, rule, side, inputs, m.attrs, m.symbols));
   return g;
 }
 

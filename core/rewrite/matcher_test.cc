@@ -162,6 +162,70 @@ TEST(Matcher, ShapesMustBindConsistently) {
   EXPECT_LE(Diff(g2, merged), 1e-5);
 }
 
+// Transformer projections of different widths that read one input merge
+// into one MatMul + an uneven Split (sizes [j, l] bound from the weights),
+// and their biases into one Add before the Split. Applied twice, Q, K and V
+// become one projection.
+Graph Projections(const std::vector<int64_t>& widths, bool bias = true) {
+  GraphBuilder b(6);
+  ValueId x = b.Input("x", {1, 8, 16});
+  std::vector<ValueId> outs;
+  for (size_t k = 0; k < widths.size(); ++k) {
+    std::string n = std::to_string(k);
+    ValueId y = b.Op("MatMul", {x, b.Weight("w" + n, {16, widths[k]}, 0.3f)});
+    if (bias) y = b.Op("Add", {y, b.Weight("b" + n, {widths[k]}, 0.3f)});
+    outs.push_back(b.Op("Relu", {y}));
+  }
+  return b.Build(outs);
+}
+
+constexpr char kMergeProjections[] = "52e3737ebcfd";  // (MatMul(T,M1), MatMul(T,M3)) <= Split[j,l](MatMul(T, M1|M3))
+constexpr char kMergeBiases[] = "d25c1a2fe499";       // (Add(V1, Split(Y)#0), Add(V3, #1)) <= Split[j,l](Add(Y, V1|V3))
+
+TEST(Matcher, MergesTransformerProjectionsWithTheirBiases) {
+  Graph g = Projections({12, 12, 20});
+  Matcher m({RuleById(kMergeProjections), RuleById(kMergeBiases)});
+  Graph out = g;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<Match> found = m.FindAll(out);
+    auto merge = std::find_if(found.begin(), found.end(), [](const Match& x) { return x.reverse; });
+    if (merge == found.end()) break;
+    out = m.Apply(out, *merge);
+    ASSERT_LE(Diff(g, out), 1e-5) << "step " << step;
+  }
+  auto counts = out.OpCounts();
+  EXPECT_EQ(counts["MatMul"], 1);
+  EXPECT_EQ(counts["Add"], 1);
+  EXPECT_EQ(counts["Split"], 2);  // [24, 20] then [12, 12]
+  EXPECT_EQ(counts["Concat"], 4);  // weights and biases (weight-only: folded on export)
+}
+
+// Expression dimensions (Y[n, m, j + l]) and symbolic constants (Split
+// sizes [j, l]) are checked once the match binds every symbol: a bias that
+// broadcasts ([1]) binds j = 1, which contradicts the split sizes.
+TEST(Matcher, SymbolicSizesMustAgreeWithTheBinding) {
+  for (int64_t b0 : {12, 1}) {
+    GraphBuilder b(6);
+    ValueId x = b.Input("x", {1, 8, 16});
+    ValueId y = b.Op("MatMul", {x, b.Weight("w", {16, 32}, 0.3f)});
+    auto parts = b.OpN("Split", {y, b.ConstInts({12, 20})}, 2, {{"axis", Attribute::Int(2)}});
+    ValueId a0 = b.Op("Add", {parts[0], b.Weight("b0", {b0}, 0.3f)});
+    ValueId a1 = b.Op("Add", {parts[1], b.Weight("b1", {20}, 0.3f)});
+    Graph g = b.Build({a0, a1});
+    Matcher m({RuleById(kMergeBiases)});
+    std::vector<Match> found = m.FindAll(g);
+    auto merge = std::find_if(found.begin(), found.end(), [](const Match& x) { return x.reverse; });
+    if (b0 == 1) {
+      EXPECT_EQ(merge, found.end()) << "a [1] bias bound j = 1 against sizes [12, 20]";
+      continue;
+    }
+    ASSERT_NE(merge, found.end());
+    EXPECT_EQ(merge->symbols.at("j"), 12);
+    EXPECT_EQ(merge->symbols.at("l"), 20);
+    EXPECT_LE(Diff(g, m.Apply(g, *merge)), 1e-5);
+  }
+}
+
 TEST(Matcher, WholeDatabaseOnASmallNetwork) {
   // Every match of every rule applies and preserves the outputs.
   GraphBuilder b(9);

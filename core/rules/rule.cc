@@ -196,9 +196,17 @@ std::string AttrText(const rules::Attribute& a) {
 std::string ConstantText(const rules::Constant& c) {
   std::string s = "[";
   for (int k = 0; k < c.int_values_size(); ++k) s += (k ? "," : "") + std::to_string(c.int_values(k));
+  for (int k = 0; k < c.dim_values_size(); ++k) s += (k ? "," : "") + DimToString(c.dim_values(k));
   return s + "]";
 }
 }  // namespace
+
+std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBinding& binding) {
+  if (!IsSymbolicConstant(c)) return std::vector<int64_t>(c.int_values().begin(), c.int_values().end());
+  std::vector<int64_t> out;
+  for (const auto& d : c.dim_values()) out.push_back(EvalDim(d, binding));
+  return out;
+}
 
 int PatternOpCount(const rules::Pattern& p) { return p.nodes_size(); }
 
@@ -217,8 +225,7 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
   for (int k = 0; k < p.constants_size(); ++k) {
     const rules::Constant& c = p.constants(k);
     Shape dims(c.dims().begin(), c.dims().end());
-    std::vector<int64_t> values(c.int_values().begin(), c.int_values().end());
-    constants.push_back(g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(values, dims)));
+    constants.push_back(g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(ConstantValues(c, binding), dims)));
   }
   std::vector<std::vector<ValueId>> node_outputs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {

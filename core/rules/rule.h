@@ -15,8 +15,9 @@ namespace rlflow {
 constexpr char kRuleDatabaseMagic[] = "rlflow.rules";
 constexpr char kCandidateSetMagic[] = "rlflow.candidates";
 constexpr char kGraphShardMagic[] = "rlflow.graphs";
-// 2: attribute variables (attribute-generic rules).
-constexpr uint32_t kRuleFormatVersion = 2;
+// 2: attribute variables (attribute-generic rules). 3: constants with
+// symbolic values (Constant.dim_values).
+constexpr uint32_t kRuleFormatVersion = 3;
 
 using SymbolBinding = std::map<std::string, int64_t>;
 // Attribute variable -> value.
@@ -35,6 +36,10 @@ int64_t EvalDim(const rules::Dim& dim, const SymbolBinding& binding);
 std::string DimToString(const rules::Dim& dim);
 Shape EvalShape(const rules::TensorVar& var, const SymbolBinding& binding);
 std::string ShapeToString(const rules::TensorVar& var);
+// A constant's integer values at `binding` (its dim_values evaluated, or
+// its int_values); throws if a symbol is unbound.
+std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBinding& binding);
+inline bool IsSymbolicConstant(const rules::Constant& c) { return c.dim_values_size() > 0; }
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
 

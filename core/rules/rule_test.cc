@@ -97,6 +97,23 @@ TEST(Rule, DimensionArithmetic) {
   EXPECT_THROW(EvalDim(DimSymbol("q"), {{"c", 5}}), Error);
 }
 
+// Constants with symbolic values (Split sizes [j, l]) evaluate at a binding
+// and print as expressions.
+TEST(Rule, SymbolicConstants) {
+  rules::Constant c;
+  c.set_dtype(7);
+  c.add_dims(2);
+  *c.add_dim_values() = DimSymbol("j");
+  *c.add_dim_values() = DimAdd(DimSymbol("l"), DimConst(1));
+  EXPECT_TRUE(IsSymbolicConstant(c));
+  EXPECT_EQ(ConstantValues(c, {{"j", 12}, {"l", 20}}), (std::vector<int64_t>{12, 21}));
+  EXPECT_THROW(ConstantValues(c, {{"j", 12}}), Error);
+  rules::Constant plain;
+  plain.add_int_values(4);
+  EXPECT_FALSE(IsSymbolicConstant(plain));
+  EXPECT_EQ(ConstantValues(plain, {}), (std::vector<int64_t>{4}));
+}
+
 TEST(Rule, PrintsReadably) {
   EXPECT_EQ(RuleToString(Assoc("A", "B", "C")), "MatMul(MatMul(A,B),C) => MatMul(A,MatMul(B,C))");
 }
