@@ -84,6 +84,25 @@ int Rewrites(const std::string& report) {
   return quotes / 2;
 }
 
+// The report's verdict: its outcome and "median [lo, hi]" of the wall-time speedup.
+struct Verdict {
+  std::string outcome = "unchanged", speedup = "1.000x (same graph)";
+};
+Verdict ReadVerdict(const std::string& report) {
+  Verdict v;
+  size_t at = report.find("\"verdict\"");
+  size_t o = at == std::string::npos ? at : report.find("\"outcome\": \"", at);
+  if (o == std::string::npos) return v;
+  v.outcome = report.substr(o + 12, report.find('"', o + 12) - o - 12);
+  if (v.outcome == "unchanged") return v;
+  size_t wall = report.find("\"wall\"", at);
+  char text[96];
+  std::snprintf(text, sizeof text, "%.3fx [%.3f, %.3f]", JsonFindNumber(report, "median", wall),
+                JsonFindNumber(report, "lo", wall), JsonFindNumber(report, "hi", wall));
+  v.speedup = text;
+  return v;
+}
+
 std::string Original(const std::string& source, const std::string& m, const std::string& dir) {
   if (source == "torch") return Absolute(Runfile("benchmarks/torch_zoo/" + m + ".onnx"));
   std::string path = dir + "/" + m + ".onnx";
@@ -103,22 +122,11 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
       LOG(INFO) << m << " (" << source << "): taso --device=ort";
       std::string r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir, "--device=ort");
       size_t before_at = r.find("\"before\""), after = r.find("\"after\"");
-      size_t verdict = r.find("\"verdict\"");
-      std::string outcome = "unchanged";
-      size_t o = r.find("\"outcome\": \"", verdict);
-      if (verdict != std::string::npos && o != std::string::npos) outcome = r.substr(o + 12, r.find('"', o + 12) - o - 12);
-      char speedup[96];
-      if (outcome == "unchanged") {
-        std::snprintf(speedup, sizeof speedup, "1.000x (same graph)");
-      } else {
-        size_t wall = r.find("\"wall\"", verdict);
-        std::snprintf(speedup, sizeof speedup, "%.3fx [%.3f, %.3f]", JsonFindNumber(r, "median", wall),
-                      JsonFindNumber(r, "lo", wall), JsonFindNumber(r, "hi", wall));
-      }
+      Verdict v = ReadVerdict(r);
       std::printf("| %s | %s | %d | %+.1f%% / %+.1f%% | %.3fx | %s | %s | %.1f |\n", m.c_str(), source.c_str(),
                   Rewrites(r), 100 * JsonFindNumber(r, "estimate_error", before_at),
-                  100 * JsonFindNumber(r, "estimate_error", after), JsonFindNumber(r, "estimated_speedup"), speedup,
-                  outcome.c_str(), JsonFindNumber(r, "time_s"));
+                  100 * JsonFindNumber(r, "estimate_error", after), JsonFindNumber(r, "estimated_speedup"),
+                  v.speedup.c_str(), v.outcome.c_str(), JsonFindNumber(r, "time_s"));
       std::fflush(stdout);
     }
   }
@@ -162,24 +170,14 @@ int Run() {
         return p == std::string::npos || p > end ? 0.0 : JsonFindNumber(json, key, from);
       };
       int rewrites = Rewrites(taso);
-      size_t verdict = taso.find("\"verdict\"");
-      size_t wall = taso.find("\"wall\"", verdict);
-      std::string outcome = "unchanged";
-      size_t o = taso.find("\"outcome\": \"", verdict);
-      if (o != std::string::npos) outcome = taso.substr(o + 12, taso.find('"', o + 12) - o - 12);
-      char executor[96];
-      if (outcome == "unchanged")
-        std::snprintf(executor, sizeof executor, "1.000x (same graph)");
-      else
-        std::snprintf(executor, sizeof executor, "%.3fx [%.3f, %.3f]", JsonFindNumber(taso, "median", wall),
-                      JsonFindNumber(taso, "lo", wall), JsonFindNumber(taso, "hi", wall));
+      Verdict v = ReadVerdict(taso);
       std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
                   "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
                   m.c_str(), source.c_str(), rewrites, count(taso, "BatchNormalization", before_at),
                   count(taso, "BatchNormalization", after), JsonFindNumber(taso, "nodes", before_at),
                   JsonFindNumber(taso, "nodes", after), 100 * JsonFindNumber(taso, "estimate_error", before_at),
                   100 * JsonFindNumber(taso, "estimate_error", after), JsonFindNumber(taso, "estimated_speedup"),
-                  executor, outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
+                  v.speedup.c_str(), v.outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
                   JsonFindNumber(greedy, "speedup"));
       std::fflush(stdout);
     }
