@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -76,14 +77,40 @@ bool RunsOp(const std::string& ort_op, const std::string& op) {
   return ort_op == "Gemm" && op == "MatMul";  // MatMul + Add -> Gemm
 }
 
+// write(2) to a pipe whose reader may have exited: EPIPE instead of a
+// process-killing SIGPIPE, without changing the process's signal handling
+// (SIGPIPE is blocked in this thread for the call, and a pending one that
+// the write raised is consumed).
+ssize_t WriteNoSigpipe(int fd, const void* data, size_t size) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  ssize_t n = ::write(fd, data, size);
+  int saved = errno;
+  if (n < 0 && saved == EPIPE && !was_pending) {
+    timespec zero{0, 0};
+    while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return n;
+}
+
 class Server {
  public:
-  Server(int threads, const std::string& level, const std::string& dir) : dir_(dir) {
-    std::string script = OrtRunScript(), modules = OrtNodeModules();
+  Server(const OrtOptions& o, const std::string& dir) : dir_(dir) {
+    std::string script = o.script.empty() ? OrtRunScript() : o.script, modules = OrtNodeModules();
+    const std::string& level = o.level;
     int in[2], out[2];
     if (::pipe(in) != 0 || ::pipe(out) != 0) Fail("ONNX Runtime backend: pipe: ", std::strerror(errno));
     std::string err_path = dir_ + "/server.log";
-    std::string threads_arg = std::to_string(threads);
+    std::string threads_arg = std::to_string(o.threads);
     pid_ = ::fork();
     if (pid_ < 0) Fail("ONNX Runtime backend: fork: ", std::strerror(errno));
     if (pid_ == 0) {
@@ -101,7 +128,6 @@ class Server {
     ::close(out[1]);
     to_ = in[1];
     from_ = out[0];
-    ::signal(SIGPIPE, SIG_IGN);
     Json hello = ReadReply("starting the ONNX Runtime server");
     if (!hello.value("ready", false)) Fail("ONNX Runtime backend: the server did not start: ", hello.dump());
     version_ = hello.value("version", "?");
@@ -109,7 +135,7 @@ class Server {
   ~Server() {
     if (to_ >= 0) {
       const char quit[] = "{\"op\":\"quit\"}\n";
-      (void)!::write(to_, quit, sizeof(quit) - 1);
+      (void)WriteNoSigpipe(to_, quit, sizeof(quit) - 1);
       ::close(to_);
     }
     if (from_ >= 0) ::close(from_);
@@ -129,7 +155,7 @@ class Server {
     std::string line = q.dump() + "\n";
     size_t off = 0;
     while (off < line.size()) {
-      ssize_t n = ::write(to_, line.data() + off, line.size() - off);
+      ssize_t n = WriteNoSigpipe(to_, line.data() + off, line.size() - off);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) Fail("ONNX Runtime backend: the server exited (", ServerLog(), ") while ", what);
       off += static_cast<size_t>(n);
@@ -193,7 +219,7 @@ class OrtBackend : public TimingBackend {
     if (::mkdtemp(buf.data()) == nullptr) Fail("ONNX Runtime backend: mkdtemp: ", std::strerror(errno));
     dir_ = buf.data();
     try {
-      server_ = std::make_unique<Server>(o.threads, o.level, dir_);
+      server_ = std::make_unique<Server>(o, dir_);
     } catch (...) {
       RemoveDir(dir_);
       throw;

@@ -29,6 +29,7 @@ namespace rlflow {
 struct OrtOptions {
   int threads = 1;            // intra-op threads (0: ORT's default)
   std::string level = "all";  // graph optimisation level: disabled, basic, extended, all
+  std::string script;         // the server script (empty: tools/ort/ort_run.js)
 };
 
 // The backend; throws rlflow::Error (one line) if Node.js or onnxruntime-node

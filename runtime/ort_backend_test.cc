@@ -4,6 +4,13 @@
 #include "runtime/ort_backend.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <thread>
 
 #include "core/error.h"
 #include "core/graph_builder.h"
@@ -122,6 +129,39 @@ TEST_F(Live, AFailedRequestIsAnErrorAndTheServerGoesOn) {
   EXPECT_THROW(backend_->TimeGraph(bad, TimingOptions{}), Error);
   Chain c = MakeChain();
   EXPECT_GT(backend_->TimeGraph(c.g, TimingOptions{}), 0.0);
+}
+
+// A server that dies mid-session (here: answers the greeting, reads one
+// request and exits) is a one-line error on every later request, never a
+// SIGPIPE that kills the optimiser; the process's signal handling is left
+// as it was.
+TEST(OrtBackend, AServerThatExitedIsAnErrorNotASignal) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string script = std::string(tmp ? tmp : "/tmp") + "/dying_server.js";
+  {
+    std::ofstream out(script);
+    out << "process.stdout.write(JSON.stringify({ready: true, version: 'dying'}) + '\\n');\n"
+           "process.stdin.once('data', () => process.exit(0));\n";
+  }
+  struct sigaction before {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &before), 0);
+  OrtOptions o;
+  o.script = script;
+  std::unique_ptr<TimingBackend> backend = MakeOrtBackend(o);
+  Chain c = MakeChain();
+  for (int k = 0; k < 4; ++k) {
+    try {
+      backend->TimeGraph(c.g, TimingOptions{});
+      ADD_FAILURE() << "request " << k << " to a dead server succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("server exited"), std::string::npos) << e.what();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  backend.reset();  // says "quit" to the dead server
+  struct sigaction after {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &after), 0);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
 }
 
 TEST(OrtBackend, RejectsUnknownLevels) {
