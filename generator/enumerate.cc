@@ -63,6 +63,14 @@ std::vector<rules::TensorVar> Universe() {
       Var("V1", {S("j")}),
       Var("V3", {S("l")}),
       Var("Y1", {S("n"), S("m"), DimAdd(S("j"), S("l"))}),
+      // Attention: per-head keys [batch, heads, features, tokens] for a
+      // batched product with X1 read as per-head queries [n, c, h, w].
+      Var("K4", {S("n"), S("c"), S("w"), S("j")}),
+      // A multi-head projection's output [batch, tokens, heads * head_dim],
+      // reshaped into heads.
+      Var("T4", {S("n"), S("m"), DimProduct("c", "w")}),
+      // A bias of T1's features.
+      Var("V2", {S("k")}),
   };
 }
 
@@ -105,6 +113,12 @@ bool SplitInTwo(const rules::Dim& d, rules::Dim* first, rules::Dim* rest) {
   *first = DimSymbol(d.terms(0).symbol());
   *rest = DimAdd(d, DimScale(*first, -1));
   return true;
+}
+
+bool HasProduct(const rules::Dim& d) {
+  for (const auto& t : d.terms())
+    if (IsProductSymbol(t.symbol())) return true;
+  return false;
 }
 
 bool IsPerChannel(const Dims& s) {
@@ -150,10 +164,30 @@ std::vector<Template> Templates() {
   std::vector<Template> t;
   t.push_back({"MatMul", "MatMul", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1];
+                 if (a.size() == 4 && b.size() == 4) {  // per-head products (attention)
+                   if (!DimEqual(a[0], b[0]) || !DimEqual(a[1], b[1]) || !DimEqual(a[3], b[2])) return false;
+                   out->outputs = {{a[0], a[1], a[2], b[3]}};
+                   return true;
+                 }
                  if (a.size() < 2 || b.size() != 2 || !DimEqual(a.back(), b[0])) return false;
                  if (a.size() == 2) out->outputs = {{a[0], b[1]}};
                  else if (a.size() == 3) out->outputs = {{a[0], a[1], b[1]}};  // a batch of sequences x weights
                  else return false;
+                 return true;
+               }});
+  // A + B C with a last-axis bias (ONNX Gemm, default attributes).
+  t.push_back({"Gemm", "Gemm", 3, false, [](const std::vector<const Dims*>& in, Applied* out) {
+                 const Dims &a = *in[0], &b = *in[1], &c = *in[2];
+                 if (a.size() != 2 || b.size() != 2 || c.size() != 1 || !DimEqual(a[1], b[0]) || !DimEqual(c[0], b[1]))
+                   return false;
+                 out->outputs = {{a[0], b[1]}};
+                 return true;
+               }});
+  // Division by a scalar (attention's 1/sqrt(d)): the divisor is the
+  // universe's scalar, whose fingerprint value is a power of two.
+  t.push_back({"Div", "Div", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
+                 if (in[0]->empty() || !in[1]->empty()) return false;
+                 out->outputs = {*in[0]};
                  return true;
                }});
   for (const char* op : {"Add", "Mul"}) {
@@ -237,6 +271,7 @@ std::vector<Template> Templates() {
   t.push_back({"Concat2", "Concat", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1];
                  if (a.size() != 3 || b.size() != 3 || !DimEqual(a[0], b[0]) || !DimEqual(a[1], b[1])) return false;
+                 if (HasProduct(a[2]) || HasProduct(b[2])) return false;  // heads*head_dim: only reshaped into heads
                  out->attrs["axis"] = Attribute::Int(2);
                  out->outputs = {{a[0], a[1], DimAdd(a[2], b[2])}};
                  return true;
@@ -255,6 +290,34 @@ std::vector<Template> Templates() {
                  if (a.size() != 2) return false;
                  out->attrs["perm"] = Attribute::Ints({1, 0});
                  out->outputs = {{a[1], a[0]}};
+                 return true;
+               }});
+  // Attention's rank-4 transpose: tokens <-> heads.
+  for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 2, 1, 3}}) {
+    std::string name = "Transpose";
+    for (int64_t p : perm) name += std::to_string(p);
+    t.push_back({name, "Transpose", 1, false, [perm](const std::vector<const Dims*>& in, Applied* out) {
+                   const Dims& a = *in[0];
+                   if (a.size() != 4) return false;
+                   out->attrs["perm"] = Attribute::Ints(perm);
+                   Dims o;
+                   for (int64_t p : perm) o.push_back(a[p]);
+                   out->outputs = {o};
+                   return true;
+                 }});
+  }
+  // Splitting the features of sequence activations into heads:
+  // [n, m, c*w] -> [n, m, c, w] (the target a symbolic constant).
+  t.push_back({"ReshapeHeads", "Reshape", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+                 const Dims& a = *in[0];
+                 if (a.size() != 3 || a[2].terms_size() != 1 || a[2].terms(0).coeff() != 1 || a[2].constant() != 0 ||
+                     !IsProductSymbol(a[2].terms(0).symbol()))
+                   return false;
+                 std::vector<std::string> f = SymbolFactors(a[2].terms(0).symbol());
+                 if (f.size() != 2) return false;
+                 Dims o = {a[0], a[1], DimSymbol(f[0]), DimSymbol(f[1])};
+                 out->constants = {DimsConst(o)};
+                 out->outputs = {o};
                  return true;
                }});
   // Per-channel vector reshapes, for folding scales and shifts into convs.
@@ -339,11 +402,36 @@ std::string PatternKey(const Record& r, int universe_size, const std::vector<Tem
   return SerializeDeterministic(ToPattern(r, universe_size, templates));
 }
 
+// Universe inputs that only some templates may read directly (by template
+// name): the attention inputs exist for the rules that move a scale through
+// attention, not for every rule their shapes would allow.
+const std::map<std::string, std::set<std::string>>& Readers() {
+  static const std::map<std::string, std::set<std::string>> r = {
+      {"K4", {"MatMul"}},
+      {"T4", {"ReshapeHeads", "Div"}},
+      {"V2", {"Add", "Div"}},
+  };
+  return r;
+}
+
+// +1: a Mul by a scalar operand, -1: a Div by one, 0: neither.
+int ScalesByScalar(const Template& t, const std::vector<const Dims*>& in) {
+  if (t.op == "Div") return -1;
+  if (t.op != "Mul") return 0;
+  for (const Dims* d : in)
+    if (d->empty()) return 1;
+  return 0;
+}
+
 class Enumerator {
  public:
   Enumerator(const Settings& s, const std::vector<Template>& templates, const std::vector<rules::TensorVar>& universe,
              const std::vector<at::Tensor>& inputs)
       : s_(s), templates_(templates), universe_size_(static_cast<int>(universe.size())) {
+    for (const auto& v : universe) {
+      auto it = Readers().find(v.name());
+      readers_.push_back(it == Readers().end() ? nullptr : &it->second);
+    }
     for (size_t k = 0; k < universe.size(); ++k) {
       Val v;
       v.shape.assign(universe[k].shape().begin(), universe[k].shape().end());
@@ -385,10 +473,21 @@ class Enumerator {
     for (size_t a = 0; a < inputs.size(); ++a)
       for (size_t b = a + 1; b < inputs.size(); ++b)
         if (inputs[a] == inputs[b]) return false;
+    for (int v : inputs)
+      if (v < universe_size_ && readers_[v] != nullptr && !readers_[v]->count(t.name)) return false;
     std::vector<const Dims*> shapes;
     for (int v : inputs) shapes.push_back(&vals_[v].shape);
     Applied a;
     if (!t.apply(shapes, &a)) return false;
+    // Multiplying and dividing by the scalar in one graph only yields rules
+    // about cancelling x * s / s, which real models do not contain.
+    if (ScalesByScalar(t, shapes) != 0) {
+      for (const NodeRec& n : nodes_) {
+        std::vector<const Dims*> ns;
+        for (int v : n.inputs) ns.push_back(&vals_[v].shape);
+        if (ScalesByScalar(templates_[n.tmpl], ns) == -ScalesByScalar(t, shapes)) return false;
+      }
+    }
     // Canonical sequence: a node that does not read the previous node's
     // output must not sort before it.
     if (!nodes_.empty()) {
@@ -504,6 +603,7 @@ class Enumerator {
   const Settings& s_;
   const std::vector<Template>& templates_;
   int universe_size_;
+  std::vector<const std::set<std::string>*> readers_;  // per universe input: templates that may read it (null: any)
   std::vector<Val> vals_;
   std::vector<int> uses_;
   std::vector<NodeRec> nodes_;
@@ -564,10 +664,11 @@ std::vector<at::Tensor> FingerprintInputs(const std::vector<rules::TensorVar>& u
     at::Tensor t = at::empty(shape, at::kDouble);
     double* p = t.data_ptr<double>();
     // Small integers; a scalar gets a larger positive value so that
-    // s + s, s * s and friends differ.
+    // s + s, s * s and friends differ, and a power of two so that dividing
+    // by it stays exact.
     for (int64_t i = 0; i < t.numel(); ++i) {
       int64_t v = static_cast<int64_t>(rng() % 7) - 3;
-      p[i] = static_cast<double>(shape.empty() ? 7 : v);
+      p[i] = static_cast<double>(shape.empty() ? 8 : v);
     }
     out.push_back(t);
   }

@@ -232,6 +232,11 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
   for (ValueId in : s.inputs()) inputs.push_back(SymVariables(z3, s.value(in).name, s.value(in).type.shape));
   std::vector<SymTensor> a = Symbolic(s, z3, inputs);
   std::vector<SymTensor> b = Symbolic(t, z3, inputs);
+  // A rule that divides by an input is proved where that input has no zero
+  // (the matcher applies it only there: a constant without zeros).
+  z3::expr_vector premises(z3);
+  for (int in : DivisorInputs(rule))
+    for (const z3::expr& e : inputs[static_cast<size_t>(in)].v) premises.push_back(e != z3.real_val(0));
   z3::params simp(z3);
   simp.set("som", true);
   simp.set("arith_lhs", true);
@@ -269,6 +274,7 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
     p.set("rlimit", static_cast<unsigned>(std::min<uint64_t>(options.rlimit, 4000000000ULL)));
     p.set("timeout", static_cast<unsigned>(options.timeout_ms));
     solver.set(p);
+    for (unsigned i = 0; i < premises.size(); ++i) solver.add(premises[i]);
     solver.add(differ[k]);
     z3::check_result r = solver.check();
     z3::stats st = solver.statistics();

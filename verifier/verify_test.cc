@@ -119,6 +119,43 @@ TEST(Verifier, ProvesMatMulAssociativity) {
   EXPECT_EQ(v.rule.provenance().proved_on_size(), 2);
 }
 
+// Attention's 1/sqrt(d) moved from the scores onto the queries: true
+// wherever the divisor has no zero, the premise the verifier proves rules
+// that divide by an input under (and the matcher checks).
+TEST(Verifier, ProvesTheAttentionScaleMovesOntoTheQueries) {
+  RuleBuilder b;
+  int q = b.Input("Q", {S("n"), S("c"), S("h"), S("w")}), k = b.Input("K", {S("n"), S("c"), S("w"), S("j")});
+  int s = b.Input("s", {});
+  rules::Rule r = b.Build({b.Op(0, "Div", {b.Op(0, "MatMul", {b.In(q), b.In(k)}), b.In(s)})},
+                          {b.Op(1, "MatMul", {b.Op(1, "Div", {b.In(q), b.In(s)}), b.In(k)})});
+  EXPECT_EQ(DivisorInputs(r), std::vector<int>{s});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+  Result v = VerifyOne(r, Options());
+  EXPECT_EQ(v.outcome, Outcome::kProved) << v.detail;
+}
+
+TEST(Verifier, RefutesDividingOnlyOneSummand) {
+  RuleBuilder b;
+  int x = b.Input("A", {S("m"), S("k")}), y = b.Input("B", {S("m"), S("k")}), s = b.Input("s", {});
+  rules::Rule r = b.Build({b.Op(0, "Div", {b.Op(0, "Add", {b.In(x), b.In(y)}), b.In(s)})},
+                          {b.Op(1, "Add", {b.Op(1, "Div", {b.In(x), b.In(s)}), b.In(y)})});
+  EXPECT_EQ(Prove(r), Outcome::kRefutedZ3);
+}
+
+TEST(Verifier, ProvesGemmIsMatMulPlusBias) {
+  RuleBuilder b;
+  int a = b.Input("A", {S("m"), S("k")}), w = b.Input("W", {S("k"), S("j")}), v = b.Input("V", {S("j")});
+  rules::Rule r = b.Build({b.Op(0, "Add", {b.Op(0, "MatMul", {b.In(a), b.In(w)}), b.In(v)})},
+                          {b.Op(1, "Gemm", {b.In(a), b.In(w), b.In(v)})});
+  EXPECT_EQ(Prove(r), Outcome::kProved);
+  // Not with the bias broadcast the other way (a per-row bias).
+  RuleBuilder b2;
+  int a2 = b2.Input("A", {S("k"), S("k")}), w2 = b2.Input("W", {S("k"), S("k")}), v2 = b2.Input("V", {S("k"), K(1)});
+  rules::Rule wrong = b2.Build({b2.Op(0, "Add", {b2.Op(0, "MatMul", {b2.In(a2), b2.In(w2)}), b2.In(v2)})},
+                               {b2.Op(1, "Gemm", {b2.In(a2), b2.In(w2), b2.Op(1, "Transpose", {b2.In(v2)}, {{"perm", {1, 0}}})})});
+  EXPECT_EQ(Prove(wrong), Outcome::kRefutedZ3);
+}
+
 TEST(Verifier, ProvesConvLinearityInWeights) {
   RuleBuilder b;
   int x = b.Input("X", {S("n"), S("c"), S("h"), S("w")});

@@ -96,10 +96,31 @@ RLFLOW_REGISTER_OP(Binary("Sub", [](KernelContext& c) { c.outputs = {at::sub(c.i
                           RLFLOW_SYM_BINARY(SymSub)));
 RLFLOW_REGISTER_OP(Binary("Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }, false, SymMul,
                           RLFLOW_SYM_BINARY(SymMul)));
-RLFLOW_REGISTER_OP(Binary("Div", [](KernelContext& c) {
-  // ONNX integer division truncates toward zero, like C.
-  c.outputs = {IsIntegral(c.in(0)) ? at::div(c.in(0), c.in(1), "trunc") : at::div(c.in(0), c.in(1))};
-}));
+// Division. Symbolically a real quotient: the verifier proves rules that
+// divide by a rule input under the premise that the divisor has no zero
+// element, and the matcher applies them only where that input is a constant
+// with no zero (verifier/verify.cc, core/rewrite/matcher.cc). Fingerprints:
+// a float64 quotient by a power of two is exact on integer-valued inputs (the
+// generator's scalars are 8); other divisors are refused.
+z3::expr SymDiv(const z3::expr& a, const z3::expr& b) { return a / b; }
+OpDef DivDef() {
+  OpDef d = Binary(
+      "Div",
+      [](KernelContext& c) {
+        // ONNX integer division truncates toward zero, like C.
+        c.outputs = {IsIntegral(c.in(0)) ? at::div(c.in(0), c.in(1), "trunc") : at::div(c.in(0), c.in(1))};
+      },
+      false, nullptr, RLFLOW_SYM_BINARY(SymDiv));
+  d.fingerprint = [](KernelContext& c) {
+    at::Tensor b = c.in(1).to(at::kDouble);
+    at::Tensor m = std::get<0>(at::frexp(b.abs().clamp_min(1e-300)));  // mantissa: 0.5 exactly for powers of two
+    if (b.eq(0).any().item<bool>() || m.ne(0.5).any().item<bool>())
+      c.Fail("fingerprint semantics cover division by powers of two only");
+    c.outputs = {at::div(c.in(0), c.in(1))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(DivDef());
 RLFLOW_REGISTER_OP(Binary("Pow", [](KernelContext& c) {
   c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())};
 }));

@@ -534,8 +534,44 @@ OpDef MatMulDef() {
 }
 RLFLOW_REGISTER_OP(MatMulDef());
 
+// alpha * A' B' + beta * C, C broadcast to [M, N] (unidirectionally).
+void GemmSymbolic(SymbolicContext& c) {
+  const SymTensor &a = c.in(0), &b = c.in(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2) c.Fail("A and B must be matrices");
+  bool ta = c.Int("transA") != 0, tb = c.Int("transB") != 0;
+  int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1], N = tb ? b.shape[0] : b.shape[1];
+  if ((tb ? b.shape[1] : b.shape[0]) != K) c.Fail("inner dimensions differ");
+  float alpha = c.Float("alpha"), beta = c.Float("beta");
+  const SymTensor* bias = c.has(2) && beta != 0.0f ? &c.in(2) : nullptr;
+  Shape cs;
+  if (bias != nullptr) {
+    if (bias->shape.size() > 2) c.Fail("C must have rank <= 2");
+    cs = bias->shape;
+    cs.insert(cs.begin(), 2 - cs.size(), 1);
+    if ((cs[0] != 1 && cs[0] != M) || (cs[1] != 1 && cs[1] != N)) c.Fail("C does not broadcast to [M, N]");
+  }
+  SymTensor out;
+  out.shape = {M, N};
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      z3::expr_vector terms(c.z3);
+      for (int64_t k = 0; k < K; ++k)
+        terms.push_back(a.v[ta ? k * M + i : i * K + k] * b.v[tb ? j * K + k : k * N + j]);
+      z3::expr e = z3::sum(terms);
+      if (alpha != 1.0f) e = c.Real(alpha) * e;
+      if (bias != nullptr) {
+        const z3::expr& y = bias->v[(cs[0] == 1 ? 0 : i) * cs[1] + (cs[1] == 1 ? 0 : j)];
+        e = e + (beta == 1.0f ? y : c.Real(beta) * y);
+      }
+      out.v.push_back(e);
+    }
+  c.outputs = {out};
+}
+
 OpDef GemmDef() {
   OpDef d;
+  d.exact_on_integers = true;  // with the default alpha = beta = 1 (the generator's templates)
+  d.symbolic = GemmSymbolic;
   d.name = "Gemm";
   d.since_opset = 11;
   d.min_inputs = 2;

@@ -45,10 +45,16 @@ std::vector<OpCase> Cases() {
   c.push_back({"Log", [in](B& b) {
                  return b.Op("Log", {b.Op("Add", {b.Op("Abs", {in(b, "log_x", {3, 5})}), b.ConstFloat(0.5f)})});
                }});
-  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min"}) {
+  for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) {
     std::string o = op;
     c.push_back({o + "_broadcast", [o, in](B& b) { return b.Op(o, {in(b, o + "_a", {2, 3, 4}), in(b, o + "_b", {3, 1})}); }});
   }
+  // Divisors without zeros (1 + relu(x)).
+  c.push_back({"Div_broadcast", [in](B& b) {
+                 ValueId d = b.Op("Add", {b.Op("Relu", {in(b, "Div_b", {3, 1})}), b.ConstFloat(1.0f)});
+                 return b.Op("Div", {in(b, "Div_a", {2, 3, 4}), d});
+               }});
+  c.push_back({"Div_scalar", [in](B& b) { return b.Op("Div", {in(b, "div_s_a", {2, 3}), b.ConstFloat(8.0f)}); }});
   c.push_back({"Pow", [in](B& b) { return b.Op("Pow", {in(b, "pow_a", {2, 3}), b.ConstFloat(3.0f)}); }});
   c.push_back({"Where_Equal_Less_Greater", [in](B& b) {
                  ValueId x = in(b, "where_x", {4, 5}), y = in(b, "where_y", {4, 5});
@@ -300,7 +306,9 @@ TEST(OpConformance, SymbolicSemanticsMatchTheKernels) {
   // Batched (broadcast) and vector MatMul included.
   for (const char* name : {"MatMul_batched_broadcast", "MatMul_vector_matrix", "MatMul_matrix_vector"})
     EXPECT_TRUE(cases_checked.count(name)) << name << " was not checked";
-  for (const char* op : {"MatMul", "Transpose", "Conv", "Split", "Concat", "Reshape"})
+  for (const char* name : {"Gemm_trans_alpha_beta", "Gemm_no_bias", "Div_broadcast"})
+    EXPECT_TRUE(cases_checked.count(name)) << name << " was not checked";
+  for (const char* op : {"MatMul", "Gemm", "Div", "Transpose", "Conv", "Split", "Concat", "Reshape"})
     EXPECT_TRUE(ops_checked.count(op)) << op << " has symbolic semantics but no case checked them";
 }
 

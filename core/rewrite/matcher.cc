@@ -102,7 +102,7 @@ bool BindInput(State& s, int input, ValueId v) {
       continue;
     }
     // Expressions (e.g. j + l) are checked when the match is complete (DimsHold).
-    if (d.terms_size() != 1 || d.terms(0).coeff() != 1 || d.constant() != 0) continue;
+    if (!DimIsPlainSymbol(d)) continue;
     const std::string& sym = d.terms(0).symbol();
     auto it = s.symbols.find(sym);
     if (it != s.symbols.end()) {
@@ -131,24 +131,36 @@ bool ConstantMatches(const State& s, const rules::Constant& c, ValueId v) {
 bool Holds(const rules::Dim& d, int64_t actual, const SymbolBinding& symbols) {
   int64_t v = d.constant();
   for (const auto& t : d.terms()) {
-    auto it = symbols.find(t.symbol());
-    if (it == symbols.end()) return false;  // a symbol no input binds plainly
-    v += t.coeff() * it->second;
+    std::optional<int64_t> value = EvalSymbol(t.symbol(), symbols);
+    if (!value) return false;  // a symbol nothing binds plainly
+    v += t.coeff() * *value;
   }
   return v == actual;
 }
 
 // A complete match: every input dimension that is an expression and every
-// symbolic constant agrees with the bound symbols.
-bool DimsHold(const State& s) {
+// symbolic constant agrees with the bound symbols. Symbols that no input
+// binds plainly (the factors of a product such as heads*head_dim) are bound
+// from the symbolic constants' plain entries (e.g. a Reshape target
+// [n,m,c,w]) first.
+bool DimsHold(State& s) {
+  for (const auto& [c, v] : s.symbolic_constants) {
+    const rules::Constant& constant = s.p.constants(c);
+    std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();
+    for (int k = 0; k < constant.dim_values_size(); ++k) {
+      const rules::Dim& d = constant.dim_values(k);
+      if (!DimIsPlainSymbol(d)) continue;
+      auto [it, inserted] = s.symbols.emplace(d.terms(0).symbol(), values[k]);
+      if (!inserted && it->second != values[k]) return false;
+    }
+  }
   for (int k = 0; k < s.rule.inputs_size(); ++k) {
     if (s.inputs[k] == kNoValue) continue;
     const rules::TensorVar& var = s.rule.inputs(k);
     const Shape& shape = s.g.value(s.inputs[k]).type.shape;
     for (int d = 0; d < var.shape_size(); ++d) {
       const rules::Dim& dim = var.shape(d);
-      bool plain = dim.terms_size() == 1 && dim.terms(0).coeff() == 1 && dim.constant() == 0;
-      if (!plain && dim.terms_size() > 0 && !Holds(dim, shape[d], s.symbols)) return false;
+      if (!DimIsPlainSymbol(dim) && dim.terms_size() > 0 && !Holds(dim, shape[d], s.symbols)) return false;
     }
   }
   for (const auto& [c, v] : s.symbolic_constants) {
@@ -156,6 +168,20 @@ bool DimsHold(const State& s) {
     std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();
     for (int k = 0; k < constant.dim_values_size(); ++k)
       if (!Holds(constant.dim_values(k), values[k], s.symbols)) return false;
+  }
+  return true;
+}
+
+// A rule that divides by an input holds where that input has no zero: it
+// applies only where the input is a constant without zeros.
+bool NonzeroDivisors(const State& s, const std::vector<int>& divisors) {
+  for (int in : divisors) {
+    ValueId v = s.inputs[in];
+    if (!s.g.IsConstant(v)) return false;
+    const TensorData& t = *s.g.value(v).initializer;
+    if (t.NumElements() == 0) return false;
+    for (double x : t.ToDouble())
+      if (x == 0.0) return false;
   }
   return true;
 }
@@ -419,6 +445,7 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
       connected[side] = ok;
     }
     connected_.push_back(connected);
+    divisors_.push_back(DivisorInputs(rule));
   }
 }
 
@@ -466,8 +493,13 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
       if (i == p.outputs_size()) {
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
-        if (!DimsHold(s) || !Closed(s) || !Convex(s)) return false;
-        if (!seen.insert(s.nodes).second) return false;
+        SymbolBinding bound = s.symbols;  // DimsHold may bind more; restored for the next candidate
+        bool ok = DimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) && Closed(s) && Convex(s) &&
+                  seen.insert(s.nodes).second;
+        if (!ok) {
+          s.symbols = std::move(bound);
+          return false;
+        }
         Match m;
         m.rule = rule_index;
         m.reverse = reverse;
@@ -476,6 +508,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         m.symbols = s.symbols;
         m.attrs = s.attrs;
         out->push_back(std::move(m));
+        s.symbols = std::move(bound);
         return false;  // keep enumerating
       }
       const rules::Ref& r = p.outputs(i);

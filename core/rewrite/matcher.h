@@ -100,6 +100,7 @@ class Matcher {
   std::vector<rules::Rule> rules_;
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
   std::vector<std::array<bool, 2>> connected_;                        // per rule: source, target
+  std::vector<std::vector<int>> divisors_;  // per rule: inputs a Div divides by (DivisorInputs)
   bool both_;
 };
 

@@ -226,6 +226,74 @@ TEST(Matcher, SymbolicSizesMustAgreeWithTheBinding) {
   }
 }
 
+// Attention scores scaled by 1/sqrt(d): x [1, 6, 8] -> q, k projections
+// (2 heads of 4) -> Div(MatMul(q, k), divisor).
+Graph SmallAttention(bool divisor_is_input, float divisor) {
+  GraphBuilder b(8);
+  ValueId x = b.Input("x", {1, 6, 8});
+  auto heads = [&](const std::string& name, std::vector<int64_t> perm) {
+    ValueId y = b.Op("Add", {b.Op("MatMul", {x, b.Weight(name + "_w", {8, 8}, 0.3f)}), b.Weight(name + "_b", {8}, 0.3f)});
+    ValueId r = b.Op("Reshape", {y, b.ConstInts({1, 6, 2, 4})});
+    return b.Op("Transpose", {r}, {{"perm", Attribute::Ints(perm)}});
+  };
+  ValueId q = heads("q", {0, 2, 1, 3}), k = heads("k", {0, 2, 3, 1});
+  ValueId d = divisor_is_input ? b.Input("d", {}) : b.ConstFloat(divisor);
+  return b.Build({b.Op("Div", {b.Op("MatMul", {q, k}), d})});
+}
+
+// The rules that carry the scale from the scores to the query weights, and
+// the direction each is applied in (true: target -> source).
+const std::vector<std::pair<const char*, bool>> kScaleSteps = {
+    {"e3cdc2341002", false},  // Div(MatMul(X1,K4),s) => MatMul(Div(X1,s),K4)
+    {"4140d5c4d40e", true},   // Transpose[0,2,1,3](Div(X2,s)) => Div(Transpose[0,2,1,3](X2),s)
+    {"61a8b1e60eab", true},   // Reshape(Div(T4,s),[n,m,c,w]) => Div(Reshape(T4,[n,m,c,w]),s)
+    {"c90f1b409157", true},   // Add(Div(T1,s),Div(V2,s)) => Div(Add(T1,V2),s)
+    {"10a9e41549f2", false},  // Div(MatMul(T1,M1),s) => MatMul(Div(T1,s),M1)
+    {"6d8203e27ea8", true},   // MatMul(T1,Div(M3,s)) => MatMul(Div(T1,s),M3)
+};
+
+// Rank-4 per-head MatMul, rank-4 Transpose, a Reshape into heads (its
+// factors heads x head_dim bound from the target), Div by a constant: the
+// attention scale reaches the query weights and bias, where it is
+// weight-only (folded into them on export).
+TEST(Matcher, MovesTheAttentionScaleIntoTheQueryWeights) {
+  Graph g = SmallAttention(false, 2.0f);
+  Graph out = g;
+  for (const auto& [id, reverse] : kScaleSteps) {
+    Matcher m({RuleById(id)});
+    std::vector<Match> found = m.FindAll(out);
+    auto step = std::find_if(found.begin(), found.end(), [&](const Match& x) { return x.reverse == reverse; });
+    ASSERT_NE(step, found.end()) << "rule " << id << " does not apply";
+    if (std::string(id) == "61a8b1e60eab") {
+      EXPECT_EQ(step->symbols.at("c"), 2);  // bound from the Reshape target
+      EXPECT_EQ(step->symbols.at("w"), 4);
+    }
+    out = m.Apply(out, *step);
+    ASSERT_LE(Diff(g, out), 1e-5) << "after " << id;
+  }
+  int divs = 0;
+  for (NodeId id = 0; id < out.num_nodes(); ++id) {
+    const Node& n = out.node(id);
+    if (n.op != "Div") continue;
+    ++divs;
+    EXPECT_TRUE(out.IsConstant(n.inputs[0])) << "a Div still scales activations: " << n.Describe();
+  }
+  EXPECT_EQ(divs, 2);  // the query weights and the query bias
+}
+
+// A rule that divides by an input holds where the divisor has no zero: it
+// applies to a constant divisor without zeros only.
+TEST(Matcher, DivisionRulesNeedAConstantDivisorWithoutZeros) {
+  Matcher m({RuleById(kScaleSteps[0].first)});
+  auto forward = [&](const Graph& g) {
+    std::vector<Match> found = m.FindAll(g);
+    return std::count_if(found.begin(), found.end(), [](const Match& x) { return !x.reverse; });
+  };
+  EXPECT_EQ(forward(SmallAttention(false, 2.0f)), 1);
+  EXPECT_EQ(forward(SmallAttention(false, 0.0f)), 0);
+  EXPECT_EQ(forward(SmallAttention(true, 0.0f)), 0);
+}
+
 TEST(Matcher, WholeDatabaseOnASmallNetwork) {
   // Every match of every rule applies and preserves the outputs.
   GraphBuilder b(9);

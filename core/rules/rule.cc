@@ -29,6 +29,35 @@ rules::Dim DimSymbol(const std::string& symbol) {
   return d;
 }
 
+rules::Dim DimProduct(const std::string& a, const std::string& b) {
+  return DimSymbol(a < b ? a + "*" + b : b + "*" + a);
+}
+
+std::vector<std::string> SymbolFactors(const std::string& symbol) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t star = symbol.find('*', start);
+    out.push_back(symbol.substr(start, star == std::string::npos ? std::string::npos : star - start));
+    if (star == std::string::npos) return out;
+    start = star + 1;
+  }
+}
+
+std::optional<int64_t> EvalSymbol(const std::string& symbol, const SymbolBinding& binding) {
+  int64_t v = 1;
+  for (const std::string& f : SymbolFactors(symbol)) {
+    auto it = binding.find(f);
+    if (it == binding.end()) return std::nullopt;
+    v *= it->second;
+  }
+  return v;
+}
+
+bool DimIsPlainSymbol(const rules::Dim& d) {
+  return d.terms_size() == 1 && d.terms(0).coeff() == 1 && d.constant() == 0 && !IsProductSymbol(d.terms(0).symbol());
+}
+
 namespace {
 rules::Dim Normalize(const std::map<std::string, int64_t>& coeffs, int64_t constant) {
   rules::Dim d;
@@ -81,9 +110,9 @@ bool DimIsConst(const rules::Dim& a, int64_t value) { return a.terms_size() == 0
 int64_t EvalDim(const rules::Dim& dim, const SymbolBinding& binding) {
   int64_t v = dim.constant();
   for (const auto& t : dim.terms()) {
-    auto it = binding.find(t.symbol());
-    if (it == binding.end()) Fail("shape symbol '", t.symbol(), "' has no value");
-    v += t.coeff() * it->second;
+    std::optional<int64_t> value = EvalSymbol(t.symbol(), binding);
+    if (!value) Fail("shape symbol '", t.symbol(), "' has no value");
+    v += t.coeff() * *value;
   }
   return v;
 }
@@ -113,11 +142,21 @@ std::string ShapeToString(const rules::TensorVar& var) {
   return s + "]";
 }
 
+std::vector<int> DivisorInputs(const rules::Rule& rule) {
+  std::set<int> out;
+  for (const rules::Pattern* p : {&rule.source(), &rule.target()})
+    for (const auto& n : p->nodes())
+      if (n.op() == "Div" && n.inputs_size() == 2 && n.inputs(1).kind_case() == rules::Ref::kInput)
+        out.insert(n.inputs(1).input());
+  return {out.begin(), out.end()};
+}
+
 std::vector<std::string> RuleSymbols(const rules::Rule& rule) {
   std::set<std::string> syms;
   for (const auto& in : rule.inputs())
     for (const auto& d : in.shape())
-      for (const auto& t : d.terms()) syms.insert(t.symbol());
+      for (const auto& t : d.terms())
+        for (const std::string& f : SymbolFactors(t.symbol())) syms.insert(f);
   return {syms.begin(), syms.end()};
 }
 

@@ -16,8 +16,10 @@ constexpr char kRuleDatabaseMagic[] = "rlflow.rules";
 constexpr char kCandidateSetMagic[] = "rlflow.candidates";
 constexpr char kGraphShardMagic[] = "rlflow.graphs";
 // 2: attribute variables (attribute-generic rules). 3: constants with
-// symbolic values (Constant.dim_values).
-constexpr uint32_t kRuleFormatVersion = 3;
+// symbolic values (Constant.dim_values). 4: Div (and Gemm) in patterns; a
+// rule that divides by one of its inputs holds where that input has no zero
+// element, and matchers must check it (DivisorInputs).
+constexpr uint32_t kRuleFormatVersion = 4;
 
 using SymbolBinding = std::map<std::string, int64_t>;
 // Attribute variable -> value.
@@ -28,6 +30,18 @@ rules::Dim DimConst(int64_t value);
 rules::Dim DimSymbol(const std::string& symbol);
 rules::Dim DimAdd(const rules::Dim& a, const rules::Dim& b);
 rules::Dim DimScale(const rules::Dim& a, int64_t factor);
+// The product of two symbols, a term whose symbol is the monomial "a*b"
+// (e.g. the features of a multi-head projection, heads*head_dim). A product
+// is never bound from a shape by itself: its factors are bound elsewhere
+// (another input, or a symbolic constant such as a Reshape target).
+rules::Dim DimProduct(const std::string& a, const std::string& b);
+inline bool IsProductSymbol(const std::string& symbol) { return symbol.find('*') != std::string::npos; }
+// The factors of a term's symbol ("c*w" -> c, w; "n" -> n).
+std::vector<std::string> SymbolFactors(const std::string& symbol);
+// A term symbol's value at `binding`; nullopt if a factor is unbound.
+std::optional<int64_t> EvalSymbol(const std::string& symbol, const SymbolBinding& binding);
+// A plain symbol: one term, coefficient 1, no constant, not a product.
+bool DimIsPlainSymbol(const rules::Dim& d);
 // a / 2 if every coefficient and the constant are even.
 std::optional<rules::Dim> DimHalf(const rules::Dim& a);
 bool DimEqual(const rules::Dim& a, const rules::Dim& b);
@@ -42,6 +56,10 @@ std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBindin
 inline bool IsSymbolicConstant(const rules::Constant& c) { return c.dim_values_size() > 0; }
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
+// Rule inputs that a Div on either side divides by: the rule is proved
+// where they have no zero element, so it applies only where each is a
+// constant without zeros.
+std::vector<int> DivisorInputs(const rules::Rule& rule);
 
 // A rule attribute as an IR attribute; throws for an attribute variable.
 Attribute AttributeFromProto(const rules::Attribute& a);
