@@ -329,6 +329,10 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
     return false;
   }
   if (pid == 0) {
+    // The child dies of its crash like a plain process: handlers inherited
+    // from the parent (glog's failure handler, a sanitizer's or fuzzer's)
+    // must not report the contained crash as the parent's.
+    for (int sig : {SIGFPE, SIGSEGV, SIGBUS, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
     close(fds[0]);
     std::string out;
     try {

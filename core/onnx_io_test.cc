@@ -7,6 +7,12 @@
 #include <functional>
 #include <set>
 #include <gtest/gtest.h>
+#include <cstdlib>
+#include <cstdio>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
 
 #include "core/error.h"
@@ -400,6 +406,36 @@ TEST(OnnxIo, DropoutIsTheIdentityInInferenceAndWithRatioZero) {
       EXPECT_EQ(opaque, training && ratio != 0) << training << " " << ratio;
     }
   }
+}
+
+// ONNX's shape inference runs in a child that dies of its crash like a
+// plain process: a SIGFPE handler of the parent (a sanitizer's, a fuzzer's,
+// glog's) must not run there and report the contained crash.
+int g_marker_fd = -1;
+TEST(OnnxIo, AContainedCrashDoesNotRunTheParentsSignalHandlers) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string marker = std::string(tmp ? tmp : "/tmp") + "/fpe_handler_ran";
+  std::remove(marker.c_str());
+  g_marker_fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(g_marker_fd, 0);
+  struct sigaction sa {}, old {};
+  sa.sa_handler = [](int) {
+    (void)!write(g_marker_fd, "x", 1);
+    _exit(5);
+  };
+  ASSERT_EQ(sigaction(SIGFPE, &sa, &old), 0);
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, 2, 5, 5});
+  Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
+  IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "strides", {0, 1});
+  Info(m.mutable_graph()->add_output(), "y", {1, 2, 3, 3});
+  std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "stride0_handler.onnx")); });
+  sigaction(SIGFPE, &old, nullptr);
+  close(g_marker_fd);
+  EXPECT_NE(e.find("strides"), std::string::npos) << e;
+  struct stat st {};
+  ASSERT_EQ(stat(marker.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the parent's SIGFPE handler ran in the shape-inference child";
 }
 
 TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
