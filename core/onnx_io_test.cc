@@ -408,6 +408,16 @@ TEST(OnnxIo, DropoutIsTheIdentityInInferenceAndWithRatioZero) {
   }
 }
 
+// A Conv with a zero stride (ONNX's own shape inference dies of SIGFPE on it).
+onnx::ModelProto ZeroStrideConv() {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, 2, 5, 5});
+  Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
+  IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "strides", {0, 1});
+  Info(m.mutable_graph()->add_output(), "y", {1, 2, 3, 3});
+  return m;
+}
+
 // ONNX's shape inference runs in a child that dies of its crash like a
 // plain process: a SIGFPE handler of the parent (a sanitizer's, a fuzzer's,
 // glog's) must not run there and report the contained crash.
@@ -424,11 +434,7 @@ TEST(OnnxIo, AContainedCrashDoesNotRunTheParentsSignalHandlers) {
     _exit(5);
   };
   ASSERT_EQ(sigaction(SIGFPE, &sa, &old), 0);
-  onnx::ModelProto m = Model(13);
-  Info(m.mutable_graph()->add_input(), "x", {1, 2, 5, 5});
-  Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
-  IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "strides", {0, 1});
-  Info(m.mutable_graph()->add_output(), "y", {1, 2, 3, 3});
+  onnx::ModelProto m = ZeroStrideConv();
   std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "stride0_handler.onnx")); });
   sigaction(SIGFPE, &old, nullptr);
   close(g_marker_fd);
@@ -441,11 +447,7 @@ TEST(OnnxIo, AContainedCrashDoesNotRunTheParentsSignalHandlers) {
 TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
   // Zero stride (ONNX's own shape inference dies of SIGFPE on it).
   {
-    onnx::ModelProto m = Model(13);
-    Info(m.mutable_graph()->add_input(), "x", {1, 2, 5, 5});
-    Info(m.mutable_graph()->add_input(), "w", {2, 2, 3, 3});
-    IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "strides", {0, 1});
-    Info(m.mutable_graph()->add_output(), "y", {1, 2, 3, 3});
+    onnx::ModelProto m = ZeroStrideConv();
     std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "stride0.onnx")); });
     EXPECT_NE(e.find("Conv"), std::string::npos) << e;
     EXPECT_NE(e.find("strides"), std::string::npos) << e;

@@ -357,6 +357,7 @@ struct NodeRec {
   std::vector<int> inputs;  // value indices
   int first_output;         // value index of output 0
   int num_outputs;
+  int scales = 0;  // ScalesByScalar of the node
   Applied applied;
   uint64_t hash;
 };
@@ -481,13 +482,10 @@ class Enumerator {
     if (!t.apply(shapes, &a)) return false;
     // Multiplying and dividing by the scalar in one graph only yields rules
     // about cancelling x * s / s, which real models do not contain.
-    if (ScalesByScalar(t, shapes) != 0) {
-      for (const NodeRec& n : nodes_) {
-        std::vector<const Dims*> ns;
-        for (int v : n.inputs) ns.push_back(&vals_[v].shape);
-        if (ScalesByScalar(templates_[n.tmpl], ns) == -ScalesByScalar(t, shapes)) return false;
-      }
-    }
+    const int scales = ScalesByScalar(t, shapes);
+    if (scales != 0)
+      for (const NodeRec& n : nodes_)
+        if (n.scales == -scales) return false;
     // Canonical sequence: a node that does not read the previous node's
     // output must not sort before it.
     if (!nodes_.empty()) {
@@ -515,6 +513,7 @@ class Enumerator {
       if (o.numel() > 0 && o.abs().max().item<double>() > kExactLimit) return false;
     NodeRec rec;
     rec.tmpl = ti;
+    rec.scales = scales;
     rec.inputs = inputs;
     rec.first_output = static_cast<int>(vals_.size());
     rec.num_outputs = static_cast<int>(outs.size());
