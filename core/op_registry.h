@@ -116,6 +116,10 @@ struct OpDef {
   // executor could not run it.
   bool half_kernel = false;
 
+  // Traits. `commutative`: a two-input op whose inputs may be swapped (the
+  // matcher tries both operand orders, the generator enumerates one).
+  bool commutative = false;
+
   bool HasFingerprint() const { return exact_on_integers || fingerprint != nullptr; }
 
   const AttrSpec* FindAttr(const std::string& name) const;

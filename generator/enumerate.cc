@@ -85,8 +85,8 @@ struct Template {
   std::string name;  // for settings / logs
   std::string op;
   int arity = 1;
-  bool commutative = false;
   std::function<bool(const std::vector<const Dims*>&, Applied*)> apply;
+  bool commutative = false;  // from the op registry: only one operand order is enumerated
 };
 
 rules::Constant IntsConst(std::vector<int64_t> v) {
@@ -162,7 +162,7 @@ bool IsKernelDim(const rules::Dim& d, int64_t* v) {
 
 std::vector<Template> Templates() {
   std::vector<Template> t;
-  t.push_back({"MatMul", "MatMul", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"MatMul", "MatMul", 2, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1];
                  if (a.size() == 4 && b.size() == 4) {  // per-head products (attention)
                    if (!DimEqual(a[0], b[0]) || !DimEqual(a[1], b[1]) || !DimEqual(a[3], b[2])) return false;
@@ -176,7 +176,7 @@ std::vector<Template> Templates() {
                  return true;
                }});
   // A + B C with a last-axis bias (ONNX Gemm, default attributes).
-  t.push_back({"Gemm", "Gemm", 3, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Gemm", "Gemm", 3, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1], &c = *in[2];
                  if (a.size() != 2 || b.size() != 2 || c.size() != 1 || !DimEqual(a[1], b[0]) || !DimEqual(c[0], b[1]))
                    return false;
@@ -185,20 +185,20 @@ std::vector<Template> Templates() {
                }});
   // Division by a scalar (attention's 1/sqrt(d)): the divisor is the
   // universe's scalar, whose fingerprint value is a power of two.
-  t.push_back({"Div", "Div", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Div", "Div", 2, [](const std::vector<const Dims*>& in, Applied* out) {
                  if (in[0]->empty() || !in[1]->empty()) return false;
                  out->outputs = {*in[0]};
                  return true;
                }});
   for (const char* op : {"Add", "Mul"}) {
-    t.push_back({op, op, 2, true, [](const std::vector<const Dims*>& in, Applied* out) {
+    t.push_back({op, op, 2, [](const std::vector<const Dims*>& in, Applied* out) {
                    Dims o;
                    if (!Broadcast(*in[0], *in[1], &o)) return false;
                    out->outputs = {o};
                    return true;
                  }});
   }
-  t.push_back({"Relu", "Relu", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Relu", "Relu", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  out->outputs = {*in[0]};
                  return true;
                }});
@@ -215,9 +215,9 @@ std::vector<Template> Templates() {
       return true;
     };
   };
-  t.push_back({"Conv", "Conv", 2, false, conv(false)});
-  t.push_back({"ConvBias", "Conv", 3, false, conv(true)});
-  t.push_back({"Enlarge", "Pad", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Conv", "Conv", 2, conv(false)});
+  t.push_back({"ConvBias", "Conv", 3, conv(true)});
+  t.push_back({"Enlarge", "Pad", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& w = *in[0];
                  int64_t kh, kw;
                  if (w.size() != 4 || !IsKernelDim(w[2], &kh) || !IsKernelDim(w[3], &kw) || kh != 1) return false;
@@ -238,10 +238,10 @@ std::vector<Template> Templates() {
       return true;
     };
   };
-  t.push_back({"AveragePool", "AveragePool", 1, false, pool(true)});
-  t.push_back({"MaxPool", "MaxPool", 1, false, pool(false)});
+  t.push_back({"AveragePool", "AveragePool", 1, pool(true)});
+  t.push_back({"MaxPool", "MaxPool", 1, pool(false)});
   for (int axis : {0, 1}) {
-    t.push_back({"Concat" + std::to_string(axis), "Concat", 2, false,
+    t.push_back({"Concat" + std::to_string(axis), "Concat", 2,
                  [axis](const std::vector<const Dims*>& in, Applied* out) {
                    const Dims &a = *in[0], &b = *in[1];
                    if (a.size() != b.size() || static_cast<int>(a.size()) <= axis) return false;
@@ -253,7 +253,7 @@ std::vector<Template> Templates() {
                    out->outputs = {o};
                    return true;
                  }});
-    t.push_back({"Split" + std::to_string(axis), "Split", 1, false,
+    t.push_back({"Split" + std::to_string(axis), "Split", 1,
                  [axis](const std::vector<const Dims*>& in, Applied* out) {
                    const Dims& a = *in[0];
                    if (static_cast<int>(a.size()) <= axis) return false;
@@ -268,7 +268,7 @@ std::vector<Template> Templates() {
   }
   // Transformer projections: concatenating and splitting the feature axis
   // of sequence activations (merging projections that read one input).
-  t.push_back({"Concat2", "Concat", 2, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Concat2", "Concat", 2, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims &a = *in[0], &b = *in[1];
                  if (a.size() != 3 || b.size() != 3 || !DimEqual(a[0], b[0]) || !DimEqual(a[1], b[1])) return false;
                  if (HasProduct(a[2]) || HasProduct(b[2])) return false;  // heads*head_dim: only reshaped into heads
@@ -276,7 +276,7 @@ std::vector<Template> Templates() {
                  out->outputs = {{a[0], a[1], DimAdd(a[2], b[2])}};
                  return true;
                }});
-  t.push_back({"SplitSizes2", "Split", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"SplitSizes2", "Split", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  rules::Dim first, rest;
                  if (a.size() != 3 || !SplitInTwo(a[2], &first, &rest)) return false;
@@ -285,7 +285,7 @@ std::vector<Template> Templates() {
                  out->outputs = {{a[0], a[1], first}, {a[0], a[1], rest}};
                  return true;
                }});
-  t.push_back({"Transpose", "Transpose", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Transpose", "Transpose", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 2) return false;
                  out->attrs["perm"] = Attribute::Ints({1, 0});
@@ -296,7 +296,7 @@ std::vector<Template> Templates() {
   for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 2, 1, 3}}) {
     std::string name = "Transpose";
     for (int64_t p : perm) name += std::to_string(p);
-    t.push_back({name, "Transpose", 1, false, [perm](const std::vector<const Dims*>& in, Applied* out) {
+    t.push_back({name, "Transpose", 1, [perm](const std::vector<const Dims*>& in, Applied* out) {
                    const Dims& a = *in[0];
                    if (a.size() != 4) return false;
                    out->attrs["perm"] = Attribute::Ints(perm);
@@ -308,7 +308,7 @@ std::vector<Template> Templates() {
   }
   // Splitting the features of sequence activations into heads:
   // [n, m, c*w] -> [n, m, c, w] (the target a symbolic constant).
-  t.push_back({"ReshapeHeads", "Reshape", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"ReshapeHeads", "Reshape", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 3 || a[2].terms_size() != 1 || a[2].terms(0).coeff() != 1 || a[2].constant() != 0 ||
                      !IsProductSymbol(a[2].terms(0).symbol()))
@@ -321,27 +321,31 @@ std::vector<Template> Templates() {
                  return true;
                }});
   // Per-channel vector reshapes, for folding scales and shifts into convs.
-  t.push_back({"Unsqueeze", "Unsqueeze", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"Unsqueeze", "Unsqueeze", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 3 || !IsPerChannel(a)) return false;
                  out->constants = {IntsConst({3})};
                  out->outputs = {{a[0], a[1], a[2], DimConst(1)}};
                  return true;
                }});
-  t.push_back({"ReshapeToVector", "Reshape", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"ReshapeToVector", "Reshape", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 3 || !IsPerChannel(a)) return false;
                  out->constants = {IntsConst({-1})};
                  out->outputs = {{a[0]}};
                  return true;
                }});
-  t.push_back({"ReshapeToChannels", "Reshape", 1, false, [](const std::vector<const Dims*>& in, Applied* out) {
+  t.push_back({"ReshapeToChannels", "Reshape", 1, [](const std::vector<const Dims*>& in, Applied* out) {
                  const Dims& a = *in[0];
                  if (a.size() != 1) return false;
                  out->constants = {IntsConst({-1, 1, 1})};
                  out->outputs = {{a[0], DimConst(1), DimConst(1)}};
                  return true;
                }});
+  for (Template& x : t) {
+    const OpDef* def = OpRegistry::Global().Find("", x.op);
+    x.commutative = def != nullptr && def->commutative && x.arity == 2;
+  }
   return t;
 }
 

@@ -21,7 +21,7 @@ class NoSearch : public Search {
     r.graph = graph;
     r.graphs_explored = 1;
     if (options.cost != nullptr) r.initial_cost = r.final_cost = options.cost->GraphCost(graph);
-    r.stop_reason = "no search";
+    r.stop_reason = StopReason::kNoSearch;
     return r;
   }
 };
@@ -47,11 +47,6 @@ std::unique_ptr<Search> MakeSearch(const std::string& name) {
   std::string known;
   for (const auto& n : SearchNames()) known += (known.empty() ? "" : ", ") + n;
   Fail("unknown --search '", name, "' (available: ", known, ")");
-}
-
-std::string MatchName(const Matcher& matcher, const Match& match) {
-  const std::string& id = matcher.rules().at(match.rule).id();
-  return match.reverse ? id + " (reversed)" : id;
 }
 
 void CheckSearchOptions(const SearchOptions& o) {

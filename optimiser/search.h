@@ -13,6 +13,7 @@
 
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
+#include "optimiser/engine.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow {
@@ -23,6 +24,9 @@ struct SearchOptions {
   double time_limit_s = 0;   // 0: none
   double alpha = 1.05;       // taso: keep graphs with cost < alpha x best
   double max_growth = 2.0;   // skip graphs with more than max_growth x the original's nodes
+  // taso: when the backtracking ends (budget or queue exhausted), descend
+  // greedily from its best graph until no rewrite improves.
+  bool greedy_finish = true;
   // What a search works with (required).
   const Matcher* matcher = nullptr;
   CostModel* cost = nullptr;
@@ -43,9 +47,10 @@ struct SearchResult {
   int64_t gains_resolved = 0;        // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
   int64_t gains_confirmed = 0;       // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
+  int64_t finish_applied = 0;        // taso: rewrites (the last of `applied`) applied by the greedy finish
   double initial_cost = 0;           // cost-model estimate (ms)
   double final_cost = 0;
-  std::string stop_reason;           // "budget", "time limit", "exhausted", "interrupted", ...
+  StopReason stop_reason = StopReason::kNone;
 };
 
 class Search {
@@ -68,8 +73,6 @@ std::vector<std::string> SearchNames();
 std::unique_ptr<Search> MakeSearch(const std::string& name);
 
 // Helpers shared by search implementations.
-// The rule name of a match as reported ("<id>" or "<id> (reversed)").
-std::string MatchName(const Matcher& matcher, const Match& match);
 // Checks the options every search needs; throws rlflow::Error.
 void CheckSearchOptions(const SearchOptions& options);
 

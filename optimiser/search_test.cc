@@ -51,12 +51,13 @@ double MaxDiff(const Graph& a, const Graph& b) {
 }
 
 SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m, CostModel* cost,
-                       double alpha = 1.05, int64_t budget = 100) {
+                       double alpha = 1.05, int64_t budget = 100, bool greedy_finish = true) {
   SearchOptions o;
   o.matcher = &m;
   o.cost = cost;
   o.alpha = alpha;
   o.budget = budget;
+  o.greedy_finish = greedy_finish;
   return MakeSearch(name)->Run(g, o);
 }
 
@@ -221,10 +222,21 @@ TEST(Search, BudgetAndDeterminism) {
   Graph g = ParallelConvs();
   Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
   TableCost cost;
-  SearchResult zero = RunSearch("taso", g, m, &cost, 1.05, /*budget=*/0);
+  SearchResult zero = RunSearch("taso", g, m, &cost, 1.05, /*budget=*/0, /*greedy_finish=*/false);
   EXPECT_EQ(zero.graphs_explored, 0);
-  EXPECT_EQ(zero.stop_reason, "budget");
+  EXPECT_EQ(zero.stop_reason, StopReason::kBudget);
   EXPECT_EQ(zero.graph.StructuralHash(), g.StructuralHash());
+  // With the greedy finish a spent budget still ends at a local optimum:
+  // budget 0 is greedy descent, step for step.
+  Graph bn = ConvScaleShift();
+  SearchResult finished = RunSearch("taso", bn, m, &cost, 1.05, /*budget=*/0);
+  SearchResult descent = RunSearch("greedy", bn, m, &cost);
+  EXPECT_EQ(finished.stop_reason, StopReason::kBudget);
+  EXPECT_FALSE(descent.applied.empty());
+  EXPECT_EQ(finished.applied, descent.applied);
+  EXPECT_EQ(finished.finish_applied, static_cast<int64_t>(descent.applied.size()));
+  EXPECT_DOUBLE_EQ(finished.final_cost, descent.final_cost);
+  EXPECT_LT(MaxDiff(bn, finished.graph), 1e-5);
   SearchResult a = RunSearch("taso", g, m, &cost, 1.05, 30);
   SearchResult b = RunSearch("taso", g, m, &cost, 1.05, 30);
   EXPECT_EQ(a.applied, b.applied);
@@ -280,7 +292,7 @@ TEST(Search, InterruptedInsideAStep) {
       stop = true;
     };
     SearchResult r = MakeSearch(name)->Run(g, o);
-    EXPECT_EQ(r.stop_reason, "interrupted") << name;
+    EXPECT_EQ(r.stop_reason, StopReason::kInterrupted) << name;
     EXPECT_LE(r.graphs_explored, 1) << name;
     EXPECT_GE(progress_lines, 1) << name;
     EXPECT_LE(MaxDiff(g, r.graph), 1e-6) << name;

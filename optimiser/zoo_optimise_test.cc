@@ -65,7 +65,8 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   if (!wrote_original && !c.torch) {
     EXPECT_NE(json.find("\"outcome\": \"faster\""), std::string::npos) << json;
   }
-  EXPECT_LE(JsonNumber(json, "graphs_explored"), 1000) << json;
+  // The budget (1000 graphs), then the greedy finish: one graph per rewrite it applied, and the last.
+  EXPECT_LE(JsonNumber(json, "graphs_explored"), 1000 + JsonNumber(json, "finish_applied") + 1) << json;
   EXPECT_LE(JsonNumber(json, "max_relative_error"), 1e-4) << json;
   double speedup = JsonNumber(json, "speedup");
   // Either the optimised graph was measured faster, or the original was written.

@@ -64,6 +64,7 @@ OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false,
              z3::expr (*sym)(const z3::expr&, const z3::expr&) = nullptr, SymbolicFn symbolic = nullptr) {
   OpDef d;
   d.name = name;
+  d.commutative = name == "Add" || name == "Mul" || name == "Max" || name == "Min" || name == "Equal";
   d.min_inputs = d.max_inputs = 2;
   d.shape = [bool_result, name](const ShapeContext& c) {
     const TensorType& a = c.input(0);

@@ -314,3 +314,45 @@ TEST(OpConformance, SymbolicSemanticsMatchTheKernels) {
 
 }  // namespace
 }  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// The commutativity trait (what the matcher and the generator use) agrees
+// with the kernels: every two-input op that runs on two [3, 4] float tensors
+// computes the same with its inputs swapped exactly when it is marked
+// commutative.
+TEST(OpTraits, CommutativeExactlyWhenTheKernelIs) {
+  int checked = 0, commutative = 0;
+  for (const OpDef* def : OpRegistry::Global().All()) {
+    if (def->min_inputs > 2 || def->max_inputs < 2 || !def->domain.empty()) continue;
+    GraphBuilder b(3);
+    ValueId x = b.Input("x", {3, 4}), y = b.Input("y", {3, 4});
+    Graph ab, ba;
+    try {
+      ab = b.Build({b.Op(def->name, {x, y})});
+      GraphBuilder c(3);
+      ValueId x2 = c.Input("x", {3, 4}), y2 = c.Input("y", {3, 4});
+      ba = c.Build({c.Op(def->name, {y2, x2})});
+    } catch (const Error&) {
+      continue;  // not an op of two [3, 4] tensors
+    }
+    std::vector<at::Tensor> in = RandomInputs(ab, 7);
+    at::Tensor p, q;
+    try {
+      p = Executor(ab).Run(in)[0];
+      q = Executor(ba).Run(in)[0];
+    } catch (const std::exception&) {
+      continue;  // e.g. Clip's bounds must be scalars
+    }
+    bool same = p.sizes() == q.sizes() && at::equal(p, q);
+    EXPECT_EQ(def->commutative, same) << def->name;
+    ++checked;
+    commutative += def->commutative;
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_GE(commutative, 4);  // Add, Mul, Max, Min, Equal
+}
+
+}  // namespace
+}  // namespace rlflow

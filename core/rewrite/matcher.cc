@@ -16,7 +16,6 @@
 namespace rlflow {
 namespace {
 
-bool Commutative(const std::string& op) { return op == "Add" || op == "Mul" || op == "Max" || op == "Min"; }
 
 // Effective attribute value: the node's, else the registry default.
 const Attribute* Effective(const Node& n, const OpDef& def, const std::string& name) {
@@ -216,7 +215,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   // Operand orders to try.
   std::vector<std::vector<int>> orders = {{}};
   for (int k2 = 0; k2 < pat.inputs_size(); ++k2) orders[0].push_back(k2);
-  if (Commutative(n.op) && pat.inputs_size() == 2) orders.push_back({1, 0});
+  if (cn.def != nullptr && cn.def->commutative && pat.inputs_size() == 2) orders.push_back({1, 0});
   bool ok = false;
   for (const auto& order : orders) {
     std::vector<ValueId> saved_inputs = s.inputs;
@@ -305,7 +304,7 @@ bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<Compi
   bool straight = true;
   for (int i = 0; straight && i < pat.inputs_size(); ++i) straight = operand(i, i);
   if (straight) return true;
-  return Commutative(n.op) && pat.inputs_size() == 2 && operand(0, 1) && operand(1, 0);
+  return cn.def->commutative && pat.inputs_size() == 2 && operand(0, 1) && operand(1, 0);
 }
 
 // Rule inputs read anywhere below pattern node `pn`.

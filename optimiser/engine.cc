@@ -1,0 +1,275 @@
+#include "optimiser/engine.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "core/passes/fold_constants.h"
+
+namespace rlflow {
+namespace {
+
+// The noise of a rewrite's estimated gain: its nodes' timing noise added in
+// quadrature per cost key, weighted by how many more nodes of that key one
+// side has than the other (a key on both sides has one timing: it cancels).
+double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
+             const std::vector<std::pair<uint64_t, double>>& added) {
+  std::map<uint64_t, std::pair<int, double>> net;
+  for (const auto& [k, noise] : removed) {
+    net[k].first += 1;
+    net[k].second = noise;
+  }
+  for (const auto& [k, noise] : added) {
+    net[k].first -= 1;
+    net[k].second = noise;
+  }
+  double total = 0;
+  for (const auto& [k, p] : net) total += (p.first * p.second) * (p.first * p.second);
+  return std::sqrt(total);
+}
+
+// A hash of the node's cost key (effective attributes: a rule-built and an
+// imported conv that are the same operator are the same key); never 0.
+uint64_t CanonicalKey(const Graph& g, NodeId id) { return HashString(NodeCostKey(g, id)) | 1; }
+
+// The same, memoised per node of one graph.
+uint64_t CanonicalKey(const Graph& g, NodeId id, std::vector<uint64_t>* memo) {
+  uint64_t& k = (*memo)[id];
+  if (k == 0) k = CanonicalKey(g, id);
+  return k;
+}
+
+}  // namespace
+
+const char* StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone: return "";
+    case StopReason::kBudget: return "budget";
+    case StopReason::kExhausted: return "exhausted";
+    case StopReason::kLocalOptimum: return "local optimum";
+    case StopReason::kTimeLimit: return "time limit";
+    case StopReason::kInterrupted: return "interrupted";
+    case StopReason::kNoSearch: return "no search";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- RewriteState
+
+double RewriteState::cost() const {
+  if (!cost_) cost_ = engine_->o_.cost->GraphCost(*graph_) + adjust_;
+  return *cost_;
+}
+
+const std::shared_ptr<const std::vector<Match>>& RewriteState::SharedMatches() const {
+  if (!matches_) {
+    const Matcher& m = *engine_->o_.matcher;
+    matches_ = std::make_shared<const std::vector<Match>>(
+        parent_matches_ && info_ ? m.FindAllAfter(*graph_, *parent_matches_, *info_) : m.FindAll(*graph_));
+    parent_matches_.reset();
+    info_.reset();
+  }
+  return matches_;
+}
+
+const std::vector<Match>& RewriteState::Matches() const { return *SharedMatches(); }
+
+std::vector<Candidate> RewriteState::Candidates() const {
+  const std::vector<Match>& matches = Matches();
+  std::vector<char> weight_only = WeightOnlyNodes(*graph_);
+  std::vector<uint64_t> canonical(graph_->num_nodes(), 0);  // cost keys, computed on demand
+  const EngineOptions& o = engine_->o_;
+  std::vector<Candidate> out;
+  out.reserve(matches.size());
+  for (size_t i = 0; i < matches.size(); ++i) {
+    // Long steps (a graph with thousands of matches) stay interruptible and
+    // report progress.
+    if ((i & 255) == 255) {
+      if (o.should_stop && o.should_stop()) break;
+      if (o.costing_progress) o.costing_progress(i, matches.size());
+    }
+    std::optional<Candidate> c = engine_->Estimate(*this, matches[i], weight_only, &canonical);
+    if (c) out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+std::optional<Candidate> RewriteState::EstimateCost(const Match& match) const {
+  std::vector<char> weight_only = WeightOnlyNodes(*graph_);
+  std::vector<uint64_t> canonical(graph_->num_nodes(), 0);
+  return engine_->Estimate(*this, match, weight_only, &canonical);
+}
+
+std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) const {
+  auto info = std::make_shared<ApplyInfo>();
+  std::shared_ptr<const Graph> next;
+  try {
+    next = std::make_shared<const Graph>(engine_->o_.matcher->Apply(*graph_, candidate.match, info.get()));
+  } catch (const Error&) {
+    ++engine_->stats_.rewrites_rejected;
+    return std::nullopt;
+  }
+  RewriteState s;
+  s.engine_ = engine_;
+  s.graph_ = std::move(next);
+  s.adjust_ = adjust_ + candidate.adjust;
+  s.steps_ = steps_ + 1;
+  s.history_ = std::make_shared<const History>(History{engine_->MatchName(candidate.match), history_});
+  s.parent_matches_ = SharedMatches();
+  s.info_ = std::move(info);
+  return s;
+}
+
+std::vector<std::string> RewriteState::Applied() const {
+  std::vector<std::string> out;
+  for (const History* p = history_.get(); p != nullptr; p = p->parent.get()) out.push_back(p->rule);
+  return {out.rbegin(), out.rend()};
+}
+
+// ---------------------------------------------------------------- RewriteEngine
+
+RewriteEngine::RewriteEngine(EngineOptions options) : o_(std::move(options)) {
+  if (o_.matcher == nullptr) Fail("rewrite engine: no rules (matcher) given");
+  if (o_.cost == nullptr) Fail("rewrite engine: no cost model given");
+}
+
+RewriteState RewriteEngine::Start(const Graph& graph, std::optional<double> cost) {
+  return Start(std::make_shared<const Graph>(graph), cost);
+}
+
+RewriteState RewriteEngine::Start(std::shared_ptr<const Graph> graph, std::optional<double> cost, double adjust) {
+  RewriteState s;
+  s.engine_ = this;
+  s.graph_ = std::move(graph);
+  s.adjust_ = adjust;
+  s.cost_ = cost;
+  return s;
+}
+
+std::string RewriteEngine::MatchName(const Match& match) const {
+  const std::string& id = o_.matcher->rules().at(match.rule).id();
+  return match.reverse ? id + " (reversed)" : id;
+}
+
+std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Match& m,
+                                                 const std::vector<char>& weight_only,
+                                                 std::vector<uint64_t>* canonical) {
+  const Graph& g = *s.graph_;
+  // Rewrites inside weight-only subgraphs change nothing that runs: those
+  // subgraphs are folded into initializers before export.
+  double removed = 0;
+  // Noise per cost key (the same key on both sides has the same timing: its
+  // error cancels).
+  std::vector<std::pair<uint64_t, double>> removed_keys;
+  bool runs = false;
+  for (NodeId id : m.nodes) {
+    if (weight_only[id]) continue;
+    runs = true;
+    removed += o_.cost->NodeMs(g, id);
+    removed_keys.push_back({CanonicalKey(g, id, canonical), o_.cost->NodeNoiseMs(g, id)});
+  }
+  if (!runs) return std::nullopt;
+  // The replacement's cost depends only on the rule side and its inputs'
+  // types and constness: computed once per such key.
+  std::vector<char> input_constant(m.inputs.size());
+  uint64_t key = HashCombine(static_cast<uint64_t>(m.rule) * 2 + (m.reverse ? 1 : 0), 0x5eed);
+  for (size_t k = 0; k < m.inputs.size(); ++k) {
+    ValueId v = m.inputs[k];
+    const Value& val = g.value(v);
+    input_constant[k] = g.IsConstant(v) || (val.producer != kNoNode && weight_only[val.producer]);
+    key = HashCombine(key, static_cast<uint64_t>(val.type.dtype) * 31 + input_constant[k]);
+    key = HashCombine(key, HashBytes(val.type.shape.data(), val.type.shape.size() * sizeof(int64_t)));
+    if (val.initializer && val.initializer->NumElements() <= 64) key = HashCombine(key, val.initializer->content_hash());
+  }
+  auto cached = replacement_cost_.find(key);
+  if (cached == replacement_cost_.end()) {
+    Graph rep;
+    try {
+      rep = o_.matcher->Replacement(g, m);
+    } catch (const Error&) {
+      replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}});
+      ++stats_.rewrites_rejected;
+      return std::nullopt;
+    }
+    // Replacement inputs computed from weights only are constants too.
+    std::vector<char> constant(rep.num_values(), 0);
+    for (size_t k = 0; k < input_constant.size(); ++k) constant[k] = input_constant[k];
+    for (ValueId v = 0; v < rep.num_values(); ++v)
+      if (rep.IsConstant(v)) constant[v] = 1;
+    double added = 0;
+    std::vector<std::pair<uint64_t, double>> added_keys;
+    for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
+      const Node& n = rep.node(id);
+      bool all = true;
+      for (ValueId in : n.inputs)
+        if (in != kNoValue && !constant[in]) all = false;
+      if (all) {
+        for (ValueId o : n.outputs) constant[o] = 1;
+      } else {
+        added += o_.cost->NodeMs(rep, id);
+        added_keys.push_back({CanonicalKey(rep, id), o_.cost->NodeNoiseMs(rep, id)});
+      }
+    }
+    cached = replacement_cost_.emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys)}).first;
+  }
+  const ReplacementCost& rc = cached->second;
+  if (rc.added < 0) return std::nullopt;  // the replacement does not infer
+  if (o_.max_nodes > 0 && g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rc.nodes > o_.max_nodes)
+    return std::nullopt;
+  // The noise rule: a gain within the timings' noise is not a gain unless
+  // the two sides, timed against each other, say so.
+  double gain = removed - rc.added, used = gain;
+  double noise = Noise(removed_keys, rc.keys);
+  if (gain > 0 && gain <= noise) used = ResolvedGain(g, m, key, input_constant, gain);
+  return Candidate{m, s.cost() - used, gain - used};
+}
+
+// The gain of a rewrite whose estimated gain is within noise, from the cost
+// model's timing of the two sides against each other (once per replacement
+// key: same rule side, input types and constness).
+double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key, const std::vector<char>& input_constant,
+                                   double estimate) {
+  auto it = resolved_.find(key);
+  if (it == resolved_.end()) {
+    double outcome = 0;  // an unresolvable pair is no gain
+    try {
+      // Inputs computed from weights become constants (their values where
+      // known, zeros otherwise: only their shapes matter for timing) and
+      // weight-only work is folded away on both sides, as in the written model.
+      std::vector<TensorDataPtr> constants(m.inputs.size());
+      for (size_t k = 0; k < m.inputs.size(); ++k) {
+        const Value& v = g.value(m.inputs[k]);
+        if (!input_constant[k] || v.initializer) continue;
+        constants[k] = v.known ? v.known
+                               : std::make_shared<const TensorData>(
+                                     v.type.dtype, v.type.shape,
+                                     std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
+      }
+      Graph before = o_.matcher->Matched(g, m, &constants), after = o_.matcher->Replacement(g, m, &constants);
+      FoldOptions fold;
+      fold.max_elements = std::numeric_limits<int64_t>::max();
+      InferShapesAndFold(before, fold);
+      InferShapesAndFold(after, fold);
+      const rules::Rule& rule = o_.matcher->rules().at(m.rule);
+      char hex[24];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(key));
+      std::string ab_key = rule.id() + (m.reverse ? "<" : ">") + hex;
+      // The outcome relative to the estimate: 1 = faster (estimate kept).
+      outcome = o_.cost->ResolveGain(before, after, ab_key, 1.0);
+    } catch (const Error&) {
+      outcome = 0;
+    }
+    it = resolved_.emplace(key, outcome).first;
+    ++stats_.gains_resolved;
+    if (outcome == 1.0) ++stats_.gains_confirmed;
+    char line[160];
+    std::snprintf(line, sizeof line, "%s: estimated gain %.4f ms within noise; timed A/B: %s", MatchName(m).c_str(),
+                  estimate, outcome == 1.0 ? "faster" : outcome == 0 ? "no difference" : "slower");
+    stats_.noise_rule.push_back(line);
+  }
+  return it->second == 1.0 ? estimate : it->second;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,184 @@
+// The rewrite engine on small graphs with a deterministic table cost model:
+// candidates' estimates against the exact cost of the applied graph,
+// incremental matches against a fresh FindAll, forks that stay independent,
+// and the same candidates from Candidates() and EstimateCost().
+#include "optimiser/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "rules/testing.h"
+
+namespace rlflow {
+namespace {
+
+// Conv: 10 + 0.1 per kernel element; every other runtime op 1.
+class TableCost : public CostModel {
+ public:
+  OpCost NodeCost(const Graph& g, NodeId id) override {
+    OpCost c;
+    const Node& n = g.node(id);
+    c.ms = 1.0;
+    if (n.op == "Conv") {
+      const Shape& w = g.value(n.inputs[1]).type.shape;
+      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
+    }
+    return c;
+  }
+};
+
+// x -> Conv 1x1 -> *S -> +T -> Relu, and a parallel 3x3 conv of x.
+Graph Model() {
+  GraphBuilder b(7);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId w = b.Weight("w", {8, 4, 1, 1}, 0.5f);
+  ValueId w3 = b.Weight("w3", {8, 4, 3, 3}, 0.5f);
+  ValueId s = b.Weight("s", {8, 1, 1}, 0.5f, 1.0f);
+  ValueId t = b.Weight("t", {8, 1, 1}, 0.5f);
+  ValueId y = b.Op("Relu", {b.Op("Add", {b.Op("Mul", {b.Op("Conv", {x, w}), s}), t})});
+  ValueId z = b.Op("Conv", {x, w3}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  return b.Build({y, z});
+}
+
+std::vector<rules::Rule> AllRules() {
+  const rules::RuleDatabase& db = testing::DefaultRules();
+  return {db.rules().begin(), db.rules().end()};
+}
+
+std::string Key(const Match& m) {
+  std::string k = std::to_string(m.rule) + (m.reverse ? "<" : ">");
+  for (NodeId n : m.nodes) k += "," + std::to_string(n);
+  for (ValueId v : m.inputs) k += ";" + std::to_string(v);
+  return k;
+}
+
+TEST(Engine, EstimatesAreTheAppliedGraphsCost) {
+  Matcher matcher(AllRules());
+  TableCost cost;
+  EngineOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  RewriteEngine engine(o);
+  RewriteState start = engine.Start(Model());
+  EXPECT_DOUBLE_EQ(start.cost(), 10.1 + 10.9 + 3);
+  std::vector<Candidate> candidates = start.Candidates();
+  ASSERT_FALSE(candidates.empty());
+  int applied = 0;
+  for (const Candidate& c : candidates) {
+    // The table model has no noise: no adjustment, and the estimate is exact
+    // unless the rewrite leaves other nodes dead (then the exact cost is lower).
+    EXPECT_DOUBLE_EQ(c.adjust, 0.0);
+    std::optional<RewriteState> next = start.Apply(c);
+    if (!next) continue;
+    ++applied;
+    EXPECT_LE(next->cost(), c.cost + 1e-9) << engine.MatchName(c.match);
+    EXPECT_DOUBLE_EQ(next->cost(), cost.GraphCost(next->graph()));
+    EXPECT_EQ(next->steps(), 1);
+    EXPECT_EQ(next->Applied(), std::vector<std::string>{engine.MatchName(c.match)});
+    // The same candidate, costed alone.
+    std::optional<Candidate> alone = start.EstimateCost(c.match);
+    ASSERT_TRUE(alone.has_value());
+    EXPECT_DOUBLE_EQ(alone->cost, c.cost);
+  }
+  EXPECT_GT(applied, 0);
+  // The folding step is among them: Mul into the 1x1 conv's weights removes one op.
+  bool fold = false;
+  for (const Candidate& c : candidates) fold = fold || c.cost == start.cost() - 1.0;
+  EXPECT_TRUE(fold);
+}
+
+TEST(Engine, IncrementalMatchesAreFindAll) {
+  Matcher matcher(AllRules());
+  TableCost cost;
+  EngineOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  RewriteEngine engine(o);
+  RewriteState s = engine.Start(Model());
+  // Three steps, each the cheapest candidate, comparing the matches found
+  // incrementally with a fresh search of the whole graph.
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Candidate> c = s.Candidates();
+    ASSERT_FALSE(c.empty());
+    size_t best = 0;
+    for (size_t i = 1; i < c.size(); ++i)
+      if (c[i].cost < c[best].cost) best = i;
+    std::optional<RewriteState> next = s.Apply(c[best]);
+    ASSERT_TRUE(next.has_value());
+    s = *next;
+    std::vector<Match> incremental = s.Matches(), fresh = matcher.FindAll(s.graph());
+    ASSERT_EQ(incremental.size(), fresh.size()) << step;
+    for (size_t i = 0; i < fresh.size(); ++i) EXPECT_EQ(Key(incremental[i]), Key(fresh[i])) << step;
+  }
+  EXPECT_EQ(s.steps(), 3);
+  EXPECT_EQ(s.Applied().size(), 3u);
+}
+
+TEST(Engine, ForksAreIndependent) {
+  Matcher matcher(AllRules());
+  TableCost cost;
+  EngineOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  RewriteEngine engine(o);
+  RewriteState a = engine.Start(Model());
+  uint64_t hash = a.StructuralHash();
+  double a_cost = a.cost();
+  size_t a_candidates = a.Candidates().size();
+  RewriteState b = a.Fork();
+  std::vector<Candidate> c = b.Candidates();
+  // Take a different rewrite on each of two forks.
+  std::set<uint64_t> results;
+  for (size_t i = 0; i < c.size() && results.size() < 2; ++i) {
+    std::optional<RewriteState> next = b.Fork().Apply(c[i]);
+    if (next) results.insert(next->StructuralHash());
+  }
+  EXPECT_EQ(results.size(), 2u);
+  // Neither the original state nor its fork changed.
+  EXPECT_EQ(a.StructuralHash(), hash);
+  EXPECT_EQ(b.StructuralHash(), hash);
+  EXPECT_DOUBLE_EQ(a.cost(), a_cost);
+  EXPECT_EQ(a.Candidates().size(), a_candidates);
+  EXPECT_EQ(b.steps(), 0);
+}
+
+TEST(Engine, GrowthLimitAndRequiredParts) {
+  Matcher matcher(AllRules());
+  TableCost cost;
+  EngineOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  RewriteEngine unlimited(o);
+  Graph g = Model();
+  size_t all = unlimited.Start(g).Candidates().size();
+  o.max_nodes = g.num_nodes();  // no rewrite may add a node
+  RewriteEngine limited(o);
+  std::vector<Candidate> c = limited.Start(g).Candidates();
+  EXPECT_LT(c.size(), all);
+  for (const Candidate& k : c) {
+    std::optional<RewriteState> next = limited.Start(g).Apply(k);
+    if (next) {
+      EXPECT_LE(next->graph().num_nodes(), g.num_nodes()) << limited.MatchName(k.match);
+    }
+  }
+  EngineOptions none;
+  EXPECT_THROW(RewriteEngine{none}, Error);
+  none.matcher = &matcher;
+  EXPECT_THROW(RewriteEngine{none}, Error);
+}
+
+TEST(Engine, StopReasonNames) {
+  std::set<std::string> names;
+  for (StopReason r : {StopReason::kBudget, StopReason::kExhausted, StopReason::kLocalOptimum, StopReason::kTimeLimit,
+                       StopReason::kInterrupted, StopReason::kNoSearch})
+    names.insert(StopReasonName(r));
+  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(std::string(StopReasonName(StopReason::kBudget)), "budget");
+  EXPECT_EQ(std::string(StopReasonName(StopReason::kNone)), "");
+}
+
+}  // namespace
+}  // namespace rlflow

@@ -1,0 +1,565 @@
+#include "optimiser/pipeline.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/json.h"
+#include "core/onnx_io.h"
+#include "core/passes/fold_constants.h"
+#include "core/passes/interface.h"
+#include "core/passes/lower_batchnorm.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
+#include "optimiser/batchnorm_cost.h"
+#include "optimiser/load.h"
+#include "runtime/equivalence.h"
+#include "runtime/executor.h"
+#include "runtime/ort_backend.h"
+#include "runtime/threads.h"
+
+namespace rlflow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// The checked-in database ships as a runfile of the binary.
+std::string DefaultRulesPath(const std::string& argv0) {
+  std::string p = FindRunfile("rules/default.rules.pb", argv0);
+  if (p.empty()) Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+  return p;
+}
+
+std::string DefaultOutput(const LoadedModel& m) {
+  if (m.from_zoo) return ResolveUserPath(m.source.substr(4) + ".rlflow.onnx");
+  std::string p = m.source;
+  if (p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0) p.resize(p.size() - 5);
+  return p + ".rlflow.onnx";
+}
+
+// "" when the timing cache is disabled.
+std::string TimingCachePath(const std::string& flag) {
+  if (flag == "none") return "";
+  if (!flag.empty()) return ResolveUserPath(flag);
+  std::string dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg) dir = xdg;
+  else if (const char* home = std::getenv("HOME"); home != nullptr && *home) dir = std::string(home) + "/.cache";
+  else return "";
+  dir += "/rlflow";
+  // Best effort: a cache that cannot be created is skipped (with a warning).
+  std::string parent = dir.substr(0, dir.rfind('/'));
+  ::mkdir(parent.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  return dir + "/timing-cache.txt";
+}
+
+double PeakMemoryMb() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux: kilobytes
+}
+
+void WriteSummary(JsonWriter& j, const GraphSummary& s, double estimate_ms, double measured_ms) {
+  j.BeginObject();
+  j.Key("nodes").Int(s.nodes);
+  j.Key("op_counts").BeginObject();
+  for (const auto& [op, n] : s.op_counts) j.Key(op).Int(n);
+  j.EndObject();
+  j.Key("parameters").Int(s.parameters);
+  j.Key("flops").Number(s.flops);
+  j.Key("estimated_ms").Number(estimate_ms);
+  j.Key("measured_ms").Number(measured_ms);
+  j.Key("estimate_error").Number((estimate_ms - measured_ms) / measured_ms);
+  j.EndObject();
+}
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
+
+}  // namespace
+
+PipelineResult RunPipeline(const PipelineOptions& o) {
+  auto info = [&](const std::string& line) {
+    if (o.log) o.log(false, line);
+  };
+  auto warn = [&](const std::string& line) {
+    if (o.log) o.log(true, line);
+  };
+  PipelineResult res;
+  res.options = o;
+  if (o.model.empty()) Fail("--model is required (an ONNX file or a zoo model name such as resnet50.onnx)");
+  if (o.free_dim <= 0) Fail("--free_dim must be positive, got ", o.free_dim);
+  if (!(o.tolerance > 0)) Fail("--tolerance must be positive");
+  if (o.threads < 0) Fail("--threads must be >= 0");
+  if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
+  if (!(o.alpha >= 1.0)) Fail("--alpha must be >= 1, got ", o.alpha);
+  if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
+  if (o.measure_runs < 0) Fail("--measure_runs must be >= 0, got ", o.measure_runs);
+  ThreadPinning pinned = SetComputeThreads(o.threads);
+  if (o.threads > 0 && !pinned.blas_pinned)
+    warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
+  std::unique_ptr<Search> search = MakeSearch(o.search);
+  if (o.device != "cpu" && o.device != "ort" && o.device != "cuda")
+    Fail("unknown device '", o.device, "' (available: cpu, ort)");
+  if (o.device != "ort" && !o.ort_level.empty()) Fail("--ort_level applies to --device=ort only");
+  std::unique_ptr<TimingBackend> backend =
+      o.device == "ort" ? MakeOrtBackend(OrtOptions{o.threads, o.ort_level.empty() ? "all" : o.ort_level})
+                        : MakeTimingBackend(o.device);
+  res.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
+  rules::RuleDatabase rule_db = LoadRuleDatabase(res.rules_path);
+  res.rule_count = rule_db.rules_size();
+  info("loaded " + std::to_string(rule_db.rules_size()) + " rules from " + res.rules_path);
+  MeasuredCostModel cost(backend.get());
+  res.timing_cache = TimingCachePath(o.timing_cache);
+  if (!res.timing_cache.empty()) {
+    cost.LoadCache(res.timing_cache);
+    info("timing cache " + res.timing_cache + ": " + std::to_string(cost.cache_size()) + " entries");
+  }
+  // Fail on unwritable outputs before any long work.
+  if (!o.output.empty()) CheckWritablePath(ResolveUserPath(o.output), "--output");
+  if (!o.dot.empty()) CheckWritablePath(ResolveUserPath(o.dot), "--dot");
+  if (!o.report.empty()) CheckWritablePath(ResolveUserPath(o.report), "--report");
+
+  auto t0 = Clock::now();
+  LoadOptions load;
+  load.import.free_dim_value = o.free_dim;
+  load.zoo_seed = o.seed;
+  LoadedModel model = LoadModel(o.model, load);
+  res.model_source = model.source;
+  for (const auto& note : model.notes) info(note);
+  const std::string output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
+  res.output = output;
+  CheckWritablePath(output, "--output");
+  if (!model.from_zoo && output == model.source)
+    Fail("--output is the input model '", output, "'; write the optimised model elsewhere");
+  if (!o.report.empty() && ResolveUserPath(o.report) == output)
+    Fail("--report and --output are the same file '", output, "'");
+  if (!o.dot.empty() && ResolveUserPath(o.dot) == output) Fail("--dot and --output are the same file '", output, "'");
+  if (!o.dot.empty() && !o.report.empty() && ResolveUserPath(o.dot) == ResolveUserPath(o.report))
+    Fail("--dot and --report are the same file '", ResolveUserPath(o.dot), "'");
+  info("loaded " + model.source + " (" + std::to_string(model.graph.num_nodes()) + " nodes) in " +
+       Format("%g", Seconds(t0)) + " s");
+
+  const Graph& original = model.graph;
+  // The parts of the model the executor can run (all of it unless it has
+  // opaque nodes) run once now: a model that cannot run fails before the
+  // search, and the run time sets the number of end-to-end runs.
+  Graph original_cut = CutAtOpaque(original);
+  double reference_s;
+  {
+    std::vector<at::Tensor> inputs = RandomInputs(original_cut, o.seed);
+    Executor reference(original_cut);
+    auto t_ref = Clock::now();
+    reference.Run(inputs);
+    reference_s = Seconds(t_ref);
+  }
+
+  // Canonical form for the rules: batch norm in inference form (x * S + T).
+  Graph canonical = original;
+  int lowered = LowerBatchNorm(canonical);
+  if (lowered > 0) info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
+
+  // The cost model is calibrated on the graphs themselves: every node timed
+  // in place inside whole runs (original and canonical form), the rest
+  // scaled by its op type's in-context/isolated ratio, plus the executor's
+  // per-node overhead. Cached: a warm cache runs nothing here.
+  CalibrationReport& calibration = res.calibration;
+  const int cal_runs = std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+  {
+    auto t_cal = Clock::now();
+    calibration = cost.Calibrate(original_cut, cal_runs);
+    if (lowered > 0) {
+      CalibrationReport c = cost.Calibrate(CutAtOpaque(canonical), cal_runs);
+      calibration.new_keys += c.new_keys;
+      for (const auto& [op, p] : c.per_op)
+        if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    }
+    info(Format("cost model calibrated in context: %d operator keys (%d timed now), per-node overhead %g us, in %g s",
+                calibration.keys, calibration.new_keys, calibration.overhead_ms * 1e3, Seconds(t_cal)));
+  }
+
+  std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
+  Matcher matcher(rule_list);
+  SearchOptions options;
+  options.seed = o.seed;
+  options.budget = o.budget;
+  options.alpha = o.alpha;
+  options.greedy_finish = o.greedy_finish;
+  options.time_limit_s = o.time_limit_s;
+  options.matcher = &matcher;
+  // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
+  BatchNormAwareCost search_cost(&cost);
+  options.cost = &search_cost;
+  options.progress = info;
+  options.interrupted = o.interrupted;
+  res.search = search->name();
+  res.before_estimate = cost.GraphCost(original);
+  info("searching (" + search->name() + ") ...");
+  auto t2 = Clock::now();
+  SearchResult& result = res.result;
+  result = search->Run(canonical, options);
+  // Operators the search created (a conv with a folded bias, a merged conv)
+  // were costed from their isolated timings. Their graph is run and timed
+  // in context, and the search repeats with those timings until it picks
+  // nothing new (at most 3 rounds). With a warm cache the first round has
+  // them all: runs with the same cache make the same rewrites.
+  int& search_rounds = res.search_rounds;
+  search_rounds = 1;
+  for (; search_rounds < 3 && !result.applied.empty() && result.stop_reason != StopReason::kInterrupted;
+       ++search_rounds) {
+    Graph chosen = result.graph;
+    FoldOptions fold;
+    fold.max_elements = std::numeric_limits<int64_t>::max();
+    InferShapesAndFold(chosen, fold);
+    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), cal_runs);
+    if (c.new_keys == 0) break;
+    calibration.new_keys += c.new_keys;
+    for (const auto& [op, p] : c.per_op)
+      if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    info(Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
+                "again",
+                c.new_keys, c.time_base));
+    res.before_estimate = cost.GraphCost(original);
+    int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
+    std::vector<std::string> noise = std::move(result.noise_rule);
+    result = search->Run(canonical, options);
+    result.gains_resolved += resolved;
+    result.gains_confirmed += confirmed;
+    noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());
+    result.noise_rule = std::move(noise);
+  }
+  res.search_s = Seconds(t2);
+  if (result.stop_reason == StopReason::kInterrupted)
+    warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
+  info(Format("search cost estimate %g -> %g ms", result.initial_cost, result.final_cost));
+  info(Format("search stopped (%s) after %g s", StopReasonName(result.stop_reason), res.search_s));
+
+  // Fold weight-only subgraphs (merged conv weights, scaled weights) into
+  // initializers so that the written model does no extra work. No rewrite:
+  // the original itself (not its canonical form).
+  Graph optimised = result.applied.empty() ? original : result.graph;
+  FoldOptions fold_all;
+  fold_all.max_elements = std::numeric_limits<int64_t>::max();
+  int folded = InferShapesAndFold(optimised, fold_all);
+  if (folded > 0) info("folded " + std::to_string(folded) + " weight-only nodes into initializers");
+  // Batch norms the search did not fold away go back to one node each (one
+  // pass over the tensor instead of Mul + Add), if the cost model agrees.
+  {
+    Graph raised = optimised;
+    int n = RaiseBatchNorm(raised);
+    if (n > 0 && cost.GraphCost(raised) < cost.GraphCost(optimised)) {
+      info("raised " + std::to_string(n) + " unfolded Mul/Add pairs back to BatchNormalization");
+      optimised = std::move(raised);
+    }
+  }
+
+  // The written model keeps the original's interface: input and output
+  // names, types, symbolic dimensions.
+  int renamed = RestoreInterface(original, optimised);
+  if (renamed > 0) info("restored the names of " + std::to_string(renamed) + " graph outputs");
+
+  // Every optimised graph is checked against the original before it is written.
+  std::string applied_list;
+  for (const auto& r : result.applied) applied_list += (applied_list.empty() ? "" : ", ") + r;
+  if (applied_list.empty()) applied_list = "none";
+  EquivalenceResult check = CompareGraphs(original, optimised, o.seed);
+  for (const auto& note : check.notes) warn(note);
+  res.max_error = check.max_error;
+  res.outputs_compared = check.outputs;
+  res.opaque_nodes = check.opaque_nodes;
+  res.symbolic_dims = original.info().symbolic_dims;
+  if (check.max_error > o.tolerance)
+    Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance, " at '",
+         check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
+
+  res.unchanged = optimised.StructuralHash() == original.StructuralHash();
+  // A model with symbolic dimensions was optimised at one binding
+  // (--free_dim): the written model must be right at others too. Both are
+  // written, imported again at another binding, and compared.
+  if (original.info().symbolic_dims && !res.unchanged) {
+    ImportOptions other;
+    other.free_dim_value = o.free_dim == 2 ? 3 : 2;
+    Graph original_other;
+    try {
+      original_other = ImportOnnxBytes(model.bytes.empty() ? ExportOnnxBytes(original) : model.bytes, "original", other);
+    } catch (const Error& e) {
+      res.general_note = std::string("the original model does not import with its symbolic dimensions bound to ") +
+                         std::to_string(other.free_dim_value) + " (" + e.what() + "); checked at --free_dim only";
+    }
+    if (res.general_note.empty()) {
+      try {
+        Graph optimised_other = ImportOnnxBytes(ExportOnnxBytes(optimised), "optimised", other);
+        EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
+        if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+        res.general_note = "also checked with symbolic dimensions bound to " + std::to_string(other.free_dim_value) +
+                           " (max relative error " + std::to_string(c.max_error) + ")";
+      } catch (const Error& e) {
+        res.general_ok = false;
+        res.general_note = std::string("the optimised graph is not right with symbolic dimensions bound to ") +
+                           std::to_string(other.free_dim_value) + " (" + e.what() + "; rules applied: " + applied_list +
+                           "): the original is written";
+        warn(res.general_note);
+      }
+    }
+    info(res.general_note);
+  }
+
+  // Measure both end to end; keep the original unless the result is
+  // faster: paired interleaved runs, the speedup's 95% interval above 1.0
+  // in wall and CPU time. Opaque nodes are the same in both graphs: the
+  // parts around them are timed.
+  Graph optimised_cut = CutAtOpaque(optimised);
+  res.pairs = o.measure_runs > 0 ? o.measure_runs
+                                 : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+  TimingOptions timing;
+  timing.seed = o.seed;
+  if (res.unchanged) {
+    info("measuring the (unchanged) graph end to end (" + std::to_string(res.pairs) + " runs)");
+    timing.samples = res.pairs;
+    res.before_ms = res.after_ms = backend->TimeGraph(original_cut, timing);
+  } else {
+    if (res.pairs < MinPairsFor(0.95))
+      warn("--measure_runs=" + std::to_string(res.pairs) + " is too few pairs for a 95% interval (at least " +
+           std::to_string(MinPairsFor(0.95)) + "): the verdict can only be 'within noise'");
+    info("measuring original and optimised graphs end to end (" + std::to_string(res.pairs) + " interleaved pairs)");
+    res.verdict = Judge(backend->TimePaired(original_cut, optimised_cut, res.pairs, timing));
+    res.before_ms = res.verdict.a_ms;
+    res.after_ms = res.verdict.b_ms;
+    info(res.verdict.ToString());
+  }
+  res.after_estimate = cost.GraphCost(optimised);
+  res.keep_original = res.unchanged || !res.general_ok || (!o.force_optimised && !res.verdict.faster());
+  const Graph& written = res.keep_original ? original : optimised;
+  if (!res.timing_cache.empty()) {
+    try {
+      cost.SaveCache(res.timing_cache);
+    } catch (const Error& e) {
+      warn(std::string("timing cache not saved: ") + e.what());
+    }
+  }
+  // The original is written as it came: its file's bytes, unchanged.
+  if (res.keep_original && !model.bytes.empty()) WriteFileAtomically(output, model.bytes);
+  if (!(res.keep_original && !model.bytes.empty())) {
+    // At the input's opset where it was upgraded for the search (11, 12):
+    // the converted model is imported again and must compute the same.
+    std::string bytes = ExportOnnxBytesAtSourceOpset(written, &res.opset_note);
+    const int64_t source_opset = written.info().source_opset;
+    if (res.opset_note.empty() && source_opset > 0 && source_opset < written.opset()) {
+      try {
+        Graph back = ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(source_opset), load.import);
+        EquivalenceResult c = CompareGraphs(written, back, o.seed);
+        if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+        info("converted back to opset " + std::to_string(source_opset) + " (checked, max relative error " +
+             Format("%g", c.max_error) + ")");
+      } catch (const Error& e) {
+        res.opset_note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
+                         std::to_string(source_opset) + " does not check (" + e.what() + ")";
+        bytes = ExportOnnxBytes(written);
+      }
+    }
+    CheckWritablePath(output, "--output");
+    WriteFileAtomically(output, bytes);
+  }
+  if (!res.opset_note.empty()) warn(res.opset_note);
+  if (!o.dot.empty()) WriteFileAtomically(ResolveUserPath(o.dot), written.ToDot());
+
+  res.before = Summarize(original);
+  res.after = Summarize(optimised);
+  res.device = backend->name();
+  res.threads = at::get_num_threads();
+  res.cache_entries = static_cast<int64_t>(cost.cache_size());
+  res.ops_timed = cost.measurements();
+  res.cache_hits = cost.hits();
+  res.peak_memory_mb = PeakMemoryMb();
+  if (!o.report.empty()) {
+    res.report = ResolveUserPath(o.report);
+    WriteFileAtomically(res.report, res.ReportJson());
+  }
+  return res;
+}
+
+std::string PipelineResult::Summary() const {
+  std::map<std::string, int> rule_counts;
+  for (const auto& r : result.applied) ++rule_counts[r];
+  std::ostringstream out;
+  out << Format("model:      %s\n", model_source.c_str());
+  out << Format("rules:      %d (%s)\n", rule_count, rules_path.c_str());
+  out << Format("search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
+                "graphs built; %zu rewrites applied%s\n",
+                search.c_str(), search_rounds, search_rounds == 1 ? "" : "s", search_s,
+                StopReasonName(result.stop_reason), static_cast<long long>(result.graphs_explored),
+                static_cast<long long>(result.rewrites_costed), static_cast<long long>(result.graphs_built),
+                result.applied.size(),
+                result.finish_applied > 0
+                    ? (" (" + std::to_string(result.finish_applied) + " by the greedy finish)").c_str()
+                    : "");
+  if (result.gains_resolved > 0)
+    out << Format("noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against "
+                  "the original side, %lld were faster\n",
+                  static_cast<long long>(result.gains_resolved), static_cast<long long>(result.gains_confirmed));
+  for (const auto& [r, n] : rule_counts) out << Format("  %3d x %s\n", n, r.c_str());
+  out << "before:     " << before.ToString();
+  out << "after:      " << after.ToString();
+  out << Format("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits)\n", before_estimate,
+                after_estimate, device.c_str(), static_cast<long long>(ops_timed), static_cast<long long>(cache_hits));
+  if (unchanged)
+    out << Format("measured:   %.2f ms (median of %d runs)\n", before_ms, pairs);
+  else
+    out << Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", before_ms, after_ms, pairs,
+                  verdict.ToString().c_str());
+  // The search ranks graphs by estimated cost, so what matters is the
+  // estimated ratio: the optimised time predicted from the original's
+  // measured time and the estimated speedup, against its measured time.
+  double predicted_error = (PredictedAfterMs() - after_ms) / after_ms;
+  out << Format("estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
+                "optimised time predicted from the original's %+.1f%% off\n",
+                100 * (before_estimate - before_ms) / before_ms, 100 * (after_estimate - after_ms) / after_ms,
+                before_estimate / after_estimate, 100 * predicted_error);
+  out << Format("check:      max relative error %.3g over %d outputs (seed %llu)%s\n", max_error, outputs_compared,
+                static_cast<unsigned long long>(options.seed),
+                opaque_nodes > 0 ? (", around " + std::to_string(opaque_nodes) + " opaque nodes").c_str() : "");
+  if (!general_note.empty()) out << Format("            %s\n", general_note.c_str());
+  out << Format("memory:     peak %.0f MB\n", peak_memory_mb);
+  if (unchanged)
+    out << Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
+  else if (!general_ok)
+    out << Format("written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "
+                  "symbolic dimensions)\n",
+                  output.c_str());
+  else if (keep_original)
+    out << Format("written:    %s (the ORIGINAL model: the optimised graph is %s when measured)\n", output.c_str(),
+                  verdict.OutcomeName().c_str());
+  else if (!verdict.faster())
+    out << Format("written:    %s (the optimised graph, forced: it is %s when measured)\n", output.c_str(),
+                  verdict.OutcomeName().c_str());
+  else
+    out << Format("written:    %s\n", output.c_str());
+  if (!opset_note.empty()) out << Format("            %s\n", opset_note.c_str());
+  if (!report.empty()) out << Format("report:     %s\n", report.c_str());
+  return out.str();
+}
+
+std::string PipelineResult::ReportJson() const {
+  std::map<std::string, int> rule_counts;
+  for (const auto& r : result.applied) ++rule_counts[r];
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("model").String(model_source);
+  j.Key("output").String(output);
+  j.Key("wrote_original").Bool(keep_original);
+  j.Key("opset_note").String(opset_note);
+  j.Key("unchanged").Bool(unchanged);
+  j.Key("search").BeginObject();
+  j.Key("strategy").String(search);
+  j.Key("budget").Int(options.budget);
+  j.Key("alpha").Number(options.alpha);
+  j.Key("greedy_finish").Bool(options.greedy_finish);
+  j.Key("finish_applied").Int(result.finish_applied);
+  j.Key("time_limit_s").Number(options.time_limit_s);
+  j.Key("seed").Int(static_cast<int64_t>(options.seed));
+  j.Key("time_s").Number(search_s);
+  j.Key("stop_reason").String(StopReasonName(result.stop_reason));
+  j.Key("rounds").Int(search_rounds);
+  j.Key("graphs_explored").Int(result.graphs_explored);
+  j.Key("rewrites_costed").Int(result.rewrites_costed);
+  j.Key("graphs_built").Int(result.graphs_built);
+  j.Key("rewrites_rejected").Int(result.rewrites_rejected);
+  j.Key("gains_within_noise").Int(result.gains_resolved);
+  j.Key("gains_confirmed").Int(result.gains_confirmed);
+  j.Key("noise_rule").BeginArray();
+  for (const auto& line : result.noise_rule) j.String(line);
+  j.EndArray();
+  j.EndObject();
+  j.Key("rules").BeginObject();
+  j.Key("database").String(rules_path);
+  j.Key("count").Int(rule_count);
+  j.Key("applied").BeginObject();
+  for (const auto& [r, n] : rule_counts) j.Key(r).Int(n);
+  j.EndObject();
+  j.Key("sequence").BeginArray();
+  for (const auto& r : result.applied) j.String(r);
+  j.EndArray();
+  j.EndObject();
+  j.Key("device").String(device);
+  j.Key("threads").Int(threads);
+  j.Key("before");
+  WriteSummary(j, before, before_estimate, before_ms);
+  j.Key("after");
+  WriteSummary(j, after, after_estimate, after_ms);
+  j.Key("speedup").Number(unchanged ? 1.0 : verdict.wall.median);
+  j.Key("verdict").BeginObject();
+  j.Key("outcome").String(unchanged ? "unchanged" : verdict.OutcomeName());
+  j.Key("pairs").Int(unchanged ? 0 : verdict.wall.n);
+  j.Key("level").Number(0.95);
+  auto interval = [&](const RatioInterval& r) {
+    j.BeginObject();
+    j.Key("median").Number(r.median);
+    j.Key("lo").Number(r.confidence > 0 ? r.lo : 0.0);
+    j.Key("hi").Number(r.confidence > 0 ? r.hi : 0.0);
+    j.Key("coverage").Number(r.confidence);
+    j.EndObject();
+  };
+  j.Key("wall");
+  interval(verdict.wall);
+  j.Key("cpu");
+  interval(verdict.cpu);
+  j.Key("cpu_clock").String(verdict.cpu_clock);
+  j.Key("before_cpu_ms").Number(verdict.a_cpu_ms);
+  j.Key("after_cpu_ms").Number(verdict.b_cpu_ms);
+  j.EndObject();
+  j.Key("cost_model").BeginObject();
+  j.Key("overhead_ms_per_node").Number(calibration.overhead_ms);
+  j.Key("keys_calibrated").Int(calibration.keys);
+  j.Key("keys_timed_now").Int(calibration.new_keys);
+  j.Key("per_op").BeginObject();
+  for (const auto& [op, p] : calibration.per_op) {
+    j.Key(op).BeginObject();
+    j.Key("nodes").Int(p.nodes);
+    j.Key("ms").Number(p.ms);
+    j.Key("spread").Number(p.spread);
+    j.Key("context_factor").Number(p.factor);
+    j.EndObject();
+  }
+  j.EndObject();
+  j.EndObject();
+  j.Key("estimated_speedup").Number(before_estimate / after_estimate);
+  j.Key("predicted_after_ms").Number(PredictedAfterMs());
+  j.Key("predicted_after_error").Number((PredictedAfterMs() - after_ms) / after_ms);
+  j.Key("check").BeginObject();
+  j.Key("max_relative_error").Number(max_error);
+  j.Key("outputs_compared").Int(outputs_compared);
+  j.Key("opaque_nodes").Int(opaque_nodes);
+  j.Key("symbolic_dims").Bool(symbolic_dims);
+  j.Key("general").Bool(general_ok);
+  j.Key("tolerance").Number(options.tolerance);
+  j.EndObject();
+  j.Key("timing_cache").BeginObject();
+  j.Key("path").String(timing_cache);
+  j.Key("entries").Int(cache_entries);
+  j.Key("ops_timed").Int(ops_timed);
+  j.Key("hits").Int(cache_hits);
+  j.EndObject();
+  j.Key("peak_memory_mb").Number(peak_memory_mb);
+  j.EndObject();
+  return j.Finish();
+}
+
+}  // namespace rlflow

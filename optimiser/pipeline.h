@@ -1,0 +1,102 @@
+#pragma once
+// The optimise pipeline: load (or build a zoo model) -> canonicalise (batch
+// norm lowered for the rules) -> calibrate the cost model in context ->
+// search (rounds until no new operator is left untimed) -> fold weight-only
+// work -> raise unfolded batch norms -> restore the interface -> check
+// numerically against the original (also at another binding of symbolic
+// dimensions) -> measure both end to end -> write the model (the original
+// unless the optimised graph is faster), the DOT graph and the JSON report,
+// each atomically.
+//
+// The optimiser binary is flag parsing plus RunPipeline; benchmarks and the
+// agents' tools call the same function. Errors (bad input, a result that
+// does not check) are rlflow::Error with one line naming the problem; in
+// that case nothing is written.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/summary.h"
+#include "optimiser/search.h"
+#include "runtime/cost_model.h"
+#include "runtime/verdict.h"
+
+namespace rlflow {
+
+struct PipelineOptions {
+  // Paths as a user gives them: relative ones are resolved against the
+  // directory `bazel run` was started from (ResolveUserPath).
+  std::string model;   // ONNX file, or a zoo model name (e.g. resnet50.onnx); required
+  std::string output;  // "": <model>.rlflow.onnx beside the input, or in the working directory for a zoo model
+  std::string report;  // "": none
+  std::string dot;     // "": none
+  std::string rules;   // "": the checked-in rules/default.rules.pb (a runfile)
+  std::string argv0;   // optional: where the binary's runfiles are (else found from /proc/self/exe)
+  // "": $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/timing-cache.txt; "none": no cache.
+  std::string timing_cache;
+  std::string search = "taso";
+  int64_t budget = 1000;
+  double alpha = 1.05;
+  bool greedy_finish = true;
+  double time_limit_s = 0;
+  std::string device = "cpu";     // cpu, ort (cuda where built with it)
+  std::string ort_level;          // --device=ort only; "": all (ORT's default)
+  bool force_optimised = false;
+  int measure_runs = 0;           // 0: auto (10 to 40 pairs)
+  uint64_t seed = 1;
+  int free_dim = 1;
+  double tolerance = 1e-4;
+  int threads = 1;                // 0: the libraries' defaults
+  // Log lines (the binary sends them to glog); warning = true for warnings.
+  std::function<void(bool warning, const std::string&)> log;
+  // When set and true, the search stops and its best graph is checked and written.
+  const std::atomic<bool>* interrupted = nullptr;
+};
+
+struct PipelineResult {
+  std::string model_source;  // file path, or "zoo:<name>"
+  std::string output;        // where the model was written
+  std::string report;        // where the JSON report was written ("" if none)
+  std::string rules_path;
+  int rule_count = 0;
+  std::string search;        // strategy name
+  std::string device;        // the timing backend's name
+  int threads = 0;
+  int search_rounds = 0;
+  double search_s = 0;
+  SearchResult result;       // graph: the optimised graph (before folding)
+  GraphSummary before, after;
+  double before_estimate = 0, after_estimate = 0;  // cost model (ms)
+  double before_ms = 0, after_ms = 0;              // measured (ms)
+  int pairs = 0;
+  Verdict verdict;
+  bool unchanged = false;       // the optimised graph is the original
+  bool general_ok = true;       // right at another binding of the symbolic dimensions
+  bool keep_original = false;   // the original was written
+  std::string general_note, opset_note;
+  double max_error = 0;
+  int outputs_compared = 0, opaque_nodes = 0;
+  bool symbolic_dims = false;
+  CalibrationReport calibration;
+  std::string timing_cache;     // path ("" if none)
+  int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;
+  double peak_memory_mb = 0;
+  PipelineOptions options;      // what it ran with
+
+  // The optimised time predicted from the original's measured time and the
+  // estimated speedup, relative to the measured one.
+  double PredictedAfterMs() const { return before_ms * after_estimate / before_estimate; }
+  // The human-readable summary the optimiser prints (several lines).
+  std::string Summary() const;
+  // The JSON report.
+  std::string ReportJson() const;
+};
+
+// Runs the pipeline; throws rlflow::Error (nothing written) on bad input or
+// a result that does not check.
+PipelineResult RunPipeline(const PipelineOptions& options);
+
+}  // namespace rlflow

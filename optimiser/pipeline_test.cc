@@ -1,0 +1,122 @@
+// The optimise pipeline as a library (what the optimiser binary, benchmarks
+// and agents' tools call): a small conv + batch-norm model written to a
+// temp file, optimised with real timings. Whatever the search chooses on
+// this machine, the written model must be a checked drop-in replacement and
+// the report must describe what was written; bad input writes nothing; an
+// interrupted or empty search writes the original byte for byte.
+#include "optimiser/pipeline.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/graph_builder.h"
+#include "core/onnx_io.h"
+#include "runtime/equivalence.h"
+#include "tools/ort/ort.h"
+
+namespace rlflow {
+namespace {
+
+// x -> Conv 3x3 -> BN -> Relu -> Conv 1x1 -> BN
+std::string WriteModel(const std::string& dir) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {1, 8, 16, 16});
+  auto bn = [&](ValueId v, int64_t c, const std::string& n) {
+    return b.Op("BatchNormalization", {v, b.Weight(n + "_s", {c}, 0.2f, 1.0f), b.Weight(n + "_b", {c}, 0.2f),
+                                       b.Weight(n + "_m", {c}, 0.2f), b.Weight(n + "_v", {c}, 0.1f, 1.0f)});
+  };
+  ValueId y = b.Op("Conv", {x, b.Weight("w1", {16, 8, 3, 3}, 0.2f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  y = b.Op("Relu", {bn(y, 16, "bn1")});
+  y = bn(b.Op("Conv", {y, b.Weight("w2", {32, 16, 1, 1}, 0.2f)}), 32, "bn2");
+  std::string path = dir + "/model.onnx";
+  WriteOnnxFile(b.Build({y}), path);
+  return path;
+}
+
+PipelineOptions Options(const std::string& dir, const std::string& model) {
+  PipelineOptions o;
+  o.model = model;
+  o.output = dir + "/out.onnx";
+  o.report = dir + "/report.json";
+  o.timing_cache = "none";
+  o.measure_runs = 8;
+  o.budget = 50;
+  return o;
+}
+
+TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
+  std::string dir = testing::MakeTempDir("pipeline_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.force_optimised = true;  // the optimised graph is written whatever the verdict
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.output, o.output);
+  EXPECT_EQ(r.search, "taso");
+  EXPECT_GE(r.search_rounds, 1);
+  EXPECT_EQ(r.pairs, 8);
+  Graph original = ImportOnnxFile(model), written = ImportOnnxFile(o.output);
+  // Drop-in: same interface, same outputs.
+  ASSERT_EQ(written.inputs().size(), original.inputs().size());
+  ASSERT_EQ(written.outputs().size(), original.outputs().size());
+  EXPECT_EQ(written.value(written.inputs()[0]).name, original.value(original.inputs()[0]).name);
+  EXPECT_EQ(written.value(written.outputs()[0]).name, original.value(original.outputs()[0]).name);
+  EXPECT_EQ(written.value(written.outputs()[0]).type.shape, original.value(original.outputs()[0]).type.shape);
+  EXPECT_LE(CompareGraphs(original, written, 9).max_error, 1e-4);
+  // The report is the result, as JSON.
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_EQ(j["output"], o.output);
+  EXPECT_EQ(j["wrote_original"], r.keep_original);
+  EXPECT_EQ(j["search"]["strategy"], "taso");
+  EXPECT_EQ(j["search"]["stop_reason"], StopReasonName(r.result.stop_reason));
+  EXPECT_EQ(j["rules"]["sequence"].size(), r.result.applied.size());
+  EXPECT_EQ(j["before"]["nodes"], original.num_nodes());
+  if (!r.keep_original) EXPECT_EQ(j["after"]["nodes"], written.num_nodes());
+  EXPECT_EQ(j["before"]["op_counts"]["BatchNormalization"], 2);
+  EXPECT_EQ(j["verdict"]["pairs"], r.unchanged ? 0 : 8);
+  // The summary names what was written.
+  std::string summary = r.Summary();
+  EXPECT_NE(summary.find("written:    " + o.output), std::string::npos) << summary;
+  EXPECT_NE(summary.find("report:     " + o.report), std::string::npos) << summary;
+}
+
+TEST(Pipeline, BadInputIsAnErrorAndWritesNothing) {
+  std::string dir = testing::MakeTempDir("pipeline_bad_");
+  std::string model = WriteModel(dir);
+  std::string bytes = ReadFile(model);
+  WriteFileAtomically(dir + "/truncated.onnx", bytes.substr(0, bytes.size() / 2));
+  PipelineOptions o = Options(dir, dir + "/truncated.onnx");
+  EXPECT_THROW(RunPipeline(o), Error);
+  EXPECT_FALSE(FileExists(o.output));
+  EXPECT_FALSE(FileExists(o.report));
+  PipelineOptions missing = Options(dir, dir + "/missing.onnx");
+  EXPECT_THROW(RunPipeline(missing), Error);
+  PipelineOptions bad_search = Options(dir, model);
+  bad_search.search = "magic";
+  EXPECT_THROW(RunPipeline(bad_search), Error);
+  PipelineOptions bad_level = Options(dir, model);
+  bad_level.ort_level = "all";  // --device=cpu
+  EXPECT_THROW(RunPipeline(bad_level), Error);
+  EXPECT_FALSE(FileExists(o.output));
+}
+
+TEST(Pipeline, AnInterruptedOrEmptySearchWritesTheOriginalBytes) {
+  std::string dir = testing::MakeTempDir("pipeline_stop_");
+  std::string model = WriteModel(dir);
+  for (const bool interrupt : {true, false}) {
+    PipelineOptions o = Options(dir, model);
+    std::atomic<bool> stop{interrupt};
+    o.interrupted = &stop;
+    if (!interrupt) o.search = "none";
+    PipelineResult r = RunPipeline(o);
+    EXPECT_EQ(r.result.stop_reason, interrupt ? StopReason::kInterrupted : StopReason::kNoSearch);
+    EXPECT_TRUE(r.result.applied.empty());
+    EXPECT_TRUE(r.unchanged);
+    EXPECT_TRUE(r.keep_original);
+    EXPECT_EQ(ReadFile(o.output), ReadFile(model)) << interrupt;
+  }
+}
+
+}  // namespace
+}  // namespace rlflow
