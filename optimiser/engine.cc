@@ -52,6 +52,9 @@ const char* StopReasonName(StopReason reason) {
     case StopReason::kTimeLimit: return "time limit";
     case StopReason::kInterrupted: return "interrupted";
     case StopReason::kNoSearch: return "no search";
+    case StopReason::kStopAction: return "stop action";
+    case StopReason::kHorizon: return "horizon";
+    case StopReason::kNoCandidates: return "no candidates";
   }
   return "?";
 }

@@ -36,8 +36,12 @@ enum class StopReason {
   kTimeLimit,
   kInterrupted,
   kNoSearch,      // --search=none
+  kStopAction,    // an agent chose to stop
+  kHorizon,       // an episode reached its step limit
+  kNoCandidates,  // no rewrite applies
 };
-// "budget", "exhausted", "local optimum", "time limit", "interrupted", "no search", "" (kNone).
+// "budget", "exhausted", "local optimum", "time limit", "interrupted", "no search", "stop action", "horizon",
+// "no candidates", "" (kNone).
 const char* StopReasonName(StopReason reason);
 
 struct EngineOptions {

@@ -173,9 +173,10 @@ TEST(Engine, GrowthLimitAndRequiredParts) {
 TEST(Engine, StopReasonNames) {
   std::set<std::string> names;
   for (StopReason r : {StopReason::kBudget, StopReason::kExhausted, StopReason::kLocalOptimum, StopReason::kTimeLimit,
-                       StopReason::kInterrupted, StopReason::kNoSearch})
+                       StopReason::kInterrupted, StopReason::kNoSearch, StopReason::kStopAction, StopReason::kHorizon,
+                       StopReason::kNoCandidates})
     names.insert(StopReasonName(r));
-  EXPECT_EQ(names.size(), 6u);
+  EXPECT_EQ(names.size(), 9u);
   EXPECT_EQ(std::string(StopReasonName(StopReason::kBudget)), "budget");
   EXPECT_EQ(std::string(StopReasonName(StopReason::kNone)), "");
 }

@@ -96,6 +96,13 @@ std::string Format(const char* fmt, ...) {
 
 }  // namespace
 
+Graph CanonicalForm(const Graph& graph, int* lowered) {
+  Graph canonical = graph;
+  int n = LowerBatchNorm(canonical);
+  if (lowered != nullptr) *lowered = n;
+  return canonical;
+}
+
 PipelineResult RunPipeline(const PipelineOptions& o) {
   auto info = [&](const std::string& line) {
     if (o.log) o.log(false, line);
@@ -173,8 +180,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   }
 
   // Canonical form for the rules: batch norm in inference form (x * S + T).
-  Graph canonical = original;
-  int lowered = LowerBatchNorm(canonical);
+  int lowered = 0;
+  Graph canonical = CanonicalForm(original, &lowered);
   if (lowered > 0) info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
 
   // The cost model is calibrated on the graphs themselves: every node timed

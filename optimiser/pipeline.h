@@ -95,6 +95,11 @@ struct PipelineResult {
   std::string ReportJson() const;
 };
 
+// The form the rules and the searches work on: batch norms lowered to
+// per-channel Mul/Add (x * S + T), which RaiseBatchNorm turns back after the
+// search; `lowered` receives their number. Cost it with BatchNormAwareCost.
+Graph CanonicalForm(const Graph& graph, int* lowered = nullptr);
+
 // Runs the pipeline; throws rlflow::Error (nothing written) on bad input or
 // a result that does not check.
 PipelineResult RunPipeline(const PipelineOptions& options);

@@ -279,32 +279,30 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
 // (commutative operands in either order). Most anchors fail here.
 bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<CompiledNode>& compiled, int pn, NodeId gn) {
   const Node& n = g.node(gn);
-  const rules::Node& pat = p.nodes(pn);
-  if (n.opaque() || !n.domain.empty() || n.op != pat.op()) return false;
-  if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
-    return false;
   const CompiledNode& cn = compiled[pn];
+  if (n.opaque() || !n.domain.empty() || n.op != cn.op) return false;
+  const int arity = static_cast<int>(cn.operands.size());
+  if (static_cast<int>(n.inputs.size()) != arity || static_cast<int>(n.outputs.size()) != cn.num_outputs) return false;
   if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
   auto operand = [&](int pi, int gi) {
-    const rules::Ref& r = pat.inputs(pi);
+    const CompiledNode::Operand& r = cn.operands[pi];
     ValueId v = n.inputs[gi];
-    switch (r.kind_case()) {
+    switch (r.kind) {
       case rules::Ref::kOmitted: return v == kNoValue;
       case rules::Ref::kConstant: return v != kNoValue && g.IsConstant(v);
       case rules::Ref::kInput: return v != kNoValue;
       case rules::Ref::kNode: {
         if (v == kNoValue) return false;
         const Value& val = g.value(v);
-        return val.producer != kNoNode && val.output_index == r.node().output() &&
-               QuickCheck(g, p, compiled, r.node().node(), val.producer);
+        return val.producer != kNoNode && val.output_index == r.output && QuickCheck(g, p, compiled, r.node, val.producer);
       }
       default: return false;
     }
   };
   bool straight = true;
-  for (int i = 0; straight && i < pat.inputs_size(); ++i) straight = operand(i, i);
+  for (int i = 0; straight && i < arity; ++i) straight = operand(i, i);
   if (straight) return true;
-  return cn.def->commutative && pat.inputs_size() == 2 && operand(0, 1) && operand(1, 0);
+  return cn.def->commutative && arity == 2 && operand(0, 1) && operand(1, 0);
 }
 
 // Rule inputs read anywhere below pattern node `pn`.
@@ -410,6 +408,17 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
       for (const auto& pn : p.nodes()) {
         CompiledNode cn;
         cn.def = OpRegistry::Global().Find("", pn.op());
+        cn.op = pn.op();
+        cn.num_outputs = pn.num_outputs();
+        for (const auto& r : pn.inputs()) {
+          CompiledNode::Operand o;
+          o.kind = static_cast<int>(r.kind_case());
+          if (r.kind_case() == rules::Ref::kNode) {
+            o.node = r.node().node();
+            o.output = r.node().output();
+          }
+          cn.operands.push_back(o);
+        }
         for (const auto& a : pn.attrs()) {
           if (IsAttributeVariable(a))
             cn.attr_vars[a.name()] = a.var();
@@ -420,6 +429,16 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
       }
     }
     compiled_.push_back(std::move(sides));
+    std::array<bool, 2> matchable{};
+    std::array<int, 2> anchor{-1, -1};
+    for (int side = 0; side < 2; ++side) {
+      const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
+      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0;
+      for (const auto& r : p.outputs()) matchable[side] = matchable[side] && r.kind_case() == rules::Ref::kNode;
+      if (matchable[side]) anchor[side] = p.outputs(0).node().node();
+    }
+    matchable_.push_back(matchable);
+    anchor_node_.push_back(anchor);
     // Connected: every pattern node reachable from every other along data
     // edges or a shared rule input (so a match lies within a few steps).
     std::array<bool, 2> connected{};
@@ -446,6 +465,43 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
     connected_.push_back(connected);
     divisors_.push_back(DivisorInputs(rule));
   }
+  // Rule sides by the op of their anchor (first output's node) and, within
+  // an op, by what the quick check of the anchor looks at (QuickKey): the
+  // sides of one group pass it at the same graph nodes, so incremental
+  // matching checks each node once per group.
+  std::map<std::string, int> op_ids;
+  std::vector<std::map<std::string, int>> group_ids;
+  for (int r = 0; r < static_cast<int>(rules_.size()); ++r)
+    for (int side = 0; side < (both_ ? 2 : 1); ++side) {
+      if (!matchable_[r][side]) continue;
+      const std::vector<CompiledNode>& compiled = compiled_[r][side];
+      const int pn = anchor_node_[r][side];
+      auto [op, added] = op_ids.emplace(compiled[pn].op, static_cast<int>(anchor_groups_.size()));
+      if (added) {
+        anchor_ops_.push_back(compiled[pn].op);
+        anchor_groups_.emplace_back();
+        group_ids.emplace_back();
+      }
+      std::vector<AnchorGroup>& groups = anchor_groups_[op->second];
+      auto [g, fresh] = group_ids[op->second].emplace(QuickKey(compiled, pn), static_cast<int>(groups.size()));
+      if (fresh) groups.push_back(AnchorGroup{r, side == 1, {}});
+      groups[g->second].sides.push_back({r, side == 1});
+    }
+}
+
+// Everything QuickCheck reads below pattern node `pn`.
+std::string Matcher::QuickKey(const std::vector<CompiledNode>& compiled, int pn) {
+  const CompiledNode& cn = compiled[pn];
+  std::string k = cn.op + "/" + std::to_string(cn.num_outputs) + "{";
+  for (const auto& [name, a] : cn.attrs) k += name + "=" + std::to_string(a.Hash()) + ":" + a.ToString() + ";";
+  for (const auto& [name, var] : cn.attr_vars) k += name + "=?;";
+  k += "}(";
+  for (const CompiledNode::Operand& o : cn.operands) {
+    k += std::to_string(o.kind);
+    if (o.kind == rules::Ref::kNode) k += "." + std::to_string(o.output) + ":" + QuickKey(compiled, o.node);
+    k += ",";
+  }
+  return k + ")";
 }
 
 void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector<Match>* out) const {
@@ -464,25 +520,32 @@ Matcher::GraphIndex Matcher::Index(const Graph& g) {
 }
 
 void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, bool reverse,
-                       std::vector<Match>* out, const std::vector<char>* region, RegionMode mode) const {
+                       std::vector<Match>* out, const std::vector<char>* region, RegionMode mode,
+                       const std::vector<NodeId>* anchor_nodes) const {
   const auto& consumers = index.consumers;
   const auto& by_op = index.by_op;
   const rules::Rule& rule = rules_[rule_index];
   const rules::Pattern& p = reverse ? rule.target() : rule.source();
   const std::vector<CompiledNode>& compiled = compiled_[rule_index][reverse ? 1 : 0];
-  if (p.nodes_size() == 0) return;
-  for (const auto& r : p.outputs())
-    if (r.kind_case() != rules::Ref::kNode) return;  // an output that is a bare input cannot be matched
+  // No nodes, or an output that is a bare input: nothing to match.
+  if (!matchable_[rule_index][reverse ? 1 : 0]) return;
   // Anchor: the first output's node, tried at every graph node of its op.
-  const rules::Ref& anchor = p.outputs(0);
-  auto anchors = by_op.find(p.nodes(anchor.node().node()).op());
-  if (anchors == by_op.end()) return;
+  // The anchor's pattern node, from the compiled copy (the rule protos are
+  // touched only for anchors that pass the quick check).
+  const int anchor_pn = anchor_node_[rule_index][reverse ? 1 : 0];
+  const std::vector<NodeId>* anchor_list = anchor_nodes;
+  if (anchor_list == nullptr) {
+    auto anchors = by_op.find(compiled[anchor_pn].op);
+    if (anchors == by_op.end()) return;
+    anchor_list = &anchors->second;
+  }
   static const std::vector<NodeId> kNone;
   std::set<std::vector<NodeId>> seen;
-  for (NodeId gn : anchors->second) {
+  for (NodeId gn : *anchor_list) {
     if (mode == RegionMode::kAnchorInside && !(*region)[gn]) continue;
     if (mode == RegionMode::kOtherOutputInside && (*region)[gn]) continue;
-    if (!QuickCheck(g, p, compiled, anchor.node().node(), gn)) continue;
+    if (!QuickCheck(g, p, compiled, anchor_pn, gn)) continue;
+    const rules::Ref& anchor = p.outputs(0);
     State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
             std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, {}, {}, index.topo_pos};
     std::vector<NodeId> near;  // the anchor's neighbourhood, for unconnected parts
@@ -645,10 +708,66 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
     }
     if (alive) out.push_back(std::move(c));
   }
-  for (int r = 0; r < static_cast<int>(rules_.size()); ++r) {
-    for (int side = 0; side < (both_ ? 2 : 1); ++side) {
-      FindRule(g, index, r, side == 1, &out, &region, RegionMode::kAnchorInside);
-      if (!connected_[r][side]) FindRule(g, index, r, side == 1, &out, &region, RegionMode::kOtherOutputInside);
+  // New matches: connected patterns anchored inside the region; patterns
+  // of two unconnected parts also anchored outside it with their other
+  // output inside. The other part of such a match lies within
+  // kParallelRadius of its anchor (FindRule: it shares no input with the
+  // anchor's part, so it is looked for in the anchor's Neighbourhood, a
+  // symmetric relation), so only anchors within kParallelRadius of the
+  // region can have one. Anchors are tried per op, in ascending node order
+  // as FindRule would; the result is sorted below.
+  std::vector<char> near = region;
+  {
+    std::vector<NodeId> ring;
+    for (NodeId n = 0; n < g.num_nodes(); ++n)
+      if (region[n]) ring.push_back(n);
+    for (int step = 0; step < kParallelRadius && !ring.empty(); ++step) {
+      std::vector<NodeId> next;
+      auto visit = [&](NodeId n) {
+        if (n != kNoNode && !near[n]) {
+          near[n] = 1;
+          next.push_back(n);
+        }
+      };
+      for (NodeId n : ring) {
+        for (ValueId in : g.node(n).inputs) {
+          if (in == kNoValue) continue;
+          visit(g.value(in).producer);
+          for (auto [c, idx] : index.consumers[in]) visit(c);
+        }
+        for (ValueId o : g.node(n).outputs)
+          for (auto [c, idx] : index.consumers[o]) visit(c);
+      }
+      ring = std::move(next);
+    }
+  }
+  for (size_t op = 0; op < anchor_ops_.size(); ++op) {
+    auto nodes = index.by_op.find(anchor_ops_[op]);
+    if (nodes == index.by_op.end()) continue;
+    std::vector<NodeId> inside, outside_near;
+    for (NodeId n : nodes->second) {
+      if (region[n]) inside.push_back(n);
+      else if (near[n]) outside_near.push_back(n);
+    }
+    if (inside.empty() && outside_near.empty()) continue;
+    for (const AnchorGroup& group : anchor_groups_[op]) {
+      const std::vector<CompiledNode>& compiled = compiled_[group.rule][group.reverse ? 1 : 0];
+      const rules::Pattern& p = group.reverse ? rules_[group.rule].target() : rules_[group.rule].source();
+      const int pn = anchor_node_[group.rule][group.reverse ? 1 : 0];
+      std::vector<NodeId> pass_inside, pass_near;
+      for (NodeId n : inside)
+        if (QuickCheck(g, p, compiled, pn, n)) pass_inside.push_back(n);
+      bool any_unconnected = false;
+      for (const auto& [r, reverse] : group.sides) any_unconnected = any_unconnected || !connected_[r][reverse ? 1 : 0];
+      if (any_unconnected)
+        for (NodeId n : outside_near)
+          if (QuickCheck(g, p, compiled, pn, n)) pass_near.push_back(n);
+      if (pass_inside.empty() && pass_near.empty()) continue;
+      for (const auto& [r, reverse] : group.sides) {
+        if (!pass_inside.empty()) FindRule(g, index, r, reverse, &out, &region, RegionMode::kAnchorInside, &pass_inside);
+        if (!connected_[r][reverse ? 1 : 0] && !pass_near.empty())
+          FindRule(g, index, r, reverse, &out, &region, RegionMode::kOtherOutputInside, &pass_near);
+      }
     }
   }
   std::stable_sort(out.begin(), out.end(), MatchLess);

@@ -32,6 +32,16 @@ struct CompiledNode {
   const struct OpDef* def = nullptr;  // registry entry (null: unknown op, never matches)
   AttributeMap attrs;                  // the pattern's attributes (not variables)
   std::map<std::string, std::string> attr_vars;  // attribute name -> variable
+  // The pattern node's shape, copied out of the rule protos so that the
+  // quick check of an anchor touches only this (dense) structure.
+  std::string op;
+  int num_outputs = 1;
+  struct Operand {
+    int kind = 0;     // rules::Ref::KindCase
+    int node = -1;    // kNode: pattern node
+    int output = 0;   // kNode: its output
+  };
+  std::vector<Operand> operands;
 };
 
 // What Apply changed, for incremental matching of the result.
@@ -92,15 +102,30 @@ class Matcher {
     kAnchorInside,       // the anchor node in the region
     kOtherOutputInside,  // the anchor outside, the second output's node inside
   };
+  // `anchor_nodes`: the graph nodes to try as the anchor (default: every
+  // node of the anchor's op), in ascending order.
   void FindRule(const Graph& graph, const GraphIndex& index, int rule, bool reverse, std::vector<Match>* out,
-                const std::vector<char>* region = nullptr, RegionMode mode = RegionMode::kAll) const;
+                const std::vector<char>* region = nullptr, RegionMode mode = RegionMode::kAll,
+                const std::vector<NodeId>* anchor_nodes = nullptr) const;
   // The graph node a match is anchored at (its pattern's first output node).
   NodeId Anchor(const Match& m) const;
 
   std::vector<rules::Rule> rules_;
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
   std::vector<std::array<bool, 2>> connected_;                        // per rule: source, target
+  std::vector<std::array<bool, 2>> matchable_;  // per rule side: has nodes, and every output is a node's
+  std::vector<std::array<int, 2>> anchor_node_;  // per rule side: the first output's pattern node (-1: not matchable)
   std::vector<std::vector<int>> divisors_;  // per rule: inputs a Div divides by (DivisorInputs)
+  // The ops of the rule sides' anchors, and per op the rule sides anchored
+  // at it, grouped by what the anchor's quick check reads (QuickKey).
+  struct AnchorGroup {
+    int rule;      // a representative side
+    bool reverse;
+    std::vector<std::pair<int, bool>> sides;  // (rule, reverse), the representative included
+  };
+  std::vector<std::string> anchor_ops_;
+  std::vector<std::vector<AnchorGroup>> anchor_groups_;
+  static std::string QuickKey(const std::vector<CompiledNode>& compiled, int pn);
   bool both_;
 };
 
