@@ -1,0 +1,210 @@
+#include "agents/gnn.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace rlflow::agents {
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Sequential Mlp(int in, int hidden, int out) {
+  return nn::Sequential(nn::Linear(in, hidden), nn::ReLU(), nn::Linear(hidden, out));
+}
+
+// Sum of rows of `src` per index (rows of the result: `n`).
+torch::Tensor SegmentSum(const torch::Tensor& src, const torch::Tensor& index, int64_t n) {
+  return torch::zeros({n, src.size(1)}, src.options()).index_add_(0, index, src);
+}
+
+torch::Tensor SegmentMean(const torch::Tensor& src, const torch::Tensor& index, int64_t n) {
+  torch::Tensor count = torch::zeros({n}, src.options()).index_add_(0, index, torch::ones({src.size(0)}, src.options()));
+  return SegmentSum(src, index, n) / count.clamp_min(1).unsqueeze(1);
+}
+
+// Softmax of `score` [E] over the edges that share a destination.
+torch::Tensor SegmentSoftmax(const torch::Tensor& score, const torch::Tensor& index, int64_t n) {
+  torch::Tensor max = torch::full({n}, -1e30, score.options())
+                          .scatter_reduce(0, index, score.detach(), "amax", /*include_self=*/true);
+  torch::Tensor e = torch::exp(score - max.index_select(0, index));
+  torch::Tensor sum = torch::zeros({n}, score.options()).index_add_(0, index, e);
+  return e / sum.index_select(0, index).clamp_min(1e-12);
+}
+
+}  // namespace
+
+GraphBatch MakeBatch(const std::vector<const Observation*>& observations) {
+  GraphBatch b;
+  b.num_graphs = static_cast<int64_t>(observations.size());
+  const int nf = NodeFeatureSize();
+  int64_t n = 0, e = 0;
+  for (const Observation* o : observations) {
+    b.node_offset.push_back(n);
+    n += o->num_nodes;
+    e += o->num_edges;
+  }
+  std::vector<float> x, ea, g;
+  std::vector<int64_t> src, dst, ng, eg;
+  x.reserve(static_cast<size_t>(n) * nf);
+  ea.reserve(static_cast<size_t>(e) * kEdgeFeatureSize);
+  for (size_t k = 0; k < observations.size(); ++k) {
+    const Observation& o = *observations[k];
+    const int64_t off = b.node_offset[k];
+    x.insert(x.end(), o.node_features.begin(), o.node_features.end());
+    ea.insert(ea.end(), o.edge_features.begin(), o.edge_features.end());
+    g.insert(g.end(), o.global_features.begin(), o.global_features.end());
+    for (int i = 0; i < o.num_edges; ++i) {
+      src.push_back(o.edge_src[i] + off);
+      dst.push_back(o.edge_dst[i] + off);
+      eg.push_back(static_cast<int64_t>(k));
+    }
+    for (int i = 0; i < o.num_nodes; ++i) ng.push_back(static_cast<int64_t>(k));
+  }
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  b.x = torch::from_blob(x.data(), {n, nf}, f32).clone();
+  b.edge_attr = torch::from_blob(ea.data(), {e, kEdgeFeatureSize}, f32).clone();
+  b.global = torch::from_blob(g.data(), {b.num_graphs, kGlobalFeatureSize}, f32).clone();
+  torch::Tensor s = torch::from_blob(src.data(), {e}, i64).clone(), d = torch::from_blob(dst.data(), {e}, i64).clone();
+  b.edge_index = torch::stack({s, d});
+  b.node_graph = torch::from_blob(ng.data(), {n}, i64).clone();
+  b.edge_graph = torch::from_blob(eg.data(), {e}, i64).clone();
+  return b;
+}
+
+GraphNetImpl::GraphNetImpl(int node_features, int edge_features, int global_features, GnnOptions options)
+    : o_(options) {
+  if (o_.hidden < 1 || o_.steps < 1) Fail("GNN: hidden and steps must be >= 1");
+  const int h = o_.hidden;
+  node_in_ = register_module("node_in", nn::Linear(node_features, h));
+  edge_in_ = register_module("edge_in", nn::Linear(edge_features, h));
+  global_in_ = register_module("global_in", nn::Linear(global_features, h));
+  for (int s = 0; s < o_.steps; ++s) {
+    edge_mlp_->push_back(Mlp(4 * h, h, h));       // [edge, source, destination, global]
+    query_->push_back(nn::Linear(h, h));
+    key_->push_back(nn::Linear(2 * h, h));         // [source, edge]
+    value_->push_back(nn::Linear(2 * h, h));
+    attention_->push_back(nn::Linear(h, 1));
+    node_mlp_->push_back(Mlp(3 * h, h, h));       // [node, messages, global]
+    global_mlp_->push_back(Mlp(3 * h, h, h));     // [global, mean node, mean edge]
+  }
+  register_module("edge_mlp", edge_mlp_);
+  register_module("query", query_);
+  register_module("key", key_);
+  register_module("value", value_);
+  register_module("attention", attention_);
+  register_module("node_mlp", node_mlp_);
+  register_module("global_mlp", global_mlp_);
+}
+
+GraphNetImpl::Output GraphNetImpl::forward(const GraphBatch& b) {
+  const int64_t n = b.x.size(0), graphs = b.num_graphs;
+  torch::Tensor h = torch::relu(node_in_(b.x));
+  torch::Tensor e = torch::relu(edge_in_(b.edge_attr));
+  torch::Tensor u = torch::relu(global_in_(b.global));
+  torch::Tensor src = b.edge_index[0], dst = b.edge_index[1];
+  const double scale = 1.0 / std::sqrt(static_cast<double>(o_.hidden));
+  for (int s = 0; s < o_.steps; ++s) {
+    torch::Tensor hs = h.index_select(0, src), hd = h.index_select(0, dst);
+    // Edge update.
+    e = e + edge_mlp_[s]->as<nn::Sequential>()->forward(torch::cat({e, hs, hd, u.index_select(0, b.edge_graph)}, 1));
+    // Graph attention: each destination attends over its incoming edges.
+    torch::Tensor kv_in = torch::cat({hs, e}, 1);
+    torch::Tensor q = query_[s]->as<nn::Linear>()->forward(hd);
+    torch::Tensor k = key_[s]->as<nn::Linear>()->forward(kv_in);
+    torch::Tensor score = attention_[s]->as<nn::Linear>()->forward(torch::tanh(q + k)).squeeze(1) * scale;
+    torch::Tensor alpha = SegmentSoftmax(score, dst, n);
+    torch::Tensor msg = SegmentSum(value_[s]->as<nn::Linear>()->forward(kv_in) * alpha.unsqueeze(1), dst, n);
+    // Node update.
+    h = h + node_mlp_[s]->as<nn::Sequential>()->forward(torch::cat({h, msg, u.index_select(0, b.node_graph)}, 1));
+    // Global update.
+    torch::Tensor mean_h = SegmentMean(h, b.node_graph, graphs);
+    torch::Tensor mean_e = b.edge_graph.numel() > 0 ? SegmentMean(e, b.edge_graph, graphs) : torch::zeros_like(u);
+    u = u + global_mlp_[s]->as<nn::Sequential>()->forward(torch::cat({u, mean_h, mean_e}, 1));
+  }
+  return {h, u};
+}
+
+PolicyImpl::PolicyImpl(int rule_actions, GnnOptions options) : rule_actions_(rule_actions) {
+  if (rule_actions < 1) Fail("policy: rule_actions must be >= 1");
+  const int h = options.hidden;
+  gnn_ = register_module("gnn", GraphNet(NodeFeatureSize(), kEdgeFeatureSize, kGlobalFeatureSize, options));
+  rule_embedding_ = register_module("rule_embedding", nn::Embedding(rule_actions, h));
+  score_ = register_module("score", Mlp(3 * h, h, 1));
+  stop_ = register_module("stop", Mlp(h, h, 1));
+  value_ = register_module("value", Mlp(h, h, 1));
+  OrthogonalInit(*this);
+  // Small output layers: near-uniform first policy, value near 0 (CleanRL).
+  for (nn::Sequential* head : {&score_, &stop_}) {
+    auto last = (*head)->ptr(2)->as<nn::Linear>();
+    torch::NoGradGuard no_grad;
+    torch::nn::init::orthogonal_(last->weight, 0.01);
+  }
+  {
+    auto last = value_->ptr(2)->as<nn::Linear>();
+    torch::NoGradGuard no_grad;
+    torch::nn::init::orthogonal_(last->weight, 1.0);
+  }
+}
+
+PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& observations) {
+  GraphBatch b = MakeBatch(observations);
+  GraphNet::Impl::Output g = gnn_->forward(b);
+  const int64_t graphs = b.num_graphs;
+  int64_t actions = 1;
+  std::vector<int64_t> cand_graph, cand_rule, node_index, node_cand;
+  std::vector<int64_t> slot;  // flat position of each candidate in [B, A]
+  for (const Observation* o : observations) actions = std::max<int64_t>(actions, o->stop_action() + 1);
+  int64_t c = 0;
+  for (int64_t k = 0; k < graphs; ++k) {
+    const Observation& o = *observations[k];
+    for (int i = 0; i < o.stop_action(); ++i, ++c) {
+      const EnvCandidate& cand = o.candidates[i];
+      if (cand.rule_action < 0 || cand.rule_action >= rule_actions_)
+        Fail("policy: rule action ", cand.rule_action, " outside the policy's ", rule_actions_,
+             " (trained on another rule database?)");
+      cand_graph.push_back(k);
+      cand_rule.push_back(cand.rule_action);
+      slot.push_back(k * actions + i);
+      for (NodeId n : cand.nodes) {
+        node_index.push_back(b.node_offset[k] + n);
+        node_cand.push_back(c);
+      }
+    }
+  }
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  auto tensor = [&](std::vector<int64_t>& v) { return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, i64).clone(); };
+  torch::Tensor flat = torch::full({graphs * actions}, 0.0, g.global.options());
+  torch::Tensor mask = torch::zeros({graphs * actions}, torch::TensorOptions().dtype(torch::kBool));
+  if (c > 0) {
+    torch::Tensor ni = tensor(node_index), nc = tensor(node_cand), cg = tensor(cand_graph), cr = tensor(cand_rule);
+    torch::Tensor sum = torch::zeros({c, g.nodes.size(1)}, g.nodes.options()).index_add_(0, nc, g.nodes.index_select(0, ni));
+    torch::Tensor count = torch::zeros({c}, g.nodes.options()).index_add_(0, nc, torch::ones({ni.size(0)}, g.nodes.options()));
+    torch::Tensor matched = sum / count.clamp_min(1).unsqueeze(1);
+    torch::Tensor feats = torch::cat({matched, rule_embedding_(cr), g.global.index_select(0, cg)}, 1);
+    torch::Tensor scores = score_->forward(feats).squeeze(1);
+    torch::Tensor sl = tensor(slot);
+    flat = flat.scatter(0, sl, scores);
+    mask.index_fill_(0, sl, true);
+  }
+  // Stop: the last valid slot of each observation.
+  std::vector<int64_t> stop_slot;
+  for (int64_t k = 0; k < graphs; ++k) stop_slot.push_back(k * actions + observations[k]->stop_action());
+  torch::Tensor ss = tensor(stop_slot);
+  flat = flat.scatter(0, ss, stop_->forward(g.global).squeeze(1));
+  mask.index_fill_(0, ss, true);
+  return {flat.view({graphs, actions}), mask.view({graphs, actions}), value_->forward(g.global).squeeze(1)};
+}
+
+void OrthogonalInit(torch::nn::Module& module, double gain) {
+  torch::NoGradGuard no_grad;
+  for (auto& m : module.modules(/*include_self=*/false)) {
+    if (auto* linear = m->as<nn::Linear>()) {
+      torch::nn::init::orthogonal_(linear->weight, gain);
+      if (linear->bias.defined()) linear->bias.zero_();
+    }
+  }
+}
+
+}  // namespace rlflow::agents

@@ -1,0 +1,81 @@
+#pragma once
+// The graph neural network of the model-free agent (X-RLflow's layers): an
+// encoder, `steps` rounds of edge update -> graph-attention message passing
+// -> node update -> global update, all written with index / scatter ops so
+// that a batch of graphs runs as one disjoint graph. Node order does not
+// matter: permuting a graph's nodes permutes its node embeddings and leaves
+// its global embedding unchanged (gnn_test).
+//
+// The policy scores each candidate rewrite from the embeddings of the nodes
+// it rewrites (their mean), a learned embedding of its rule action (rule x
+// direction) and the graph's global embedding, so one GNN pass per step
+// scores every candidate; the stop action and the value are read from the
+// global embedding. (X-RLflow instead embeds every successor graph: one GNN
+// pass per candidate, up to 500 per step.)
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "agents/env.h"
+
+namespace rlflow::agents {
+
+// Observations as one disjoint graph.
+struct GraphBatch {
+  torch::Tensor x;           // [N, node features]
+  torch::Tensor edge_index;  // [2, E] int64: source, destination (batch node ids)
+  torch::Tensor edge_attr;   // [E, edge features]
+  torch::Tensor global;      // [B, global features]
+  torch::Tensor node_graph;  // [N] int64: the graph of each node
+  torch::Tensor edge_graph;  // [E] int64
+  int64_t num_graphs = 0;
+  std::vector<int64_t> node_offset;  // per graph: its first node's batch id
+};
+GraphBatch MakeBatch(const std::vector<const Observation*>& observations);
+
+struct GnnOptions {
+  int hidden = 64;
+  int steps = 5;
+};
+
+class GraphNetImpl : public torch::nn::Module {
+ public:
+  GraphNetImpl(int node_features, int edge_features, int global_features, GnnOptions options = {});
+  struct Output {
+    torch::Tensor nodes;   // [N, hidden]
+    torch::Tensor global;  // [B, hidden]
+  };
+  Output forward(const GraphBatch& batch);
+
+ private:
+  GnnOptions o_;
+  torch::nn::Linear node_in_{nullptr}, edge_in_{nullptr}, global_in_{nullptr};
+  torch::nn::ModuleList edge_mlp_, query_, key_, value_, attention_, node_mlp_, global_mlp_;
+};
+TORCH_MODULE(GraphNet);
+
+// Policy and value over the environment's actions (candidates + stop).
+class PolicyImpl : public torch::nn::Module {
+ public:
+  PolicyImpl(int rule_actions, GnnOptions options = {});
+  struct Output {
+    torch::Tensor logits;  // [B, A]: per observation its candidates, then stop; padded
+    torch::Tensor mask;    // [B, A] bool: true for the observation's valid actions
+    torch::Tensor value;   // [B]
+  };
+  Output forward(const std::vector<const Observation*>& observations);
+  int rule_actions() const { return rule_actions_; }
+
+ private:
+  int rule_actions_;
+  GraphNet gnn_{nullptr};
+  torch::nn::Embedding rule_embedding_{nullptr};
+  torch::nn::Sequential score_{nullptr}, stop_{nullptr}, value_{nullptr};
+};
+TORCH_MODULE(Policy);
+
+// Orthogonal initialisation (gain sqrt(2) for hidden layers), zero biases.
+void OrthogonalInit(torch::nn::Module& module, double gain = 1.4142135623730951);
+
+}  // namespace rlflow::agents
