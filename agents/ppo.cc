@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -88,6 +89,19 @@ std::vector<Transition> PpoTrainer::Collect(UpdateStats* stats) {
   for (const Transition& tr : rollout) sum += tr.reward;
   stats->mean_reward = sum / static_cast<double>(rollout.size());
   return rollout;
+}
+
+std::string PpoTrainer::sampler_state() const {
+  std::ostringstream out;
+  out << rng_;
+  return out.str();
+}
+
+void PpoTrainer::set_sampler_state(const std::string& state) {
+  std::istringstream in(state);
+  in >> rng_;
+  if (in.fail()) Fail("PPO: a corrupt sampler state in the checkpoint");
+  need_reset_ = true;
 }
 
 UpdateStats PpoTrainer::Iterate() {

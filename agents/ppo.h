@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "agents/env.h"
@@ -80,6 +81,9 @@ class PpoTrainer {
     env_steps_ = env_steps;
   }
   const PpoOptions& options() const { return o_; }
+  // The action sampler's state (for checkpoints).
+  std::string sampler_state() const;
+  void set_sampler_state(const std::string& state);
 
  private:
   std::vector<Transition> Collect(UpdateStats* stats);
