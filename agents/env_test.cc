@@ -117,6 +117,35 @@ TEST(RewriteEnv, ObservationLayout) {
   EXPECT_EQ(env.FlatAction(-1, 0), -1);
 }
 
+// The candidates are the engine's (every match of the matcher that changes
+// what runs and has a valid replacement), in the matcher's order.
+TEST(RewriteEnv, CandidatesAreTheMatchersMatches) {
+  RewriteEnv env(&F().matcher, &F().cost);
+  Graph g = Model();
+  const Observation& o = env.Reset(g);
+  std::vector<Match> matches = F().matcher.FindAll(g);
+  EngineOptions eo;
+  eo.matcher = &F().matcher;
+  eo.cost = &F().cost;
+  eo.max_nodes = 2 * g.num_nodes();
+  RewriteEngine engine(eo);
+  std::vector<Candidate> costed = engine.Start(g).Candidates();
+  ASSERT_EQ(o.candidates.size(), costed.size());
+  size_t from = 0;
+  for (size_t i = 0; i < costed.size(); ++i) {
+    const EnvCandidate& c = o.candidates[i];
+    EXPECT_EQ(c.rule, costed[i].match.rule);
+    EXPECT_EQ(c.reverse, costed[i].match.reverse);
+    EXPECT_EQ(c.nodes, costed[i].match.nodes);  // no weight-only nodes here: same ids
+    // ... and a match of the matcher, in its order.
+    bool found = false;
+    for (; from < matches.size() && !found; ++from)
+      found = matches[from].rule == c.rule && matches[from].reverse == c.reverse && matches[from].nodes == c.nodes;
+    EXPECT_TRUE(found) << i;
+  }
+  EXPECT_GT(matches.size(), 0u);
+}
+
 TEST(RewriteEnv, RewardsFollowTheirDefinitions) {
   Graph g = Model();
   for (RewardKind kind : {RewardKind::kDelta, RewardKind::kNormalised, RewardKind::kCombined}) {

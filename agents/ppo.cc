@@ -18,6 +18,38 @@ torch::Tensor MaskedEntropy(const torch::Tensor& masked_logits, const torch::Ten
   return -(logp.exp() * logp).masked_fill(mask.logical_not(), 0.0).sum(-1);
 }
 
+int64_t SampleAction(const torch::Tensor& logp, const torch::Tensor& mask, std::mt19937_64& rng) {
+  torch::Tensor lp = logp.contiguous().to(torch::kFloat64), m = mask.contiguous();
+  const double* l = lp.data_ptr<double>();
+  const bool* valid = m.data_ptr<bool>();
+  std::vector<double> p(static_cast<size_t>(lp.numel()));
+  for (size_t a = 0; a < p.size(); ++a) p[a] = valid[a] ? std::exp(l[a]) : 0.0;
+  std::discrete_distribution<int64_t> pick(p.begin(), p.end());
+  return pick(rng);
+}
+
+EpisodeResult RunEpisode(PolicyImpl& policy, RewriteEnv& env, const Graph& graph, bool greedy, std::mt19937_64* rng) {
+  if (!greedy && rng == nullptr) Fail("RunEpisode: sampling needs a generator");
+  torch::NoGradGuard no_grad;
+  env.Reset(graph);
+  EpisodeResult r;
+  r.best = env.state();
+  r.best_cost = r.initial_cost = env.state().cost();
+  while (!env.done()) {
+    const Observation& o = env.observation();
+    PolicyImpl::Output out = policy.forward({&o});
+    torch::Tensor logp = torch::log_softmax(MaskLogits(out.logits, out.mask), -1)[0];
+    int64_t a = greedy ? logp.argmax().item<int64_t>() : SampleAction(logp, out.mask[0], *rng);
+    StepResult s = env.Step(static_cast<int>(a));
+    ++r.steps;
+    if (s.info.valid && env.state().cost() < r.best_cost) {
+      r.best_cost = env.state().cost();
+      r.best = env.state();
+    }
+  }
+  return r;
+}
+
 void ComputeGae(const std::vector<float>& rewards, const std::vector<float>& values, const std::vector<uint8_t>& dones,
                 float last_value, double gamma, double lambda, std::vector<float>* advantages,
                 std::vector<float>* returns) {
@@ -66,10 +98,7 @@ std::vector<Transition> PpoTrainer::Collect(UpdateStats* stats) {
     tr.mask = out.mask[0].clone();
     torch::Tensor logp = torch::log_softmax(MaskLogits(out.logits, out.mask), -1)[0];
     // Sample from the valid actions with the trainer's generator.
-    std::vector<float> p(static_cast<size_t>(logp.size(0)));
-    for (size_t a = 0; a < p.size(); ++a) p[a] = tr.mask[a].item<bool>() ? std::exp(logp[a].item<float>()) : 0.0f;
-    std::discrete_distribution<int64_t> pick(p.begin(), p.end());
-    tr.action = pick(rng_);
+    tr.action = SampleAction(logp, tr.mask, rng_);
     tr.logprob = logp[tr.action].item<float>();
     tr.value = out.value[0].item<float>();
     StepResult r = env_->Step(static_cast<int>(tr.action));

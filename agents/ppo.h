@@ -26,12 +26,28 @@ torch::Tensor MaskLogits(const torch::Tensor& logits, const torch::Tensor& mask)
 // Entropy over the valid actions only ([B]).
 torch::Tensor MaskedEntropy(const torch::Tensor& masked_logits, const torch::Tensor& mask);
 
+// Samples an action from log-probabilities `logp` [A] restricted to `mask`
+// [A] (masked actions have probability 0 and are never drawn).
+int64_t SampleAction(const torch::Tensor& logp, const torch::Tensor& mask, std::mt19937_64& rng);
+
 // Generalised advantage estimation over one rollout of length T:
 // `dones[t]` is true when the episode ended at step t (no bootstrap past it);
 // `last_value` is the value of the state after the last step.
 void ComputeGae(const std::vector<float>& rewards, const std::vector<float>& values, const std::vector<uint8_t>& dones,
                 float last_value, double gamma, double lambda, std::vector<float>* advantages,
                 std::vector<float>* returns);
+
+// One episode of a policy from `graph`: greedy (the most likely action each
+// step) or sampled with `rng`. Returns the cheapest state the episode
+// reached (the start included) and the rules applied to reach it.
+struct EpisodeResult {
+  RewriteState best;
+  double best_cost = 0;
+  double initial_cost = 0;
+  int steps = 0;
+};
+EpisodeResult RunEpisode(class PolicyImpl& policy, RewriteEnv& env, const Graph& graph, bool greedy,
+                         std::mt19937_64* rng = nullptr);
 
 struct PpoOptions {
   double lr = 5e-4;

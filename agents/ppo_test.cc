@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "core/graph_builder.h"
 #include "rules/testing.h"
@@ -23,6 +24,20 @@ TEST(Ppo, MaskedEntropyCountsOnlyValidActions) {
   double want = -(p * p.log()).sum().item<double>();
   EXPECT_NEAR(MaskedEntropy(masked, mask)[0].item<double>(), want, 1e-5);
   EXPECT_NEAR(torch::softmax(masked, -1)[0][3].item<double>(), 0.0, 1e-30);
+}
+
+TEST(Ppo, AMaskedActionIsNeverSampled) {
+  // The masked action has by far the largest logit.
+  torch::Tensor logits = torch::tensor({{0.0f, 50.0f, 0.5f, 0.2f}});
+  torch::Tensor mask = torch::tensor({{true, false, true, true}});
+  torch::Tensor logp = torch::log_softmax(MaskLogits(logits, mask), -1)[0];
+  EXPECT_EQ(torch::exp(logp[1]).item<double>(), 0.0);
+  std::mt19937_64 rng(1);
+  std::vector<int> counts(4, 0);
+  for (int k = 0; k < 20000; ++k) ++counts[SampleAction(logp, mask[0], rng)];
+  EXPECT_EQ(counts[1], 0);
+  // The others in proportion to their probabilities.
+  for (int a : {0, 2, 3}) EXPECT_NEAR(counts[a] / 20000.0, std::exp(logp[a].item<double>()), 0.02) << a;
 }
 
 TEST(Ppo, GaeFollowsItsDefinition) {
@@ -125,6 +140,54 @@ TEST(Ppo, ASeedReproducesTheRun) {
     EXPECT_EQ(x[k].mean_reward, y[k].mean_reward);
   }
   EXPECT_EQ(a0, a1);
+}
+
+// Two convolutions of one input, 1x1 and 3x3 (search_test's greedy trap):
+// enlarging the 1x1 conv to 3x3 costs more (21 -> 21.8), after which the two
+// merge into one conv + Split (11.9). Greedy never takes the first step; the
+// trained policy must.
+class TableCost : public CostModel {
+ public:
+  OpCost NodeCost(const Graph& g, NodeId id) override {
+    OpCost c;
+    const Node& n = g.node(id);
+    c.ms = 1.0;
+    if (n.op == "Conv") {
+      const Shape& w = g.value(n.inputs[1]).type.shape;
+      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
+    }
+    return c;
+  }
+};
+
+TEST(Ppo, LearnsTheSequenceGreedyMisses) {
+  GraphBuilder b(11);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId a = b.Op("Conv", {x, b.Weight("w1", {4, 4, 1, 1}, 0.5f)});
+  ValueId c = b.Op("Conv", {x, b.Weight("w3", {4, 4, 3, 3}, 0.5f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph g = b.Build({a, c});
+  Matcher m(testing::RulesById({"ef1d9f385d5a", "d1b546e55a9f", "fb7ae47167c7"}));  // enlarge, merge, scale fold
+  TableCost cost;
+  EnvOptions eo;
+  eo.horizon = 3;
+  RewriteEnv env(&m, &cost, eo);
+  // Greedy descent finds nothing: no single rewrite improves.
+  env.Reset(g);
+  for (const EnvCandidate& k : env.observation().candidates) EXPECT_LE(k.estimated_gain, 1e-9);
+  torch::manual_seed(3);
+  Policy policy(2 * static_cast<int>(m.rules().size()), GnnOptions{32, 2});
+  PpoOptions o;
+  o.rollout_steps = 32;
+  o.minibatches = 4;
+  o.lr = 3e-3;
+  PpoTrainer trainer(policy, &env, [&] { return g; }, o, 5);
+  for (int k = 0; k < 30; ++k) trainer.Iterate();
+  EpisodeResult r = RunEpisode(*policy, env, g, /*greedy=*/true);
+  EXPECT_DOUBLE_EQ(r.initial_cost, 21.0);
+  EXPECT_NEAR(r.best_cost, 11.9, 1e-9) << "the greedy policy did not learn enlarge-then-merge";
+  std::map<std::string, int> ops = r.best.graph().OpCounts();
+  EXPECT_EQ(ops["Conv"], 1);
+  EXPECT_EQ(ops["Split"], 1);
 }
 
 }  // namespace
