@@ -197,6 +197,49 @@ PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& ob
   return {flat.view({graphs, actions}), mask.view({graphs, actions}), value_->forward(g.global).squeeze(1)};
 }
 
+void SavePolicy(PolicyImpl& policy, const std::string& path) {
+  torch::serialize::OutputArchive a;
+  policy.save(a);
+  const std::string tmp = path + ".tmp";
+  a.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write the agent to ", path);
+}
+
+Policy LoadPolicy(const std::string& path, int rule_actions) {
+  torch::serialize::InputArchive a;
+  try {
+    a.load_from(path);
+  } catch (const std::exception& e) {
+    Fail("cannot load the agent '", path, "' (missing or not a saved policy)");
+  }
+  try {
+    torch::serialize::InputArchive emb, gnn, query;
+    torch::Tensor w;
+    if (!a.try_read("rule_embedding", emb) || !emb.try_read("weight", w) || w.dim() != 2)
+      Fail("the agent '", path, "' holds no policy");
+    if (w.size(0) != rule_actions)
+      Fail("the agent '", path, "' was trained with ", w.size(0) / 2, " rules, the rule database has ",
+           rule_actions / 2, ": train it on this database");
+    GnnOptions o;
+    o.hidden = static_cast<int>(w.size(1));
+    o.steps = 0;
+    if (a.try_read("gnn", gnn) && gnn.try_read("query", query)) {
+      torch::serialize::InputArchive step;
+      while (query.try_read(std::to_string(o.steps), step)) ++o.steps;
+    }
+    if (o.steps < 1) Fail("the agent '", path, "' holds no GNN");
+    Policy policy(rule_actions, o);
+    policy->load(a);
+    policy->eval();
+    return policy;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    Fail("the agent '", path, "' is corrupt: ", what.substr(0, what.find('\n')));
+  }
+}
+
 void OrthogonalInit(torch::nn::Module& module, double gain) {
   torch::NoGradGuard no_grad;
   for (auto& m : module.modules(/*include_self=*/false)) {

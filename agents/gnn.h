@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "agents/env.h"
@@ -74,6 +75,14 @@ class PolicyImpl : public torch::nn::Module {
   torch::nn::Sequential score_{nullptr}, stop_{nullptr}, value_{nullptr};
 };
 TORCH_MODULE(Policy);
+
+// Saves the policy's weights alone (atomically: temp file + rename).
+void SavePolicy(PolicyImpl& policy, const std::string& path);
+// Loads a policy saved by SavePolicy or a training checkpoint; its sizes
+// (hidden, message-passing steps) are read from the file. Throws
+// rlflow::Error if the file is missing or corrupt, or if it was trained on a
+// rule database with another number of rules than `rule_actions` / 2.
+Policy LoadPolicy(const std::string& path, int rule_actions);
 
 // Orthogonal initialisation (gain sqrt(2) for hidden layers), zero biases.
 void OrthogonalInit(torch::nn::Module& module, double gain = 1.4142135623730951);

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "core/error.h"
 #include "core/graph_builder.h"
 #include "rules/testing.h"
 
@@ -135,6 +136,29 @@ TEST(Gnn, GradientsReachEveryParameter) {
       ADD_FAILURE() << p.key() << " gets no gradient";
   }
   EXPECT_GT(with_grad, params / 2);
+}
+
+TEST(Gnn, SavedPoliciesLoadWithTheirSizes) {
+  torch::manual_seed(6);
+  Observation o = Observe(2);
+  Policy policy(F().rule_actions(), GnnOptions{24, 3});
+  std::string dir = ::testing::TempDir();
+  std::string path = dir + "/policy.pt";
+  SavePolicy(*policy, path);
+  Policy loaded = LoadPolicy(path, F().rule_actions());
+  auto a = policy->forward({&o});
+  auto b = loaded->forward({&o});
+  EXPECT_TRUE(torch::allclose(a.logits, b.logits));
+  EXPECT_TRUE(torch::allclose(a.value, b.value));
+  // Another rule database, a missing file, a file that is no policy.
+  EXPECT_THROW(LoadPolicy(path, F().rule_actions() + 2), Error);
+  EXPECT_THROW(LoadPolicy(dir + "/missing.pt", F().rule_actions()), Error);
+  {
+    std::FILE* f = std::fopen((dir + "/garbage.pt").c_str(), "wb");
+    std::fputs("not a policy", f);
+    std::fclose(f);
+  }
+  EXPECT_THROW(LoadPolicy(dir + "/garbage.pt", F().rule_actions()), Error);
 }
 
 }  // namespace

@@ -4,8 +4,9 @@
 //
 // Progress on the terminal; DIR/metrics.csv (one row per update), DIR/
 // training.png (gnuplot), DIR/checkpoint.pt (policy, optimiser, counters and
-// the sampler's state, written atomically after every update) and
-// DIR/config.txt. Started again with the same command after a crash or kill
+// the sampler's state, written atomically after every update),
+// DIR/config.txt, and at the end DIR/agent.pt (the policy alone, for
+// `--search=ppo --agent=`). Started again with the same command after a crash or kill
 // -9, it resumes from the last checkpoint: at most one update is lost (the
 // episode in progress restarts). A different configuration in an existing
 // DIR is an error.
@@ -84,7 +85,7 @@ void Plot(const std::string& dir) {
      << "set xlabel 'environment steps'\nset ylabel 'episode return'\n"
      << "plot '" << dir << "/metrics.csv' using 2:($5 > 0 ? $6 : NaN) with points pt 7 ps 0.5 title 'episode return "
      << "(mean per update)', '' using 2:($5 > 0 ? $6 : NaN) smooth bezier title 'smoothed'\n"
-     << "set ylabel 'entropy'\nplot '" << dir << "/metrics.csv' using 2:9 with lines title 'entropy', '' using 2:10 "
+     << "set ylabel 'entropy'\nset y2label 'approx KL'\nset y2tics\nplot '" << dir << "/metrics.csv' using 2:9 with lines title 'entropy', '' using 2:10 "
      << "with lines title 'approx KL' axes x1y2\nunset multiplot\n";
   gp.close();
   std::string cmd = "gnuplot '" + script + "' >/dev/null 2>&1";
@@ -236,6 +237,8 @@ int Run() {
                 s.clip_fraction, s.explained_variance, sec);
     std::fflush(stdout);
   }
+  // The policy alone, for --search=ppo --agent=DIR/agent.pt.
+  agents::SavePolicy(*policy, dir + "/agent.pt");
   std::printf("done: %lld updates, %lld environment steps; %s\n", static_cast<long long>(trainer.updates()),
               static_cast<long long>(trainer.env_steps()), dir.c_str());
   return 0;

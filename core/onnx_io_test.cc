@@ -476,6 +476,17 @@ TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
     std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "huge.onnx")); });
     EXPECT_NE(e.find("tensor 'huge'"), std::string::npos) << e;
   }
+  // A Reshape target whose product overflows int64 (found by the import
+  // fuzzer under UBSan): a one-line error, not signed overflow.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {1});
+    Int64Init(m, "shape", {int64_t{1} << 32, int64_t{1} << 32, -1});
+    Node(m, "Reshape", {"x", "shape"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {1, 1, 1});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "reshape_overflow.onnx")); });
+    EXPECT_NE(e.find("more than 2^63 elements"), std::string::npos) << e;
+  }
   // Expand to 10^12 elements: refused before anything is allocated.
   {
     onnx::ModelProto m = Model(13);

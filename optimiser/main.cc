@@ -16,7 +16,11 @@ DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resn
                          "resolved against the directory `bazel run` was started from");
 DEFINE_string(output, "", "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
                           "or in the working directory for a zoo model)");
-DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, none");
+DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), none");
+DEFINE_string(agent, "", "--search=ppo: the trained agent (default: the checked-in agents/zoo_agent.pt)");
+DEFINE_int32(episodes, 8, "--search=ppo: sampled episodes after the greedy one; the cheapest graph is kept");
+DEFINE_int32(horizon, 100, "--search=ppo: steps per episode");
+DEFINE_int64(train_steps, 0, "--search=ppo: environment steps of fine-tuning on the input graph first");
 DEFINE_int64(budget, 1000, "taso: stop after this many graphs popped from the queue");
 DEFINE_bool(greedy_finish, true, "taso: when the budget is spent (or the queue empty), descend greedily from the best "
                                  "graph until no rewrite improves");
@@ -58,6 +62,10 @@ int Main() {
   o.budget = FLAGS_budget;
   o.alpha = FLAGS_alpha;
   o.greedy_finish = FLAGS_greedy_finish;
+  o.agent = FLAGS_agent;
+  o.episodes = FLAGS_episodes;
+  o.horizon = FLAGS_horizon;
+  o.train_steps = FLAGS_train_steps;
   o.time_limit_s = FLAGS_time_limit;
   o.device = FLAGS_device;
   // An explicit --ort_level (even "all") is refused without --device=ort.

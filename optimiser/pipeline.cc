@@ -210,6 +210,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   options.budget = o.budget;
   options.alpha = o.alpha;
   options.greedy_finish = o.greedy_finish;
+  options.agent = o.agent.empty() ? "" : ResolveUserPath(o.agent);
+  options.episodes = o.episodes;
+  options.horizon = o.horizon;
+  options.train_steps = o.train_steps;
   options.time_limit_s = o.time_limit_s;
   options.matcher = &matcher;
   // Lowered batch norms the search leaves are raised back afterwards: cost them as such.

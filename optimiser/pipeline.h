@@ -42,6 +42,10 @@ struct PipelineOptions {
   double alpha = 1.05;
   bool greedy_finish = true;
   double time_limit_s = 0;
+  std::string agent;          // --search=ppo (see SearchOptions)
+  int episodes = 8;
+  int horizon = 100;
+  int64_t train_steps = 0;
   std::string device = "cpu";     // cpu, ort (cuda where built with it)
   std::string ort_level;          // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;

@@ -27,6 +27,13 @@ struct SearchOptions {
   // taso: when the backtracking ends (budget or queue exhausted), descend
   // greedily from its best graph until no rewrite improves.
   bool greedy_finish = true;
+  // --search=ppo: the trained agent (empty: the checked-in one), sampled
+  // episodes after the greedy one, episode length, and environment steps of
+  // fine-tuning on the input graph first (0: none).
+  std::string agent;
+  int episodes = 8;
+  int horizon = 100;
+  int64_t train_steps = 0;
   // What a search works with (required).
   const Matcher* matcher = nullptr;
   CostModel* cost = nullptr;

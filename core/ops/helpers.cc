@@ -65,7 +65,8 @@ Shape ResolveReshape(const Shape& in, const std::vector<int64_t>& target, bool a
     }
     if (d < -1) a.Fail("shape has invalid dimension " + std::to_string(d));
     out[k] = d;
-    if (d >= 0 && known >= 0) known *= d;
+    if (d >= 0 && known >= 0 && __builtin_mul_overflow(known, d, &known))
+      a.Fail("shape " + ShapeToString(Shape(target.begin(), target.end())) + " has more than 2^63 elements");
     if (d < 0) known = -1;
   }
   int64_t total = NumElements(in);

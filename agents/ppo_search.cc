@@ -1,0 +1,90 @@
+// --search=ppo: a trained agent (GNN + PPO) searches the rewrite
+// environment: one greedy episode (the most likely action each step) and
+// `episodes` sampled ones (seeded), optionally after fine-tuning on the
+// input graph (`train_steps`); the cheapest graph any episode reached is the
+// result, which the pipeline then folds, checks, measures and writes like
+// any search's.
+#include <random>
+
+#include "agents/env.h"
+#include "agents/gnn.h"
+#include "agents/ppo.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "optimiser/search.h"
+
+namespace rlflow::agents {
+namespace {
+
+class PpoSearch : public Search {
+ public:
+  std::string name() const override { return "ppo"; }
+
+  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+    CheckSearchOptions(o);
+    if (o.episodes < 0) Fail("--episodes must be >= 0, got ", o.episodes);
+    if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
+    if (o.train_steps < 0) Fail("--train_steps must be >= 0, got ", o.train_steps);
+    std::string path = o.agent;
+    if (path.empty()) {
+      path = FindRunfile("agents/zoo_agent.pt");
+      if (path.empty()) Fail("no trained agent: pass --agent=PATH (see //agents:train)");
+    }
+    const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
+    Policy policy = LoadPolicy(path, rule_actions);
+    torch::manual_seed(o.seed);
+    EnvOptions eo;
+    eo.horizon = o.horizon;
+    eo.max_growth = o.max_growth;
+    eo.seed = o.seed;
+    RewriteEnv env(o.matcher, o.cost, eo);
+    SearchResult r;
+    if (o.train_steps > 0) {
+      policy->train();
+      PpoOptions po;
+      PpoTrainer trainer(policy, &env, [&] { return graph; }, po, o.seed);
+      while (trainer.env_steps() < o.train_steps) {
+        if (o.interrupted != nullptr && o.interrupted->load()) break;
+        UpdateStats s = trainer.Iterate();
+        if (o.progress)
+          o.progress("ppo fine-tuning: " + std::to_string(trainer.env_steps()) + " steps, episode return " +
+                     std::to_string(s.episode_return));
+      }
+      policy->eval();
+    }
+    std::mt19937_64 rng(o.seed);
+    EpisodeResult best;
+    bool have = false;
+    r.stop_reason = StopReason::kExhausted;
+    for (int e = 0; e <= o.episodes; ++e) {
+      if (o.interrupted != nullptr && o.interrupted->load()) {
+        r.stop_reason = StopReason::kInterrupted;
+        break;
+      }
+      EpisodeResult ep = RunEpisode(*policy, env, graph, /*greedy=*/e == 0, &rng);
+      r.graphs_explored += ep.steps;
+      if (!have || ep.best_cost < best.best_cost) {
+        best = ep;
+        have = true;
+      }
+      if (o.progress)
+        o.progress("ppo episode " + std::to_string(e) + (e == 0 ? " (greedy)" : " (sampled)") + ": cost " +
+                   std::to_string(ep.initial_cost) + " -> " + std::to_string(ep.best_cost) + " ms");
+    }
+    if (!have) {
+      r.graph = graph;
+      r.initial_cost = r.final_cost = o.cost->GraphCost(graph);
+      return r;
+    }
+    r.graph = best.best.graph();
+    r.applied = best.best.Applied();
+    r.initial_cost = best.initial_cost;
+    r.final_cost = best.best_cost;
+    return r;
+  }
+};
+
+RLFLOW_REGISTER_SEARCH("ppo", PpoSearch);
+
+}  // namespace
+}  // namespace rlflow::agents

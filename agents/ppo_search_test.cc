@@ -1,0 +1,64 @@
+// --search=ppo with the checked-in agent (agents/zoo_agent.pt): it loads,
+// searches a zoo graph it was not trained on (ResNet-50) and one it was
+// (SqueezeNet), and what it returns computes what the original does; a
+// missing agent or one of another rule database is a one-line error.
+#include <gtest/gtest.h>
+
+#include "benchmarks/zoo/zoo.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "optimiser/batchnorm_cost.h"
+#include "optimiser/pipeline.h"
+#include "optimiser/search.h"
+#include "rules/testing.h"
+#include "runtime/executor.h"
+
+namespace rlflow {
+namespace {
+
+TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
+  ASSERT_FALSE(FindRunfile("agents/zoo_agent.pt").empty()) << "agents/zoo_agent.pt is not checked in";
+  Matcher matcher(std::vector<rules::Rule>(testing::DefaultRules().rules().begin(), testing::DefaultRules().rules().end()));
+  AnalyticalCostModel analytical;
+  BatchNormAwareCost cost(&analytical);
+  for (const char* model : {"squeezenet1_1", "resnet50"}) {
+    Graph original = zoo::Build(model, 1);
+    Graph g = CanonicalForm(original);
+    SearchOptions o;
+    o.matcher = &matcher;
+    o.cost = &cost;
+    o.episodes = 2;
+    o.horizon = 20;
+    SearchResult r = MakeSearch("ppo")->Run(g, o);
+    EXPECT_LE(r.final_cost, r.initial_cost + 1e-9) << model;
+    EXPECT_DOUBLE_EQ(r.final_cost, cost.GraphCost(r.graph)) << model;
+    EXPECT_LE(r.applied.size(), 20u) << model;
+    EXPECT_GE(r.graphs_explored, 1) << model;
+    std::vector<at::Tensor> in = RandomInputs(original, 3);
+    EXPECT_LT(RelativeError(Executor(r.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
+  }
+}
+
+TEST(PpoSearch, BadAgentsAreErrors) {
+  Matcher matcher(testing::RulesById({"fb7ae47167c7"}));
+  AnalyticalCostModel cost;
+  SearchOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  Graph g = zoo::Build("squeezenet1_1", 1);
+  o.agent = "/nonexistent/agent.pt";
+  EXPECT_THROW(MakeSearch("ppo")->Run(g, o), Error);
+  o.agent = FindRunfile("agents/zoo_agent.pt");
+  try {
+    MakeSearch("ppo")->Run(g, o);  // trained with all rules, given one
+    ADD_FAILURE() << "no error for an agent of another rule database";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rules"), std::string::npos) << e.what();
+  }
+  o.agent = "";
+  o.horizon = 0;
+  EXPECT_THROW(MakeSearch("ppo")->Run(g, o), Error);
+}
+
+}  // namespace
+}  // namespace rlflow
