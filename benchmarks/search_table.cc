@@ -1,0 +1,76 @@
+// Every search on zoo models, through the optimise pipeline library: taso
+// (budget 1000), greedy, ppo with the checked-in agent, and ppo fine-tuned
+// on the graph first (--train_steps). Per row: cost-model estimate before ->
+// after, search time, rewrites, and the measured end-to-end speedup with its
+// 95% interval. Prints the README's Markdown table.
+//
+//   ./bazelw run //benchmarks:search_table [-- --models=resnet18,squeezenet1_1,resnet50 --train_steps=2048]
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "optimiser/pipeline.h"
+#include "tools/cli/cli.h"
+#include "tools/ort/ort.h"
+
+DEFINE_string(models, "resnet18,squeezenet1_1,resnet50", "comma-separated zoo models");
+DEFINE_int64(train_steps, 2048, "environment steps of fine-tuning for the 'ppo, fine-tuned' rows");
+DEFINE_int32(measure_runs, 10, "pairs of interleaved runs for each verdict");
+DEFINE_string(timing_cache, "", "timing cache shared by all rows (default: a fresh one in a temp dir)");
+
+namespace rlflow {
+namespace {
+
+int Run() {
+  std::string dir = testing::MakeTempDir("search_table_");
+  std::string cache = FLAGS_timing_cache.empty() ? dir + "/timing-cache.txt" : FLAGS_timing_cache;
+  std::printf("| model | search | trained on it | estimate before -> after (ms) | estimated speedup | search (s) | "
+              "rewrites | measured speedup [95%%] | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n");
+  std::stringstream names(FLAGS_models);
+  for (std::string model; std::getline(names, model, ',');) {
+    const bool seen = model == "resnet18" || model == "squeezenet1_1" || model == "inception_v3";
+    struct Row {
+      const char* label;
+      std::string search;
+      int64_t train_steps;
+    };
+    for (const Row& row : {Row{"taso", "taso", 0}, Row{"greedy", "greedy", 0}, Row{"ppo (zoo agent)", "ppo", 0},
+                           Row{"ppo, fine-tuned", "ppo", FLAGS_train_steps}}) {
+      PipelineOptions o;
+      o.model = model + ".onnx";
+      o.output = dir + "/" + model + ".onnx";
+      o.search = row.search;
+      o.train_steps = row.train_steps;
+      o.timing_cache = cache;
+      o.measure_runs = FLAGS_measure_runs;
+      o.force_optimised = true;
+      o.log = [](bool warning, const std::string& line) {
+        if (warning) LOG(WARNING) << line;
+        else LOG(INFO) << line;
+      };
+      PipelineResult r = RunPipeline(o);
+      std::string trained = row.search != "ppo" ? "-" : row.train_steps > 0 ? "yes (fine-tuned)" : seen ? "yes" : "no";
+      char speed[96];
+      if (r.unchanged)
+        std::snprintf(speed, sizeof speed, "1.000x (same graph)");
+      else
+        std::snprintf(speed, sizeof speed, "%.3fx [%.3f, %.3f]", r.verdict.wall.median, r.verdict.wall.lo,
+                      r.verdict.wall.hi);
+      std::printf("| %s | %s | %s | %.2f -> %.2f | %.3fx | %.1f | %zu | %s | %s |\n", model.c_str(), row.label,
+                  trained.c_str(), r.before_estimate, r.after_estimate, r.before_estimate / r.after_estimate,
+                  r.search_s, r.result.applied.size(), speed, r.unchanged ? "unchanged" : r.verdict.OutcomeName().c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rlflow
+
+int main(int argc, char** argv) {
+  return rlflow::cli::Main(argc, argv, "search_table [--models=a,b] [--train_steps=N]", rlflow::Run);
+}
