@@ -83,12 +83,13 @@ const Observation& RewriteEnv::Reset(const Graph& graph) {
   engine_ = std::make_shared<RewriteEngine>(std::move(e));
   state_ = engine_->Start(graph);
   initial_cost_ = state_.cost();
-  initial_ma_ = memory_access_ = MemoryAccess(graph);
+  // Memory access is needed by the combined reward only.
+  initial_ma_ = memory_access_ = o_.reward == RewardKind::kCombined ? MemoryAccess(graph) : 0.0;
   steps_ = 0;
   last_measured_step_ = 0;
   done_ = false;
   if (o_.reward == RewardKind::kEndToEnd) initial_ms_ = last_ms_ = Measure(graph);
-  Observe();
+  Observe(state_, &obs_, &costed_);
   return obs_;
 }
 
@@ -154,27 +155,26 @@ StepResult RewriteEnv::Step(int action) {
     r.info.message = "action " + std::to_string(action) + " is out of range (0.." + std::to_string(n) + ", " +
                      std::to_string(n) + " = stop)";
   } else {
-    // Never throws: anything that fails leaves the state as it was.
-    RewriteState before = state_;
-    std::vector<Candidate> before_costed = costed_;
-    Observation before_obs = obs_;
+    // Never throws: the next state and its observation are built aside and
+    // taken only when all of it succeeded.
     try {
       std::optional<RewriteState> next = state_.Apply(costed_[action]);
       if (!next) {
         r.info.valid = false;
         r.info.message = "rewrite " + engine_->MatchName(costed_[action].match) + " gives no valid graph (a cycle)";
       } else {
+        Observation obs;
+        std::vector<Candidate> costed;
+        Observe(*next, &obs, &costed);
+        const double ma = o_.reward == RewardKind::kCombined ? MemoryAccess(next->graph()) : 0.0;
         r.info.rule = engine_->MatchName(costed_[action].match);
-        state_ = std::move(*next);
-        memory_access_ = MemoryAccess(state_.graph());
-        Observe();
         r.info.message = "applied " + r.info.rule;
+        state_ = std::move(*next);
+        obs_ = std::move(obs);
+        costed_ = std::move(costed);
+        memory_access_ = ma;
       }
     } catch (const std::exception& e) {
-      state_ = std::move(before);
-      costed_ = std::move(before_costed);
-      obs_ = std::move(before_obs);
-      memory_access_ = before_ma;
       r.info.valid = false;
       r.info.message = "rewrite " + engine_->MatchName(costed_[action].match) + " failed: " + e.what();
     }
@@ -211,9 +211,9 @@ int RewriteEnv::FlatAction(int rule_action, int location) const {
   return l[location];
 }
 
-void RewriteEnv::Observe() {
-  const Graph& g = state_.graph();
-  Observation& o = obs_;
+void RewriteEnv::Observe(const RewriteState& state, Observation* out, std::vector<Candidate>* costed) const {
+  const Graph& g = state.graph();
+  Observation& o = *out;
   const int vocab = static_cast<int>(OpVocabulary().size());
   const int nf = NodeFeatureSize();
   const std::map<std::string, int>& index = OpIndex();
@@ -269,13 +269,13 @@ void RewriteEnv::Observe() {
     f[vocab + 3] = out ? 1.0f : 0.0f;
   }
   o.num_edges = static_cast<int>(o.edge_src.size());
-  const double cost = state_.cost();
+  const double cost = state.cost();
   o.global_features = {static_cast<float>(cost / initial_cost_), static_cast<float>(steps_) / o_.horizon,
                        Log1p(initial_cost_)};
 
   // Candidates: the engine's, the cheapest max_candidates estimates kept,
   // in the engine's (match) order.
-  std::vector<Candidate> all = state_.Candidates();
+  std::vector<Candidate> all = state.Candidates();
   o.candidates_total = static_cast<int>(all.size());
   std::vector<size_t> keep(all.size());
   std::iota(keep.begin(), keep.end(), 0);
@@ -284,7 +284,7 @@ void RewriteEnv::Observe() {
     keep.resize(o_.max_candidates);
     std::sort(keep.begin(), keep.end());
   }
-  costed_.clear();
+  costed->clear();
   o.candidates.clear();
   const int rule_actions = 2 * static_cast<int>(matcher_->rules().size());
   o.rule_mask.assign(rule_actions, 0);
@@ -304,7 +304,7 @@ void RewriteEnv::Observe() {
       o.rule_mask[ec.rule_action] = 1;
     }
     o.candidates.push_back(std::move(ec));
-    costed_.push_back(std::move(c));
+    costed->push_back(std::move(c));
   }
 }
 

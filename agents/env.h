@@ -132,7 +132,8 @@ class RewriteEnv {
   const EnvOptions& options() const { return o_; }
 
  private:
-  void Observe();
+  // The observation of `state` and the engine candidates behind it.
+  void Observe(const RewriteState& state, Observation* out, std::vector<Candidate>* costed) const;
   double MemoryAccess(const Graph& g) const;
   double Measure(const Graph& g);
   double Reward(double before_cost, double after_cost, double before_ma, double after_ma);

@@ -14,24 +14,10 @@
 #include "core/graph_builder.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "runtime/table_cost_testing.h"
 
 namespace rlflow::agents {
 namespace {
-
-// Conv: 10 + 0.1 per kernel element; every other op 1.
-class TableCost : public CostModel {
- public:
-  OpCost NodeCost(const Graph& g, NodeId id) override {
-    OpCost c;
-    const Node& n = g.node(id);
-    c.ms = 1.0;
-    if (n.op == "Conv") {
-      const Shape& w = g.value(n.inputs[1]).type.shape;
-      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
-    }
-    return c;
-  }
-};
 
 // Two conv -> *S -> +T -> Relu blocks (batch norms in inference form), a
 // parallel 3x3 conv of the input, and a Concat.
@@ -50,9 +36,8 @@ Graph Model() {
 }
 
 struct Fixture {
-  Matcher matcher{std::vector<rules::Rule>(testing::DefaultRules().rules().begin(),
-                                           testing::DefaultRules().rules().end())};
-  TableCost cost;
+  Matcher matcher{testing::AllRules()};
+  testing::TableCost cost;
 };
 
 Fixture& F() {

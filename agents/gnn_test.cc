@@ -13,18 +13,10 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "rules/testing.h"
+#include "runtime/table_cost_testing.h"
 
 namespace rlflow::agents {
 namespace {
-
-class UnitCost : public CostModel {
- public:
-  OpCost NodeCost(const Graph& g, NodeId id) override {
-    OpCost c;
-    c.ms = g.node(id).op == "Conv" ? 10.0 : 1.0;
-    return c;
-  }
-};
 
 Graph Model(int blocks) {
   GraphBuilder b(7);
@@ -45,9 +37,8 @@ Graph Model(int blocks) {
 }
 
 struct Fixture {
-  Matcher matcher{std::vector<rules::Rule>(testing::DefaultRules().rules().begin(),
-                                           testing::DefaultRules().rules().end())};
-  UnitCost cost;
+  Matcher matcher{testing::AllRules()};
+  testing::TableCost cost{0.0};
   int rule_actions() const { return 2 * static_cast<int>(matcher.rules().size()); }
 };
 Fixture& F() {

@@ -18,7 +18,7 @@ namespace {
 
 TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
   ASSERT_FALSE(FindRunfile("agents/zoo_agent.pt").empty()) << "agents/zoo_agent.pt is not checked in";
-  Matcher matcher(std::vector<rules::Rule>(testing::DefaultRules().rules().begin(), testing::DefaultRules().rules().end()));
+  Matcher matcher(testing::AllRules());
   AnalyticalCostModel analytical;
   BatchNormAwareCost cost(&analytical);
   for (const char* model : {"squeezenet1_1", "resnet50"}) {

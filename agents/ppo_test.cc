@@ -10,6 +10,7 @@
 
 #include "core/graph_builder.h"
 #include "rules/testing.h"
+#include "runtime/table_cost_testing.h"
 
 namespace rlflow::agents {
 namespace {
@@ -56,15 +57,6 @@ TEST(Ppo, GaeFollowsItsDefinition) {
   }
 }
 
-class UnitCost : public CostModel {
- public:
-  OpCost NodeCost(const Graph& g, NodeId id) override {
-    OpCost c;
-    c.ms = g.node(id).op == "Conv" ? 10.0 : 1.0;
-    return c;
-  }
-};
-
 Graph Model() {
   GraphBuilder b(7);
   ValueId x = b.Input("x", {1, 4, 6, 6});
@@ -75,9 +67,8 @@ Graph Model() {
 }
 
 struct Setup {
-  Matcher matcher{std::vector<rules::Rule>(testing::DefaultRules().rules().begin(),
-                                           testing::DefaultRules().rules().end())};
-  UnitCost cost;
+  Matcher matcher{testing::AllRules()};
+  testing::TableCost cost{0.0};
 };
 Setup& S() {
   static Setup* s = new Setup();
@@ -146,20 +137,6 @@ TEST(Ppo, ASeedReproducesTheRun) {
 // enlarging the 1x1 conv to 3x3 costs more (21 -> 21.8), after which the two
 // merge into one conv + Split (11.9). Greedy never takes the first step; the
 // trained policy must.
-class TableCost : public CostModel {
- public:
-  OpCost NodeCost(const Graph& g, NodeId id) override {
-    OpCost c;
-    const Node& n = g.node(id);
-    c.ms = 1.0;
-    if (n.op == "Conv") {
-      const Shape& w = g.value(n.inputs[1]).type.shape;
-      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
-    }
-    return c;
-  }
-};
-
 TEST(Ppo, LearnsTheSequenceGreedyMisses) {
   GraphBuilder b(11);
   ValueId x = b.Input("x", {1, 4, 6, 6});
@@ -167,7 +144,7 @@ TEST(Ppo, LearnsTheSequenceGreedyMisses) {
   ValueId c = b.Op("Conv", {x, b.Weight("w3", {4, 4, 3, 3}, 0.5f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
   Graph g = b.Build({a, c});
   Matcher m(testing::RulesById({"ef1d9f385d5a", "d1b546e55a9f", "fb7ae47167c7"}));  // enlarge, merge, scale fold
-  TableCost cost;
+  testing::TableCost cost;
   EnvOptions eo;
   eo.horizon = 3;
   RewriteEnv env(&m, &cost, eo);

@@ -11,24 +11,10 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "rules/testing.h"
+#include "runtime/table_cost_testing.h"
 
 namespace rlflow {
 namespace {
-
-// Conv: 10 + 0.1 per kernel element; every other runtime op 1.
-class TableCost : public CostModel {
- public:
-  OpCost NodeCost(const Graph& g, NodeId id) override {
-    OpCost c;
-    const Node& n = g.node(id);
-    c.ms = 1.0;
-    if (n.op == "Conv") {
-      const Shape& w = g.value(n.inputs[1]).type.shape;
-      c.ms = 10.0 + 0.1 * static_cast<double>(w[2] * w[3]);
-    }
-    return c;
-  }
-};
 
 // x -> Conv 1x1 -> *S -> +T -> Relu, and a parallel 3x3 conv of x.
 Graph Model() {
@@ -43,10 +29,18 @@ Graph Model() {
   return b.Build({y, z});
 }
 
-std::vector<rules::Rule> AllRules() {
-  const rules::RuleDatabase& db = testing::DefaultRules();
-  return {db.rules().begin(), db.rules().end()};
-}
+// The whole database and the table cost model.
+struct Fixture {
+  Matcher matcher{testing::AllRules()};
+  testing::TableCost cost;
+  RewriteEngine Engine(int64_t max_nodes = 0) {
+    EngineOptions o;
+    o.matcher = &matcher;
+    o.cost = &cost;
+    o.max_nodes = max_nodes;
+    return RewriteEngine(o);
+  }
+};
 
 std::string Key(const Match& m) {
   std::string k = std::to_string(m.rule) + (m.reverse ? "<" : ">");
@@ -56,12 +50,8 @@ std::string Key(const Match& m) {
 }
 
 TEST(Engine, EstimatesAreTheAppliedGraphsCost) {
-  Matcher matcher(AllRules());
-  TableCost cost;
-  EngineOptions o;
-  o.matcher = &matcher;
-  o.cost = &cost;
-  RewriteEngine engine(o);
+  Fixture f;
+  RewriteEngine engine = f.Engine();
   RewriteState start = engine.Start(Model());
   EXPECT_DOUBLE_EQ(start.cost(), 10.1 + 10.9 + 3);
   std::vector<Candidate> candidates = start.Candidates();
@@ -75,7 +65,7 @@ TEST(Engine, EstimatesAreTheAppliedGraphsCost) {
     if (!next) continue;
     ++applied;
     EXPECT_LE(next->cost(), c.cost + 1e-9) << engine.MatchName(c.match);
-    EXPECT_DOUBLE_EQ(next->cost(), cost.GraphCost(next->graph()));
+    EXPECT_DOUBLE_EQ(next->cost(), f.cost.GraphCost(next->graph()));
     EXPECT_EQ(next->steps(), 1);
     EXPECT_EQ(next->Applied(), std::vector<std::string>{engine.MatchName(c.match)});
     // The same candidate, costed alone.
@@ -91,12 +81,8 @@ TEST(Engine, EstimatesAreTheAppliedGraphsCost) {
 }
 
 TEST(Engine, IncrementalMatchesAreFindAll) {
-  Matcher matcher(AllRules());
-  TableCost cost;
-  EngineOptions o;
-  o.matcher = &matcher;
-  o.cost = &cost;
-  RewriteEngine engine(o);
+  Fixture f;
+  RewriteEngine engine = f.Engine();
   RewriteState s = engine.Start(Model());
   // Three steps, each the cheapest candidate, comparing the matches found
   // incrementally with a fresh search of the whole graph.
@@ -109,7 +95,7 @@ TEST(Engine, IncrementalMatchesAreFindAll) {
     std::optional<RewriteState> next = s.Apply(c[best]);
     ASSERT_TRUE(next.has_value());
     s = *next;
-    std::vector<Match> incremental = s.Matches(), fresh = matcher.FindAll(s.graph());
+    std::vector<Match> incremental = s.Matches(), fresh = f.matcher.FindAll(s.graph());
     ASSERT_EQ(incremental.size(), fresh.size()) << step;
     for (size_t i = 0; i < fresh.size(); ++i) EXPECT_EQ(Key(incremental[i]), Key(fresh[i])) << step;
   }
@@ -118,12 +104,8 @@ TEST(Engine, IncrementalMatchesAreFindAll) {
 }
 
 TEST(Engine, ForksAreIndependent) {
-  Matcher matcher(AllRules());
-  TableCost cost;
-  EngineOptions o;
-  o.matcher = &matcher;
-  o.cost = &cost;
-  RewriteEngine engine(o);
+  Fixture f;
+  RewriteEngine engine = f.Engine();
   RewriteState a = engine.Start(Model());
   uint64_t hash = a.StructuralHash();
   double a_cost = a.cost();
@@ -146,16 +128,11 @@ TEST(Engine, ForksAreIndependent) {
 }
 
 TEST(Engine, GrowthLimitAndRequiredParts) {
-  Matcher matcher(AllRules());
-  TableCost cost;
-  EngineOptions o;
-  o.matcher = &matcher;
-  o.cost = &cost;
-  RewriteEngine unlimited(o);
+  Fixture f;
+  RewriteEngine unlimited = f.Engine();
   Graph g = Model();
   size_t all = unlimited.Start(g).Candidates().size();
-  o.max_nodes = g.num_nodes();  // no rewrite may add a node
-  RewriteEngine limited(o);
+  RewriteEngine limited = f.Engine(g.num_nodes());  // no rewrite may add a node
   std::vector<Candidate> c = limited.Start(g).Candidates();
   EXPECT_LT(c.size(), all);
   for (const Candidate& k : c) {
@@ -166,7 +143,7 @@ TEST(Engine, GrowthLimitAndRequiredParts) {
   }
   EngineOptions none;
   EXPECT_THROW(RewriteEngine{none}, Error);
-  none.matcher = &matcher;
+  none.matcher = &f.matcher;
   EXPECT_THROW(RewriteEngine{none}, Error);
 }
 

@@ -13,6 +13,8 @@ const rules::RuleDatabase& DefaultRules() {
   return db;
 }
 
+std::vector<rules::Rule> AllRules() { return {DefaultRules().rules().begin(), DefaultRules().rules().end()}; }
+
 std::vector<rules::Rule> RulesById(const std::vector<std::string>& ids) {
   std::vector<rules::Rule> out;
   for (const auto& id : ids) out.push_back(RuleById(id));

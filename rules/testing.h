@@ -11,6 +11,8 @@ namespace rlflow::testing {
 std::string DefaultRulesPath();
 // The database, loaded once.
 const rules::RuleDatabase& DefaultRules();
+// Every rule of the database, in order (what a Matcher takes).
+std::vector<rules::Rule> AllRules();
 // Rules by id (a test failure for an id not in the database).
 std::vector<rules::Rule> RulesById(const std::vector<std::string>& ids);
 rules::Rule RuleById(const std::string& id);

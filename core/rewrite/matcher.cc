@@ -352,28 +352,53 @@ static_assert(kParallelRadius <= kRegionRadius, "incremental matching needs the 
 // Nodes within `radius` steps of `from` along data edges and between readers
 // of one value (the adjacency of FindAllAfter's region), `from` included,
 // sorted.
-std::vector<NodeId> Neighbourhood(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers,
-                                  NodeId from, int radius) {
+using Consumers = std::vector<std::vector<std::pair<NodeId, int>>>;
+
+// Calls `visit` with every neighbour of node `n`: the producers of its
+// inputs, the other readers of its inputs, the readers of its outputs. The
+// relation is symmetric; Neighbourhood and the incremental-matching regions
+// both use it (FindAllAfter's bounds rely on that).
+template <class Visit>
+void ForEachNeighbour(const Graph& g, const Consumers& consumers, NodeId n, Visit&& visit) {
+  for (ValueId in : g.node(n).inputs) {
+    if (in == kNoValue) continue;
+    visit(g.value(in).producer);
+    for (auto [c, idx] : consumers[in]) visit(c);
+  }
+  for (ValueId o : g.node(n).outputs)
+    for (auto [c, idx] : consumers[o]) visit(c);
+}
+
+// Marks in `in` every node within `radius` neighbour steps of `frontier`
+// (nodes already marked are not expanded again).
+void GrowRegion(const Graph& g, const Consumers& consumers, std::vector<NodeId> frontier, int radius,
+                std::vector<char>* in) {
+  for (int step = 0; step < radius && !frontier.empty(); ++step) {
+    std::vector<NodeId> next;
+    for (NodeId n : frontier)
+      ForEachNeighbour(g, consumers, n, [&](NodeId m) {
+        if (m != kNoNode && !(*in)[m]) {
+          (*in)[m] = 1;
+          next.push_back(m);
+        }
+      });
+    frontier = std::move(next);
+  }
+}
+
+std::vector<NodeId> Neighbourhood(const Graph& g, const Consumers& consumers, NodeId from, int radius) {
   std::vector<NodeId> out{from};
   std::unordered_set<NodeId> seen{from};
   std::vector<NodeId> frontier{from};
   for (int step = 0; step < radius && !frontier.empty(); ++step) {
     std::vector<NodeId> next;
-    auto visit = [&](NodeId n) {
-      if (n != kNoNode && seen.insert(n).second) {
-        out.push_back(n);
-        next.push_back(n);
-      }
-    };
-    for (NodeId n : frontier) {
-      for (ValueId in : g.node(n).inputs) {
-        if (in == kNoValue) continue;
-        visit(g.value(in).producer);
-        for (auto [c, idx] : consumers[in]) visit(c);
-      }
-      for (ValueId o : g.node(n).outputs)
-        for (auto [c, idx] : consumers[o]) visit(c);
-    }
+    for (NodeId n : frontier)
+      ForEachNeighbour(g, consumers, n, [&](NodeId m) {
+        if (m != kNoNode && seen.insert(m).second) {
+          out.push_back(m);
+          next.push_back(m);
+        }
+      });
     frontier = std::move(next);
   }
   std::sort(out.begin(), out.end());
@@ -648,7 +673,6 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
   // The region: nodes within a few steps of a changed node (along data
   // edges, and between readers of one value). A match anchored outside it
   // touches nothing that changed, so it is the parent's match, renumbered.
-  constexpr int kRadius = kRegionRadius;
   std::vector<char> region(g.num_nodes(), 0);
   std::vector<NodeId> frontier;
   for (NodeId n : info.changed)
@@ -656,25 +680,7 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
       region[n] = 1;
       frontier.push_back(n);
     }
-  for (int step = 0; step < kRadius && !frontier.empty(); ++step) {
-    std::vector<NodeId> next;
-    auto visit = [&](NodeId n) {
-      if (n != kNoNode && !region[n]) {
-        region[n] = 1;
-        next.push_back(n);
-      }
-    };
-    for (NodeId n : frontier) {
-      for (ValueId in : g.node(n).inputs) {
-        if (in == kNoValue) continue;
-        visit(g.value(in).producer);
-        for (auto [c, idx] : index.consumers[in]) visit(c);
-      }
-      for (ValueId o : g.node(n).outputs)
-        for (auto [c, idx] : index.consumers[o]) visit(c);
-    }
-    frontier = std::move(next);
-  }
+  GrowRegion(g, index.consumers, std::move(frontier), kRegionRadius, &region);
   // Connected patterns: parent matches anchored outside the region are kept,
   // those anchored inside found again. Patterns of two unconnected parts
   // (at most two outputs, by construction of the generator): parent matches
@@ -721,25 +727,7 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
     std::vector<NodeId> ring;
     for (NodeId n = 0; n < g.num_nodes(); ++n)
       if (region[n]) ring.push_back(n);
-    for (int step = 0; step < kParallelRadius && !ring.empty(); ++step) {
-      std::vector<NodeId> next;
-      auto visit = [&](NodeId n) {
-        if (n != kNoNode && !near[n]) {
-          near[n] = 1;
-          next.push_back(n);
-        }
-      };
-      for (NodeId n : ring) {
-        for (ValueId in : g.node(n).inputs) {
-          if (in == kNoValue) continue;
-          visit(g.value(in).producer);
-          for (auto [c, idx] : index.consumers[in]) visit(c);
-        }
-        for (ValueId o : g.node(n).outputs)
-          for (auto [c, idx] : index.consumers[o]) visit(c);
-      }
-      ring = std::move(next);
-    }
+    GrowRegion(g, index.consumers, std::move(ring), kParallelRadius, &near);
   }
   for (size_t op = 0; op < anchor_ops_.size(); ++op) {
     auto nodes = index.by_op.find(anchor_ops_[op]);
