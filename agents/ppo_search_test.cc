@@ -29,13 +29,27 @@ TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
     o.cost = &cost;
     o.episodes = 2;
     o.horizon = 20;
+    o.greedy_finish = false;  // the agent alone: at most one horizon of rewrites
     SearchResult r = MakeSearch("ppo")->Run(g, o);
     EXPECT_LE(r.final_cost, r.initial_cost + 1e-9) << model;
     EXPECT_DOUBLE_EQ(r.final_cost, cost.GraphCost(r.graph)) << model;
     EXPECT_LE(r.applied.size(), 20u) << model;
+    EXPECT_EQ(r.finish_applied, 0) << model;
     EXPECT_GE(r.graphs_explored, 1) << model;
     std::vector<at::Tensor> in = RandomInputs(original, 3);
     EXPECT_LT(RelativeError(Executor(r.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
+
+    // With the greedy finish, no improving rewrite is left: the result is a
+    // local optimum (greedy from it applies nothing) and no worse than the
+    // agent alone.
+    o.greedy_finish = true;
+    SearchResult f = MakeSearch("ppo")->Run(g, o);
+    EXPECT_LE(f.final_cost, r.final_cost + 1e-9) << model;
+    EXPECT_NEAR(f.final_cost, cost.GraphCost(f.graph), 1e-9 * f.final_cost) << model;
+    EXPECT_EQ(f.applied.size(), r.applied.size() + static_cast<size_t>(f.finish_applied)) << model;
+    SearchResult again = MakeSearch("greedy")->Run(f.graph, o);
+    EXPECT_TRUE(again.applied.empty()) << model << ": greedy still improves the finished graph";
+    EXPECT_LT(RelativeError(Executor(f.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
   }
 }
 

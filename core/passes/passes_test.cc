@@ -1,0 +1,371 @@
+// Every builtin pass: on a small graph made for it, it fires, does what its
+// name says (the op counts it must change) and keeps the outputs; a
+// registered pass without such a case fails the test. On every zoo model
+// (zoo_passes_test), every pass keeps the outputs within 1e-5 and the
+// interface (input and output names and types).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "core/passes/pass.h"
+#include "runtime/executor.h"
+
+namespace rlflow {
+namespace {
+
+double MaxDiff(const Graph& a, const Graph& b, uint64_t seed = 9) {
+  std::vector<at::Tensor> in = RandomInputs(a, seed);
+  std::vector<at::Tensor> x = Executor(a).Run(in), y = Executor(b).Run(in);
+  double worst = 0;
+  for (size_t k = 0; k < x.size(); ++k) worst = std::max(worst, RelativeError(y[k], x[k]));
+  return worst;
+}
+
+int Count(const Graph& g, const std::string& op) {
+  auto c = g.OpCounts();
+  return c.count(op) ? c.at(op) : 0;
+}
+
+TensorData Floats(const Shape& shape, float value) {
+  return TensorData::FromFloat(std::vector<float>(static_cast<size_t>(NumElements(shape)), value), shape);
+}
+
+struct Case {
+  std::function<Graph()> build;
+  // Expected op counts after the pass (only the listed ops are checked).
+  std::map<std::string, int> after;
+};
+
+std::map<std::string, Case> Cases() {
+  std::map<std::string, Case> c;
+  auto conv = [](GraphBuilder& b, ValueId x, int oc, bool bias, int ic = 4) {
+    ValueId w = b.Weight(b.Fresh("w"), {oc, ic, 3, 3}, 0.2f);
+    std::vector<ValueId> in = {x, w};
+    if (bias) in.push_back(b.Weight(b.Fresh("b"), {oc}, 0.1f));
+    return b.Op("Conv", in, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  };
+  c["dce"] = {[] {
+                GraphBuilder b(1);
+                ValueId x = b.Input("x", {2, 3});
+                b.Op("Sigmoid", {x});  // read by nothing
+                return b.Build({b.Op("Relu", {x})});
+              },
+              {{"Sigmoid", 0}, {"Relu", 1}}};
+  c["cse"] = {[] {
+                GraphBuilder b(1);
+                ValueId x = b.Input("x", {2, 3});
+                return b.Build({b.Op("Add", {b.Op("Relu", {x}), b.Op("Relu", {x})})});
+              },
+              {{"Relu", 1}, {"Add", 1}}};
+  c["dedup_initializers"] = {[] {
+                               GraphBuilder b(1);
+                               ValueId x = b.Input("x", {2, 3});
+                               ValueId s1 = b.Const(Floats({3}, 2.0f)), s2 = b.Const(Floats({3}, 2.0f));
+                               return b.Build({b.Op("Mul", {b.Op("Mul", {x, s1}), s2})});
+                             },
+                             {{"Mul", 2}}};
+  c["remove_identity"] = {[] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {2, 3});
+                            return b.Build({b.Op("Identity", {b.Op("Relu", {x})})});
+                          },
+                          {{"Identity", 0}, {"Relu", 1}}};
+  c["remove_dropout"] = {[] {
+                           GraphBuilder b(1);
+                           ValueId x = b.Input("x", {2, 3});
+                           return b.Build({b.Op("Relu", {b.Op("Dropout", {x})})});
+                         },
+                         {{"Dropout", 0}}};
+  c["remove_nop_cast"] = {[] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {2, 3});
+                            return b.Build({b.Op("Relu", {b.Op("Cast", {x}, {{"to", Attribute::Int(1)}})})});
+                          },
+                          {{"Cast", 0}}};
+  c["remove_nop_pad"] = {[] {
+                           GraphBuilder b(1);
+                           ValueId x = b.Input("x", {2, 3});
+                           return b.Build({b.Op("Relu", {b.Op("Pad", {x, b.ConstInts({0, 0, 0, 0})})})});
+                         },
+                         {{"Pad", 0}}};
+  c["remove_nop_slice"] = {[] {
+                             GraphBuilder b(1);
+                             ValueId x = b.Input("x", {2, 3});
+                             ValueId s = b.Op("Slice", {x, b.ConstInts({0}), b.ConstInts({100}), b.ConstInts({1})});
+                             return b.Build({b.Op("Relu", {s})});
+                           },
+                           {{"Slice", 0}}};
+  c["remove_nop_expand"] = {[] {
+                              GraphBuilder b(1);
+                              ValueId x = b.Input("x", {2, 3});
+                              return b.Build({b.Op("Relu", {b.Op("Expand", {x, b.ConstInts({2, 3})})})});
+                            },
+                            {{"Expand", 0}}};
+  c["remove_single_input_concat"] = {[] {
+                                       GraphBuilder b(1);
+                                       ValueId x = b.Input("x", {2, 3});
+                                       ValueId y = b.Op("Concat", {b.Op("Relu", {x})}, {{"axis", Attribute::Int(0)}});
+                                       return b.Build({y});
+                                     },
+                                     {{"Concat", 0}}};
+  c["fold_constants"] = {[] {
+                           GraphBuilder b(1);
+                           ValueId x = b.Input("x", {2, 3});
+                           ValueId w = b.Op("Add", {b.Weight("a", {3}, 1.0f), b.Weight("c", {3}, 1.0f)});
+                           return b.Build({b.Op("Mul", {x, w})});
+                         },
+                         {{"Add", 0}, {"Mul", 1}}};
+  auto bn = [](GraphBuilder& b, ValueId x, int c) {
+    return b.Op("BatchNormalization", {x, b.Uniform(b.Fresh("g"), {c}, 0.5f, 1.5f), b.Weight(b.Fresh("be"), {c}, 0.3f),
+                                       b.Weight(b.Fresh("m"), {c}, 0.3f), b.Uniform(b.Fresh("v"), {c}, 0.5f, 2.0f)});
+  };
+  c["lower_batchnorm"] = {[bn] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {1, 4, 5, 5});
+                            return b.Build({bn(b, x, 4)});
+                          },
+                          {{"BatchNormalization", 0}, {"Mul", 1}, {"Add", 1}}};
+  c["raise_batchnorm"] = {[] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {1, 4, 5, 5});
+                            ValueId y = b.Op("Mul", {x, b.Weight("s", {4, 1, 1}, 1.0f)});
+                            return b.Build({b.Op("Add", {y, b.Weight("t", {4, 1, 1}, 1.0f)})});
+                          },
+                          {{"BatchNormalization", 1}, {"Mul", 0}, {"Add", 0}}};
+  c["remove_mul_one"] = {[] {
+                           GraphBuilder b(1);
+                           ValueId x = b.Input("x", {2, 3});
+                           ValueId y = b.Op("Mul", {b.Const(Floats({3}, 1.0f)), b.Op("Relu", {x})});
+                           return b.Build({b.Op("Div", {y, b.Const(Floats({}, 1.0f))})});
+                         },
+                         {{"Mul", 0}, {"Div", 0}}};
+  c["remove_add_zero"] = {[] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {2, 3});
+                            ValueId y = b.Op("Add", {b.Op("Relu", {x}), b.Const(Floats({1, 3}, 0.0f))});
+                            return b.Build({b.Op("Sub", {y, b.Const(Floats({}, 0.0f))})});
+                          },
+                          {{"Add", 0}, {"Sub", 0}}};
+  c["combine_constant_chains"] = {[] {
+                                    GraphBuilder b(1);
+                                    ValueId x = b.Input("x", {2, 3});
+                                    ValueId y = b.Op("Add", {b.Weight("a", {3}, 1.0f), x});
+                                    ValueId z = b.Op("Add", {y, b.Weight("c", {2, 1}, 1.0f)});
+                                    ValueId m = b.Op("Mul", {b.Op("Mul", {z, b.Weight("d", {3}, 1.0f)}), b.Weight("e", {3}, 1.0f)});
+                                    return b.Build({m});
+                                  },
+                                  {{"Add", 1}, {"Mul", 1}}};
+  c["transpose_transpose"] = {[] {
+                                GraphBuilder b(1);
+                                ValueId x = b.Input("x", {2, 3, 4});
+                                ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
+                                ValueId u = b.Op("Transpose", {t}, {{"perm", Attribute::Ints({0, 2, 1})}});
+                                ValueId v = b.Op("Transpose", {b.Op("Relu", {u})}, {{"perm", Attribute::Ints({1, 0, 2})}});
+                                ValueId w = b.Op("Transpose", {v}, {{"perm", Attribute::Ints({0, 2, 1})}});
+                                return b.Build({w});
+                              },
+                              {{"Transpose", 1}}};
+  c["remove_nop_transpose"] = {[] {
+                                 GraphBuilder b(1);
+                                 ValueId x = b.Input("x", {2, 3});
+                                 ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 1})}});
+                                 return b.Build({b.Op("Relu", {t})});
+                               },
+                               {{"Transpose", 0}}};
+  c["reshape_reshape"] = {[] {
+                            GraphBuilder b(1);
+                            ValueId x = b.Input("x", {2, 3, 4});
+                            ValueId r = b.Op("Reshape", {x, b.ConstInts({6, 4})});
+                            return b.Build({b.Op("Reshape", {r, b.ConstInts({4, 6})})});
+                          },
+                          {{"Reshape", 1}}};
+  c["remove_nop_reshape"] = {[] {
+                               GraphBuilder b(1);
+                               ValueId x = b.Input("x", {2, 3});
+                               return b.Build({b.Op("Relu", {b.Op("Reshape", {x, b.ConstInts({2, -1})})})});
+                             },
+                             {{"Reshape", 0}}};
+  c["squeeze_unsqueeze"] = {[] {
+                              GraphBuilder b(1);
+                              ValueId x = b.Input("x", {2, 3});
+                              ValueId u = b.Op("Unsqueeze", {x, b.ConstInts({0})});
+                              return b.Build({b.Op("Relu", {b.Op("Squeeze", {u, b.ConstInts({0})})})});
+                            },
+                            {{"Squeeze", 0}, {"Unsqueeze", 0}}};
+  c["concat_split"] = {[] {
+                         GraphBuilder b(1);
+                         ValueId x = b.Input("x", {2, 3});
+                         ValueId y = b.Input("y", {2, 5});
+                         ValueId cat = b.Op("Concat", {b.Op("Relu", {x}), b.Op("Sigmoid", {y})}, {{"axis", Attribute::Int(1)}});
+                         auto parts = b.OpN("Split", {cat, b.ConstInts({3, 5})}, 2, {{"axis", Attribute::Int(-1)}});
+                         return b.Build({b.Op("Neg", {parts[0]}), b.Op("Neg", {parts[1]})});
+                       },
+                       {{"Concat", 0}, {"Split", 0}}};
+  c["idempotent_unary"] = {[] {
+                             GraphBuilder b(1);
+                             ValueId x = b.Input("x", {2, 3});
+                             return b.Build({b.Op("Relu", {b.Op("Relu", {b.Op("Abs", {b.Op("Abs", {x})})})})});
+                           },
+                           {{"Relu", 1}, {"Abs", 1}}};
+  c["neg_neg"] = {[] {
+                    GraphBuilder b(1);
+                    ValueId x = b.Input("x", {2, 3});
+                    return b.Build({b.Op("Neg", {b.Op("Neg", {b.Op("Relu", {x})})})});
+                  },
+                  {{"Neg", 0}}};
+  c["fold_batchnorm_into_conv"] = {[conv, bn] {
+                                     GraphBuilder b(1);
+                                     ValueId x = b.Input("x", {1, 4, 6, 6});
+                                     ValueId y = bn(b, conv(b, x, 8, false), 8);
+                                     ValueId z = bn(b, conv(b, b.Op("Relu", {y}), 4, true, 8), 4);
+                                     return b.Build({z});
+                                   },
+                                   {{"BatchNormalization", 0}, {"Conv", 2}}};
+  c["fold_mul_into_conv"] = {[conv] {
+                               GraphBuilder b(1);
+                               ValueId x = b.Input("x", {1, 4, 6, 6});
+                               ValueId y = b.Op("Mul", {conv(b, x, 8, true), b.Weight("s", {8, 1, 1}, 1.0f)});
+                               ValueId z = b.Op("Mul", {b.ConstFloat(0.5f), conv(b, b.Op("Relu", {y}), 4, false, 8)});
+                               return b.Build({z});
+                             },
+                             {{"Mul", 0}, {"Conv", 2}}};
+  c["fold_add_into_conv"] = {[conv] {
+                               GraphBuilder b(1);
+                               ValueId x = b.Input("x", {1, 4, 6, 6});
+                               ValueId y = b.Op("Add", {conv(b, x, 8, false), b.Weight("t", {1, 8, 1, 1}, 1.0f)});
+                               return b.Build({b.Op("Relu", {y})});
+                             },
+                             {{"Add", 0}, {"Conv", 1}}};
+  c["matmul_add_to_gemm"] = {[] {
+                               GraphBuilder b(1);
+                               ValueId x = b.Input("x", {2, 3});
+                               ValueId y = b.Op("MatMul", {x, b.Weight("w", {3, 4}, 1.0f)});
+                               return b.Build({b.Op("Add", {b.Weight("bias", {4}, 1.0f), y})});
+                             },
+                             {{"MatMul", 0}, {"Add", 0}, {"Gemm", 1}}};
+  c["transpose_into_gemm"] = {[] {
+                                GraphBuilder b(1);
+                                ValueId x = b.Input("x", {3, 2});
+                                ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({1, 0})}});
+                                ValueId y = b.Op("MatMul", {t, b.Weight("w", {3, 4}, 1.0f)});
+                                ValueId w2 = b.Op("Transpose", {b.Weight("w2", {5, 4}, 1.0f)});
+                                return b.Build({b.Op("Gemm", {y, w2})});
+                              },
+                              {{"Transpose", 0}, {"MatMul", 0}, {"Gemm", 2}}};
+  c["merge_parallel_convs"] = {[conv] {
+                                 GraphBuilder b(1);
+                                 ValueId x = b.Input("x", {1, 4, 6, 6});
+                                 ValueId a = conv(b, x, 8, true), c2 = conv(b, x, 5, false);
+                                 return b.Build({b.Op("Relu", {a}), b.Op("Sigmoid", {c2})});
+                               },
+                               {{"Conv", 1}, {"Split", 1}}};
+  c["merge_parallel_matmuls"] = {[] {
+                                   GraphBuilder b(1);
+                                   ValueId x = b.Input("x", {2, 7, 3});
+                                   ValueId a = b.Op("MatMul", {x, b.Weight("wa", {3, 4}, 1.0f)});
+                                   ValueId c2 = b.Op("MatMul", {x, b.Weight("wb", {3, 6}, 1.0f)});
+                                   ValueId d = b.Op("MatMul", {x, b.Weight("wc", {3, 2}, 1.0f)});
+                                   return b.Build({b.Op("Relu", {a}), b.Op("Relu", {c2}), b.Op("Relu", {d})});
+                                 },
+                                 {{"MatMul", 1}, {"Split", 1}}};
+  return c;
+}
+
+std::vector<std::string> Names(const Graph& g, const std::vector<ValueId>& values) {
+  std::vector<std::string> out;
+  for (ValueId v : values) out.push_back(g.value(v).name + " " + g.value(v).type.ToString());
+  return out;
+}
+
+TEST(Passes, EveryBuiltinPassDoesWhatItsNameSays) {
+  const std::map<std::string, Case> cases = Cases();
+  const PassRegistry& reg = PassRegistry::Builtin();
+  ASSERT_GE(reg.passes().size(), 30u);
+  for (const PassInfo& p : reg.passes()) {
+    SCOPED_TRACE(p.name);
+    EXPECT_FALSE(p.description.empty());
+    auto it = cases.find(p.name);
+    ASSERT_NE(it, cases.end()) << "pass '" << p.name << "' has no case in passes_test.cc";
+    Graph before = it->second.build();
+    Graph after = before;
+    EXPECT_TRUE(reg.Make(p.name)->Run(after)) << "the pass did not fire";
+    after.Validate();
+    for (const auto& [op, n] : it->second.after) EXPECT_EQ(Count(after, op), n) << op;
+    EXPECT_LT(MaxDiff(before, after), 1e-5);
+    EXPECT_EQ(Names(after, after.inputs()), Names(before, before.inputs()));
+    EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
+    // Run again: nothing of its kind is left (a second run may still fire
+    // where the first created new opportunities, but must then converge).
+    Graph again = after;
+    bool changed = true;
+    for (int k = 0; k < 3 && changed; ++k) changed = reg.Make(p.name)->Run(again);
+    EXPECT_FALSE(changed) << "the pass does not converge";
+  }
+  for (const auto& [name, c] : cases) EXPECT_TRUE(reg.Has(name)) << "a case for an unregistered pass: " << name;
+}
+
+TEST(Passes, GraphOutputsKeepTheirNames) {
+  // Identity between a graph input and a graph output cannot go: the output
+  // would lose its name.
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  Graph g = b.Build({b.Op("Identity", {x}, {}, "id")});
+  std::string name = g.value(g.outputs()[0]).name;
+  EXPECT_FALSE(PassRegistry::Builtin().Make("remove_identity")->Run(g));
+  EXPECT_EQ(g.value(g.outputs()[0]).name, name);
+  // After a node, the node's output takes the name.
+  GraphBuilder b2(1);
+  ValueId x2 = b2.Input("x", {2, 3});
+  Graph g2 = b2.Build({b2.Op("Identity", {b2.Op("Relu", {x2})}, {}, "id")});
+  std::string name2 = g2.value(g2.outputs()[0]).name;
+  EXPECT_TRUE(PassRegistry::Builtin().Make("remove_identity")->Run(g2));
+  EXPECT_EQ(g2.value(g2.outputs()[0]).name, name2);
+  EXPECT_EQ(Count(g2, "Identity"), 0);
+}
+
+TEST(Passes, RewritesNeverCrossOpaqueNodes) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  ValueId r = b.Op("Relu", {x});
+  Graph g = b.Build({b.Op("Relu", {b.Op("Relu", {r})})});
+  // Make the middle Relu opaque: idempotent_unary may not merge through it.
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).inputs[0] == g.node(0).outputs[0]) g.mutable_node(id).opaque_proto = std::make_shared<const std::string>("x");
+  PassRegistry::Builtin().Make("idempotent_unary")->Run(g);
+  EXPECT_EQ(Count(g, "Relu"), 3);
+}
+
+TEST(Passes, PipelineRunsInOrderAndToAFixedPoint) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  // Identity hides a Neg pair: one round of (neg_neg, remove_identity) is
+  // not enough, a second round is.
+  ValueId y = b.Op("Neg", {b.Op("Identity", {b.Op("Neg", {b.Op("Relu", {x})})})});
+  Graph g = b.Build({b.Op("Sigmoid", {y})});
+  Graph once = g;
+  PassRunResult r1 = RunPasses(PassRegistry::Builtin(), {"neg_neg", "remove_identity"}, once);
+  EXPECT_EQ(r1.rounds, 1);
+  EXPECT_EQ(Count(once, "Neg"), 2);
+  Graph fixed = g;
+  std::vector<std::string> log;
+  PassRunOptions o;
+  o.fixed_point = true;
+  o.after_pass = [&](const std::string& name, bool changed) { log.push_back(name + (changed ? "+" : "-")); };
+  PassRunResult r2 = RunPasses(PassRegistry::Builtin(), {"neg_neg", "remove_identity"}, fixed, o);
+  EXPECT_EQ(Count(fixed, "Neg"), 0);
+  EXPECT_EQ(r2.rounds, 3);  // the third round changes nothing
+  EXPECT_EQ(log, (std::vector<std::string>{"neg_neg-", "remove_identity+", "neg_neg+", "remove_identity-", "neg_neg-",
+                                           "remove_identity-"}));
+  EXPECT_THROW(RunPasses(PassRegistry::Builtin(), {"neg_neg", "no_such_pass"}, fixed), Error);
+  EXPECT_EQ(SplitPassList(" dce, cse,,fold_constants "), (std::vector<std::string>{"dce", "cse", "fold_constants"}));
+  for (const std::string& n : DefaultPassOrder()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
+  for (const std::string& n : CanonicalisePasses()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
+  for (const std::string& n : FinishPasses()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
+}
+
+}  // namespace
+}  // namespace rlflow
