@@ -9,6 +9,8 @@
 
 #include <cstdio>
 
+#include "core/error.h"
+#include "core/passes/pass.h"
 #include "optimiser/pipeline.h"
 #include "tools/cli/cli.h"
 
@@ -16,7 +18,11 @@ DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resn
                          "resolved against the directory `bazel run` was started from");
 DEFINE_string(output, "", "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
                           "or in the working directory for a zoo model)");
-DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), none");
+DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), "
+                              "passes (a list of graph passes, --passes), none");
+DEFINE_string(passes, "", "run these passes in this order (comma-separated; implies --search=passes; default order "
+                          "without it: see --list_passes and the README)");
+DEFINE_bool(list_passes, false, "print the registered passes (name and one-line description) and exit");
 DEFINE_string(agent, "", "--search=ppo: the trained agent (default: the checked-in agents/zoo_agent.pt)");
 DEFINE_int32(episodes, 8, "--search=ppo: sampled episodes after the greedy one; the cheapest graph is kept");
 DEFINE_int32(horizon, 100, "--search=ppo: steps per episode");
@@ -50,6 +56,11 @@ namespace rlflow {
 namespace {
 
 int Main() {
+  if (FLAGS_list_passes) {
+    for (const auto& [name, description] : ListPasses(FLAGS_rules, gflags::GetArgv0()))
+      std::printf("%s\t%s\n", name.c_str(), description.c_str());
+    return 0;
+  }
   PipelineOptions o;
   o.model = FLAGS_model;
   o.output = FLAGS_output;
@@ -59,6 +70,9 @@ int Main() {
   o.argv0 = gflags::GetArgv0();
   o.timing_cache = FLAGS_timing_cache;
   o.search = FLAGS_search;
+  o.passes = SplitPassList(FLAGS_passes);
+  if (!FLAGS_passes.empty() && gflags::GetCommandLineFlagInfoOrDie("search").is_default) o.search = "passes";
+  if (!FLAGS_passes.empty() && o.passes.empty()) Fail("--passes is empty");
   o.budget = FLAGS_budget;
   o.alpha = FLAGS_alpha;
   o.greedy_finish = FLAGS_greedy_finish;

@@ -1,5 +1,8 @@
 #include "optimiser/pipeline.h"
 
+#include "core/passes/pass.h"
+#include "optimiser/rule_passes.h"
+
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -96,10 +99,25 @@ std::string Format(const char* fmt, ...) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
+  std::string path = rules.empty() ? DefaultRulesPath(argv0) : ResolveUserPath(rules);
+  rules::RuleDatabase db = LoadRuleDatabase(path);
+  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  AnalyticalCostModel cost;
+  std::vector<std::pair<std::string, std::string>> out;
+  PassRegistry registry = PassesWithRuleFamilies(matcher, &cost);
+  for (const PassInfo& p : registry.passes()) out.push_back({p.name, p.description});
+  return out;
+}
+
 Graph CanonicalForm(const Graph& graph, int* lowered) {
   Graph canonical = graph;
-  int n = LowerBatchNorm(canonical);
-  if (lowered != nullptr) *lowered = n;
+  RunPasses(PassRegistry::Builtin(), CanonicalisePasses(), canonical);
+  if (lowered != nullptr) {
+    auto before = graph.OpCounts(), after = canonical.OpCounts();
+    *lowered = (before.count("BatchNormalization") ? before.at("BatchNormalization") : 0) -
+               (after.count("BatchNormalization") ? after.at("BatchNormalization") : 0);
+  }
   return canonical;
 }
 
@@ -124,6 +142,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (o.threads > 0 && !pinned.blas_pinned)
     warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
   std::unique_ptr<Search> search = MakeSearch(o.search);
+  if (!o.passes.empty() && o.search != "passes") Fail("--passes needs --search=passes (got --search=", o.search, ")");
   if (o.device != "cpu" && o.device != "ort" && o.device != "cuda")
     Fail("unknown device '", o.device, "' (available: cpu, ort)");
   if (o.device != "ort" && !o.ort_level.empty()) Fail("--ort_level applies to --device=ort only");
@@ -134,6 +153,13 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   rules::RuleDatabase rule_db = LoadRuleDatabase(res.rules_path);
   res.rule_count = rule_db.rules_size();
   info("loaded " + std::to_string(rule_db.rules_size()) + " rules from " + res.rules_path);
+  if (!o.passes.empty()) {
+    std::map<std::string, std::vector<int>> families =
+        RuleFamilies(std::vector<rules::Rule>(rule_db.rules().begin(), rule_db.rules().end()));
+    for (const std::string& p : o.passes)
+      if (!PassRegistry::Builtin().Has(p) && !families.count(p))
+        Fail("unknown pass '", p, "' in --passes (--list_passes prints them)");
+  }
   MeasuredCostModel cost(backend.get());
   res.timing_cache = TimingCachePath(o.timing_cache);
   if (!res.timing_cache.empty()) {
@@ -214,6 +240,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   options.episodes = o.episodes;
   options.horizon = o.horizon;
   options.train_steps = o.train_steps;
+  options.passes = o.passes;
   options.time_limit_s = o.time_limit_s;
   options.matcher = &matcher;
   // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
@@ -266,20 +293,21 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // Fold weight-only subgraphs (merged conv weights, scaled weights) into
   // initializers so that the written model does no extra work. No rewrite:
   // the original itself (not its canonical form).
+  // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
+  // batch norms the search did not fold away go back to one node each (one
+  // pass over the tensor instead of Mul + Add) only if the cost model agrees.
   Graph optimised = result.applied.empty() ? original : result.graph;
-  FoldOptions fold_all;
-  fold_all.max_elements = std::numeric_limits<int64_t>::max();
-  int folded = InferShapesAndFold(optimised, fold_all);
-  if (folded > 0) info("folded " + std::to_string(folded) + " weight-only nodes into initializers");
-  // Batch norms the search did not fold away go back to one node each (one
-  // pass over the tensor instead of Mul + Add), if the cost model agrees.
-  {
-    Graph raised = optimised;
-    int n = RaiseBatchNorm(raised);
-    if (n > 0 && cost.GraphCost(raised) < cost.GraphCost(optimised)) {
-      info("raised " + std::to_string(n) + " unfolded Mul/Add pairs back to BatchNormalization");
-      optimised = std::move(raised);
+  for (const std::string& name : FinishPasses()) {
+    Graph next = optimised;
+    const int nodes = optimised.num_nodes();
+    if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
+    if (name == "raise_batchnorm") {
+      if (!(cost.GraphCost(next) < cost.GraphCost(optimised))) continue;
+      info("raised " + std::to_string(nodes - next.num_nodes()) + " unfolded Mul/Add pairs back to BatchNormalization");
+    } else if (name == "fold_constants") {
+      info("folded " + std::to_string(nodes - next.num_nodes()) + " weight-only nodes into initializers");
     }
+    optimised = std::move(next);
   }
 
   // The written model keeps the original's interface: input and output

@@ -46,6 +46,7 @@ struct PipelineOptions {
   int episodes = 8;
   int horizon = 100;
   int64_t train_steps = 0;
+  std::vector<std::string> passes;  // --search=passes: the order (empty: DefaultPassOrder())
   std::string device = "cpu";     // cpu, ort (cuda where built with it)
   std::string ort_level;          // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
@@ -103,6 +104,10 @@ struct PipelineResult {
 // per-channel Mul/Add (x * S + T), which RaiseBatchNorm turns back after the
 // search; `lowered` receives their number. Cost it with BatchNormAwareCost.
 Graph CanonicalForm(const Graph& graph, int* lowered = nullptr);
+
+// The passes --passes accepts (builtin and rule families of the rule
+// database at `rules`, "" for the checked-in one): name and description.
+std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0 = "");
 
 // Runs the pipeline; throws rlflow::Error (nothing written) on bad input or
 // a result that does not check.

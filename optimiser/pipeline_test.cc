@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+
 #include "core/error.h"
+#include "core/passes/pass.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
 #include "core/onnx_io.h"
@@ -116,6 +119,48 @@ TEST(Pipeline, AnInterruptedOrEmptySearchWritesTheOriginalBytes) {
     EXPECT_TRUE(r.keep_original);
     EXPECT_EQ(ReadFile(o.output), ReadFile(model)) << interrupt;
   }
+}
+
+TEST(Pipeline, RunsAGivenPassOrder) {
+  std::string dir = testing::MakeTempDir("pipeline_passes_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.search = "passes";
+  o.passes = {"fold_mul_into_conv", "fold_add_into_conv", "dce"};
+  o.force_optimised = true;
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.search, "passes");
+  // Both lowered batch norms fold into their convs: no Mul or Add is left.
+  auto counts = r.result.graph.OpCounts();
+  EXPECT_EQ(counts.count("Mul"), 0u);
+  EXPECT_EQ(counts.count("Add"), 0u);
+  EXPECT_EQ(counts["Conv"], 2);
+  ASSERT_GE(r.result.applied.size(), 2u);
+  EXPECT_EQ(r.result.applied[0], "pass fold_mul_into_conv");
+  EXPECT_EQ(r.result.applied[1], "pass fold_add_into_conv");
+  EXPECT_TRUE(CompareGraphs(ImportOnnxFile(model), ImportOnnxFile(o.output), 1).max_error < 1e-4);
+
+  o.passes = {"fold_mul_into_conv", "no_such_pass"};
+  try {
+    RunPipeline(o);
+    ADD_FAILURE() << "an unknown pass is not an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_pass"), std::string::npos) << e.what();
+  }
+  o.search = "taso";
+  o.passes = {"dce"};
+  EXPECT_THROW(RunPipeline(o), Error);
+
+  // Every builtin pass and one pass per rule family are listed, each with a description.
+  std::vector<std::pair<std::string, std::string>> listed = ListPasses("");
+  std::set<std::string> names;
+  for (const auto& [name, description] : listed) {
+    names.insert(name);
+    EXPECT_FALSE(description.empty()) << name;
+  }
+  for (const std::string& n : DefaultPassOrder()) EXPECT_TRUE(names.count(n)) << n;
+  EXPECT_TRUE(names.count("rules_conv"));
+  EXPECT_TRUE(names.count("rules_matmul"));
 }
 
 }  // namespace

@@ -34,6 +34,8 @@ struct SearchOptions {
   int episodes = 8;
   int horizon = 100;
   int64_t train_steps = 0;
+  // --search=passes: the pass order (empty: DefaultPassOrder()).
+  std::vector<std::string> passes;
   // What a search works with (required).
   const Matcher* matcher = nullptr;
   CostModel* cost = nullptr;

@@ -308,6 +308,24 @@ TEST(Passes, EveryBuiltinPassDoesWhatItsNameSays) {
   for (const auto& [name, c] : cases) EXPECT_TRUE(reg.Has(name)) << "a case for an unregistered pass: " << name;
 }
 
+TEST(Passes, LoweredBatchNormFoldsIntoConvInTwoSteps) {
+  GraphBuilder b(2);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId w = b.Weight("w", {8, 4, 3, 3}, 0.2f);
+  ValueId y = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  ValueId z = b.Op("BatchNormalization", {y, b.Uniform("g", {8}, 0.5f, 1.5f), b.Weight("be", {8}, 0.3f),
+                                          b.Weight("m", {8}, 0.3f), b.Uniform("v", {8}, 0.5f, 2.0f)});
+  Graph g = b.Build({b.Op("Relu", {z})});
+  Graph h = g;
+  RunPasses(PassRegistry::Builtin(), {"lower_batchnorm", "fold_mul_into_conv"}, h);
+  EXPECT_EQ(Count(h, "Mul"), 0);
+  EXPECT_EQ(Count(h, "Add"), 1);
+  EXPECT_TRUE(PassRegistry::Builtin().Make("fold_add_into_conv")->Run(h));
+  EXPECT_EQ(Count(h, "Add"), 0);
+  EXPECT_EQ(Count(h, "Conv"), 1);
+  EXPECT_LT(MaxDiff(g, h), 1e-5);
+}
+
 TEST(Passes, GraphOutputsKeepTheirNames) {
   // Identity between a graph input and a graph output cannot go: the output
   // would lose its name.
