@@ -9,13 +9,16 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "agents/env.h"
 #include "agents/gnn.h"
+#include "core/error.h"
 
 namespace rlflow::agents {
 
@@ -64,13 +67,15 @@ struct PpoOptions {
   bool normalise_advantages = true;
 };
 
-struct Transition {
-  Observation observation;
+template <class Obs>
+struct BasicTransition {
+  Obs observation;
   torch::Tensor mask;  // [A] bool, as sampled
   int64_t action = 0;
   float logprob = 0, value = 0, reward = 0;
   bool done = false;
 };
+using Transition = BasicTransition<Observation>;
 
 struct UpdateStats {
   double policy_loss = 0, value_loss = 0, entropy = 0, approx_kl = 0, clip_fraction = 0, explained_variance = 0;
@@ -79,17 +84,15 @@ struct UpdateStats {
   double episode_return = 0;   // their mean return (0 if none)
 };
 
-class PpoTrainer {
+// What the training binaries' loop (checkpoints, resume, metrics) needs of
+// a trainer, whatever its environment and policy.
+class PpoTrainerBase {
  public:
-  // `next_graph` gives the graph of each new episode (e.g. round robin over
-  // the training models); `seed` seeds action sampling.
-  PpoTrainer(Policy policy, RewriteEnv* env, std::function<Graph()> next_graph, PpoOptions options, uint64_t seed);
-
+  virtual ~PpoTrainerBase() = default;
   // Collects rollout_steps transitions and updates the policy.
-  UpdateStats Iterate();
-
-  Policy& policy() { return policy_; }
-  torch::optim::Adam& optimizer() { return optimizer_; }
+  virtual UpdateStats Iterate() = 0;
+  virtual torch::nn::Module& module() = 0;
+  torch::optim::Adam& optimizer() { return *optimizer_; }
   int64_t updates() const { return updates_; }
   int64_t env_steps() const { return env_steps_; }
   void set_counters(int64_t updates, int64_t env_steps) {
@@ -97,23 +100,166 @@ class PpoTrainer {
     env_steps_ = env_steps;
   }
   const PpoOptions& options() const { return o_; }
-  // The action sampler's state (for checkpoints).
+  // The action sampler's state (for checkpoints); setting it starts a fresh episode.
   std::string sampler_state() const;
   void set_sampler_state(const std::string& state);
 
- private:
-  std::vector<Transition> Collect(UpdateStats* stats);
-  void Update(std::vector<Transition>& rollout, float last_value, UpdateStats* stats);
+ protected:
+  PpoTrainerBase(PpoOptions options, uint64_t seed);
+  // The clipped-surrogate loss of one minibatch, given the policy's logits
+  // [B, A], values [B] and the stored masks [B, A]; accumulates the
+  // minibatch's statistics into `stats`.
+  torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& value, const torch::Tensor& mask,
+                     const std::vector<int64_t>& actions, const std::vector<float>& old_logp,
+                     const std::vector<float>& adv, const std::vector<float>& ret, const std::vector<float>& old_v,
+                     UpdateStats* stats);
+  // Explained variance of `values` for `returns` (CleanRL's).
+  static double ExplainedVariance(const std::vector<float>& returns, const std::vector<float>& values);
 
-  Policy policy_;
-  RewriteEnv* env_;
-  std::function<Graph()> next_graph_;
   PpoOptions o_;
-  torch::optim::Adam optimizer_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
   std::mt19937_64 rng_;
   int64_t updates_ = 0, env_steps_ = 0;
   double episode_return_ = 0;
   bool need_reset_ = true;
 };
+
+// PPO over an environment with Reset(const Graph&), Step(int) -> {reward,
+// done, ...} and observation() -> const Obs&, and a policy module whose
+// forward(std::vector<const Obs*>) gives {logits [B, A], mask [B, A] bool,
+// value [B]}: the rewrite environment with the GNN policy (PpoTrainer), the
+// pass-ordering environment with its MLP policy (agents/pass_env.h).
+template <class Env, class Net>
+class BasicPpoTrainer : public PpoTrainerBase {
+ public:
+  using Obs = std::decay_t<decltype(std::declval<Env&>().observation())>;
+
+  // `next_graph` gives the graph of each new episode (e.g. round robin over
+  // the training models); `seed` seeds action sampling.
+  BasicPpoTrainer(Net policy, Env* env, std::function<Graph()> next_graph, PpoOptions options, uint64_t seed)
+      : PpoTrainerBase(options, seed), policy_(std::move(policy)), env_(env), next_graph_(std::move(next_graph)) {
+    if (env_ == nullptr || !next_graph_) Fail("PPO: no environment or graph source");
+    optimizer_ = std::make_unique<torch::optim::Adam>(policy_->parameters(),
+                                                      torch::optim::AdamOptions(o_.lr).eps(o_.adam_eps));
+  }
+
+  UpdateStats Iterate() override {
+    UpdateStats stats;
+    std::vector<BasicTransition<Obs>> rollout = Collect(&stats);
+    float last_value = 0;
+    if (!need_reset_) {
+      torch::NoGradGuard no_grad;
+      const Obs& o = env_->observation();
+      last_value = policy_->forward({&o}).value[0].template item<float>();
+    }
+    Update(rollout, last_value, &stats);
+    ++updates_;
+    return stats;
+  }
+  torch::nn::Module& module() override { return *policy_; }
+  Net& policy() { return policy_; }
+
+ private:
+  std::vector<BasicTransition<Obs>> Collect(UpdateStats* stats) {
+    std::vector<BasicTransition<Obs>> rollout;
+    rollout.reserve(o_.rollout_steps);
+    torch::NoGradGuard no_grad;
+    double returns = 0;
+    for (int t = 0; t < o_.rollout_steps; ++t) {
+      if (need_reset_) {
+        env_->Reset(next_graph_());
+        episode_return_ = 0;
+        need_reset_ = false;
+      }
+      BasicTransition<Obs> tr;
+      tr.observation = env_->observation();
+      auto out = policy_->forward({&tr.observation});
+      tr.mask = out.mask[0].clone();
+      torch::Tensor logp = torch::log_softmax(MaskLogits(out.logits, out.mask), -1)[0];
+      // Sample from the valid actions with the trainer's generator.
+      tr.action = SampleAction(logp, tr.mask, rng_);
+      tr.logprob = logp[tr.action].template item<float>();
+      tr.value = out.value[0].template item<float>();
+      auto r = env_->Step(static_cast<int>(tr.action));
+      tr.reward = static_cast<float>(r.reward);
+      tr.done = r.done;
+      episode_return_ += r.reward;
+      ++env_steps_;
+      if (r.done) {
+        ++stats->episodes;
+        returns += episode_return_;
+        need_reset_ = true;
+      }
+      rollout.push_back(std::move(tr));
+    }
+    stats->episode_return = stats->episodes > 0 ? returns / stats->episodes : 0.0;
+    double sum = 0;
+    for (const auto& tr : rollout) sum += tr.reward;
+    stats->mean_reward = sum / static_cast<double>(rollout.size());
+    return rollout;
+  }
+
+  void Update(std::vector<BasicTransition<Obs>>& rollout, float last_value, UpdateStats* stats) {
+    const int64_t T = static_cast<int64_t>(rollout.size());
+    std::vector<float> rewards, values, advantages, returns;
+    std::vector<uint8_t> dones;
+    for (const auto& tr : rollout) {
+      rewards.push_back(tr.reward);
+      values.push_back(tr.value);
+      dones.push_back(tr.done ? 1 : 0);
+    }
+    ComputeGae(rewards, values, dones, last_value, o_.gamma, o_.lambda, &advantages, &returns);
+    std::vector<int64_t> order(T);
+    for (int64_t k = 0; k < T; ++k) order[k] = k;
+    const int64_t mb_size = std::max<int64_t>(1, T / o_.minibatches);
+    UpdateStats sum;
+    int batches = 0;
+    for (int epoch = 0; epoch < o_.epochs; ++epoch) {
+      std::shuffle(order.begin(), order.end(), rng_);
+      for (int64_t start = 0; start + mb_size <= T; start += mb_size) {
+        std::vector<const Obs*> obs;
+        std::vector<int64_t> actions;
+        std::vector<float> old_logp, adv, ret, old_v;
+        for (int64_t k = start; k < start + mb_size; ++k) {
+          const auto& tr = rollout[order[k]];
+          obs.push_back(&tr.observation);
+          actions.push_back(tr.action);
+          old_logp.push_back(tr.logprob);
+          adv.push_back(advantages[order[k]]);
+          ret.push_back(returns[order[k]]);
+          old_v.push_back(tr.value);
+        }
+        auto out = policy_->forward(obs);
+        // The masks stored at sampling time, padded to this minibatch's width.
+        const int64_t width = out.logits.size(1);
+        torch::Tensor mask = torch::zeros({mb_size, width}, torch::TensorOptions().dtype(torch::kBool));
+        for (int64_t k = 0; k < mb_size; ++k) {
+          const torch::Tensor& m = rollout[order[start + k]].mask;
+          if (m.size(0) > width) Fail("PPO: a stored mask is wider than its observation's actions");
+          mask[k].slice(0, 0, m.size(0)).copy_(m);
+        }
+        if (!torch::equal(mask, out.mask)) Fail("PPO: the observation's actions changed since sampling");
+        torch::Tensor loss = Loss(out.logits, out.value, mask, actions, old_logp, adv, ret, old_v, &sum);
+        optimizer_->zero_grad();
+        loss.backward();
+        torch::nn::utils::clip_grad_norm_(policy_->parameters(), o_.max_grad_norm);
+        optimizer_->step();
+        ++batches;
+      }
+    }
+    stats->policy_loss = sum.policy_loss / batches;
+    stats->value_loss = sum.value_loss / batches;
+    stats->entropy = sum.entropy / batches;
+    stats->approx_kl = sum.approx_kl / batches;
+    stats->clip_fraction = sum.clip_fraction / batches;
+    stats->explained_variance = ExplainedVariance(returns, values);
+  }
+
+  Net policy_;
+  Env* env_;
+  std::function<Graph()> next_graph_;
+};
+
+using PpoTrainer = BasicPpoTrainer<RewriteEnv, Policy>;
 
 }  // namespace rlflow::agents
