@@ -41,9 +41,11 @@ PassPolicyImpl::Output PassPolicyImpl::forward(const std::vector<const PassObser
   return {actor_->forward(x), mask, critic_->forward(x).squeeze(-1)};
 }
 
-void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& passes, const std::string& path) {
+void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& passes, int horizon,
+                    const std::string& path) {
   torch::serialize::OutputArchive a;
   policy.save(a);
+  a.write("horizon", torch::tensor(static_cast<int64_t>(horizon)));
   a.write("sizes", torch::tensor({static_cast<int64_t>(policy.observation_size()), static_cast<int64_t>(policy.actions()),
                                   static_cast<int64_t>(policy.hidden())}));
   std::string names;
@@ -89,14 +91,20 @@ std::vector<std::string> PassPolicyActions(const std::string& path) {
   return ReadActions(a, path);
 }
 
-PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes) {
+PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes, int* horizon) {
   torch::serialize::InputArchive a = Open(path);
   std::vector<std::string> trained = ReadActions(a, path);
   if (trained != passes)
     Fail("pass-ordering agent ", path, " was trained with ", trained.size(),
          " passes that differ from this build's ", passes.size(), " (retrain it: see the README)");
-  torch::Tensor sizes;
-  a.read("sizes", sizes);
+  torch::Tensor sizes, h;
+  try {
+    a.read("sizes", sizes);
+    a.read("horizon", h);
+  } catch (const std::exception&) {
+    Fail("pass-ordering agent ", path, " has no sizes or horizon (corrupt?)");
+  }
+  if (horizon != nullptr) *horizon = static_cast<int>(h.item<int64_t>());
   PassPolicy p(static_cast<int>(sizes[0].item<int64_t>()), static_cast<int>(sizes[1].item<int64_t>()),
                static_cast<int>(sizes[2].item<int64_t>()));
   try {

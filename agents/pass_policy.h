@@ -35,8 +35,11 @@ TORCH_MODULE(PassPolicy);
 // atomically. LoadPassPolicy reads sizes from the file and fails (one-line
 // rlflow::Error) if the file is missing or corrupt or if its passes are not
 // `passes`.
-void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& passes, const std::string& path);
-PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes);
+// The episode horizon it was trained with is stored too (the observation
+// reads step / horizon).
+void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& passes, int horizon,
+                    const std::string& path);
+PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes, int* horizon = nullptr);
 // The passes an agent file was trained with.
 std::vector<std::string> PassPolicyActions(const std::string& path);
 
