@@ -1,0 +1,88 @@
+// Rule-family passes: the families partition the rule database and are
+// named by their most specific operator; on every zoo model every family's
+// pass keeps the outputs within 1e-5 (relative) and the interface, and
+// lowers (never raises) the cost model's estimate; --search=passes runs the
+// default order through the same registry.
+#include "optimiser/rule_passes.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "benchmarks/zoo/zoo.h"
+#include "optimiser/batchnorm_cost.h"
+#include "optimiser/search.h"
+#include "rules/testing.h"
+#include "runtime/executor.h"
+
+namespace rlflow {
+namespace {
+
+TEST(RuleFamilies, PartitionTheDatabase) {
+  std::vector<rules::Rule> all = testing::AllRules();
+  std::map<std::string, std::vector<int>> families = RuleFamilies(all);
+  std::set<int> seen;
+  size_t total = 0;
+  for (const auto& [name, indices] : families) {
+    EXPECT_EQ(name.rfind("rules_", 0), 0u) << name;
+    EXPECT_FALSE(indices.empty()) << name;
+    total += indices.size();
+    seen.insert(indices.begin(), indices.end());
+  }
+  EXPECT_EQ(total, all.size());
+  EXPECT_EQ(seen.size(), all.size());
+  // A rule with a Conv on either side is in rules_conv, whatever else it has.
+  for (int k : families.at("rules_conv")) {
+    bool conv = false;
+    for (const rules::Pattern* p : {&all[k].source(), &all[k].target()})
+      for (const rules::Node& n : p->nodes()) conv = conv || n.op() == "Conv";
+    EXPECT_TRUE(conv) << all[k].id();
+  }
+  EXPECT_GE(families.size(), 10u);
+}
+
+std::vector<std::string> Interface(const Graph& g) {
+  std::vector<std::string> out;
+  for (ValueId v : g.inputs()) out.push_back("in " + g.value(v).name + " " + g.value(v).type.ToString());
+  for (ValueId v : g.outputs()) out.push_back("out " + g.value(v).name + " " + g.value(v).type.ToString());
+  return out;
+}
+
+class ZooRulePasses : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooRulePasses, KeepOutputsAndInterfaceAndLowerTheCost) {
+  static const Matcher* matcher = new Matcher(testing::AllRules());
+  AnalyticalCostModel analytical;
+  BatchNormAwareCost cost(&analytical);
+  PassRegistry registry = PassesWithRuleFamilies(*matcher, &cost);
+  const Graph original = zoo::Build(GetParam(), 1);
+  std::vector<at::Tensor> in = RandomInputs(original, 5);
+  std::vector<at::Tensor> want = Executor(original).Run(in);
+  // As imported, and with batch norms lowered (the form the searches see).
+  Graph lowered = original;
+  registry.Make("lower_batchnorm")->Run(lowered);
+  for (const Graph* g : std::vector<const Graph*>{&original, &lowered}) {
+    const double c0 = cost.GraphCost(*g);
+    int fired = 0;
+    for (const PassInfo& p : registry.passes()) {
+      if (p.name.rfind("rules_", 0) != 0) continue;
+      Graph h = *g;
+      if (!p.make()->Run(h)) continue;
+      ++fired;
+      SCOPED_TRACE(GetParam() + ": " + p.name + (g == &lowered ? " (batch norms lowered)" : ""));
+      h.Validate();
+      EXPECT_EQ(Interface(h), Interface(original));
+      EXPECT_LT(cost.GraphCost(h), c0);
+      std::vector<at::Tensor> got = Executor(h).Run(in);
+      for (size_t k = 0; k < got.size(); ++k) EXPECT_LT(RelativeError(got[k], want[k]), 1e-5) << "output " << k;
+    }
+    std::printf("%s%s: %d rule-family passes changed the graph\n", GetParam().c_str(),
+                g == &lowered ? " (lowered)" : "", fired);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooRulePasses, ::testing::ValuesIn(zoo::ModelNames()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace rlflow
