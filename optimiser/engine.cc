@@ -34,12 +34,6 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
 // imported conv that are the same operator are the same key); never 0.
 uint64_t CanonicalKey(const Graph& g, NodeId id) { return HashString(NodeCostKey(g, id)) | 1; }
 
-// The same, memoised per node of one graph.
-uint64_t CanonicalKey(const Graph& g, NodeId id, std::vector<uint64_t>* memo) {
-  uint64_t& k = (*memo)[id];
-  if (k == 0) k = CanonicalKey(g, id);
-  return k;
-}
 
 }  // namespace
 
@@ -82,7 +76,7 @@ const std::vector<Match>& RewriteState::Matches() const { return *SharedMatches(
 std::vector<Candidate> RewriteState::Candidates() const {
   const std::vector<Match>& matches = Matches();
   std::vector<char> weight_only = WeightOnlyNodes(*graph_);
-  std::vector<uint64_t> canonical(graph_->num_nodes(), 0);  // cost keys, computed on demand
+  RewriteEngine::NodeMemo memo(graph_->num_nodes());  // per-node costs, computed on demand
   const EngineOptions& o = engine_->o_;
   std::vector<Candidate> out;
   out.reserve(matches.size());
@@ -93,7 +87,7 @@ std::vector<Candidate> RewriteState::Candidates() const {
       if (o.should_stop && o.should_stop()) break;
       if (o.costing_progress) o.costing_progress(i, matches.size());
     }
-    std::optional<Candidate> c = engine_->Estimate(*this, matches[i], weight_only, &canonical);
+    std::optional<Candidate> c = engine_->Estimate(*this, matches[i], weight_only, &memo);
     if (c) out.push_back(std::move(*c));
   }
   return out;
@@ -101,8 +95,8 @@ std::vector<Candidate> RewriteState::Candidates() const {
 
 std::optional<Candidate> RewriteState::EstimateCost(const Match& match) const {
   std::vector<char> weight_only = WeightOnlyNodes(*graph_);
-  std::vector<uint64_t> canonical(graph_->num_nodes(), 0);
-  return engine_->Estimate(*this, match, weight_only, &canonical);
+  RewriteEngine::NodeMemo memo(graph_->num_nodes());
+  return engine_->Estimate(*this, match, weight_only, &memo);
 }
 
 std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) const {
@@ -158,7 +152,7 @@ std::string RewriteEngine::MatchName(const Match& match) const {
 
 std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Match& m,
                                                  const std::vector<char>& weight_only,
-                                                 std::vector<uint64_t>* canonical) {
+                                                 NodeMemo* memo) {
   const Graph& g = *s.graph_;
   // Rewrites inside weight-only subgraphs change nothing that runs: those
   // subgraphs are folded into initializers before export.
@@ -170,8 +164,13 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   for (NodeId id : m.nodes) {
     if (weight_only[id]) continue;
     runs = true;
-    removed += o_.cost->NodeMs(g, id);
-    removed_keys.push_back({CanonicalKey(g, id, canonical), o_.cost->NodeNoiseMs(g, id)});
+    if (memo->ms[id] < 0) {
+      memo->ms[id] = o_.cost->NodeMs(g, id);
+      memo->noise[id] = o_.cost->NodeNoiseMs(g, id);
+      memo->key[id] = CanonicalKey(g, id);
+    }
+    removed += memo->ms[id];
+    removed_keys.push_back({memo->key[id], memo->noise[id]});
   }
   if (!runs) return std::nullopt;
   // The replacement's cost depends only on the rule side and its inputs'

@@ -148,8 +148,15 @@ class RewriteEngine {
 
  private:
   friend class RewriteState;
+  // Per node of one state's graph, computed on first use: cost key, time
+  // and noise (a node is in many matches; its cost key is not cheap).
+  struct NodeMemo {
+    explicit NodeMemo(int nodes) : key(nodes, 0), ms(nodes, -1.0), noise(nodes, -1.0) {}
+    std::vector<uint64_t> key;
+    std::vector<double> ms, noise;
+  };
   std::optional<Candidate> Estimate(const RewriteState& s, const Match& m, const std::vector<char>& weight_only,
-                                    std::vector<uint64_t>* canonical);
+                                    NodeMemo* memo);
   double ResolvedGain(const Graph& g, const Match& m, uint64_t key, const std::vector<char>& input_constant,
                       double estimate);
 
