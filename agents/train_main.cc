@@ -51,14 +51,6 @@ namespace rlflow {
 namespace {
 
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // Everything that changes what training computes (not --steps: more steps continue a run).
 std::string Config() {
   std::ostringstream c;
@@ -71,7 +63,7 @@ std::string Config() {
 }
 
 int Run() {
-  std::vector<std::string> models = Split(FLAGS_model);
+  std::vector<std::string> models = cli::SplitList(FLAGS_model);
   if (models.empty()) Fail("--model is required (zoo names such as resnet18, or ONNX files)");
   if (FLAGS_out.empty()) Fail("--out is required (a directory for metrics, plot and checkpoints)");
   if (FLAGS_steps < 1) Fail("--steps must be >= 1");

@@ -51,14 +51,6 @@ DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.r
 namespace rlflow {
 namespace {
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::string Config() {
   std::ostringstream c;
   c << "train=" << FLAGS_train << "\ntest=" << FLAGS_test << "\nseed=" << FLAGS_seed << "\nreward=" << FLAGS_reward
@@ -81,7 +73,7 @@ Graph Load(const std::string& spec) {
 }
 
 int Run() {
-  std::vector<std::string> train_names = Split(FLAGS_train), test_names = Split(FLAGS_test);
+  std::vector<std::string> train_names = cli::SplitList(FLAGS_train), test_names = cli::SplitList(FLAGS_test);
   if (train_names.empty()) Fail("--train is required (zoo names, torch:NAME or ONNX files)");
   for (const std::string& t : test_names)
     for (const std::string& r : train_names)

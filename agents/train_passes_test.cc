@@ -5,8 +5,6 @@
 // and missing flags are one-line errors.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -15,6 +13,7 @@
 #include "agents/pass_policy.h"
 #include "core/file_util.h"
 #include "tools/ort/ort.h"
+#include "tools/testing/subprocess.h"
 
 namespace rlflow {
 namespace {
@@ -29,45 +28,10 @@ std::vector<std::string> Args(const std::string& out, int steps, const std::stri
   return a;
 }
 
-pid_t Start(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(::fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::vector<std::vector<std::string>> Rows(const std::string& csv) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(ReadFile(csv));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::istringstream l(line);
-    for (std::string c; std::getline(l, c, ',');) cells.push_back(c);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 TEST(TrainPasses, WritesMetricsAgentAndEvaluationAndResumes) {
   std::string out = testing::MakeTempDir("train_passes_") + "/run";
-  ASSERT_EQ(Wait(Start(Args(out, 32), out + ".log")), 0) << ReadFile(out + ".log");
-  EXPECT_EQ(Rows(out + "/metrics.csv").size(), 2u);
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(Args(out, 32), out + ".log")), 0) << ReadFile(out + ".log");
+  EXPECT_EQ(testing::CsvRows(out + "/metrics.csv").size(), 2u);
   EXPECT_TRUE(FileExists(out + "/checkpoint.pt"));
   EXPECT_EQ(ReadFile(out + "/training.png").substr(1, 3), "PNG");
   std::string eval = ReadFile(out + "/eval.md");
@@ -80,22 +44,22 @@ TEST(TrainPasses, WritesMetricsAgentAndEvaluationAndResumes) {
   agents::LoadPassPolicy(out + "/agent.pt", actions, &horizon);
   EXPECT_EQ(horizon, 8);
   // More steps: resumes from update 2, rows stay consecutive.
-  ASSERT_EQ(Wait(Start(Args(out, 64), out + ".log2")), 0) << ReadFile(out + ".log2");
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(Args(out, 64), out + ".log2")), 0) << ReadFile(out + ".log2");
   EXPECT_NE(ReadFile(out + ".log2").find("resumed from"), std::string::npos);
-  std::vector<std::vector<std::string>> rows = Rows(out + "/metrics.csv");
+  std::vector<std::vector<std::string>> rows = testing::CsvRows(out + "/metrics.csv");
   ASSERT_EQ(rows.size(), 4u);
   for (size_t k = 0; k < rows.size(); ++k) EXPECT_EQ(rows[k][0], std::to_string(k + 1));
 }
 
 TEST(TrainPasses, ErrorsAreOneLine) {
   std::string dir = testing::MakeTempDir("train_passes_err_");
-  EXPECT_NE(Wait(Start({Binary(), "--train=resnet18", "--test=resnet18", "--out=" + dir + "/a"}, dir + "/a.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--train=resnet18", "--test=resnet18", "--out=" + dir + "/a"}, dir + "/a.log")), 0);
   EXPECT_NE(ReadFile(dir + "/a.log").find("disjoint"), std::string::npos) << ReadFile(dir + "/a.log");
-  EXPECT_NE(Wait(Start({Binary(), "--out=" + dir + "/b"}, dir + "/b.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--out=" + dir + "/b"}, dir + "/b.log")), 0);
   EXPECT_NE(ReadFile(dir + "/b.log").find("--train is required"), std::string::npos) << ReadFile(dir + "/b.log");
-  EXPECT_NE(Wait(Start(Args(dir + "/c", 16, "--reward=speed"), dir + "/c.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(dir + "/c", 16, "--reward=speed"), dir + "/c.log")), 0);
   EXPECT_NE(ReadFile(dir + "/c.log").find("unknown pass-ordering reward"), std::string::npos) << ReadFile(dir + "/c.log");
-  EXPECT_NE(Wait(Start({Binary(), "--train=torch:nosuch", "--out=" + dir + "/d"}, dir + "/d.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--train=torch:nosuch", "--out=" + dir + "/d"}, dir + "/d.log")), 0);
   EXPECT_NE(ReadFile(dir + "/d.log").find("nosuch"), std::string::npos) << ReadFile(dir + "/d.log");
 }
 

@@ -5,8 +5,6 @@
 // missing flags are one-line errors.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -17,6 +15,7 @@
 
 #include "core/file_util.h"
 #include "tools/ort/ort.h"
+#include "tools/testing/subprocess.h"
 
 namespace rlflow {
 namespace {
@@ -31,46 +30,11 @@ std::vector<std::string> Args(const std::string& out, int steps, const std::stri
   return a;
 }
 
-pid_t Start(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(::fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::vector<std::vector<std::string>> Rows(const std::string& csv) {
-  std::vector<std::vector<std::string>> rows;
-  std::istringstream in(ReadFile(csv));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::istringstream l(line);
-    for (std::string c; std::getline(l, c, ',');) cells.push_back(c);
-    rows.push_back(cells);
-  }
-  return rows;
-}
-
 TEST(Train, WritesMetricsPlotAndCheckpoint) {
   std::string out = testing::MakeTempDir("train_") + "/run";
   std::string log = out + ".log";
-  ASSERT_EQ(Wait(Start(Args(out, 32), log)), 0) << ReadFile(log);
-  std::vector<std::vector<std::string>> rows = Rows(out + "/metrics.csv");
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(Args(out, 32), log)), 0) << ReadFile(log);
+  std::vector<std::vector<std::string>> rows = testing::CsvRows(out + "/metrics.csv");
   ASSERT_EQ(rows.size(), 2u) << ReadFile(out + "/metrics.csv");
   EXPECT_EQ(rows[0][0], "1");
   EXPECT_EQ(rows[1][1], "32");
@@ -86,20 +50,20 @@ TEST(Train, WritesMetricsPlotAndCheckpoint) {
 TEST(Train, ResumesAfterSigkill) {
   std::string out = testing::MakeTempDir("train_kill_") + "/run";
   std::vector<std::string> args = Args(out, 160);
-  pid_t pid = Start(args, out + ".log1");
+  pid_t pid = testing::StartProcess(args, out + ".log1");
   // Kill it once at least two updates are checkpointed.
   for (int i = 0; i < 600; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (FileExists(out + "/metrics.csv") && Rows(out + "/metrics.csv").size() >= 2) break;
+    if (FileExists(out + "/metrics.csv") && testing::CsvRows(out + "/metrics.csv").size() >= 2) break;
   }
   ::kill(pid, SIGKILL);
-  EXPECT_EQ(Wait(pid), 128 + SIGKILL);
-  size_t before = Rows(out + "/metrics.csv").size();
+  EXPECT_EQ(testing::WaitProcess(pid), 128 + SIGKILL);
+  size_t before = testing::CsvRows(out + "/metrics.csv").size();
   ASSERT_GE(before, 2u);
   ASSERT_LT(before, 10u) << "finished before it was killed";
-  ASSERT_EQ(Wait(Start(args, out + ".log2")), 0) << ReadFile(out + ".log2");
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(args, out + ".log2")), 0) << ReadFile(out + ".log2");
   EXPECT_NE(ReadFile(out + ".log2").find("resumed from"), std::string::npos);
-  std::vector<std::vector<std::string>> rows = Rows(out + "/metrics.csv");
+  std::vector<std::vector<std::string>> rows = testing::CsvRows(out + "/metrics.csv");
   ASSERT_EQ(rows.size(), 10u);  // 160 steps / 16 per update, each update once
   for (size_t k = 0; k < rows.size(); ++k) {
     EXPECT_EQ(rows[k][0], std::to_string(k + 1));
@@ -112,16 +76,16 @@ TEST(Train, ResumesAfterSigkill) {
 TEST(Train, ErrorsAreOneLine) {
   std::string dir = testing::MakeTempDir("train_err_");
   std::string out = dir + "/run";
-  ASSERT_EQ(Wait(Start(Args(out, 16), dir + "/a.log")), 0) << ReadFile(dir + "/a.log");
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(Args(out, 16), dir + "/a.log")), 0) << ReadFile(dir + "/a.log");
   // Another configuration in the same directory.
-  EXPECT_NE(Wait(Start(Args(out, 16, "--lr=0.01"), dir + "/b.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(out, 16, "--lr=0.01"), dir + "/b.log")), 0);
   EXPECT_NE(ReadFile(dir + "/b.log").find("another configuration"), std::string::npos) << ReadFile(dir + "/b.log");
   // No --out, no --model, an unknown reward.
-  EXPECT_NE(Wait(Start({Binary(), "--model=resnet18"}, dir + "/c.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--model=resnet18"}, dir + "/c.log")), 0);
   EXPECT_NE(ReadFile(dir + "/c.log").find("--out is required"), std::string::npos) << ReadFile(dir + "/c.log");
-  EXPECT_NE(Wait(Start({Binary(), "--out=" + dir + "/x"}, dir + "/d.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--out=" + dir + "/x"}, dir + "/d.log")), 0);
   EXPECT_NE(ReadFile(dir + "/d.log").find("--model is required"), std::string::npos);
-  EXPECT_NE(Wait(Start(Args(dir + "/y", 16, "--reward=speed"), dir + "/e.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(dir + "/y", 16, "--reward=speed"), dir + "/e.log")), 0);
   EXPECT_NE(ReadFile(dir + "/e.log").find("unknown reward 'speed'"), std::string::npos) << ReadFile(dir + "/e.log");
 }
 

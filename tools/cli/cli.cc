@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -110,6 +111,14 @@ int Main(int argc, char** argv, const char* usage, const std::function<int()>& b
     std::fprintf(stderr, "error: unexpected failure (unknown exception)\n");
     return 1;
   }
+}
+
+std::vector<std::string> SplitList(const std::string& flag_value) {
+  std::vector<std::string> out;
+  std::stringstream in(flag_value);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 std::pair<int, int> ParseShard(const std::string& v) {

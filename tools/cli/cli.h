@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace rlflow::cli {
 
@@ -16,6 +17,9 @@ int Main(int argc, char** argv, const char* usage, const std::function<int()>& b
 // it. A second signal terminates the process.
 extern std::atomic<bool> interrupted;
 void InstallInterruptHandler();
+
+// "a,b,,c" -> {"a", "b", "c"}: a comma-separated flag value, empty items dropped.
+std::vector<std::string> SplitList(const std::string& flag_value);
 
 // "I/N" -> (I, N); throws rlflow::Error naming the flag on bad input.
 std::pair<int, int> ParseShard(const std::string& flag_value);
