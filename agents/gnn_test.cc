@@ -109,7 +109,9 @@ TEST(Gnn, ABatchIsItsGraphsAlone) {
   EXPECT_EQ(both.mask[0].sum().item<int64_t>(), ns);
   EXPECT_EQ(both.mask[1].sum().item<int64_t>(), nl);
   EXPECT_TRUE(both.mask[0][ns - 1].item<bool>());
-  if (ns < both.logits.size(1)) EXPECT_FALSE(both.mask[0][ns].item<bool>());
+  if (ns < both.logits.size(1)) {
+    EXPECT_FALSE(both.mask[0][ns].item<bool>());
+  }
 }
 
 TEST(Gnn, GradientsReachEveryParameter) {

@@ -146,9 +146,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (o.device != "cpu" && o.device != "ort" && o.device != "cuda")
     Fail("unknown device '", o.device, "' (available: cpu, ort)");
   if (o.device != "ort" && !o.ort_level.empty()) Fail("--ort_level applies to --device=ort only");
-  std::unique_ptr<TimingBackend> backend =
-      o.device == "ort" ? MakeOrtBackend(OrtOptions{o.threads, o.ort_level.empty() ? "all" : o.ort_level})
-                        : MakeTimingBackend(o.device);
+  OrtOptions ort;
+  ort.threads = o.threads;
+  if (!o.ort_level.empty()) ort.level = o.ort_level;
+  std::unique_ptr<TimingBackend> backend = o.device == "ort" ? MakeOrtBackend(ort) : MakeTimingBackend(o.device);
   res.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
   rules::RuleDatabase rule_db = LoadRuleDatabase(res.rules_path);
   res.rule_count = rule_db.rules_size();

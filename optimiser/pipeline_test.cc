@@ -75,7 +75,9 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   EXPECT_EQ(j["search"]["stop_reason"], StopReasonName(r.result.stop_reason));
   EXPECT_EQ(j["rules"]["sequence"].size(), r.result.applied.size());
   EXPECT_EQ(j["before"]["nodes"], original.num_nodes());
-  if (!r.keep_original) EXPECT_EQ(j["after"]["nodes"], written.num_nodes());
+  if (!r.keep_original) {
+    EXPECT_EQ(j["after"]["nodes"], written.num_nodes());
+  }
   EXPECT_EQ(j["before"]["op_counts"]["BatchNormalization"], 2);
   EXPECT_EQ(j["verdict"]["pairs"], r.unchanged ? 0 : 8);
   // The summary names what was written.

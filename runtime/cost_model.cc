@@ -230,7 +230,7 @@ class CpuBackend : public TimingBackend {
       auto t0 = Clock::now();
       exec.Run(inputs, &node_ms);
       totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(id < node_ms.size() ? node_ms[id] : 0.0);
+      for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(static_cast<size_t>(id) < node_ms.size() ? node_ms[id] : 0.0);
     }
     InContextTimes t;
     t.runs = std::max(runs, 1);

@@ -69,7 +69,7 @@ TEST(OrtBackend, AttributesKernelsByTaggedNames) {
 
 class Live : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { backend_ = MakeOrtBackend(OrtOptions{1, "all"}).release(); }
+  static void SetUpTestSuite() { backend_ = MakeOrtBackend(OrtOptions{1, "all", ""}).release(); }
   static void TearDownTestSuite() {
     delete backend_;
     backend_ = nullptr;
@@ -165,8 +165,8 @@ TEST(OrtBackend, AServerThatExitedIsAnErrorNotASignal) {
 }
 
 TEST(OrtBackend, RejectsUnknownLevels) {
-  EXPECT_THROW(MakeOrtBackend(OrtOptions{1, "max"}), Error);
-  EXPECT_THROW(MakeOrtBackend(OrtOptions{-1, "all"}), Error);
+  EXPECT_THROW(MakeOrtBackend(OrtOptions{1, "max", ""}), Error);
+  EXPECT_THROW(MakeOrtBackend(OrtOptions{-1, "all", ""}), Error);
 }
 
 }  // namespace
