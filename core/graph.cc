@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/node_key.h"
 
 namespace rlflow {
 
@@ -237,9 +238,9 @@ uint64_t Graph::StructuralHash() const {
   node_hashes.reserve(order.size());
   for (NodeId id : order) {
     const Node& n = nodes_[id];
-    uint64_t h = HashCombine(HashString(n.domain), HashString(n.op));
-    for (const auto& [name, attr] : n.attrs) h = HashCombine(h, HashCombine(HashString(name), attr.Hash()));
-    if (n.opaque_proto) h = HashCombine(h, n.attrs.empty() ? HashString(*n.opaque_proto) : 0);
+    // The operator as the canonical node key has it (effective attributes),
+    // then where its inputs come from.
+    uint64_t h = OperatorHash(*this, id);
     for (ValueId in : n.inputs) h = HashCombine(h, in == kNoValue ? 0x3333 : vh[in]);
     node_hashes.push_back(h);
     for (size_t k = 0; k < n.outputs.size(); ++k) vh[n.outputs[k]] = HashCombine(h, k + 1);

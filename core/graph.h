@@ -136,8 +136,10 @@ class Graph {
   // Checks references, arity of nodes and acyclicity; throws on failure.
   void Validate() const;
   // Hash equal for isomorphic graphs however they were built: depends on
-  // operators, attributes, wiring, graph input/output order, types and
-  // weight contents, not on names or node insertion order.
+  // operators and their effective attributes (OperatorHash in
+  // core/node_key.h: an attribute written out at its default is the same
+  // node), wiring, graph input/output order, types and weight contents, not
+  // on names or node insertion order.
   uint64_t StructuralHash() const;
   // Graphviz DOT text.
   std::string ToDot() const;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/node_key.h"
 #include "core/passes/fold_constants.h"
 
 namespace rlflow {
@@ -30,9 +31,6 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
   return std::sqrt(total);
 }
 
-// A hash of the node's cost key (effective attributes: a rule-built and an
-// imported conv that are the same operator are the same key); never 0.
-uint64_t CanonicalKey(const Graph& g, NodeId id) { return HashString(NodeCostKey(g, id)) | 1; }
 
 
 }  // namespace
@@ -167,7 +165,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
     if (memo->ms[id] < 0) {
       memo->ms[id] = o_.cost->NodeMs(g, id);
       memo->noise[id] = o_.cost->NodeNoiseMs(g, id);
-      memo->key[id] = CanonicalKey(g, id);
+      memo->key[id] = NodeKeyHash(g, id);
     }
     removed += memo->ms[id];
     removed_keys.push_back({memo->key[id], memo->noise[id]});
@@ -181,9 +179,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
     ValueId v = m.inputs[k];
     const Value& val = g.value(v);
     input_constant[k] = g.IsConstant(v) || (val.producer != kNoNode && weight_only[val.producer]);
-    key = HashCombine(key, static_cast<uint64_t>(val.type.dtype) * 31 + input_constant[k]);
-    key = HashCombine(key, HashBytes(val.type.shape.data(), val.type.shape.size() * sizeof(int64_t)));
-    if (val.initializer && val.initializer->NumElements() <= 64) key = HashCombine(key, val.initializer->content_hash());
+    key = HashCombine(HashCombine(key, ValueKeyHash(val)), input_constant[k]);
   }
   auto cached = replacement_cost_.find(key);
   if (cached == replacement_cost_.end()) {
@@ -211,7 +207,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
         for (ValueId o : n.outputs) constant[o] = 1;
       } else {
         added += o_.cost->NodeMs(rep, id);
-        added_keys.push_back({CanonicalKey(rep, id), o_.cost->NodeNoiseMs(rep, id)});
+        added_keys.push_back({NodeKeyHash(rep, id), o_.cost->NodeNoiseMs(rep, id)});
       }
     }
     cached = replacement_cost_.emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys)}).first;

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/node_key.h"
 #include "core/summary.h"
 #include "core/op_registry.h"
 #include "runtime/executor.h"
@@ -79,48 +80,6 @@ Graph ExtractNode(const Graph& g, NodeId id) {
   for (size_t k = 0; k < outs.size(); ++k) out.mutable_value(outs[k]).type = g.value(n.outputs[k]).type;
   out.SetOutputs(outs);
   return out;
-}
-
-std::string NodeCostKey(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  std::string key = n.domain.empty() ? n.op : n.domain + "." + n.op;
-  uint64_t h = 0;
-  // Effective attributes: one operator built in different ways (a rule's
-  // conv with only `pads`, an imported one with every attribute explicit)
-  // is one key and one timing.
-  for (const auto& [name, a] : EffectiveAttributes(g, id)) h = HashCombine(HashCombine(h, HashString(name)), a.Hash());
-  if (n.opaque()) h = HashCombine(h, HashString(*n.opaque_proto));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(h));
-  key += buf;
-  for (ValueId in : n.inputs) {
-    key += in == kNoValue ? " -" : " " + g.value(in).type.ToString();
-    // Small constants (shapes, axes, pads) can change what the op does;
-    // weights only by their type, whether stored or computed from weights.
-    if (in != kNoValue && g.IsConstant(in) && g.value(in).initializer->NumElements() <= 64) {
-      std::snprintf(buf, sizeof buf, "=%016llx", static_cast<unsigned long long>(g.value(in).initializer->content_hash()));
-      key += buf;
-    }
-  }
-  return key;
-}
-
-uint64_t NodeCostHash(const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
-  uint64_t h = HashCombine(HashString(n.op), HashString(n.domain));
-  for (const auto& [name, a] : n.attrs) h = HashCombine(HashCombine(h, HashString(name)), a.Hash());
-  if (n.opaque()) h = HashCombine(h, HashString(*n.opaque_proto));
-  for (ValueId in : n.inputs) {
-    if (in == kNoValue) {
-      h = HashCombine(h, 0x51ed27);
-      continue;
-    }
-    const Value& v = g.value(in);
-    h = HashCombine(h, static_cast<uint64_t>(v.type.dtype) * 1000003 + (v.type.rank_known ? v.type.rank() : 99));
-    if (!v.type.shape.empty()) h = HashCombine(h, HashBytes(v.type.shape.data(), v.type.shape.size() * sizeof(v.type.shape[0])));
-    if (v.initializer && v.initializer->NumElements() <= 64) h = HashCombine(h, v.initializer->content_hash());
-  }
-  return h;
 }
 
 OpCost StaticNodeCost(const Graph& g, NodeId id) {
@@ -277,7 +236,7 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
   // the search compares has the same ones: they cost nothing relative.
   const Node& n = g.node(id);
   if (n.opaque()) return 0;
-  uint64_t fast_key = NodeCostHash(g, id);
+  uint64_t fast_key = NodeKeyHash(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   if (!derived_) Derive();
@@ -286,7 +245,7 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
     ++hits_;
     return fast->second;
   }
-  std::string key = NodeCostKey(g, id);
+  std::string key = NodeKeyText(g, id);
   double base;
   auto ctx = cache_.find(fingerprint_ + "|ctx|" + key);
   if (ctx != cache_.end()) {
@@ -315,7 +274,7 @@ double MeasuredCostModel::IsolatedTime(const Graph& g, NodeId id, const std::str
 }
 
 double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
-  std::string key = NodeCostKey(g, id);
+  std::string key = NodeKeyText(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   auto it = cache_.find(fingerprint_ + "|spread|" + key);
@@ -336,7 +295,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
     ++executed;
     if (weight_only[id]) continue;
-    keys[id] = NodeCostKey(g, id);
+    keys[id] = NodeKeyText(g, id);
     by_key[keys[id]].push_back(id);
     ++report.nodes;
   }

@@ -114,12 +114,6 @@ std::vector<char> WeightOnlyNodes(const Graph& graph);
 // become graph inputs, its constant inputs stay initializers.
 Graph ExtractNode(const Graph& graph, NodeId id);
 
-// The cache key of a node: operator, attributes, input types (and the
-// contents of small constant inputs, e.g. Reshape's shape).
-std::string NodeCostKey(const Graph& graph, NodeId id);
-// A 64-bit hash of the same information, for the in-memory fast path.
-uint64_t NodeCostHash(const Graph& graph, NodeId id);
-
 // What one calibration measured (MeasuredCostModel::Calibrate).
 struct CalibrationReport {
   int nodes = 0;            // nodes that run (not weight-only, not opaque)
@@ -196,7 +190,7 @@ class MeasuredCostModel : public CostModel {
   // fingerprint|ab|key -> outcome of a pair timed against each other (1
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
-  std::unordered_map<uint64_t, double> fast_;  // NodeCostHash -> ms (in memory)
+  std::unordered_map<uint64_t, double> fast_;  // NodeKeyHash -> ms (in memory)
   bool derived_ = false;  // Derive() ran since the cache was last loaded
   std::map<std::string, double> factor_;  // op type -> in-context / isolated
   std::map<std::string, double> op_spread_;  // op type -> median relative spread

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
+#include "core/node_key.h"
 #include "runtime/stats.h"
 
 namespace rlflow {
@@ -45,15 +46,15 @@ TEST(CostModel, KeysDependOnOpAttributesAndShapesOnly) {
   Graph g = Small();
   NodeId c0 = Find(g, "Conv", 0), c1 = Find(g, "Conv", 1);
   // Same op, attributes and input types (different weights): same key.
-  EXPECT_EQ(NodeCostKey(g, c0), NodeCostKey(g, c1));
-  EXPECT_EQ(NodeCostHash(g, c0), NodeCostHash(g, c1));
+  EXPECT_EQ(NodeKeyText(g, c0), NodeKeyText(g, c1));
+  EXPECT_EQ(NodeKeyHash(g, c0), NodeKeyHash(g, c1));
   Graph wider = Small(16);
-  EXPECT_NE(NodeCostKey(g, c0), NodeCostKey(wider, Find(wider, "Conv")));
-  EXPECT_NE(NodeCostHash(g, c0), NodeCostHash(wider, Find(wider, "Conv")));
+  EXPECT_NE(NodeKeyText(g, c0), NodeKeyText(wider, Find(wider, "Conv")));
+  EXPECT_NE(NodeKeyHash(g, c0), NodeKeyHash(wider, Find(wider, "Conv")));
   Graph other = g;
   other.mutable_node(c0).attrs["strides"] = Attribute::Ints({2, 2});
-  EXPECT_NE(NodeCostKey(g, c0), NodeCostKey(other, c0));
-  EXPECT_NE(NodeCostHash(g, c0), NodeCostHash(other, c0));
+  EXPECT_NE(NodeKeyText(g, c0), NodeKeyText(other, c0));
+  EXPECT_NE(NodeKeyHash(g, c0), NodeKeyHash(other, c0));
 }
 
 // One conv built three ways (only pads; every attribute explicit; auto_pad):
@@ -71,9 +72,9 @@ TEST(CostModel, KeysUseEffectiveAttributes) {
   ValueId other = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({2, 2})}});
   Graph g = b.Build({c1, c2, c3, other});
   NodeId n1 = Find(g, "Conv", 0), n2 = Find(g, "Conv", 1), n3 = Find(g, "Conv", 2), n4 = Find(g, "Conv", 3);
-  EXPECT_EQ(NodeCostKey(g, n1), NodeCostKey(g, n2));
-  EXPECT_EQ(NodeCostKey(g, n1), NodeCostKey(g, n3));
-  EXPECT_NE(NodeCostKey(g, n1), NodeCostKey(g, n4));
+  EXPECT_EQ(NodeKeyText(g, n1), NodeKeyText(g, n2));
+  EXPECT_EQ(NodeKeyText(g, n1), NodeKeyText(g, n3));
+  EXPECT_NE(NodeKeyText(g, n1), NodeKeyText(g, n4));
   auto backend = MakeTimingBackend("cpu");
   TimingOptions fast;
   fast.samples = 3;
@@ -172,7 +173,7 @@ TEST(CostModel, ExtractNodeKeepsConstantInputs) {
   Graph single = ExtractNode(g, Find(g, "Add"));
   EXPECT_EQ(single.num_nodes(), 1);
   EXPECT_EQ(single.inputs().size(), 2u);  // the conv output and the (computed) scaled bias
-  EXPECT_NE(NodeCostKey(g, Find(g, "Add")).find("float32[8,1,1]"), std::string::npos);
+  EXPECT_NE(NodeKeyText(g, Find(g, "Add")).find("float32[8,1,1]"), std::string::npos);
   Graph conv0 = ExtractNode(g, Find(g, "Conv", 0));
   EXPECT_EQ(conv0.inputs().size(), 1u);   // x; the weight stays an initializer
   EXPECT_EQ(conv0.initializers().size(), 1u);

@@ -1,0 +1,43 @@
+#pragma once
+// The one canonical key of a node: what the node computes, independent of
+// node and tensor names, node ids and where its inputs come from. Every
+// place that asks "is this the same node?" uses it: the graph's structural
+// hash (Graph::StructuralHash, through OperatorHash), the cost model's
+// timing cache on disk (NodeKeyText) and in memory (NodeKeyHash), and the
+// rewrite engine's per-node noise keys (NodeKeyHash) and replacement-cost
+// key (ValueKeyHash per matched input).
+//
+// Its parts:
+//  - the operator: domain, op type and the effective attributes
+//    (EffectiveAttributes: defaults dropped, auto_pad and kernel_shape
+//    resolved, so a conv built by a rule with only `pads` and an imported one
+//    with every attribute written out are one key), plus an opaque node's
+//    stored NodeProto;
+//  - per input: its type (dtype and shape), or "omitted"; for a stored
+//    constant of at most kNodeKeyConstantElements elements (shapes, axes,
+//    pads: they change what the op does), its contents; larger weights count
+//    by their type only.
+// NodeKeyText and NodeKeyHash are built from one walk over these parts, so
+// two nodes have equal texts exactly when they have equal hashes (up to
+// 64-bit collisions); a test checks this over the model zoo.
+#include <cstdint>
+#include <string>
+
+#include "core/graph.h"
+
+namespace rlflow {
+
+inline constexpr int64_t kNodeKeyConstantElements = 64;
+
+// The operator part: domain, op type, effective attributes, opaque proto.
+uint64_t OperatorHash(const Graph& graph, NodeId id);
+// The whole key as a hash; never 0.
+uint64_t NodeKeyHash(const Graph& graph, NodeId id);
+// One input's part of the key: the value's type and, for a small stored
+// constant, its contents. The rewrite engine keys a replacement's cost by
+// the rule side and this, per matched input.
+uint64_t ValueKeyHash(const Value& value);
+// The whole key as text, e.g. "Conv#1f0c...a2 float32[1,64,56,56] float32[64,64,3,3]".
+std::string NodeKeyText(const Graph& graph, NodeId id);
+
+}  // namespace rlflow

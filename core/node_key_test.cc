@@ -1,0 +1,103 @@
+// The canonical node key: equal for nodes that compute the same thing
+// however they were built; different when the operator, an attribute, an
+// input type or a small constant differs; its text and hash forms agree over
+// every node of the model zoo; the structural hash follows it.
+#include "core/node_key.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "benchmarks/zoo/zoo.h"
+#include "core/graph_builder.h"
+
+namespace rlflow {
+namespace {
+
+NodeId Find(const Graph& g, const std::string& op, int nth = 0) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).op == op && nth-- == 0) return id;
+  ADD_FAILURE() << op << " not found";
+  return 0;
+}
+
+// One 3x3 conv written with only `pads`, and with every attribute explicit
+// (defaults included), in graphs with different names and weights.
+Graph ConvGraph(bool explicit_attrs, uint64_t seed, Attribute strides = Attribute::Ints({1, 1})) {
+  GraphBuilder b(seed, 17, explicit_attrs ? "explicit" : "short");
+  ValueId x = b.Input(explicit_attrs ? "input" : "x", {1, 4, 16, 16});
+  ValueId w = b.Weight(explicit_attrs ? "weight" : "w", {8, 4, 3, 3}, 0.1f);
+  AttributeMap attrs = {{"pads", Attribute::Ints({1, 1, 1, 1})}};
+  if (explicit_attrs) {
+    attrs["strides"] = strides;
+    attrs["dilations"] = Attribute::Ints({1, 1});
+    attrs["kernel_shape"] = Attribute::Ints({3, 3});
+    attrs["group"] = Attribute::Int(1);
+    attrs["auto_pad"] = Attribute::String("NOTSET");
+  }
+  ValueId y = b.Op("Conv", {x, w}, attrs, explicit_attrs ? "conv_a" : "conv_b");
+  return b.Build({b.Op("Relu", {y})});
+}
+
+TEST(NodeKey, EqualForTheSameNodeBuiltDifferently) {
+  Graph a = ConvGraph(false, 1), b = ConvGraph(true, 2);
+  NodeId ca = Find(a, "Conv"), cb = Find(b, "Conv");
+  ASSERT_NE(a.node(ca).attrs.size(), b.node(cb).attrs.size());
+  EXPECT_EQ(OperatorHash(a, ca), OperatorHash(b, cb));
+  EXPECT_EQ(NodeKeyHash(a, ca), NodeKeyHash(b, cb));
+  EXPECT_EQ(NodeKeyText(a, ca), NodeKeyText(b, cb));
+  // The graphs differ in weights; with the same weights they are one graph.
+  EXPECT_NE(a.StructuralHash(), b.StructuralHash());
+  EXPECT_EQ(a.StructuralHash(), ConvGraph(true, 1).StructuralHash());
+}
+
+TEST(NodeKey, DiffersWithAttributesTypesAndSmallConstants) {
+  Graph a = ConvGraph(true, 1), strided = ConvGraph(true, 1, Attribute::Ints({2, 2}));
+  NodeId ca = Find(a, "Conv"), cs = Find(strided, "Conv");
+  EXPECT_NE(OperatorHash(a, ca), OperatorHash(strided, cs));
+  EXPECT_NE(NodeKeyHash(a, ca), NodeKeyHash(strided, cs));
+  EXPECT_NE(NodeKeyText(a, ca), NodeKeyText(strided, cs));
+  EXPECT_NE(a.StructuralHash(), strided.StructuralHash());
+  EXPECT_NE(OperatorHash(a, ca), OperatorHash(a, Find(a, "Relu")));
+
+  // Reshape: the shape constant counts by content; input types count.
+  auto reshape = [](const Shape& in, const std::vector<int64_t>& to) {
+    GraphBuilder b(1);
+    ValueId x = b.Input("x", in);
+    return b.Build({b.Op("Reshape", {x, b.ConstInts(to)})});
+  };
+  Graph r1 = reshape({2, 6}, {3, 4}), r2 = reshape({2, 6}, {4, 3}), r3 = reshape({12}, {3, 4});
+  NodeId n1 = Find(r1, "Reshape"), n2 = Find(r2, "Reshape"), n3 = Find(r3, "Reshape");
+  EXPECT_EQ(OperatorHash(r1, n1), OperatorHash(r2, n2));  // same operator
+  EXPECT_NE(NodeKeyHash(r1, n1), NodeKeyHash(r2, n2));    // different shape constant
+  EXPECT_NE(NodeKeyText(r1, n1), NodeKeyText(r2, n2));
+  EXPECT_NE(NodeKeyHash(r1, n1), NodeKeyHash(r3, n3));  // different input type
+  EXPECT_NE(NodeKeyText(r1, n1), NodeKeyText(r3, n3));
+  EXPECT_NE(ValueKeyHash(r1.value(r1.node(n1).inputs[1])), ValueKeyHash(r2.value(r2.node(n2).inputs[1])));
+  EXPECT_EQ(ValueKeyHash(r1.value(r1.node(n1).inputs[0])), ValueKeyHash(r2.value(r2.node(n2).inputs[0])));
+}
+
+// The text and hash forms partition every node of the zoo the same way.
+TEST(NodeKey, TextAndHashAgreeOverTheZoo) {
+  for (const char* name : {"resnet50", "inception_v3", "bert_base"}) {
+    Graph g = zoo::Build(name);
+    std::map<std::string, uint64_t> hash_of_text;
+    std::map<uint64_t, std::string> text_of_hash;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      std::string text = NodeKeyText(g, id);
+      uint64_t hash = NodeKeyHash(g, id);
+      EXPECT_NE(hash, 0u);
+      auto [t, new_text] = hash_of_text.emplace(text, hash);
+      EXPECT_EQ(t->second, hash) << name << ": one text, two hashes: " << text;
+      auto [h, new_hash] = text_of_hash.emplace(hash, text);
+      EXPECT_EQ(h->second, text) << name << ": one hash, two texts";
+      EXPECT_EQ(new_text, new_hash);
+    }
+    // Repeated blocks share keys: far fewer keys than nodes.
+    EXPECT_LT(hash_of_text.size() * 2, static_cast<size_t>(g.num_nodes())) << name;
+  }
+}
+
+}  // namespace
+}  // namespace rlflow
