@@ -4,14 +4,15 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/op_registry.h"
+#include "core/parallel.h"
 #include "core/ops/kernel.h"
 
 namespace rlflow::generator {
@@ -718,42 +719,33 @@ rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function
   for (size_t k = 0; k < all_first.size(); ++k)
     if (static_cast<int>(k % s.shard_count) == s.shard_index) mine.push_back(all_first[k]);
 
+  // One enumerator per worker, made when the worker takes its first item.
   const int threads = std::max(1, s.threads);
-  std::vector<std::vector<Record>> results(threads);
-  std::vector<int64_t> sequences(threads, 0);
-  std::atomic<size_t> next{0};
+  std::vector<std::unique_ptr<Enumerator>> enumerators(threads);
   std::atomic<int64_t> recorded{0};
   std::mutex progress_mu;
-  auto worker = [&](int tid) {
-    Enumerator e(s, templates, universe, inputs);
-    for (;;) {
-      if (stop && stop->load()) break;
-      size_t k = next.fetch_add(1);
-      if (k >= mine.size()) break;
-      size_t before = e.records().size();
-      if (e.Push(mine[k].first, mine[k].second)) {
-        e.Dfs(1);
-        e.Pop();
-      }
-      recorded += static_cast<int64_t>(e.records().size() - before);
-      if (progress && (k % 16 == 0 || k + 1 == mine.size())) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        progress("enumerating: " + std::to_string(k + 1) + "/" + std::to_string(mine.size()) + " first operators, " +
-                 std::to_string(recorded.load()) + " graphs, " + std::to_string(static_cast<int>(el)) + " s");
-      }
+  ParallelFor(mine.size(), threads, stop, [&](int w, size_t k) {
+    if (!enumerators[w]) enumerators[w] = std::make_unique<Enumerator>(s, templates, universe, inputs);
+    Enumerator& e = *enumerators[w];
+    size_t before = e.records().size();
+    if (e.Push(mine[k].first, mine[k].second)) {
+      e.Dfs(1);
+      e.Pop();
     }
-    results[tid] = std::move(e.records());
-    sequences[tid] = e.sequences();
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker, t);
-  for (auto& th : pool) th.join();
+    recorded += static_cast<int64_t>(e.records().size() - before);
+    if (progress && (k % 16 == 0 || k + 1 == mine.size())) {
+      std::lock_guard<std::mutex> lock(progress_mu);
+      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress("enumerating: " + std::to_string(k + 1) + "/" + std::to_string(mine.size()) + " first operators, " +
+               std::to_string(recorded.load()) + " graphs, " + std::to_string(static_cast<int>(el)) + " s");
+    }
+  });
   if (stop && stop->load()) Fail("interrupted");
 
   std::vector<Record> all;
-  for (auto& r : results)
-    for (auto& x : r) all.push_back(std::move(x));
+  for (auto& e : enumerators)
+    if (e)
+      for (auto& x : e->records()) all.push_back(std::move(x));
   // The same DAG can be reached in different threads: keep the pattern with
   // the smallest serialization (as MakeCandidates does across shards).
   std::vector<std::pair<std::string, size_t>> keyed;
@@ -782,7 +774,8 @@ rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function
     for (uint64_t h : r.output_hashes) g->add_output_hashes(h);
   }
   if (stats) {
-    for (int64_t q : sequences) stats->sequences += q;
+    for (auto& e : enumerators)
+      if (e) stats->sequences += e->sequences();
     stats->graphs += static_cast<int64_t>(all.size());
     stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

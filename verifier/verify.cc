@@ -8,10 +8,10 @@
 #include <mutex>
 #include <random>
 #include <set>
-#include <thread>
 
 #include "core/error.h"
 #include "core/op_registry.h"
+#include "core/parallel.h"
 #include "core/symbolic.h"
 #include "runtime/executor.h"
 
@@ -530,33 +530,25 @@ std::vector<Result> VerifyAll(const rules::CandidateSet& candidates, const Optio
     duplicate[k] = !inserted;
   }
   std::vector<Result> results(mine.size());
-  std::atomic<size_t> next{0}, finished{0};
+  std::atomic<size_t> finished{0};
   std::mutex mu;
   auto start = std::chrono::steady_clock::now();
-  auto worker = [&]() {
-    for (;;) {
-      if (stop && stop->load()) return;
-      size_t k = next.fetch_add(1);
-      if (k >= mine.size()) return;
-      const rules::Rule& c = candidates.candidates(mine[k]);
-      if (duplicate[k]) {
-        results[k].rule = c;
-        results[k].outcome = Outcome::kPrunedDuplicate;
-      } else {
-        results[k] = VerifyOne(c, options);
-      }
-      size_t f = ++finished;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(mu);
-        double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        progress("verifying: " + std::to_string(f) + "/" + std::to_string(mine.size()) + " candidates, " +
-                 std::to_string(static_cast<int>(el)) + " s");
-      }
+  ParallelFor(mine.size(), options.threads, stop, [&](int, size_t k) {
+    const rules::Rule& c = candidates.candidates(mine[k]);
+    if (duplicate[k]) {
+      results[k].rule = c;
+      results[k].outcome = Outcome::kPrunedDuplicate;
+    } else {
+      results[k] = VerifyOne(c, options);
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, options.threads); ++t) pool.emplace_back(worker);
-  for (auto& th : pool) th.join();
+    size_t f = ++finished;
+    if (progress) {
+      std::lock_guard<std::mutex> lock(mu);
+      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress("verifying: " + std::to_string(f) + "/" + std::to_string(mine.size()) + " candidates, " +
+               std::to_string(static_cast<int>(el)) + " s");
+    }
+  });
   if (stop && stop->load()) Fail("interrupted");
   return results;
 }
