@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "runtime/executor.h"

@@ -4,7 +4,7 @@
 // original does with fewer nodes; a missing agent is a one-line error.
 #include <gtest/gtest.h>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"

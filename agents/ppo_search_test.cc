@@ -4,7 +4,7 @@
 // missing agent or one of another rule database is a one-line error.
 #include <gtest/gtest.h>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"

@@ -20,7 +20,7 @@
 #include "agents/env.h"
 #include "agents/gnn.h"
 #include "agents/ppo.h"
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"

@@ -5,7 +5,7 @@
 //   ./bazelw run //agents:train_passes -- --train=M1,M2 --test=M3,M4 --steps=N --out=DIR
 //
 // Models: zoo names (resnet18), torch-exported zoo models (torch:resnet18,
-// built by //benchmarks:torch_zoo) or ONNX files. The same run directory,
+// built by //zoo:torch_zoo) or ONNX files. The same run directory,
 // progress, metrics.csv, training.png, atomic checkpoints and resume after
 // kill -9 as //agents:train (tools/train/training_run.h); at the end
 // DIR/agent.pt (for --search=pass_order --agent=) and DIR/eval.md (the
@@ -64,8 +64,8 @@ std::string Config() {
 Graph Load(const std::string& spec) {
   std::string m = spec;
   if (m.rfind("torch:", 0) == 0) {
-    m = FindRunfile("benchmarks/torch_zoo/" + m.substr(6) + ".onnx", gflags::GetArgv0());
-    if (m.empty()) Fail("no torch-exported zoo model '", spec.substr(6), "' (//benchmarks:torch_zoo)");
+    m = FindRunfile("zoo/torch_zoo/" + m.substr(6) + ".onnx", gflags::GetArgv0());
+    if (m.empty()) Fail("no torch-exported zoo model '", spec.substr(6), "' (//zoo:torch_zoo)");
   }
   LoadOptions lo;
   lo.zoo_seed = FLAGS_seed;

@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/cost_model.h"

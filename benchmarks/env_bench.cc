@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "agents/env.h"
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"

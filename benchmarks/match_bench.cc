@@ -10,7 +10,7 @@
 #include <random>
 #include <set>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/rewrite/matcher.h"
 #include "tools/cli/cli.h"

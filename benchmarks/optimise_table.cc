@@ -12,6 +12,7 @@
 //   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp --devices=cpu,ort]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <climits>
@@ -23,10 +24,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/json.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
@@ -65,7 +65,10 @@ std::vector<std::string> Split(const std::string& s) {
 }
 
 // Runs the optimiser; returns its JSON report.
-std::string Optimise(const std::string& model, const std::string& search, const std::string& out,
+using Json = nlohmann::json;
+
+// Runs the optimiser; its JSON report, parsed.
+Json Optimise(const std::string& model, const std::string& search, const std::string& out,
                      const std::string& dir, const std::string& flags = "--force_optimised") {
   std::string report = out + ".json";
   std::string cmd = Runfile("optimiser/optimiser") + " --model=" + model + " --search=" + search + " --output=" + out +
@@ -73,38 +76,32 @@ std::string Optimise(const std::string& model, const std::string& search, const 
                     FLAGS_extra_args + " > " + out + ".log 2>&1";
   int status = std::system(cmd.c_str());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
-  return ReadFile(report);
+  return Json::parse(ReadFile(report));
 }
 
-int Rewrites(const std::string& report) {
-  size_t seq = report.find("\"sequence\"");
-  if (seq == std::string::npos) return 0;
-  int quotes = 0;
-  for (size_t p = report.find('"', report.find('[', seq)); p < report.find(']', seq); p = report.find('"', p + 1)) ++quotes;
-  return quotes / 2;
-}
+int Rewrites(const Json& report) { return static_cast<int>(report["rules"]["sequence"].size()); }
 
 // The report's verdict: its outcome and "median [lo, hi]" of the wall-time speedup.
 struct Verdict {
   std::string outcome = "unchanged", speedup = "1.000x (same graph)";
 };
-Verdict ReadVerdict(const std::string& report) {
+Verdict ReadVerdict(const Json& report) {
   Verdict v;
-  size_t at = report.find("\"verdict\"");
-  size_t o = at == std::string::npos ? at : report.find("\"outcome\": \"", at);
-  if (o == std::string::npos) return v;
-  v.outcome = report.substr(o + 12, report.find('"', o + 12) - o - 12);
+  v.outcome = report["verdict"]["outcome"].get<std::string>();
   if (v.outcome == "unchanged") return v;
-  size_t wall = report.find("\"wall\"", at);
+  const Json& wall = report["verdict"]["wall"];
   char text[96];
-  std::snprintf(text, sizeof text, "%.3fx [%.3f, %.3f]", JsonFindNumber(report, "median", wall),
-                JsonFindNumber(report, "lo", wall), JsonFindNumber(report, "hi", wall));
+  std::snprintf(text, sizeof text, "%.3fx [%.3f, %.3f]", wall["median"].get<double>(), wall["lo"].get<double>(),
+                wall["hi"].get<double>());
   v.speedup = text;
   return v;
 }
 
+// A number of the report (NaN where it was written as null).
+double Number(const Json& value) { return value.is_number() ? value.get<double>() : std::nan(""); }
+
 std::string Original(const std::string& source, const std::string& m, const std::string& dir) {
-  if (source == "torch") return Absolute(Runfile("benchmarks/torch_zoo/" + m + ".onnx"));
+  if (source == "torch") return Absolute(Runfile("zoo/torch_zoo/" + m + ".onnx"));
   std::string path = dir + "/" + m + ".onnx";
   if (!FileExists(path)) WriteOnnxFile(zoo::Build(m, 1), path);
   return path;
@@ -120,13 +117,11 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
     for (const std::string& m : models) {
       std::string original = Original(source, m, dir);
       LOG(INFO) << m << " (" << source << "): taso --device=ort";
-      std::string r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir, "--device=ort");
-      size_t before_at = r.find("\"before\""), after = r.find("\"after\"");
+      Json r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir, "--device=ort");
       Verdict v = ReadVerdict(r);
       std::printf("| %s | %s | %d | %+.1f%% / %+.1f%% | %.3fx | %s | %s | %.1f |\n", m.c_str(), source.c_str(),
-                  Rewrites(r), 100 * JsonFindNumber(r, "estimate_error", before_at),
-                  100 * JsonFindNumber(r, "estimate_error", after), JsonFindNumber(r, "estimated_speedup"),
-                  v.speedup.c_str(), v.outcome.c_str(), JsonFindNumber(r, "time_s"));
+                  Rewrites(r), 100 * Number(r["before"]["estimate_error"]), 100 * Number(r["after"]["estimate_error"]),
+                  Number(r["estimated_speedup"]), v.speedup.c_str(), v.outcome.c_str(), Number(r["search"]["time_s"]));
       std::fflush(stdout);
     }
   }
@@ -152,10 +147,9 @@ int Run() {
       std::string original = Original(source, m, dir);
       LOG(INFO) << m << " (" << source << "): taso";
       std::string taso_out = dir + "/" + m + "." + source + ".taso.onnx";
-      std::string taso = Optimise(original, "taso", taso_out, dir);
+      Json taso = Optimise(original, "taso", taso_out, dir);
       LOG(INFO) << m << " (" << source << "): greedy";
-      std::string greedy = Optimise(original, "greedy", dir + "/" + m + "." + source + ".greedy.onnx", dir);
-      size_t after = taso.find("\"after\"");
+      Json greedy = Optimise(original, "greedy", dir + "/" + m + "." + source + ".greedy.onnx", dir);
       Graph g = ImportOnnxFile(original);
       std::vector<at::Tensor> inputs = RandomInputs(g, 1);
       std::vector<std::pair<std::string, at::Tensor>> named;
@@ -163,22 +157,18 @@ int Run() {
       LOG(INFO) << m << " (" << source << "): ONNX Runtime";
       testing::OrtPairedTimes ort = testing::TimeOnnxRuntime(original, taso_out, named, FLAGS_ort_runs);
       RatioInterval ort_speedup = PairedRatio(ort.a, ort.b);
-      size_t before_at = taso.find("\"before\"");
-      auto count = [](const std::string& json, const std::string& key, size_t from) {
-        size_t p = json.find("\"" + key + "\"", from);
-        size_t end = json.find('}', from);
-        return p == std::string::npos || p > end ? 0.0 : JsonFindNumber(json, key, from);
+      auto count = [](const Json& side, const std::string& op) {
+        return side["op_counts"].contains(op) ? side["op_counts"][op].get<double>() : 0.0;
       };
       int rewrites = Rewrites(taso);
       Verdict v = ReadVerdict(taso);
       std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
                   "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
-                  m.c_str(), source.c_str(), rewrites, count(taso, "BatchNormalization", before_at),
-                  count(taso, "BatchNormalization", after), JsonFindNumber(taso, "nodes", before_at),
-                  JsonFindNumber(taso, "nodes", after), 100 * JsonFindNumber(taso, "estimate_error", before_at),
-                  100 * JsonFindNumber(taso, "estimate_error", after), JsonFindNumber(taso, "estimated_speedup"),
-                  v.speedup.c_str(), v.outcome.c_str(), ort_speedup.median, ort_speedup.lo, ort_speedup.hi, JsonFindNumber(taso, "time_s"),
-                  JsonFindNumber(greedy, "speedup"));
+                  m.c_str(), source.c_str(), rewrites, count(taso["before"], "BatchNormalization"),
+                  count(taso["after"], "BatchNormalization"), Number(taso["before"]["nodes"]), Number(taso["after"]["nodes"]),
+                  100 * Number(taso["before"]["estimate_error"]), 100 * Number(taso["after"]["estimate_error"]),
+                  Number(taso["estimated_speedup"]), v.speedup.c_str(), v.outcome.c_str(), ort_speedup.median,
+                  ort_speedup.lo, ort_speedup.hi, Number(taso["search"]["time_s"]), Number(greedy["speedup"]));
       std::fflush(stdout);
     }
   }

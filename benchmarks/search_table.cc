@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "optimiser/pipeline.h"
 #include "tools/cli/cli.h"

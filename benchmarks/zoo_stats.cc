@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
@@ -25,7 +25,7 @@ DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_int32(runs, 10, "timed runs per model (median reported)");
 DEFINE_int32(warmup, 2, "untimed runs first");
 DEFINE_int32(threads, 1, "ATen intra-op threads");
-DEFINE_string(torch_dir, "benchmarks/torch_zoo", "directory of the torch-exported models (the //benchmarks:torch_zoo "
+DEFINE_string(torch_dir, "zoo/torch_zoo", "directory of the torch-exported models (the //zoo:torch_zoo "
                                                  "outputs; found in the runfiles under `bazel run`)");
 
 namespace rlflow {

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/graph_builder.h"
 
 namespace rlflow {

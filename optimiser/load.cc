@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 

@@ -2,6 +2,7 @@
 // naming the problem, a non-zero exit code and no output file. Plus the happy
 // path and the zoo fallback.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
@@ -11,7 +12,7 @@
 #include <random>
 #include <string>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rules/rule.h"
@@ -19,6 +20,9 @@
 
 namespace rlflow {
 namespace {
+
+// The optimiser's JSON report, parsed (a parse error fails the test).
+nlohmann::json ReadReport(const std::string& path) { return nlohmann::json::parse(ReadFile(path)); }
 
 struct RunResult {
   int exit_code = -1;
@@ -301,34 +305,43 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   RunResult r = RunOptimiser(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(FileExists(out_));
-  std::string json = ReadFile(report);
-  for (const char* key : {"\"search\"", "\"strategy\": \"greedy\"", "\"graphs_explored\"", "\"before\"", "\"after\"",
-                          "\"estimated_ms\"", "\"measured_ms\"", "\"speedup\"", "\"applied\"", "\"peak_memory_mb\"",
-                          "\"max_relative_error\""})
-    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  nlohmann::json json = ReadReport(report);
+  EXPECT_EQ(json["search"]["strategy"], "greedy");
+  EXPECT_GE(json["search"]["graphs_explored"].get<int>(), 1);
+  for (const char* side : {"before", "after"}) {
+    EXPECT_GT(json[side]["estimated_ms"].get<double>(), 0) << side;
+    EXPECT_GT(json[side]["measured_ms"].get<double>(), 0) << side;
+  }
+  EXPECT_GT(json["speedup"].get<double>(), 0);
+  EXPECT_TRUE(json["rules"]["applied"].is_object());
+  EXPECT_GT(json["peak_memory_mb"].get<double>(), 0);
+  EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4);
   EXPECT_EQ(ReadFile(cache).rfind("rlflow-timing-cache 1\n", 0), 0u);
   EXPECT_EQ(r.out.find(" 0 ops timed"), std::string::npos) << r.out;  // first run measures
   EXPECT_NE(r.err.find("greedy"), std::string::npos);                  // progress / log lines
-  auto sequence = [](const std::string& report_json) {
-    size_t at = report_json.find("\"sequence\"");
-    return at == std::string::npos ? std::string("(none)") : report_json.substr(at, report_json.find(']', at) - at);
+  auto sequence = [](const std::string& path) {
+    return ReadReport(path)["rules"]["sequence"].get<std::vector<std::string>>();
   };
-  std::string first = sequence(json);
+  std::vector<std::string> first = sequence(report);
+  EXPECT_EQ(first.size(), json["rules"]["sequence"].size());
   r = RunOptimiser(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("(cpu, 0 ops timed"), std::string::npos) << r.out;  // all from the cache
   // Every timing the search used is cached (first measurement wins): runs
   // with the cache make the same rewrites as the run that filled it.
-  std::string second = sequence(ReadFile(report));
+  std::vector<std::string> second = sequence(report);
   EXPECT_EQ(second, first);
   r = RunOptimiser(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(sequence(ReadFile(report)), second);
+  EXPECT_EQ(sequence(report), second);
   // The verdict: paired runs with an interval (3 pairs are too few for one).
-  json = ReadFile(report);
-  for (const char* key : {"\"verdict\"", "\"outcome\"", "\"wall\"", "\"cpu_clock\"", "\"cost_model\"",
-                          "\"overhead_ms_per_node\"", "\"context_factor\""})
-    EXPECT_NE(json.find(key), std::string::npos) << key << " not in " << json;
+  json = ReadReport(report);
+  EXPECT_TRUE(json["verdict"]["outcome"].is_string()) << json;
+  EXPECT_TRUE(json["verdict"]["wall"]["median"].is_number()) << json;
+  EXPECT_TRUE(json["verdict"]["cpu_clock"].is_string()) << json;
+  EXPECT_TRUE(json["cost_model"]["overhead_ms_per_node"].is_number()) << json;
+  ASSERT_FALSE(json["cost_model"]["per_op"].empty()) << json;
+  EXPECT_TRUE(json["cost_model"]["per_op"].begin().value()["context_factor"].is_number()) << json;
   EXPECT_NE(r.err.find("too few pairs for a 95% interval"), std::string::npos) << r.err;
 }
 
@@ -344,12 +357,12 @@ TEST_F(OptimiserCli, OnnxRuntimeDevice) {
   EXPECT_TRUE(FileExists(out_));
   EXPECT_NE(r.out.find("(ort, "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measured:   "), std::string::npos) << r.out;
-  std::string json = ReadFile(report);
-  EXPECT_NE(json.find("\"device\": \"ort\""), std::string::npos) << json;
+  nlohmann::json json = ReadReport(report);
+  EXPECT_EQ(json["device"], "ort") << json;
   // A changed graph is judged from paired runs in the Node.js process's CPU time.
   if (r.out.find("interleaved pairs") != std::string::npos) {
     EXPECT_NE(r.out.find("process CPU"), std::string::npos) << r.out;
-    EXPECT_NE(json.find("\"cpu_clock\": \"process\""), std::string::npos) << json;
+    EXPECT_EQ(json["verdict"]["cpu_clock"], "process") << json;
   }
   // Timings are cached under ORT's conditions (version, threads, level).
   EXPECT_NE(ReadFile(cache).find("\tort"), std::string::npos);
@@ -374,7 +387,7 @@ TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
   EXPECT_NE(err.find("search interrupted"), std::string::npos) << err;
   EXPECT_TRUE(FileExists(out_));
-  EXPECT_NE(ReadFile(report).find("\"stop_reason\": \"interrupted\""), std::string::npos);
+  EXPECT_EQ(ReadReport(report)["search"]["stop_reason"], "interrupted");
   EXPECT_EQ(ImportOnnxFile(out_).outputs().size(), 1u);
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdarg>
@@ -17,7 +18,6 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/json.h"
 #include "core/onnx_io.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/interface.h"
@@ -67,24 +67,25 @@ std::string TimingCachePath(const std::string& flag) {
   return dir + "/timing-cache.txt";
 }
 
+// Keys in the order written: the report reads top-down.
+using Json = nlohmann::ordered_json;
+
 double PeakMemoryMb() {
   struct rusage u {};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss / 1024.0;  // Linux: kilobytes
 }
 
-void WriteSummary(JsonWriter& j, const GraphSummary& s, double estimate_ms, double measured_ms) {
-  j.BeginObject();
-  j.Key("nodes").Int(s.nodes);
-  j.Key("op_counts").BeginObject();
-  for (const auto& [op, n] : s.op_counts) j.Key(op).Int(n);
-  j.EndObject();
-  j.Key("parameters").Int(s.parameters);
-  j.Key("flops").Number(s.flops);
-  j.Key("estimated_ms").Number(estimate_ms);
-  j.Key("measured_ms").Number(measured_ms);
-  j.Key("estimate_error").Number((estimate_ms - measured_ms) / measured_ms);
-  j.EndObject();
+Json SummaryJson(const GraphSummary& s, double estimate_ms, double measured_ms) {
+  Json op_counts = Json::object();
+  for (const auto& [op, n] : s.op_counts) op_counts[op] = n;
+  return Json{{"nodes", s.nodes},
+              {"op_counts", op_counts},
+              {"parameters", s.parameters},
+              {"flops", s.flops},
+              {"estimated_ms", estimate_ms},
+              {"measured_ms", measured_ms},
+              {"estimate_error", (estimate_ms - measured_ms) / measured_ms}};
 }
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -500,106 +501,70 @@ std::string PipelineResult::Summary() const {
 std::string PipelineResult::ReportJson() const {
   std::map<std::string, int> rule_counts;
   for (const auto& r : result.applied) ++rule_counts[r];
-  JsonWriter j;
-  j.BeginObject();
-  j.Key("model").String(model_source);
-  j.Key("output").String(output);
-  j.Key("wrote_original").Bool(keep_original);
-  j.Key("opset_note").String(opset_note);
-  j.Key("unchanged").Bool(unchanged);
-  j.Key("search").BeginObject();
-  j.Key("strategy").String(search);
-  j.Key("budget").Int(options.budget);
-  j.Key("alpha").Number(options.alpha);
-  j.Key("greedy_finish").Bool(options.greedy_finish);
-  j.Key("finish_applied").Int(result.finish_applied);
-  j.Key("time_limit_s").Number(options.time_limit_s);
-  j.Key("seed").Int(static_cast<int64_t>(options.seed));
-  j.Key("time_s").Number(search_s);
-  j.Key("stop_reason").String(StopReasonName(result.stop_reason));
-  j.Key("rounds").Int(search_rounds);
-  j.Key("graphs_explored").Int(result.graphs_explored);
-  j.Key("rewrites_costed").Int(result.rewrites_costed);
-  j.Key("graphs_built").Int(result.graphs_built);
-  j.Key("rewrites_rejected").Int(result.rewrites_rejected);
-  j.Key("gains_within_noise").Int(result.gains_resolved);
-  j.Key("gains_confirmed").Int(result.gains_confirmed);
-  j.Key("noise_rule").BeginArray();
-  for (const auto& line : result.noise_rule) j.String(line);
-  j.EndArray();
-  j.EndObject();
-  j.Key("rules").BeginObject();
-  j.Key("database").String(rules_path);
-  j.Key("count").Int(rule_count);
-  j.Key("applied").BeginObject();
-  for (const auto& [r, n] : rule_counts) j.Key(r).Int(n);
-  j.EndObject();
-  j.Key("sequence").BeginArray();
-  for (const auto& r : result.applied) j.String(r);
-  j.EndArray();
-  j.EndObject();
-  j.Key("device").String(device);
-  j.Key("threads").Int(threads);
-  j.Key("before");
-  WriteSummary(j, before, before_estimate, before_ms);
-  j.Key("after");
-  WriteSummary(j, after, after_estimate, after_ms);
-  j.Key("speedup").Number(unchanged ? 1.0 : verdict.wall.median);
-  j.Key("verdict").BeginObject();
-  j.Key("outcome").String(unchanged ? "unchanged" : verdict.OutcomeName());
-  j.Key("pairs").Int(unchanged ? 0 : verdict.wall.n);
-  j.Key("level").Number(0.95);
-  auto interval = [&](const RatioInterval& r) {
-    j.BeginObject();
-    j.Key("median").Number(r.median);
-    j.Key("lo").Number(r.confidence > 0 ? r.lo : 0.0);
-    j.Key("hi").Number(r.confidence > 0 ? r.hi : 0.0);
-    j.Key("coverage").Number(r.confidence);
-    j.EndObject();
+  Json applied = Json::object();
+  for (const auto& [r, n] : rule_counts) applied[r] = n;
+  auto interval = [](const RatioInterval& r) {
+    return Json{{"median", r.median},
+                {"lo", r.confidence > 0 ? r.lo : 0.0},
+                {"hi", r.confidence > 0 ? r.hi : 0.0},
+                {"coverage", r.confidence}};
   };
-  j.Key("wall");
-  interval(verdict.wall);
-  j.Key("cpu");
-  interval(verdict.cpu);
-  j.Key("cpu_clock").String(verdict.cpu_clock);
-  j.Key("before_cpu_ms").Number(verdict.a_cpu_ms);
-  j.Key("after_cpu_ms").Number(verdict.b_cpu_ms);
-  j.EndObject();
-  j.Key("cost_model").BeginObject();
-  j.Key("overhead_ms_per_node").Number(calibration.overhead_ms);
-  j.Key("keys_calibrated").Int(calibration.keys);
-  j.Key("keys_timed_now").Int(calibration.new_keys);
-  j.Key("per_op").BeginObject();
-  for (const auto& [op, p] : calibration.per_op) {
-    j.Key(op).BeginObject();
-    j.Key("nodes").Int(p.nodes);
-    j.Key("ms").Number(p.ms);
-    j.Key("spread").Number(p.spread);
-    j.Key("context_factor").Number(p.factor);
-    j.EndObject();
-  }
-  j.EndObject();
-  j.EndObject();
-  j.Key("estimated_speedup").Number(before_estimate / after_estimate);
-  j.Key("predicted_after_ms").Number(PredictedAfterMs());
-  j.Key("predicted_after_error").Number((PredictedAfterMs() - after_ms) / after_ms);
-  j.Key("check").BeginObject();
-  j.Key("max_relative_error").Number(max_error);
-  j.Key("outputs_compared").Int(outputs_compared);
-  j.Key("opaque_nodes").Int(opaque_nodes);
-  j.Key("symbolic_dims").Bool(symbolic_dims);
-  j.Key("general").Bool(general_ok);
-  j.Key("tolerance").Number(options.tolerance);
-  j.EndObject();
-  j.Key("timing_cache").BeginObject();
-  j.Key("path").String(timing_cache);
-  j.Key("entries").Int(cache_entries);
-  j.Key("ops_timed").Int(ops_timed);
-  j.Key("hits").Int(cache_hits);
-  j.EndObject();
-  j.Key("peak_memory_mb").Number(peak_memory_mb);
-  j.EndObject();
-  return j.Finish();
+  Json per_op = Json::object();
+  for (const auto& [op, p] : calibration.per_op)
+    per_op[op] = Json{{"nodes", p.nodes}, {"ms", p.ms}, {"spread", p.spread}, {"context_factor", p.factor}};
+  Json j;
+  j["model"] = model_source;
+  j["output"] = output;
+  j["wrote_original"] = keep_original;
+  j["opset_note"] = opset_note;
+  j["unchanged"] = unchanged;
+  j["search"] = Json{{"strategy", search},
+                     {"budget", options.budget},
+                     {"alpha", options.alpha},
+                     {"greedy_finish", options.greedy_finish},
+                     {"finish_applied", result.finish_applied},
+                     {"time_limit_s", options.time_limit_s},
+                     {"seed", options.seed},
+                     {"time_s", search_s},
+                     {"stop_reason", StopReasonName(result.stop_reason)},
+                     {"rounds", search_rounds},
+                     {"graphs_explored", result.graphs_explored},
+                     {"rewrites_costed", result.rewrites_costed},
+                     {"graphs_built", result.graphs_built},
+                     {"rewrites_rejected", result.rewrites_rejected},
+                     {"gains_within_noise", result.gains_resolved},
+                     {"gains_confirmed", result.gains_confirmed},
+                     {"noise_rule", result.noise_rule}};
+  j["rules"] = Json{{"database", rules_path}, {"count", rule_count}, {"applied", applied}, {"sequence", result.applied}};
+  j["device"] = device;
+  j["threads"] = threads;
+  j["before"] = SummaryJson(before, before_estimate, before_ms);
+  j["after"] = SummaryJson(after, after_estimate, after_ms);
+  j["speedup"] = unchanged ? 1.0 : verdict.wall.median;
+  j["verdict"] = Json{{"outcome", unchanged ? std::string("unchanged") : verdict.OutcomeName()},
+                      {"pairs", unchanged ? 0 : verdict.wall.n},
+                      {"level", 0.95},
+                      {"wall", interval(verdict.wall)},
+                      {"cpu", interval(verdict.cpu)},
+                      {"cpu_clock", verdict.cpu_clock},
+                      {"before_cpu_ms", verdict.a_cpu_ms},
+                      {"after_cpu_ms", verdict.b_cpu_ms}};
+  j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms},
+                         {"keys_calibrated", calibration.keys},
+                         {"keys_timed_now", calibration.new_keys},
+                         {"per_op", per_op}};
+  j["estimated_speedup"] = before_estimate / after_estimate;
+  j["predicted_after_ms"] = PredictedAfterMs();
+  j["predicted_after_error"] = (PredictedAfterMs() - after_ms) / after_ms;
+  j["check"] = Json{{"max_relative_error", max_error},       {"outputs_compared", outputs_compared},
+                    {"opaque_nodes", opaque_nodes},          {"symbolic_dims", symbolic_dims},
+                    {"general", general_ok},                 {"tolerance", options.tolerance}};
+  j["timing_cache"] =
+      Json{{"path", timing_cache}, {"entries", cache_entries}, {"ops_timed", ops_timed}, {"hits", cache_hits}};
+  j["peak_memory_mb"] = peak_memory_mb;
+  // Non-finite numbers are written as null; bytes that are not UTF-8 (a
+  // path) as U+FFFD.
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace rlflow

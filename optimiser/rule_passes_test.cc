@@ -9,7 +9,7 @@
 
 #include <set>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/search.h"
 #include "rules/testing.h"

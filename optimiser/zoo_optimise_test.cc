@@ -12,14 +12,14 @@
 #include <cstdlib>
 #include <string>
 
-#include "benchmarks/zoo/zoo.h"
-#include "benchmarks/zoo/zoo_cases.h"
+#include "zoo/zoo.h"
+#include "zoo/zoo_cases.h"
 #include "core/file_util.h"
-#include "core/json.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
 
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 namespace rlflow {
@@ -29,14 +29,11 @@ using zoo::Case;
 
 class ZooOptimise : public ::testing::TestWithParam<Case> {};
 
-double JsonNumber(const std::string& json, const std::string& key, size_t from = 0) {
-  return JsonFindNumber(json, key, from);
-}
 
 TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   const Case& c = GetParam();
   std::string dir = testing::MakeTempDir(c.model + "_opt_");
-  std::string original = c.torch ? FindRunfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
+  std::string original = c.torch ? FindRunfile("zoo/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
   if (!c.torch) WriteOnnxFile(zoo::Build(c.model, 1), original);
   std::string written = dir + "/optimised.onnx", report = dir + "/report.json";
   // The torch exports have a symbolic batch: their optimised graph is
@@ -54,21 +51,22 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
 
   Graph before = ImportOnnxFile(original);
   Graph after = ImportOnnxFile(written);  // exported through onnx::checker; re-imports
-  std::string json = ReadFile(report);
-  bool wrote_original = json.find("\"wrote_original\": true") != std::string::npos;
+  nlohmann::json json = nlohmann::json::parse(ReadFile(report));
+  bool wrote_original = json["wrote_original"].get<bool>();
   // "after" describes the optimised graph, written unless it was not faster.
   if (!wrote_original) {
-    EXPECT_EQ(JsonNumber(json, "nodes", json.find("\"after\"")), after.num_nodes()) << json;
+    EXPECT_EQ(json["after"]["nodes"].get<int64_t>(), after.num_nodes()) << json;
   }
-  EXPECT_GT(JsonNumber(json, "graphs_explored"), 0) << json;
+  EXPECT_GT(json["search"]["graphs_explored"].get<int64_t>(), 0) << json;
   // A changed graph is written only when the verdict says faster.
   if (!wrote_original && !c.torch) {
-    EXPECT_NE(json.find("\"outcome\": \"faster\""), std::string::npos) << json;
+    EXPECT_EQ(json["verdict"]["outcome"], "faster") << json;
   }
   // The budget (1000 graphs), then the greedy finish: one graph per rewrite it applied, and the last.
-  EXPECT_LE(JsonNumber(json, "graphs_explored"), 1000 + JsonNumber(json, "finish_applied") + 1) << json;
-  EXPECT_LE(JsonNumber(json, "max_relative_error"), 1e-4) << json;
-  double speedup = JsonNumber(json, "speedup");
+  EXPECT_LE(json["search"]["graphs_explored"].get<int64_t>(), 1000 + json["search"]["finish_applied"].get<int64_t>() + 1)
+      << json;
+  EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4) << json;
+  double speedup = json["speedup"].get<double>();
   // Either the optimised graph was measured faster, or the original was written.
   if (wrote_original) {
     // The original is written as it came, byte for byte.

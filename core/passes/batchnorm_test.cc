@@ -2,7 +2,7 @@
 // BatchNormalization) preserve outputs and round-trip the op counts.
 #include <gtest/gtest.h>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/executor.h"

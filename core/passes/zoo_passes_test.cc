@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/passes/pass.h"
 #include "runtime/executor.h"
 

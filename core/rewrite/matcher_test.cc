@@ -9,7 +9,7 @@
 #include <random>
 #include <cstdlib>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "benchmarks/zoo/zoo.h"
-#include "benchmarks/zoo/zoo_cases.h"
+#include "zoo/zoo.h"
+#include "zoo/zoo_cases.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
@@ -27,7 +27,7 @@ class ZooRoundTrip : public ::testing::TestWithParam<Case> {};
 TEST_P(ZooRoundTrip, MatchesOnnxRuntime) {
   const Case& c = GetParam();
   std::string dir = testing::MakeTempDir(c.model + "_");
-  std::string original = c.torch ? FindRunfile("benchmarks/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
+  std::string original = c.torch ? FindRunfile("zoo/torch_zoo/" + c.model + ".onnx") : dir + "/original.onnx";
   if (!c.torch) WriteOnnxFile(zoo::Build(c.model, 1), original);
   ASSERT_TRUE(FileExists(original)) << original;
 

@@ -5,7 +5,7 @@ These are independent, real-world inputs for tests and benchmarks (the C++
 zoo builders are the other source). Weights are random from --seed. Run with
 Debian's Python (python3-torch, python3-torchvision, python3-onnx):
 
-  /usr/bin/python3 tools/export_torch_models.py --out_dir=/tmp/zoo [--models=resnet50,bert_base]
+  /usr/bin/python3 zoo/export_torch.py --out_dir=/tmp/zoo [--models=resnet50,bert_base]
 
 Each model is exported at a different default-domain opset (11 to 17) so that
 the importer's opset handling is exercised by real exporter output.

@@ -1,4 +1,4 @@
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 
 #include <cmath>
 
@@ -332,8 +332,9 @@ Graph ViT(const TransformerConfig& c, uint64_t seed) {
 }
 
 const std::vector<std::string>& ModelNames() {
-  static const std::vector<std::string> names = {"inception_v3", "resnet18",  "resnet50", "resnext50_32x4d",
-                                                 "squeezenet1_1", "bert_base", "vit_b_16"};
+  static const std::vector<std::string> names = {
+#include "zoo/model_names.inc"  // from zoo/models.bzl, the one list
+  };
   return names;
 }
 

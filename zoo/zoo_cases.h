@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "benchmarks/zoo/zoo.h"
+#include "zoo/zoo.h"
 
 namespace rlflow::zoo {
 
 struct Case {
   std::string model;
-  bool torch;  // torch.onnx.export output (//benchmarks:torch_zoo), else the C++ builder's
+  bool torch;  // torch.onnx.export output (//zoo:torch_zoo), else the C++ builder's
 };
 
 inline std::vector<Case> Cases() {
