@@ -29,7 +29,8 @@ enum class RewardKind {
   kDelta,       // RT_{t-1} - RT_t, cost-model ms (RLFlow eq. 2)
   kCombined,    // 100 (alpha dRT / RT_0 + beta dMA / MA_0): runtime and memory-access decrease (RLFlow eq. 3)
   kNormalised,  // 100 (RT_{t-1} - RT_t) / RT_0 (X-RLflow)
-  kEndToEnd,    // sparse: 100 (T_last - T_now) / T_0 measured on a timing backend every `measure_every` steps and at the end
+  kEndToEnd,  // sparse: 100 (T_last - T_now) / T_0 measured on a timing backend every `measure_every` steps and at the
+              // end
 };
 // "delta", "combined", "normalised", "end_to_end"; ParseRewardKind throws rlflow::Error on others.
 const char* RewardKindName(RewardKind kind);
@@ -40,7 +41,7 @@ struct EnvOptions {
   int max_locations = 200;   // hierarchical form: locations per rule action
   int horizon = 100;         // steps per episode
   double invalid_penalty = -100;
-  double max_growth = 2.0;   // rewrites may not grow the graph beyond max_growth x its start size
+  double max_growth = 2.0;  // rewrites may not grow the graph beyond max_growth x its start size
   RewardKind reward = RewardKind::kNormalised;
   double alpha = 0.8, beta = 0.2;  // kCombined weights
   int measure_every = 10;          // kEndToEnd: steps between measurements
@@ -59,11 +60,11 @@ constexpr int kEdgeFeatureSize = 7;     // rank / 4, log elements, four log dims
 constexpr int kGlobalFeatureSize = 3;   // cost / initial cost, step / horizon, log initial cost (ms)
 
 struct EnvCandidate {
-  int rule = 0;                 // index into the matcher's rules
+  int rule = 0;  // index into the matcher's rules
   bool reverse = false;
-  int rule_action = 0;          // 2 * rule + reverse: the hierarchical form's first choice
-  std::vector<NodeId> nodes;    // the graph nodes it rewrites (a subset of the observation's nodes)
-  double estimated_gain = 0;    // state cost - estimated cost after it (ms)
+  int rule_action = 0;        // 2 * rule + reverse: the hierarchical form's first choice
+  std::vector<NodeId> nodes;  // the graph nodes it rewrites (a subset of the observation's nodes)
+  double estimated_gain = 0;  // state cost - estimated cost after it (ms)
 };
 
 struct Observation {
@@ -89,10 +90,10 @@ struct Observation {
 
 struct StepInfo {
   bool valid = true;
-  std::string message;      // why an action was invalid, or what was applied
-  std::string rule;         // "<id>" or "<id> (reversed)" for an applied rewrite
-  double cost_ms = 0;       // cost-model cost after the step
-  double measured_ms = 0;   // kEndToEnd: the last measurement
+  std::string message;     // why an action was invalid, or what was applied
+  std::string rule;        // "<id>" or "<id> (reversed)" for an applied rewrite
+  double cost_ms = 0;      // cost-model cost after the step
+  double measured_ms = 0;  // kEndToEnd: the last measurement
   StopReason stop = StopReason::kNone;
 };
 

@@ -19,14 +19,15 @@ torch::Tensor SegmentSum(const torch::Tensor& src, const torch::Tensor& index, i
 }
 
 torch::Tensor SegmentMean(const torch::Tensor& src, const torch::Tensor& index, int64_t n) {
-  torch::Tensor count = torch::zeros({n}, src.options()).index_add_(0, index, torch::ones({src.size(0)}, src.options()));
+  torch::Tensor count =
+      torch::zeros({n}, src.options()).index_add_(0, index, torch::ones({src.size(0)}, src.options()));
   return SegmentSum(src, index, n) / count.clamp_min(1).unsqueeze(1);
 }
 
 // Softmax of `score` [E] over the edges that share a destination.
 torch::Tensor SegmentSoftmax(const torch::Tensor& score, const torch::Tensor& index, int64_t n) {
-  torch::Tensor max = torch::full({n}, -1e30, score.options())
-                          .scatter_reduce(0, index, score.detach(), "amax", /*include_self=*/true);
+  torch::Tensor max =
+      torch::full({n}, -1e30, score.options()).scatter_reduce(0, index, score.detach(), "amax", /*include_self=*/true);
   torch::Tensor e = torch::exp(score - max.index_select(0, index));
   torch::Tensor sum = torch::zeros({n}, score.options()).index_add_(0, index, e);
   return e / sum.index_select(0, index).clamp_min(1e-12);
@@ -81,13 +82,13 @@ GraphNetImpl::GraphNetImpl(int node_features, int edge_features, int global_feat
   edge_in_ = register_module("edge_in", nn::Linear(edge_features, h));
   global_in_ = register_module("global_in", nn::Linear(global_features, h));
   for (int s = 0; s < o_.steps; ++s) {
-    edge_mlp_->push_back(Mlp(4 * h, h, h));       // [edge, source, destination, global]
+    edge_mlp_->push_back(Mlp(4 * h, h, h));  // [edge, source, destination, global]
     query_->push_back(nn::Linear(h, h));
-    key_->push_back(nn::Linear(2 * h, h));         // [source, edge]
+    key_->push_back(nn::Linear(2 * h, h));  // [source, edge]
     value_->push_back(nn::Linear(2 * h, h));
     attention_->push_back(nn::Linear(h, 1));
-    node_mlp_->push_back(Mlp(3 * h, h, h));       // [node, messages, global]
-    global_mlp_->push_back(Mlp(3 * h, h, h));     // [global, mean node, mean edge]
+    node_mlp_->push_back(Mlp(3 * h, h, h));    // [node, messages, global]
+    global_mlp_->push_back(Mlp(3 * h, h, h));  // [global, mean node, mean edge]
   }
   register_module("edge_mlp", edge_mlp_);
   register_module("query", query_);
@@ -174,13 +175,17 @@ PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& ob
     }
   }
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  auto tensor = [&](std::vector<int64_t>& v) { return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, i64).clone(); };
+  auto tensor = [&](std::vector<int64_t>& v) {
+    return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, i64).clone();
+  };
   torch::Tensor flat = torch::full({graphs * actions}, 0.0, g.global.options());
   torch::Tensor mask = torch::zeros({graphs * actions}, torch::TensorOptions().dtype(torch::kBool));
   if (c > 0) {
     torch::Tensor ni = tensor(node_index), nc = tensor(node_cand), cg = tensor(cand_graph), cr = tensor(cand_rule);
-    torch::Tensor sum = torch::zeros({c, g.nodes.size(1)}, g.nodes.options()).index_add_(0, nc, g.nodes.index_select(0, ni));
-    torch::Tensor count = torch::zeros({c}, g.nodes.options()).index_add_(0, nc, torch::ones({ni.size(0)}, g.nodes.options()));
+    torch::Tensor sum =
+        torch::zeros({c, g.nodes.size(1)}, g.nodes.options()).index_add_(0, nc, g.nodes.index_select(0, ni));
+    torch::Tensor count =
+        torch::zeros({c}, g.nodes.options()).index_add_(0, nc, torch::ones({ni.size(0)}, g.nodes.options()));
     torch::Tensor matched = sum / count.clamp_min(1).unsqueeze(1);
     torch::Tensor feats = torch::cat({matched, rule_embedding_(cr), g.global.index_select(0, cg)}, 1);
     torch::Tensor scores = score_->forward(feats).squeeze(1);

@@ -124,7 +124,8 @@ TEST(Gnn, GradientsReachEveryParameter) {
   int with_grad = 0, params = 0;
   for (const auto& p : policy->named_parameters()) {
     ++params;
-    if (p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0) ++with_grad;
+    if (p.value().grad().defined() && p.value().grad().abs().sum().item<double>() > 0)
+      ++with_grad;
     else if (p.key().find("rule_embedding") == std::string::npos)
       ADD_FAILURE() << p.key() << " gets no gradient";
   }

@@ -114,9 +114,9 @@ PassStepResult PassEnv::Step(int action) {
   if (action < 0 || action > stop || !obs_.mask[action]) {
     r.valid = false;
     r.reward = o_.invalid_penalty;
-    r.message = action < 0 || action > stop ? "action " + std::to_string(action) + " is out of range [0, " +
-                                                  std::to_string(stop) + "]"
-                                            : "pass " + names_[action] + " already ran on this graph and changed nothing";
+    r.message = action < 0 || action > stop
+                    ? "action " + std::to_string(action) + " is out of range [0, " + std::to_string(stop) + "]"
+                    : "pass " + names_[action] + " already ran on this graph and changed nothing";
     ++steps_;
     if (steps_ >= o_.horizon) done_ = r.done = true;
     Observe();

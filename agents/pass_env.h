@@ -44,7 +44,8 @@ struct PassEnvOptions {
 // Feature layout: log1p op counts (OpVocabulary() order, then opaque), then
 // kPassScalarFeatures scalars, then one flag per pass (masked: known to
 // change nothing now).
-constexpr int kPassScalarFeatures = 9;  // log1p nodes, MFLOPs, kparams, MB; their ratios to the start (and cost's); step / horizon
+constexpr int kPassScalarFeatures =
+    9;  // log1p nodes, MFLOPs, kparams, MB; their ratios to the start (and cost's); step / horizon
 
 struct PassObservation {
   std::vector<float> features;

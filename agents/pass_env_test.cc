@@ -8,10 +8,10 @@
 
 #include <cmath>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow::agents {
 namespace {
@@ -123,8 +123,8 @@ TEST(PassEnv, ShapingChangesTheReturnOnlyByTheBoundaryTerms) {
   AnalyticalCostModel cost;
   Graph g = zoo::Build("resnet18", 1);
   PassEnvOptions plain = Options(false), shaped = Options(true);
-  plain.passes = shaped.passes = {"lower_batchnorm", "fold_mul_into_conv", "fold_add_into_conv", "dce",
-                                  "raise_batchnorm"};
+  plain.passes =
+      shaped.passes = {"lower_batchnorm", "fold_mul_into_conv", "fold_add_into_conv", "dce", "raise_batchnorm"};
   plain.horizon = shaped.horizon = 5;
   PassEnv a(&PassRegistry::Builtin(), &cost, plain), b(&PassRegistry::Builtin(), &cost, shaped);
   a.Reset(g);

@@ -32,7 +32,8 @@ PassPolicyImpl::Output PassPolicyImpl::forward(const std::vector<const PassObser
   torch::Tensor x = torch::empty({B, observation_size_});
   torch::Tensor mask = torch::empty({B, actions_}, torch::TensorOptions().dtype(torch::kBool));
   for (int64_t b = 0; b < B; ++b) {
-    if (static_cast<int>(obs[b]->features.size()) != observation_size_ || static_cast<int>(obs[b]->mask.size()) != actions_)
+    if (static_cast<int>(obs[b]->features.size()) != observation_size_ ||
+        static_cast<int>(obs[b]->mask.size()) != actions_)
       Fail("pass policy: an observation of ", obs[b]->features.size(), " features and ", obs[b]->mask.size(),
            " actions, the policy has ", observation_size_, " and ", actions_);
     x[b].copy_(torch::tensor(obs[b]->features));
@@ -46,8 +47,8 @@ void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& pass
   torch::serialize::OutputArchive a;
   policy.save(a);
   a.write("horizon", torch::tensor(static_cast<int64_t>(horizon)));
-  a.write("sizes", torch::tensor({static_cast<int64_t>(policy.observation_size()), static_cast<int64_t>(policy.actions()),
-                                  static_cast<int64_t>(policy.hidden())}));
+  a.write("sizes", torch::tensor({static_cast<int64_t>(policy.observation_size()),
+                                  static_cast<int64_t>(policy.actions()), static_cast<int64_t>(policy.hidden())}));
   std::string names;
   for (const std::string& p : passes) names += p + "\n";
   a.write("passes", torch::tensor(std::vector<int64_t>(names.begin(), names.end())));
@@ -95,8 +96,8 @@ PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string
   torch::serialize::InputArchive a = Open(path);
   std::vector<std::string> trained = ReadActions(a, path);
   if (trained != passes)
-    Fail("pass-ordering agent ", path, " was trained with ", trained.size(),
-         " passes that differ from this build's ", passes.size(), " (retrain it: see the README)");
+    Fail("pass-ordering agent ", path, " was trained with ", trained.size(), " passes that differ from this build's ",
+         passes.size(), " (retrain it: see the README)");
   torch::Tensor sizes, h;
   try {
     a.read("sizes", sizes);

@@ -47,7 +47,8 @@ TEST(PassAgent, PpoLearnsTheOrderThatMatters) {
   PpoOptions o;
   o.rollout_steps = 32;
   o.minibatches = 4;
-  BasicPpoTrainer<PassEnv, PassPolicy> trainer(policy, &env, [&] { return g; }, o, 3);
+  BasicPpoTrainer<PassEnv, PassPolicy> trainer(
+      policy, &env, [&] { return g; }, o, 3);
   for (int k = 0; k < 150; ++k) trainer.Iterate();
   PassEpisode after = greedy();
   EXPECT_EQ(after.applied, (std::vector<std::string>{"remove_identity", "neg_neg"}));

@@ -89,8 +89,7 @@ void PpoTrainerBase::set_sampler_state(const std::string& state) {
 torch::Tensor PpoTrainerBase::Loss(const torch::Tensor& raw_logits, const torch::Tensor& value,
                                    const torch::Tensor& mask, const std::vector<int64_t>& actions,
                                    const std::vector<float>& old_logp, const std::vector<float>& adv,
-                                   const std::vector<float>& ret, const std::vector<float>& old_v,
-                                   UpdateStats* stats) {
+                                   const std::vector<float>& ret, const std::vector<float>& old_v, UpdateStats* stats) {
   const int64_t mb_size = static_cast<int64_t>(actions.size());
   torch::Tensor logits = MaskLogits(raw_logits, mask);
   torch::Tensor logp_all = torch::log_softmax(logits, -1);

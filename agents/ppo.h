@@ -8,8 +8,8 @@
 // update reports approx-KL, clip fraction, entropy and explained variance.
 #include <torch/torch.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <random>
@@ -80,8 +80,8 @@ using Transition = BasicTransition<Observation>;
 struct UpdateStats {
   double policy_loss = 0, value_loss = 0, entropy = 0, approx_kl = 0, clip_fraction = 0, explained_variance = 0;
   double mean_reward = 0;
-  int episodes = 0;            // episodes that ended in this rollout
-  double episode_return = 0;   // their mean return (0 if none)
+  int episodes = 0;           // episodes that ended in this rollout
+  double episode_return = 0;  // their mean return (0 if none)
 };
 
 // What the training binaries' loop (checkpoints, resume, metrics) needs of
@@ -139,8 +139,8 @@ class BasicPpoTrainer : public PpoTrainerBase {
   BasicPpoTrainer(Net policy, Env* env, std::function<Graph()> next_graph, PpoOptions options, uint64_t seed)
       : PpoTrainerBase(options, seed), policy_(std::move(policy)), env_(env), next_graph_(std::move(next_graph)) {
     if (env_ == nullptr || !next_graph_) Fail("PPO: no environment or graph source");
-    optimizer_ = std::make_unique<torch::optim::Adam>(policy_->parameters(),
-                                                      torch::optim::AdamOptions(o_.lr).eps(o_.adam_eps));
+    optimizer_ =
+        std::make_unique<torch::optim::Adam>(policy_->parameters(), torch::optim::AdamOptions(o_.lr).eps(o_.adam_eps));
   }
 
   UpdateStats Iterate() override {

@@ -43,7 +43,8 @@ class PpoSearch : public Search {
     if (o.train_steps > 0) {
       policy->train();
       PpoOptions po;
-      PpoTrainer trainer(policy, &env, [&] { return graph; }, po, o.seed);
+      PpoTrainer trainer(
+          policy, &env, [&] { return graph; }, po, o.seed);
       while (trainer.env_steps() < o.train_steps) {
         if (o.interrupted != nullptr && o.interrupted->load()) break;
         UpdateStats s = trainer.Iterate();

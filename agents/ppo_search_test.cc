@@ -4,7 +4,6 @@
 // missing agent or one of another rule database is a one-line error.
 #include <gtest/gtest.h>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"
@@ -12,6 +11,7 @@
 #include "optimiser/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {

@@ -98,7 +98,8 @@ std::vector<UpdateStats> Train(int iterations, Policy* out, double* before, doub
   o.rollout_steps = 32;
   o.minibatches = 4;
   o.lr = 3e-3;
-  PpoTrainer trainer(policy, &env, [] { return Model(); }, o, 7);
+  PpoTrainer trainer(
+      policy, &env, [] { return Model(); }, o, 7);
   std::vector<UpdateStats> stats;
   for (int k = 0; k < iterations; ++k) stats.push_back(trainer.Iterate());
   *after = GoodActionProbability(policy, start);
@@ -157,7 +158,8 @@ TEST(Ppo, LearnsTheSequenceGreedyMisses) {
   o.rollout_steps = 32;
   o.minibatches = 4;
   o.lr = 3e-3;
-  PpoTrainer trainer(policy, &env, [&] { return g; }, o, 5);
+  PpoTrainer trainer(
+      policy, &env, [&] { return g; }, o, 5);
   for (int k = 0; k < 30; ++k) trainer.Iterate();
   EpisodeResult r = RunEpisode(*policy, env, g, /*greedy=*/true);
   EXPECT_DOUBLE_EQ(r.initial_cost, 21.0);

@@ -13,14 +13,12 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-
 #include <cstdio>
 #include <sstream>
 
 #include "agents/env.h"
 #include "agents/gnn.h"
 #include "agents/ppo.h"
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"
@@ -29,6 +27,7 @@
 #include "runtime/threads.h"
 #include "tools/cli/cli.h"
 #include "tools/train/training_run.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(model, "", "training models: zoo names or ONNX files (repeat --model or separate with commas)");
 DEFINE_int64(steps, 2048, "environment steps to train for (whole updates)");
@@ -42,14 +41,14 @@ DEFINE_int32(minibatches, 4, "PPO minibatches per epoch");
 DEFINE_double(lr, 5e-4, "Adam learning rate");
 DEFINE_int32(hidden, 64, "GNN hidden size");
 DEFINE_int32(gnn_steps, 5, "GNN message-passing steps");
-DEFINE_string(cost, "analytical", "cost model the rewards come from: analytical (deterministic roofline) or measured "
-                                  "(operators timed on this machine, in context)");
+DEFINE_string(cost, "analytical",
+              "cost model the rewards come from: analytical (deterministic roofline) or measured "
+              "(operators timed on this machine, in context)");
 DEFINE_int32(threads, 1, "ATen / OpenBLAS threads");
 DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");
 
 namespace rlflow {
 namespace {
-
 
 // Everything that changes what training computes (not --steps: more steps continue a run).
 std::string Config() {
@@ -78,8 +77,8 @@ int Run() {
   train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};
   const bool resume = train::PrepareRun(run);
 
-  std::string rules_path = FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0())
-                                               : ResolveUserPath(FLAGS_rules);
+  std::string rules_path =
+      FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0()) : ResolveUserPath(FLAGS_rules);
   if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
   Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
@@ -112,7 +111,8 @@ int Run() {
   po.epochs = FLAGS_epochs;
   po.minibatches = FLAGS_minibatches;
   po.lr = FLAGS_lr;
-  agents::PpoTrainer trainer(policy, &env, [&] { return graphs[next++ % graphs.size()]; }, po, FLAGS_seed);
+  agents::PpoTrainer trainer(
+      policy, &env, [&] { return graphs[next++ % graphs.size()]; }, po, FLAGS_seed);
 
   // After a resume: a fresh episode on the next graph.
   train::RunTraining(run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()); });
@@ -132,8 +132,10 @@ int main(int argc, char** argv) {
   std::vector<char*> kept;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (i > 0 && a.rfind("--model=", 0) == 0) models.push_back(a.substr(8));
-    else kept.push_back(argv[i]);
+    if (i > 0 && a.rfind("--model=", 0) == 0)
+      models.push_back(a.substr(8));
+    else
+      kept.push_back(argv[i]);
   }
   std::string joined;
   for (const std::string& m : models) joined += (joined.empty() ? "" : ",") + m;

@@ -90,8 +90,8 @@ int Run() {
   train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};
   const bool resume = train::PrepareRun(run);
 
-  std::string rules_path = FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0())
-                                               : ResolveUserPath(FLAGS_rules);
+  std::string rules_path =
+      FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0()) : ResolveUserPath(FLAGS_rules);
   if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
   Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));

@@ -21,9 +21,17 @@ namespace {
 std::string Binary() { return std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/agents/train_passes"; }
 
 std::vector<std::string> Args(const std::string& out, int steps, const std::string& extra = "") {
-  std::vector<std::string> a = {Binary(), "--train=resnet18,torch:bert_base", "--test=squeezenet1_1",
-                                "--steps=" + std::to_string(steps), "--out=" + out, "--rollout_steps=16",
-                                "--minibatches=2", "--epochs=2", "--hidden=16", "--horizon=8", "--random_orders=2"};
+  std::vector<std::string> a = {Binary(),
+                                "--train=resnet18,torch:bert_base",
+                                "--test=squeezenet1_1",
+                                "--steps=" + std::to_string(steps),
+                                "--out=" + out,
+                                "--rollout_steps=16",
+                                "--minibatches=2",
+                                "--epochs=2",
+                                "--hidden=16",
+                                "--horizon=8",
+                                "--random_orders=2"};
   if (!extra.empty()) a.push_back(extra);
   return a;
 }
@@ -53,13 +61,18 @@ TEST(TrainPasses, WritesMetricsAgentAndEvaluationAndResumes) {
 
 TEST(TrainPasses, ErrorsAreOneLine) {
   std::string dir = testing::MakeTempDir("train_passes_err_");
-  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--train=resnet18", "--test=resnet18", "--out=" + dir + "/a"}, dir + "/a.log")), 0);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess(
+                {Binary(), "--train=resnet18", "--test=resnet18", "--out=" + dir + "/a"}, dir + "/a.log")),
+            0);
   EXPECT_NE(ReadFile(dir + "/a.log").find("disjoint"), std::string::npos) << ReadFile(dir + "/a.log");
   EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--out=" + dir + "/b"}, dir + "/b.log")), 0);
   EXPECT_NE(ReadFile(dir + "/b.log").find("--train is required"), std::string::npos) << ReadFile(dir + "/b.log");
   EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(dir + "/c", 16, "--reward=speed"), dir + "/c.log")), 0);
-  EXPECT_NE(ReadFile(dir + "/c.log").find("unknown pass-ordering reward"), std::string::npos) << ReadFile(dir + "/c.log");
-  EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--train=torch:nosuch", "--out=" + dir + "/d"}, dir + "/d.log")), 0);
+  EXPECT_NE(ReadFile(dir + "/c.log").find("unknown pass-ordering reward"), std::string::npos)
+      << ReadFile(dir + "/c.log");
+  EXPECT_NE(testing::WaitProcess(
+                testing::StartProcess({Binary(), "--train=torch:nosuch", "--out=" + dir + "/d"}, dir + "/d.log")),
+            0);
   EXPECT_NE(ReadFile(dir + "/d.log").find("nosuch"), std::string::npos) << ReadFile(dir + "/d.log");
 }
 

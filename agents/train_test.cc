@@ -23,9 +23,10 @@ namespace {
 std::string Binary() { return std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/agents/train"; }
 
 std::vector<std::string> Args(const std::string& out, int steps, const std::string& extra = "") {
-  std::vector<std::string> a = {Binary(), "--model=resnet18", "--steps=" + std::to_string(steps), "--out=" + out,
-                                "--rollout_steps=16", "--minibatches=2", "--epochs=2", "--hidden=16",
-                                "--gnn_steps=1", "--horizon=20"};
+  std::vector<std::string> a = {Binary(),       "--model=resnet18",   "--steps=" + std::to_string(steps),
+                                "--out=" + out, "--rollout_steps=16", "--minibatches=2",
+                                "--epochs=2",   "--hidden=16",        "--gnn_steps=1",
+                                "--horizon=20"};
   if (!extra.empty()) a.push_back(extra);
   return a;
 }

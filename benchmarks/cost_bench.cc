@@ -2,17 +2,15 @@
 // against the measured end-to-end time of the whole graph on the executor.
 //
 //   ./bazelw run //benchmarks:cost_bench -- --models=resnet50,bert_base
+#include <ATen/Parallel.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-
-#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/cost_model.h"
@@ -20,6 +18,7 @@
 #include "runtime/stats.h"
 #include "runtime/threads.h"
 #include "tools/cli/cli.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_int32(runs, 10, "end-to-end runs (median)");
@@ -39,8 +38,9 @@ int Run() {
   // Isolated: per-op times alone (the pre-calibration model); calibrated:
   // the model after timing the graph's nodes in context (what the optimiser
   // uses). Each model on a fresh cache; measured: median of paired runs.
-  std::printf("| model | nodes | distinct op keys | isolated estimate (ms) | calibrated estimate (ms) | measured (ms) | "
-              "isolated error | calibrated error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| model | nodes | distinct op keys | isolated estimate (ms) | calibrated estimate (ms) | measured (ms) | "
+      "isolated error | calibrated error |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& name : models) {
     Graph g = zoo::Build(name, 1);
     MeasuredCostModel model(backend.get());
@@ -54,13 +54,21 @@ int Run() {
       Executor e(g);
       auto in = RandomInputs(g, 1);
       std::vector<double> sum(g.num_nodes(), 0.0), t;
-      for (int r = 0; r < 5; ++r) { e.Run(in, &t); if (r >= 2) for (int i = 0; i < g.num_nodes(); ++i) sum[i] += t[i] / 3; }
+      for (int r = 0; r < 5; ++r) {
+        e.Run(in, &t);
+        if (r >= 2)
+          for (int i = 0; i < g.num_nodes(); ++i) sum[i] += t[i] / 3;
+      }
       std::map<std::string, std::pair<double, double>> by_op;
-      for (int i = 0; i < g.num_nodes(); ++i) { by_op[g.node(i).op].first += sum[i]; by_op[g.node(i).op].second += model.NodeCost(g, i).ms; }
+      for (int i = 0; i < g.num_nodes(); ++i) {
+        by_op[g.node(i).op].first += sum[i];
+        by_op[g.node(i).op].second += model.NodeCost(g, i).ms;
+      }
       for (auto& [op, p] : by_op) std::printf("  %s in-graph %.2f model %.2f\n", op.c_str(), p.first, p.second);
     }
-    std::printf("| %s | %d | %zu | %.2f | %.2f | %.2f | %+.1f%% | %+.1f%% |\n", name.c_str(), g.num_nodes(), keys, isolated,
-                calibrated, measured, 100 * (isolated - measured) / measured, 100 * (calibrated - measured) / measured);
+    std::printf("| %s | %d | %zu | %.2f | %.2f | %.2f | %+.1f%% | %+.1f%% |\n", name.c_str(), g.num_nodes(), keys,
+                isolated, calibrated, measured, 100 * (isolated - measured) / measured,
+                100 * (calibrated - measured) / measured);
     std::fflush(stdout);
   }
   return 0;

@@ -19,13 +19,13 @@
 #include <sstream>
 
 #include "agents/env.h"
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/pipeline.h"
 #include "runtime/threads.h"
 #include "tools/cli/cli.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(models, "resnet50,inception_v3", "comma-separated zoo models");
 DEFINE_string(cost, "analytical", "cost model: analytical or measured (calibrated in context, ATen executor)");
@@ -54,7 +54,9 @@ int Run() {
   if (rules_path.empty()) Fail("rules/default.rules.pb not found (run through ./bazelw run)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
   Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
-  std::printf("| model | nodes | candidates at reset | steps | step median (ms) | step p90 (ms) | fork median (ms) | cost model |\n");
+  std::printf(
+      "| model | nodes | candidates at reset | steps | step median (ms) | step p90 (ms) | fork median (ms) | cost "
+      "model |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---|\n");
   std::stringstream names(FLAGS_models);
   for (std::string name; std::getline(names, name, ',');) {

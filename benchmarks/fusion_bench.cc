@@ -104,8 +104,8 @@ int Run() {
     at::Tensor b = at::randn({cc.out}), b3 = b.reshape({cc.out, 1, 1});
     int64_t pad = cc.kernel / 2;
     char what[128];
-    std::snprintf(what, sizeof what, "shift into conv bias (%dx%d conv, %d -> %d ch, %dx%d)", cc.kernel, cc.kernel, cc.c,
-                  cc.out, cc.hw, cc.hw);
+    std::snprintf(what, sizeof what, "shift into conv bias (%dx%d conv, %d -> %d ch, %dx%d)", cc.kernel, cc.kernel,
+                  cc.c, cc.out, cc.hw, cc.hw);
     Compare(
         what, "Conv + Add", [&] { (void)at::add(at::conv2d(in, wc, {}, 1, pad), b3); }, "Conv with bias",
         [&] { (void)at::conv2d(in, wc, b, 1, pad); });

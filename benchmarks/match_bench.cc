@@ -10,10 +10,10 @@
 #include <random>
 #include <set>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/rewrite/matcher.h"
 #include "tools/cli/cli.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(model, "resnet50", "zoo model");
 DEFINE_string(rules, "rules/default.rules.pb", "rule database");
@@ -70,18 +70,17 @@ int Run() {
   }
   std::set<int> rules_matching;
   for (const Match& match : found) rules_matching.insert(match.rule);
-  std::printf("| model | nodes | rules (x2 directions) | rules that match | matches | rejected (cycle) | find all (ms) | "
-              "apply, per match (ms) | applications/s | apply + incremental re-match (ms/step) |\n");
+  std::printf(
+      "| model | nodes | rules (x2 directions) | rules that match | matches | rejected (cycle) | find all (ms) | "
+      "apply, per match (ms) | applications/s | apply + incremental re-match (ms/step) |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::printf("| %s | %d | %zu | %zu | %zu | %d | %.1f | %.3f | %.0f | %.2f |\n", FLAGS_model.c_str(), g.num_nodes(),
-              all.size(), rules_matching.size(), found.size(), rejected, find_ms, tried ? apply_ms / tried : 0.0, tried ? 1000.0 * tried / apply_ms : 0.0,
-              steps ? step_ms / steps : 0.0);
+              all.size(), rules_matching.size(), found.size(), rejected, find_ms, tried ? apply_ms / tried : 0.0,
+              tried ? 1000.0 * tried / apply_ms : 0.0, steps ? step_ms / steps : 0.0);
   return 0;
 }
 
 }  // namespace
 }  // namespace rlflow
 
-int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv, "match_bench --model=resnet50", rlflow::Run);
-}
+int main(int argc, char** argv) { return rlflow::cli::Main(argc, argv, "match_bench --model=resnet50", rlflow::Run); }

@@ -12,19 +12,17 @@
 //   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp --devices=cpu,ort]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
-
-#include <climits>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
@@ -32,13 +30,15 @@
 #include "runtime/stats.h"
 #include "tools/cli/cli.h"
 #include "tools/ort/ort.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_string(sources, "cpp,torch", "model sources: cpp (C++ builders), torch (torch.onnx exports)");
 DEFINE_int32(ort_runs, 20, "interleaved pairs of ONNX Runtime runs per model (median ratio with a 95% interval)");
 DEFINE_string(extra_args, "", "extra optimiser flags for every search (e.g. --budget=200)");
-DEFINE_string(devices, "cpu,ort", "tables to print: cpu (optimised for the executor, also timed in ONNX Runtime), "
-                                  "ort (optimised with --device=ort: cost model and verdict in ONNX Runtime)");
+DEFINE_string(devices, "cpu,ort",
+              "tables to print: cpu (optimised for the executor, also timed in ONNX Runtime), "
+              "ort (optimised with --device=ort: cost model and verdict in ONNX Runtime)");
 
 namespace rlflow {
 namespace {
@@ -68,14 +68,15 @@ std::vector<std::string> Split(const std::string& s) {
 using Json = nlohmann::json;
 
 // Runs the optimiser; its JSON report, parsed.
-Json Optimise(const std::string& model, const std::string& search, const std::string& out,
-                     const std::string& dir, const std::string& flags = "--force_optimised") {
+Json Optimise(const std::string& model, const std::string& search, const std::string& out, const std::string& dir,
+              const std::string& flags = "--force_optimised") {
   std::string report = out + ".json";
   std::string cmd = Runfile("optimiser/optimiser") + " --model=" + model + " --search=" + search + " --output=" + out +
                     " --report=" + report + " --timing_cache=" + dir + "/timing-cache.txt " + flags + " " +
                     FLAGS_extra_args + " > " + out + ".log 2>&1";
   int status = std::system(cmd.c_str());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
   return Json::parse(ReadFile(report));
 }
 
@@ -110,8 +111,9 @@ std::string Original(const std::string& source, const std::string& m, const std:
 // --device=ort: what a user deploying on ONNX Runtime gets (no
 // --force_optimised: the original is written unless ORT runs the result faster).
 void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
-  std::printf("\n| model | source | rewrites applied | estimate error (original / optimised) | predicted speedup | "
-              "ORT speedup [95%% interval] | verdict | taso search (s) |\n");
+  std::printf(
+      "\n| model | source | rewrites applied | estimate error (original / optimised) | predicted speedup | "
+      "ORT speedup [95%% interval] | verdict | taso search (s) |\n");
   std::printf("|---|---|---:|---:|---:|---:|---|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
@@ -138,9 +140,10 @@ int Run() {
     OrtTable(models, dir);
     return 0;
   }
-  std::printf("| model | source | rewrites applied | BatchNorms before -> after | ops before -> after | estimate error "
-              "(original / optimised) | predicted speedup | executor speedup [95%% interval] | verdict | ORT speedup "
-              "[95%% interval] | taso search (s) | greedy speedup |\n");
+  std::printf(
+      "| model | source | rewrites applied | BatchNorms before -> after | ops before -> after | estimate error "
+      "(original / optimised) | predicted speedup | executor speedup [95%% interval] | verdict | ORT speedup "
+      "[95%% interval] | taso search (s) | greedy speedup |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
     for (const std::string& m : models) {
@@ -162,13 +165,14 @@ int Run() {
       };
       int rewrites = Rewrites(taso);
       Verdict v = ReadVerdict(taso);
-      std::printf("| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
-                  "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
-                  m.c_str(), source.c_str(), rewrites, count(taso["before"], "BatchNormalization"),
-                  count(taso["after"], "BatchNormalization"), Number(taso["before"]["nodes"]), Number(taso["after"]["nodes"]),
-                  100 * Number(taso["before"]["estimate_error"]), 100 * Number(taso["after"]["estimate_error"]),
-                  Number(taso["estimated_speedup"]), v.speedup.c_str(), v.outcome.c_str(), ort_speedup.median,
-                  ort_speedup.lo, ort_speedup.hi, Number(taso["search"]["time_s"]), Number(greedy["speedup"]));
+      std::printf(
+          "| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
+          "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
+          m.c_str(), source.c_str(), rewrites, count(taso["before"], "BatchNormalization"),
+          count(taso["after"], "BatchNormalization"), Number(taso["before"]["nodes"]), Number(taso["after"]["nodes"]),
+          100 * Number(taso["before"]["estimate_error"]), 100 * Number(taso["after"]["estimate_error"]),
+          Number(taso["estimated_speedup"]), v.speedup.c_str(), v.outcome.c_str(), ort_speedup.median, ort_speedup.lo,
+          ort_speedup.hi, Number(taso["search"]["time_s"]), Number(greedy["speedup"]));
       std::fflush(stdout);
     }
   }

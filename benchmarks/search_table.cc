@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <sstream>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "optimiser/pipeline.h"
 #include "tools/cli/cli.h"
 #include "tools/ort/ort.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: the whole zoo)");
 DEFINE_int64(train_steps, 2048, "environment steps of fine-tuning for the 'ppo, fine-tuned' rows");
@@ -30,8 +30,9 @@ namespace {
 int Run() {
   std::string dir = testing::MakeTempDir("search_table_");
   std::string cache = FLAGS_timing_cache.empty() ? dir + "/timing-cache.txt" : FLAGS_timing_cache;
-  std::printf("| model | search | trained on it | estimate before -> after (ms) | estimated speedup | search (s) | "
-              "rewrites | measured speedup [95%%] | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n");
+  std::printf(
+      "| model | search | trained on it | estimate before -> after (ms) | estimated speedup | search (s) | "
+      "rewrites | measured speedup [95%%] | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n");
   std::vector<std::string> models;
   std::stringstream names(FLAGS_models);
   for (std::string model; std::getline(names, model, ',');) models.push_back(model);
@@ -44,10 +45,10 @@ int Run() {
       int64_t train_steps;
       bool finish;
     };
-    for (const Row& row : {Row{"taso", "taso", 0, true}, Row{"greedy", "greedy", 0, true},
-                           Row{"ppo (zoo agent alone)", "ppo", 0, false},
-                           Row{"ppo (zoo agent) + greedy finish", "ppo", 0, true},
-                           Row{"ppo, fine-tuned, + greedy finish", "ppo", FLAGS_train_steps, true}}) {
+    for (const Row& row :
+         {Row{"taso", "taso", 0, true}, Row{"greedy", "greedy", 0, true}, Row{"ppo (zoo agent alone)", "ppo", 0, false},
+          Row{"ppo (zoo agent) + greedy finish", "ppo", 0, true},
+          Row{"ppo, fine-tuned, + greedy finish", "ppo", FLAGS_train_steps, true}}) {
       PipelineOptions o;
       o.model = model + ".onnx";
       o.output = dir + "/" + model + ".onnx";
@@ -58,8 +59,10 @@ int Run() {
       o.measure_runs = FLAGS_measure_runs;
       o.force_optimised = true;
       o.log = [](bool warning, const std::string& line) {
-        if (warning) LOG(WARNING) << line;
-        else LOG(INFO) << line;
+        if (warning)
+          LOG(WARNING) << line;
+        else
+          LOG(INFO) << line;
       };
       PipelineResult r = RunPipeline(o);
       std::string trained = row.search != "ppo" ? "-" : row.train_steps > 0 ? "yes (fine-tuned)" : seen ? "yes" : "no";
@@ -71,7 +74,8 @@ int Run() {
                       r.verdict.wall.hi);
       std::printf("| %s | %s | %s | %.2f -> %.2f | %.3fx | %.1f | %zu | %s | %s |\n", model.c_str(), row.label,
                   trained.c_str(), r.before_estimate, r.after_estimate, r.before_estimate / r.after_estimate,
-                  r.search_s, r.result.applied.size(), speed, r.unchanged ? "unchanged" : r.verdict.OutcomeName().c_str());
+                  r.search_s, r.result.applied.size(), speed,
+                  r.unchanged ? "unchanged" : r.verdict.OutcomeName().c_str());
       std::fflush(stdout);
     }
   }

@@ -3,30 +3,30 @@
 // torch-exported version of every model.
 //
 //   ./bazelw run //benchmarks:zoo_stats -- [--models=resnet50,bert_base] [--runs=10]
+#include <ATen/Parallel.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/summary.h"
 #include "runtime/executor.h"
 #include "tools/cli/cli.h"
+#include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");
 DEFINE_int32(runs, 10, "timed runs per model (median reported)");
 DEFINE_int32(warmup, 2, "untimed runs first");
 DEFINE_int32(threads, 1, "ATen intra-op threads");
-DEFINE_string(torch_dir, "zoo/torch_zoo", "directory of the torch-exported models (the //zoo:torch_zoo "
-                                                 "outputs; found in the runfiles under `bazel run`)");
+DEFINE_string(torch_dir, "zoo/torch_zoo",
+              "directory of the torch-exported models (the //zoo:torch_zoo "
+              "outputs; found in the runfiles under `bazel run`)");
 
 namespace rlflow {
 namespace {
@@ -44,7 +44,8 @@ double MedianMs(const Executor& ex, const std::vector<at::Tensor>& inputs) {
 }
 
 int Main() {
-  if (FLAGS_runs <= 0 || FLAGS_warmup < 0 || FLAGS_threads <= 0) Fail("--runs and --threads must be positive, --warmup >= 0");
+  if (FLAGS_runs <= 0 || FLAGS_warmup < 0 || FLAGS_threads <= 0)
+    Fail("--runs and --threads must be positive, --warmup >= 0");
   at::set_num_threads(FLAGS_threads);
   std::vector<std::string> names;
   std::stringstream ss(FLAGS_models);

@@ -19,27 +19,73 @@ std::string AttrTypeName(AttrType type) {
   return "?";
 }
 
-Attribute Attribute::Int(int64_t v) { Attribute a; a.type = AttrType::kInt; a.i = v; return a; }
-Attribute Attribute::Float(float v) { Attribute a; a.type = AttrType::kFloat; a.f = v; return a; }
-Attribute Attribute::String(std::string v) { Attribute a; a.type = AttrType::kString; a.s = std::move(v); return a; }
-Attribute Attribute::Ints(std::vector<int64_t> v) { Attribute a; a.type = AttrType::kInts; a.ints = std::move(v); return a; }
-Attribute Attribute::Floats(std::vector<float> v) { Attribute a; a.type = AttrType::kFloats; a.floats = std::move(v); return a; }
-Attribute Attribute::Strings(std::vector<std::string> v) {
-  Attribute a; a.type = AttrType::kStrings; a.strings = std::move(v); return a;
+Attribute Attribute::Int(int64_t v) {
+  Attribute a;
+  a.type = AttrType::kInt;
+  a.i = v;
+  return a;
 }
-Attribute Attribute::Tensor(TensorDataPtr v) { Attribute a; a.type = AttrType::kTensor; a.tensor = std::move(v); return a; }
+Attribute Attribute::Float(float v) {
+  Attribute a;
+  a.type = AttrType::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute Attribute::String(std::string v) {
+  Attribute a;
+  a.type = AttrType::kString;
+  a.s = std::move(v);
+  return a;
+}
+Attribute Attribute::Ints(std::vector<int64_t> v) {
+  Attribute a;
+  a.type = AttrType::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Attribute::Floats(std::vector<float> v) {
+  Attribute a;
+  a.type = AttrType::kFloats;
+  a.floats = std::move(v);
+  return a;
+}
+Attribute Attribute::Strings(std::vector<std::string> v) {
+  Attribute a;
+  a.type = AttrType::kStrings;
+  a.strings = std::move(v);
+  return a;
+}
+Attribute Attribute::Tensor(TensorDataPtr v) {
+  Attribute a;
+  a.type = AttrType::kTensor;
+  a.tensor = std::move(v);
+  return a;
+}
 
 uint64_t Attribute::Hash() const {
   uint64_t h = static_cast<uint64_t>(type) + 1;
   switch (type) {
     case AttrType::kInt: return HashCombine(h, static_cast<uint64_t>(i));
-    case AttrType::kFloat: { uint32_t bits; std::memcpy(&bits, &f, 4); return HashCombine(h, bits); }
-    case AttrType::kString: case AttrType::kOther: return HashCombine(h, HashString(s));
-    case AttrType::kInts: for (int64_t v : ints) h = HashCombine(h, static_cast<uint64_t>(v)); return h;
-    case AttrType::kFloats:
-      for (float v : floats) { uint32_t bits; std::memcpy(&bits, &v, 4); h = HashCombine(h, bits); }
+    case AttrType::kFloat: {
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return HashCombine(h, bits);
+    }
+    case AttrType::kString:
+    case AttrType::kOther: return HashCombine(h, HashString(s));
+    case AttrType::kInts:
+      for (int64_t v : ints) h = HashCombine(h, static_cast<uint64_t>(v));
       return h;
-    case AttrType::kStrings: for (const auto& v : strings) h = HashCombine(h, HashString(v)); return h;
+    case AttrType::kFloats:
+      for (float v : floats) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        h = HashCombine(h, bits);
+      }
+      return h;
+    case AttrType::kStrings:
+      for (const auto& v : strings) h = HashCombine(h, HashString(v));
+      return h;
     case AttrType::kTensor: return HashCombine(h, tensor ? tensor->content_hash() : 0);
   }
   return h;
@@ -70,10 +116,12 @@ bool Attribute::operator==(const Attribute& o) const {
   switch (type) {
     case AttrType::kInt: return i == o.i;
     case AttrType::kFloat: return std::memcmp(&f, &o.f, 4) == 0;
-    case AttrType::kString: case AttrType::kOther: return s == o.s;
+    case AttrType::kString:
+    case AttrType::kOther: return s == o.s;
     case AttrType::kInts: return ints == o.ints;
-    case AttrType::kFloats: return floats.size() == o.floats.size() &&
-        (floats.empty() || std::memcmp(floats.data(), o.floats.data(), 4 * floats.size()) == 0);
+    case AttrType::kFloats:
+      return floats.size() == o.floats.size() &&
+             (floats.empty() || std::memcmp(floats.data(), o.floats.data(), 4 * floats.size()) == 0);
     case AttrType::kStrings: return strings == o.strings;
     case AttrType::kTensor:
       if (!tensor || !o.tensor) return tensor == o.tensor;

@@ -29,8 +29,8 @@ template <typename... Args>
   throw Error(os.str());
 }
 
-#define RLFLOW_CHECK(cond, ...)         \
-  do {                                  \
+#define RLFLOW_CHECK(cond, ...)               \
+  do {                                        \
     if (!(cond)) ::rlflow::Fail(__VA_ARGS__); \
   } while (0)
 

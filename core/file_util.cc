@@ -54,8 +54,10 @@ void CheckWritablePath(const std::string& path, const std::string& what) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     Fail("cannot write ", what, " '", path, "': directory '", dir, "' does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) Fail("cannot write ", what, " '", path, "': directory '", dir, "' is not writable");
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) Fail("cannot write ", what, " '", path, "': it is a directory");
+  if (::access(dir.c_str(), W_OK) != 0)
+    Fail("cannot write ", what, " '", path, "': directory '", dir, "' is not writable");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    Fail("cannot write ", what, " '", path, "': it is a directory");
 }
 
 void WriteFileAtomically(const std::string& path, const std::string& bytes) {

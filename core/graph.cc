@@ -65,13 +65,12 @@ ValueId Graph::AddInitializer(const std::string& name, TensorData data) {
   return AddInitializer(name, std::make_shared<const TensorData>(std::move(data)));
 }
 
-NodeId Graph::AddNode(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs,
-                      AttributeMap attrs, const std::string& name,
-                      const std::vector<std::string>& output_names) {
+NodeId Graph::AddNode(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs, AttributeMap attrs,
+                      const std::string& name, const std::vector<std::string>& output_names) {
   NodeId id = static_cast<NodeId>(nodes_.size());
   for (ValueId in : inputs) {
-    RLFLOW_CHECK(in == kNoValue || (in >= 0 && in < num_values()), "node '", name, "' (", op,
-                 ") reads value id ", in, ", which does not exist");
+    RLFLOW_CHECK(in == kNoValue || (in >= 0 && in < num_values()), "node '", name, "' (", op, ") reads value id ", in,
+                 ", which does not exist");
   }
   RLFLOW_CHECK(output_names.empty() || static_cast<int>(output_names.size()) == num_outputs, "node '", name,
                "': ", output_names.size(), " output names for ", num_outputs, " outputs");
@@ -181,7 +180,10 @@ std::vector<NodeId> Graph::TopologicalOrder() const {
     // Walk back along unfinished producers to name one cycle.
     NodeId start = kNoNode;
     for (NodeId i = 0; i < n; ++i)
-      if (pending[i] > 0) { start = i; break; }
+      if (pending[i] > 0) {
+        start = i;
+        break;
+      }
     std::vector<NodeId> path;
     std::vector<int> seen(n, -1);
     NodeId cur = start;
@@ -192,7 +194,10 @@ std::vector<NodeId> Graph::TopologicalOrder() const {
       for (ValueId in : nodes_[cur].inputs) {
         if (in == kNoValue) continue;
         NodeId p = values_[in].producer;
-        if (p != kNoNode && pending[p] > 0) { next = p; break; }
+        if (p != kNoNode && pending[p] > 0) {
+          next = p;
+          break;
+        }
       }
       if (next == kNoNode) break;
       cur = next;
@@ -213,12 +218,11 @@ void Graph::Validate() const {
       RLFLOW_CHECK(in == kNoValue || (in >= 0 && in < num_values()), "node ", n.Describe(), " reads an invalid value");
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const Value& v = values_.at(n.outputs[k]);
-      RLFLOW_CHECK(v.producer == &n - nodes_.data() && v.output_index == static_cast<int>(k), "node ",
-                   n.Describe(), ": output ", k, " is not linked back to it");
+      RLFLOW_CHECK(v.producer == &n - nodes_.data() && v.output_index == static_cast<int>(k), "node ", n.Describe(),
+                   ": output ", k, " is not linked back to it");
     }
   }
-  for (ValueId out : outputs_)
-    RLFLOW_CHECK(out >= 0 && out < num_values(), "graph output refers to an invalid value");
+  for (ValueId out : outputs_) RLFLOW_CHECK(out >= 0 && out < num_values(), "graph output refers to an invalid value");
   TopologicalOrder();
 }
 
@@ -269,7 +273,8 @@ std::string Graph::ToDot() const {
   os << "digraph \"" << DotEscape(info_.graph_name) << "\" {\n  rankdir=TB;\n  node [fontsize=10];\n";
   for (ValueId in : inputs_)
     os << "  v" << in << " [shape=ellipse,style=filled,fillcolor=lightblue,label=\"" << DotEscape(values_[in].name)
-       << "\\n" << values_[in].type.ToString() << "\"];\n";
+       << "\\n"
+       << values_[in].type.ToString() << "\"];\n";
   for (NodeId id = 0; id < num_nodes(); ++id) {
     const Node& n = nodes_[id];
     os << "  n" << id << " [shape=box," << (n.opaque() ? "style=dashed," : "") << "label=\"" << DotEscape(n.op);
@@ -329,7 +334,8 @@ void Graph::RemoveDeadCode(std::vector<NodeId>* node_map, std::vector<ValueId>* 
     if (p != kNoNode && !live_node[p]) {
       live_node[p] = 1;
       for (ValueId in : nodes_[p].inputs) stack.push_back(in);
-      for (ValueId out : nodes_[p].outputs) if (!live_value[out]) live_value[out] = 1;
+      for (ValueId out : nodes_[p].outputs)
+        if (!live_value[out]) live_value[out] = 1;
     }
   }
   std::vector<ValueId> vmap(values_.size(), kNoValue);
@@ -349,7 +355,8 @@ void Graph::RemoveDeadCode(std::vector<NodeId>* node_map, std::vector<ValueId>* 
   for (Value& v : values)
     if (v.producer != kNoNode) v.producer = nmap[v.producer];
   for (Node& n : nodes) {
-    for (ValueId& in : n.inputs) if (in != kNoValue) in = vmap[in];
+    for (ValueId& in : n.inputs)
+      if (in != kNoValue) in = vmap[in];
     for (ValueId& out : n.outputs) out = vmap[out];
   }
   for (ValueId& in : inputs_) in = vmap[in];

@@ -38,8 +38,8 @@ struct Value {
 
 struct Node {
   std::string name;
-  std::string op;      // operator type, e.g. "Conv"
-  std::string domain;  // "" is the default ONNX domain
+  std::string op;               // operator type, e.g. "Conv"
+  std::string domain;           // "" is the default ONNX domain
   std::vector<ValueId> inputs;  // kNoValue for omitted optional inputs
   std::vector<ValueId> outputs;
   AttributeMap attrs;
@@ -94,9 +94,8 @@ class Graph {
   // Adds a node with `num_outputs` fresh output values (named
   // "<node name>:<k>" unless `output_names` is given). Types are unknown
   // until shape inference runs.
-  NodeId AddNode(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs,
-                 AttributeMap attrs = {}, const std::string& name = "",
-                 const std::vector<std::string>& output_names = {});
+  NodeId AddNode(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs, AttributeMap attrs = {},
+                 const std::string& name = "", const std::vector<std::string>& output_names = {});
   void SetOutputs(const std::vector<ValueId>& outputs) { outputs_ = outputs; }
   // Replaces every use of `from` (node inputs and graph outputs) by `to`.
   void ReplaceAllUses(ValueId from, ValueId to);

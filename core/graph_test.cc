@@ -105,7 +105,7 @@ TEST(GraphTest, RemoveDeadCodeKeepsWhatOutputsNeed) {
   ValueId x = b.Input("x", {4});
   ValueId unused_in = b.Input("unused", {4});
   ValueId live = b.Op("Relu", {x});
-  b.Op("Neg", {x});  // dead
+  b.Op("Neg", {x});          // dead
   b.Op("Abs", {unused_in});  // dead
   Graph g = b.Build({live});
   EXPECT_EQ(g.num_nodes(), 3);
@@ -168,11 +168,24 @@ TEST(GraphTest, RegistryEntriesAreComplete) {
     EXPECT_NE(def->kernel, nullptr) << def->name;
     EXPECT_LE(def->min_inputs, def->max_inputs) << def->name;
   }
-  for (const char* op : {"Conv", "BatchNormalization", "Relu", "Sigmoid", "Tanh", "Clip", "Erf", "Add", "Sub", "Mul",
-                         "Div", "Pow", "Sqrt", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Pad",
-                         "Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                         "Softmax", "ReduceMean", "LayerNormalization", "Gather", "Shape", "Constant", "Identity",
-                         "Dropout", "Cast"})
+  for (const char* op : {"Conv",        "BatchNormalization",
+                         "Relu",        "Sigmoid",
+                         "Tanh",        "Clip",
+                         "Erf",         "Add",
+                         "Sub",         "Mul",
+                         "Div",         "Pow",
+                         "Sqrt",        "MatMul",
+                         "Gemm",        "MaxPool",
+                         "AveragePool", "GlobalAveragePool",
+                         "Pad",         "Concat",
+                         "Split",       "Slice",
+                         "Transpose",   "Reshape",
+                         "Flatten",     "Squeeze",
+                         "Unsqueeze",   "Softmax",
+                         "ReduceMean",  "LayerNormalization",
+                         "Gather",      "Shape",
+                         "Constant",    "Identity",
+                         "Dropout",     "Cast"})
     EXPECT_NE(OpRegistry::Global().Find("", op), nullptr) << op;
 }
 

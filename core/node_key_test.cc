@@ -9,8 +9,8 @@
 #include <map>
 #include <string>
 
-#include "zoo/zoo.h"
 #include "core/graph_builder.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {

@@ -4,7 +4,6 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
-
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -72,9 +71,11 @@ TensorData FromTensorProto(const onnx::TensorProto& t) {
     case DType::kInt32: bytes = PackField<decltype(t.int32_data()), int32_t>(t.int32_data(), n, name); break;
     case DType::kInt16: bytes = PackField<decltype(t.int32_data()), int16_t>(t.int32_data(), n, name); break;
     case DType::kInt8: bytes = PackField<decltype(t.int32_data()), int8_t>(t.int32_data(), n, name); break;
-    case DType::kUInt16: case DType::kFloat16: case DType::kBFloat16:
-      bytes = PackField<decltype(t.int32_data()), uint16_t>(t.int32_data(), n, name); break;
-    case DType::kUInt8: case DType::kBool: bytes = PackField<decltype(t.int32_data()), uint8_t>(t.int32_data(), n, name); break;
+    case DType::kUInt16:
+    case DType::kFloat16:
+    case DType::kBFloat16: bytes = PackField<decltype(t.int32_data()), uint16_t>(t.int32_data(), n, name); break;
+    case DType::kUInt8:
+    case DType::kBool: bytes = PackField<decltype(t.int32_data()), uint8_t>(t.int32_data(), n, name); break;
     case DType::kUInt32: bytes = PackField<decltype(t.uint64_data()), uint32_t>(t.uint64_data(), n, name); break;
     case DType::kUInt64: bytes = PackField<decltype(t.uint64_data()), uint64_t>(t.uint64_data(), n, name); break;
     default: Fail("tensor '", name, "' has unsupported element type ", DTypeName(dtype));
@@ -150,9 +151,18 @@ void ToAttributeProto(const std::string& name, const Attribute& attr, onnx::Attr
   }
   a->set_name(name);
   switch (attr.type) {
-    case AttrType::kInt: a->set_type(onnx::AttributeProto::INT); a->set_i(attr.i); break;
-    case AttrType::kFloat: a->set_type(onnx::AttributeProto::FLOAT); a->set_f(attr.f); break;
-    case AttrType::kString: a->set_type(onnx::AttributeProto::STRING); a->set_s(attr.s); break;
+    case AttrType::kInt:
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(attr.i);
+      break;
+    case AttrType::kFloat:
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(attr.f);
+      break;
+    case AttrType::kString:
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(attr.s);
+      break;
     case AttrType::kInts:
       a->set_type(onnx::AttributeProto::INTS);
       for (int64_t v : attr.ints) a->add_ints(v);
@@ -188,7 +198,6 @@ std::string ModelledReason(const onnx::NodeProto& np, const OpDef* def, int64_t 
   (void)np;
   return "";
 }
-
 
 // Names read by a subgraph (If/Loop/Scan bodies) from enclosing scopes.
 void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> defined, std::set<std::string>* reads) {
@@ -233,8 +242,7 @@ void CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
     for (const auto& o : gp->node(k).output()) {
       if (o.empty()) continue;
       auto [it, inserted] = producer.emplace(o, k);
-      if (!inserted)
-        Fail("tensor '", o, "' is defined more than once (node ", NodeLabel(gp->node(k), k), ")");
+      if (!inserted) Fail("tensor '", o, "' is defined more than once (node ", NodeLabel(gp->node(k), k), ")");
     }
   }
   std::vector<std::vector<int>> users(n);
@@ -462,8 +470,7 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
   if (bytes.size() > static_cast<size_t>(INT32_MAX))
     Fail("model ", what, " is larger than 2 GB; models with external data files are not supported");
   onnx::ModelProto model;
-  if (!model.ParseFromString(bytes))
-    Fail("model ", what, " is not a valid ONNX protobuf (truncated or corrupt file?)");
+  if (!model.ParseFromString(bytes)) Fail("model ", what, " is not a valid ONNX protobuf (truncated or corrupt file?)");
   return ImportOnnxModel(std::move(model), what, options, report);
 }
 
@@ -473,8 +480,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   ImportReport& rep = report ? *report : local;
   if (model.ir_version() <= 0 || !model.has_graph())
     Fail("model ", what, " is not an ONNX model (no ir_version or no graph)");
-  if (model.graph().node_size() == 0 && model.graph().output_size() == 0)
-    Fail("model ", what, " has an empty graph");
+  if (model.graph().node_size() == 0 && model.graph().output_size() == 0) Fail("model ", what, " has an empty graph");
   if (model.graph().output_size() == 0) Fail("model ", what, " has no graph outputs");
 
   // ---- opsets ----
@@ -503,7 +509,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     if (model.ir_version() >= 4)
       for (const auto& t : model.graph().initializer()) has_default.insert(t.name());
     for (auto& vi : *model.mutable_graph()->mutable_input()) {
-      if (has_default.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
+      if (has_default.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+        continue;
       for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
         if (dim.has_dim_value()) continue;
         if (dim.has_dim_param()) input_params.insert(dim.dim_param());
@@ -618,7 +625,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
     if (!dims.empty())
       rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " +
-                             std::to_string(options.free_dim_value) + " for the optimisation (kept symbolic in the written model)");
+                             std::to_string(options.free_dim_value) +
+                             " for the optimisation (kept symbolic in the written model)");
     CheckTensorFits(t, "graph input '" + vi.name() + "'");
     ValueId id = g.AddInput(vi.name(), t);
     g.mutable_value(id).default_value = default_value;

@@ -3,17 +3,17 @@
 #include "core/onnx_io.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <set>
-#include <gtest/gtest.h>
-#include <cstdlib>
-#include <cstdio>
-#include <unistd.h>
-#include <sys/stat.h>
-#include <signal.h>
-#include <fcntl.h>
-#include <onnx/onnx_pb.h>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -41,7 +41,10 @@ void Info(onnx::ValueInfoProto* vi, const std::string& name, std::vector<int64_t
   t->mutable_shape();
   for (int64_t d : shape) {
     auto* dim = t->mutable_shape()->add_dim();
-    if (d >= 0) dim->set_dim_value(d); else dim->set_dim_param(param);
+    if (d >= 0)
+      dim->set_dim_value(d);
+    else
+      dim->set_dim_param(param);
   }
 }
 
@@ -428,7 +431,8 @@ TEST(OnnxIo, AContainedCrashDoesNotRunTheParentsSignalHandlers) {
   std::remove(marker.c_str());
   g_marker_fd = open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   ASSERT_GE(g_marker_fd, 0);
-  struct sigaction sa {}, old {};
+  struct sigaction sa {
+  }, old{};
   sa.sa_handler = [](int) {
     (void)!write(g_marker_fd, "x", 1);
     _exit(5);

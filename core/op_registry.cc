@@ -1,8 +1,7 @@
 #include "core/op_registry.h"
 
-#include <optional>
-
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 
@@ -116,9 +115,11 @@ void CheckNodeAgainstDef(const Node& node, const OpDef& def) {
   int nin = static_cast<int>(node.inputs.size());
   int nout = static_cast<int>(node.outputs.size());
   RLFLOW_CHECK(nin >= def.min_inputs && nin <= def.max_inputs, "node ", node.Describe(), " has ", nin,
-               " inputs, expected ", def.min_inputs, (def.min_inputs == def.max_inputs ? "" : " to " + std::to_string(def.max_inputs)));
+               " inputs, expected ", def.min_inputs,
+               (def.min_inputs == def.max_inputs ? "" : " to " + std::to_string(def.max_inputs)));
   RLFLOW_CHECK(nout >= def.min_outputs && nout <= def.max_outputs, "node ", node.Describe(), " has ", nout,
-               " outputs, expected ", def.min_outputs, (def.min_outputs == def.max_outputs ? "" : " to " + std::to_string(def.max_outputs)));
+               " outputs, expected ", def.min_outputs,
+               (def.min_outputs == def.max_outputs ? "" : " to " + std::to_string(def.max_outputs)));
   for (int k = 0; k < std::min(nin, def.min_inputs); ++k)
     RLFLOW_CHECK(node.inputs[k] != kNoValue, "node ", node.Describe(), ": required input ", k, " is missing");
   for (const auto& [name, attr] : node.attrs) {
@@ -128,8 +129,8 @@ void CheckNodeAgainstDef(const Node& node, const OpDef& def) {
                  AttrTypeName(attr.type), ", expected ", AttrTypeName(spec->type));
   }
   for (const AttrSpec& spec : def.attrs)
-    RLFLOW_CHECK(!spec.required || node.attrs.count(spec.name), "node ", node.Describe(),
-                 ": required attribute '", spec.name, "' is missing");
+    RLFLOW_CHECK(!spec.required || node.attrs.count(spec.name), "node ", node.Describe(), ": required attribute '",
+                 spec.name, "' is missing");
 }
 
 std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def) {
@@ -146,7 +147,8 @@ std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpD
     if (v.type.dtype == DType::kUndefined) {
       if (v.producer != kNoNode && graph.node(v.producer).opaque())
         Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown: it is an output of ",
-             graph.node(v.producer).Describe(), ", which rlflow does not model; declare its type in the model's value_info");
+             graph.node(v.producer).Describe(),
+             ", which rlflow does not model; declare its type in the model's value_info");
       Fail("node ", n.Describe(), ": the type of input '", v.name, "' is unknown");
     }
     types.push_back(&v.type);
@@ -258,10 +260,14 @@ Shape BroadcastShapes(const Shape& a, const Shape& b, const AttrReader& ctx) {
   for (size_t k = 0; k < rank; ++k) {
     int64_t da = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
     int64_t db = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
-    if (da == db || db == 1) out[k] = da;
-    else if (da == 1) out[k] = db;
-    else if (da < 0 || db < 0) out[k] = std::max(da, db) > 1 ? std::max(da, db) : kUnknownDim;
-    else ctx.Fail("cannot broadcast shapes " + ShapeToString(a) + " and " + ShapeToString(b));
+    if (da == db || db == 1)
+      out[k] = da;
+    else if (da == 1)
+      out[k] = db;
+    else if (da < 0 || db < 0)
+      out[k] = std::max(da, db) > 1 ? std::max(da, db) : kUnknownDim;
+    else
+      ctx.Fail("cannot broadcast shapes " + ShapeToString(a) + " and " + ShapeToString(b));
   }
   return out;
 }

@@ -86,8 +86,8 @@ using SymbolicFn = void (*)(SymbolicContext&);
 using FlopsFn = std::function<double(const ShapeContext&, const std::vector<TensorType>& outputs)>;
 
 struct OpDef {
-  std::string name;    // ONNX op type
-  std::string domain;  // "" = default ONNX domain
+  std::string name;     // ONNX op type
+  std::string domain;   // "" = default ONNX domain
   int since_opset = 1;  // lowest default-domain opset whose semantics this entry implements
   int min_inputs = 1, max_inputs = 1;
   int min_outputs = 1, max_outputs = 1;

@@ -16,10 +16,14 @@ TEST(ParallelFor, RunsEveryItemOnceOnItsWorkers) {
     std::vector<std::atomic<int>> by_worker(threads);
     std::atomic<int> bad_worker{0};
     EXPECT_TRUE(ParallelFor(hits.size(), threads, nullptr, [&](int w, size_t k) {
-      if (w < 0 || w >= threads) ++bad_worker; else ++by_worker[w];
+      if (w < 0 || w >= threads)
+        ++bad_worker;
+      else
+        ++by_worker[w];
       ++hits[k];
     }));
-    for (size_t k = 0; k < hits.size(); ++k) ASSERT_EQ(hits[k].load(), 1) << "item " << k << ", " << threads << " threads";
+    for (size_t k = 0; k < hits.size(); ++k)
+      ASSERT_EQ(hits[k].load(), 1) << "item " << k << ", " << threads << " threads";
     EXPECT_EQ(bad_worker.load(), 0);
     int total = 0;
     for (auto& c : by_worker) total += c.load();

@@ -42,8 +42,8 @@ GraphSummary Summarize(const Graph& g) {
 std::string GraphSummary::ToString() const {
   std::ostringstream os;
   char buf[128];
-  std::snprintf(buf, sizeof(buf), "%d nodes (%d opaque), %.2f M parameters (%.1f MB), %.3f GFLOPs", nodes,
-                opaque_nodes, parameters / 1e6, parameter_bytes / 1e6, flops / 1e9);
+  std::snprintf(buf, sizeof(buf), "%d nodes (%d opaque), %.2f M parameters (%.1f MB), %.3f GFLOPs", nodes, opaque_nodes,
+                parameters / 1e6, parameter_bytes / 1e6, flops / 1e9);
   os << buf << "\n";
   for (const auto& [op, count] : op_counts) os << "  " << op << ": " << count << "\n";
   return os.str();

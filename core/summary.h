@@ -12,9 +12,9 @@ struct GraphSummary {
   int nodes = 0;
   int opaque_nodes = 0;
   std::map<std::string, int> op_counts;
-  int64_t parameters = 0;       // weight elements
+  int64_t parameters = 0;  // weight elements
   int64_t parameter_bytes = 0;
-  double flops = 0;             // from the registry's per-op FLOPs rules
+  double flops = 0;  // from the registry's per-op FLOPs rules
 
   std::string ToString() const;  // multi-line, human readable
 };

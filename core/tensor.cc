@@ -56,21 +56,35 @@ bool IsFloatingPoint(DType d) {
 
 bool IsInteger(DType d) {
   switch (d) {
-    case DType::kUInt8: case DType::kInt8: case DType::kUInt16: case DType::kInt16:
-    case DType::kInt32: case DType::kInt64: case DType::kUInt32: case DType::kUInt64:
-      return true;
-    default:
-      return false;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kUInt16:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+    case DType::kUInt32:
+    case DType::kUInt64: return true;
+    default: return false;
   }
 }
 
 DType DTypeFromCode(int32_t code) {
   switch (code) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 8: case 9:
-    case 10: case 11: case 12: case 13: case 16:
-      return static_cast<DType>(code);
-    default:
-      return DType::kUndefined;
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 16: return static_cast<DType>(code);
+    default: return DType::kUndefined;
   }
 }
 
@@ -79,7 +93,10 @@ std::string ShapeToString(const Shape& shape) {
   os << "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) os << ",";
-    if (shape[i] == kUnknownDim) os << "?"; else os << shape[i];
+    if (shape[i] == kUnknownDim)
+      os << "?";
+    else
+      os << shape[i];
   }
   os << "]";
   return os.str();
@@ -115,20 +132,19 @@ void CheckTensorFits(const TensorType& type, const std::string& what) {
     overflow = overflow || __builtin_mul_overflow(bytes, d, &bytes);
   }
   if (overflow || bytes > max_tensor_bytes)
-    Fail(what, " would be ", type.ToString(), ", ", overflow ? std::string("more bytes than fit in 64 bits")
-                                                             : std::to_string(bytes >> 20) + " MB",
+    Fail(what, " would be ", type.ToString(), ", ",
+         overflow ? std::string("more bytes than fit in 64 bits") : std::to_string(bytes >> 20) + " MB",
          ", over the limit of ", max_tensor_bytes >> 20, " MB per tensor");
 }
 
 bool TensorType::IsStatic() const {
   if (!rank_known) return false;
-  for (int64_t d : shape) if (d < 0) return false;
+  for (int64_t d : shape)
+    if (d < 0) return false;
   return true;
 }
 
-std::string TensorType::ToString() const {
-  return DTypeName(dtype) + (rank_known ? ShapeToString(shape) : "[...]");
-}
+std::string TensorType::ToString() const { return DTypeName(dtype) + (rank_known ? ShapeToString(shape) : "[...]"); }
 
 bool TensorType::operator==(const TensorType& o) const {
   return dtype == o.dtype && rank_known == o.rank_known && shape == o.shape;
@@ -237,7 +253,8 @@ std::vector<int64_t> TensorData::ToInt64() const {
     case DType::kInt32: AppendAs<int32_t>(*bytes_, n, &out); break;
     case DType::kInt16: AppendAs<int16_t>(*bytes_, n, &out); break;
     case DType::kInt8: AppendAs<int8_t>(*bytes_, n, &out); break;
-    case DType::kUInt8: case DType::kBool: AppendAs<uint8_t>(*bytes_, n, &out); break;
+    case DType::kUInt8:
+    case DType::kBool: AppendAs<uint8_t>(*bytes_, n, &out); break;
     case DType::kUInt16: AppendAs<uint16_t>(*bytes_, n, &out); break;
     case DType::kUInt32: AppendAs<uint32_t>(*bytes_, n, &out); break;
     case DType::kUInt64: AppendAs<uint64_t>(*bytes_, n, &out); break;

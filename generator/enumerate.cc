@@ -12,8 +12,8 @@
 
 #include "core/error.h"
 #include "core/op_registry.h"
-#include "core/parallel.h"
 #include "core/ops/kernel.h"
+#include "core/parallel.h"
 
 namespace rlflow::generator {
 namespace {
@@ -26,8 +26,7 @@ struct Symbol {
   int64_t fingerprint_value;
 };
 // Distinct values keep different symbols from coinciding in fingerprints.
-const Symbol kSymbols[] = {{"n", 2}, {"c", 3}, {"d", 4}, {"h", 5}, {"w", 6},
-                           {"m", 7}, {"k", 8}, {"j", 9}, {"l", 10}};
+const Symbol kSymbols[] = {{"n", 2}, {"c", 3}, {"d", 4}, {"h", 5}, {"w", 6}, {"m", 7}, {"k", 8}, {"j", 9}, {"l", 10}};
 
 rules::TensorVar Var(const std::string& name, std::vector<rules::Dim> shape) {
   rules::TensorVar v;
@@ -49,7 +48,7 @@ std::vector<rules::TensorVar> Universe() {
       Var("W4", {S("d"), S("c"), K(1), K(3)}),
       Var("S1", {S("d"), K(1), K(1)}),  // per-channel scale / shift (batch norm, inference form)
       Var("S2", {S("d"), K(1), K(1)}),
-      Var("B1", {S("d")}),  // conv bias
+      Var("B1", {S("d")}),          // conv bias
       Var("A1", {S("m"), S("k")}),  // matrices
       Var("A2", {S("m"), S("k")}),
       Var("M1", {S("k"), S("j")}),
@@ -171,9 +170,12 @@ std::vector<Template> Templates() {
                    return true;
                  }
                  if (a.size() < 2 || b.size() != 2 || !DimEqual(a.back(), b[0])) return false;
-                 if (a.size() == 2) out->outputs = {{a[0], b[1]}};
-                 else if (a.size() == 3) out->outputs = {{a[0], a[1], b[1]}};  // a batch of sequences x weights
-                 else return false;
+                 if (a.size() == 2)
+                   out->outputs = {{a[0], b[1]}};
+                 else if (a.size() == 3)
+                   out->outputs = {{a[0], a[1], b[1]}};  // a batch of sequences x weights
+                 else
+                   return false;
                  return true;
                }});
   // A + B C with a last-axis bias (ONNX Gemm, default attributes).
@@ -242,20 +244,19 @@ std::vector<Template> Templates() {
   t.push_back({"AveragePool", "AveragePool", 1, pool(true)});
   t.push_back({"MaxPool", "MaxPool", 1, pool(false)});
   for (int axis : {0, 1}) {
-    t.push_back({"Concat" + std::to_string(axis), "Concat", 2,
-                 [axis](const std::vector<const Dims*>& in, Applied* out) {
-                   const Dims &a = *in[0], &b = *in[1];
-                   if (a.size() != b.size() || static_cast<int>(a.size()) <= axis) return false;
-                   for (size_t k = 0; k < a.size(); ++k)
-                     if (static_cast<int>(k) != axis && !DimEqual(a[k], b[k])) return false;
-                   Dims o = a;
-                   o[axis] = DimAdd(a[axis], b[axis]);
-                   out->attrs["axis"] = Attribute::Int(axis);
-                   out->outputs = {o};
-                   return true;
-                 }});
-    t.push_back({"Split" + std::to_string(axis), "Split", 1,
-                 [axis](const std::vector<const Dims*>& in, Applied* out) {
+    t.push_back(
+        {"Concat" + std::to_string(axis), "Concat", 2, [axis](const std::vector<const Dims*>& in, Applied* out) {
+           const Dims &a = *in[0], &b = *in[1];
+           if (a.size() != b.size() || static_cast<int>(a.size()) <= axis) return false;
+           for (size_t k = 0; k < a.size(); ++k)
+             if (static_cast<int>(k) != axis && !DimEqual(a[k], b[k])) return false;
+           Dims o = a;
+           o[axis] = DimAdd(a[axis], b[axis]);
+           out->attrs["axis"] = Attribute::Int(axis);
+           out->outputs = {o};
+           return true;
+         }});
+    t.push_back({"Split" + std::to_string(axis), "Split", 1, [axis](const std::vector<const Dims*>& in, Applied* out) {
                    const Dims& a = *in[0];
                    if (static_cast<int>(a.size()) <= axis) return false;
                    auto half = DimHalf(a[axis]);
@@ -382,7 +383,10 @@ std::vector<at::Tensor> Evaluate(const Template& t, const Applied& a, const std:
   std::vector<at::Tensor> in = args;
   for (const auto& c : a.constants) in.push_back(at::tensor(ConstantValues(c, FingerprintBinding()), at::kLong));
   KernelContext ctx(node, *def, std::move(in));
-  if (def->fingerprint) def->fingerprint(ctx); else def->kernel(ctx);
+  if (def->fingerprint)
+    def->fingerprint(ctx);
+  else
+    def->kernel(ctx);
   for (auto& o : ctx.outputs) o = o.contiguous() + 0.0;  // -0.0 -> +0.0
   return ctx.outputs;
 }
@@ -650,9 +654,12 @@ rules::Pattern ToPattern(const Record& r, int universe_size, const std::vector<T
     for (const auto& [name, attr] : a.attrs) {
       rules::Attribute* pa = n->add_attrs();
       pa->set_name(name);
-      if (attr.type == AttrType::kInt) pa->set_i(attr.i);
-      else if (attr.type == AttrType::kInts) for (int64_t x : attr.ints) pa->mutable_ints()->add_values(x);
-      else Fail("template attribute '", name, "' has an unsupported type");
+      if (attr.type == AttrType::kInt)
+        pa->set_i(attr.i);
+      else if (attr.type == AttrType::kInts)
+        for (int64_t x : attr.ints) pa->mutable_ints()->add_values(x);
+      else
+        Fail("template attribute '", name, "' has an unsupported type");
     }
   }
   for (int v : r.outputs) *p.add_outputs() = ref(v);
@@ -706,7 +713,8 @@ rules::GeneratorSettings DescribeSettings(const Settings& s) {
 rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function<void(const std::string&)>& progress,
                             const std::atomic<bool>* stop) {
   if (s.max_ops < 1 || s.max_ops > 4) Fail("--max_ops must be 1 to 4");
-  if (s.shard_count < 1 || s.shard_index < 0 || s.shard_index >= s.shard_count) Fail("bad shard ", s.shard_index, "/", s.shard_count);
+  if (s.shard_count < 1 || s.shard_index < 0 || s.shard_index >= s.shard_count)
+    Fail("bad shard ", s.shard_index, "/", s.shard_count);
   auto start = std::chrono::steady_clock::now();
   const std::vector<Template> templates = Templates();
   const std::vector<rules::TensorVar> universe = Universe();
@@ -750,7 +758,8 @@ rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function
   // the smallest serialization (as MakeCandidates does across shards).
   std::vector<std::pair<std::string, size_t>> keyed;
   keyed.reserve(all.size());
-  for (size_t k = 0; k < all.size(); ++k) keyed.push_back({PatternKey(all[k], static_cast<int>(universe.size()), templates), k});
+  for (size_t k = 0; k < all.size(); ++k)
+    keyed.push_back({PatternKey(all[k], static_cast<int>(universe.size()), templates), k});
   std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
     const Record &ra = all[a.second], &rb = all[b.second];
     return ra.structure != rb.structure ? ra.structure < rb.structure : a.first < b.first;
@@ -820,7 +829,9 @@ rules::CandidateSet MakeCandidates(const std::vector<rules::GraphShard>& shards,
     return SerializeDeterministic(a->graph()) < SerializeDeterministic(b->graph());
   });
   all.erase(std::unique(all.begin(), all.end(),
-                        [](const rules::GraphRecord* a, const rules::GraphRecord* b) { return a->structure() == b->structure(); }),
+                        [](const rules::GraphRecord* a, const rules::GraphRecord* b) {
+                          return a->structure() == b->structure();
+                        }),
             all.end());
 
   rules::CandidateSet out;
@@ -839,8 +850,7 @@ rules::CandidateSet MakeCandidates(const std::vector<rules::GraphShard>& shards,
       std::vector<std::pair<std::pair<int, std::string>, const rules::GraphRecord*>> members;
       for (size_t k = lo; k < hi; ++k)
         members.push_back({{all[k]->graph().nodes_size(), CanonicalPattern(universe_rule, all[k]->graph())}, all[k]});
-      std::sort(members.begin(), members.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::sort(members.begin(), members.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       const rules::GraphRecord* rep = members[0].second;
       std::set<int> rep_inputs = InputsOf(rep->graph());
       for (size_t k = 1; k < members.size(); ++k) {

@@ -31,7 +31,7 @@ struct Stats {
   int64_t sequences = 0;  // op sequences evaluated
   int64_t graphs = 0;     // distinct graphs recorded
   int64_t distinct_fingerprints = 0;
-  int64_t buckets = 0;    // fingerprints shared by >= 2 graphs
+  int64_t buckets = 0;  // fingerprints shared by >= 2 graphs
   int64_t candidates = 0;
   int64_t skipped_input_mismatch = 0;
   double seconds = 0;

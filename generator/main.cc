@@ -4,10 +4,9 @@
 //   ./bazelw run //generator -- --output=candidates.pb
 //   ./bazelw run //generator -- --shard=0/2 --output=g0.pb   (and 1/2)
 //   ./bazelw run //generator -- --merge=g0.pb,g1.pb --output=candidates.pb
+#include <ATen/Parallel.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-
-#include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <sstream>
@@ -30,8 +29,9 @@ namespace rlflow {
 namespace {
 
 void PrintStats(const generator::Stats& s) {
-  std::printf("| graphs enumerated | op sequences evaluated | distinct fingerprints | shared fingerprints | "
-              "candidate pairs | skipped (inputs differ) | time (s) |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| graphs enumerated | op sequences evaluated | distinct fingerprints | shared fingerprints | "
+      "candidate pairs | skipped (inputs differ) | time (s) |\n|---:|---:|---:|---:|---:|---:|---:|\n");
   std::printf("| %lld | %lld | %lld | %lld | %lld | %lld | %.1f |\n", static_cast<long long>(s.graphs),
               static_cast<long long>(s.sequences), static_cast<long long>(s.distinct_fingerprints),
               static_cast<long long>(s.buckets), static_cast<long long>(s.candidates),
@@ -71,7 +71,11 @@ int Run() {
   std::tie(s.shard_index, s.shard_count) = cli::ParseShard(FLAGS_shard);
   cli::Throttle throttle(2.0);
   rules::GraphShard shard = generator::Enumerate(
-      s, &stats, [&](const std::string& line) { if (throttle.Ready()) LOG(INFO) << line; }, &cli::interrupted);
+      s, &stats,
+      [&](const std::string& line) {
+        if (throttle.Ready()) LOG(INFO) << line;
+      },
+      &cli::interrupted);
   if (s.shard_count > 1) {
     SaveMessageAtomically(shard, output);
     PrintStats(stats);

@@ -56,7 +56,8 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
     if (name == "lstm" && batch == 2) break;  // static batch
     std::vector<at::Tensor> inputs = RandomInputs(bound, 5);
     std::vector<std::pair<std::string, at::Tensor>> named;
-    for (size_t k = 0; k < bound.inputs().size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
+    for (size_t k = 0; k < bound.inputs().size(); ++k)
+      named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
     std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
     std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
     ASSERT_EQ(a.size(), b.size());

@@ -31,8 +31,6 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
   return std::sqrt(total);
 }
 
-
-
 }  // namespace
 
 const char* StopReasonName(StopReason reason) {
@@ -149,8 +147,7 @@ std::string RewriteEngine::MatchName(const Match& match) const {
 }
 
 std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Match& m,
-                                                 const std::vector<char>& weight_only,
-                                                 NodeMemo* memo) {
+                                                 const std::vector<char>& weight_only, NodeMemo* memo) {
   const Graph& g = *s.graph_;
   // Rewrites inside weight-only subgraphs change nothing that runs: those
   // subgraphs are folded into initializers before export.
@@ -227,8 +224,8 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
 // The gain of a rewrite whose estimated gain is within noise, from the cost
 // model's timing of the two sides against each other (once per replacement
 // key: same rule side, input types and constness).
-double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key, const std::vector<char>& input_constant,
-                                   double estimate) {
+double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
+                                   const std::vector<char>& input_constant, double estimate) {
   auto it = resolved_.find(key);
   if (it == resolved_.end()) {
     double outcome = 0;  // an unresolvable pair is no gain
@@ -240,10 +237,11 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
       for (size_t k = 0; k < m.inputs.size(); ++k) {
         const Value& v = g.value(m.inputs[k]);
         if (!input_constant[k] || v.initializer) continue;
-        constants[k] = v.known ? v.known
-                               : std::make_shared<const TensorData>(
-                                     v.type.dtype, v.type.shape,
-                                     std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
+        constants[k] =
+            v.known ? v.known
+                    : std::make_shared<const TensorData>(
+                          v.type.dtype, v.type.shape,
+                          std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
       }
       Graph before = o_.matcher->Matched(g, m, &constants), after = o_.matcher->Replacement(g, m, &constants);
       FoldOptions fold;
@@ -264,7 +262,10 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
     if (outcome == 1.0) ++stats_.gains_confirmed;
     char line[160];
     std::snprintf(line, sizeof line, "%s: estimated gain %.4f ms within noise; timed A/B: %s", MatchName(m).c_str(),
-                  estimate, outcome == 1.0 ? "faster" : outcome == 0 ? "no difference" : "slower");
+                  estimate,
+                  outcome == 1.0 ? "faster"
+                  : outcome == 0 ? "no difference"
+                                 : "slower");
     stats_.noise_rule.push_back(line);
   }
   return it->second == 1.0 ? estimate : it->second;

@@ -59,9 +59,9 @@ struct EngineOptions {
 
 // What the engine did, over all states it served.
 struct EngineStats {
-  int64_t rewrites_rejected = 0;  // matches whose rewrite was invalid (cycle, shape or type change)
-  int64_t gains_resolved = 0;     // noise rule: kinds of rewrite whose estimated gain was within noise, timed A/B
-  int64_t gains_confirmed = 0;    // ... of which the A/B timing confirmed the gain
+  int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, shape or type change)
+  int64_t gains_resolved = 0;           // noise rule: kinds of rewrite whose estimated gain was within noise, timed A/B
+  int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
 };
 
@@ -137,8 +137,7 @@ class RewriteEngine {
   // The state of a graph with nothing applied. `cost` (optional) is its
   // known cost, e.g. to continue from a state of another engine.
   RewriteState Start(const Graph& graph, std::optional<double> cost = std::nullopt);
-  RewriteState Start(std::shared_ptr<const Graph> graph, std::optional<double> cost = std::nullopt,
-                     double adjust = 0);
+  RewriteState Start(std::shared_ptr<const Graph> graph, std::optional<double> cost = std::nullopt, double adjust = 0);
 
   const Matcher& matcher() const { return *o_.matcher; }
   CostModel& cost_model() const { return *o_.cost; }

@@ -2,9 +2,9 @@
 
 #include <cstdlib>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 

@@ -11,12 +11,11 @@
 
 namespace rlflow {
 
-
 struct LoadedModel {
   Graph graph;
   std::string source;  // file path, or "zoo:<name>"
   bool from_zoo = false;
-  std::string bytes;  // the file's contents (empty for a zoo model)
+  std::string bytes;               // the file's contents (empty for a zoo model)
   std::vector<std::string> notes;  // for the log
   int folded_nodes = 0;
 };

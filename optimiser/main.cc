@@ -14,43 +14,55 @@
 #include "optimiser/pipeline.h"
 #include "tools/cli/cli.h"
 
-DEFINE_string(model, "", "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "
-                         "resolved against the directory `bazel run` was started from");
-DEFINE_string(output, "", "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
-                          "or in the working directory for a zoo model)");
-DEFINE_string(search, "taso", "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), "
-                              "passes (a list of graph passes, --passes), pass_order (a trained pass-ordering agent), none");
-DEFINE_string(passes, "", "run these passes in this order (comma-separated; implies --search=passes; default order "
-                          "without it: see --list_passes and the README)");
+DEFINE_string(model, "",
+              "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "
+              "resolved against the directory `bazel run` was started from");
+DEFINE_string(output, "",
+              "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
+              "or in the working directory for a zoo model)");
+DEFINE_string(search, "taso",
+              "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), "
+              "passes (a list of graph passes, --passes), pass_order (a trained pass-ordering agent), none");
+DEFINE_string(passes, "",
+              "run these passes in this order (comma-separated; implies --search=passes; default order "
+              "without it: see --list_passes and the README)");
 DEFINE_bool(list_passes, false, "print the registered passes (name and one-line description) and exit");
-DEFINE_string(agent, "", "--search=ppo / pass_order: the trained agent (default: the checked-in agents/zoo_agent.pt / "
-                         "agents/pass_agent.pt)");
+DEFINE_string(agent, "",
+              "--search=ppo / pass_order: the trained agent (default: the checked-in agents/zoo_agent.pt / "
+              "agents/pass_agent.pt)");
 DEFINE_int32(episodes, 8, "--search=ppo: sampled episodes after the greedy one; the cheapest graph is kept");
 DEFINE_int32(horizon, 100, "--search=ppo: steps per episode");
 DEFINE_int64(train_steps, 0, "--search=ppo: environment steps of fine-tuning on the input graph first");
 DEFINE_int64(budget, 1000, "taso: stop after this many graphs popped from the queue");
-DEFINE_bool(greedy_finish, true, "taso: when the budget is spent (or the queue empty), descend greedily from the best "
-                                 "graph until no rewrite improves");
+DEFINE_bool(greedy_finish, true,
+            "taso: when the budget is spent (or the queue empty), descend greedily from the best "
+            "graph until no rewrite improves");
 DEFINE_double(alpha, 1.05, "taso: keep exploring graphs whose cost is below alpha x the best cost (>= 1)");
 DEFINE_double(time_limit, 0, "stop the search after this many seconds and keep the best graph so far (0: none)");
-DEFINE_string(device, "cpu", "where the cost model, the noise rule and the end-to-end verdict measure: cpu (rlflow's "
-                             "ATen executor) or ort (ONNX Runtime's CPU provider, with its own graph optimisations at "
-                             "--ort_level)");
-DEFINE_string(ort_level, "all", "--device=ort: ONNX Runtime's graph optimisation level (disabled, basic, extended, "
-                                "all: ORT's default)");
-DEFINE_string(timing_cache, "", "persistent timing cache (default: $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/"
-                                "timing-cache.txt; 'none': do not read or write one)");
-DEFINE_bool(force_optimised, false, "write the optimised graph even if the end-to-end verdict is not 'faster' (the 95% "
-                                    "interval of its speedup above 1.0), e.g. to benchmark it in another runtime");
+DEFINE_string(device, "cpu",
+              "where the cost model, the noise rule and the end-to-end verdict measure: cpu (rlflow's "
+              "ATen executor) or ort (ONNX Runtime's CPU provider, with its own graph optimisations at "
+              "--ort_level)");
+DEFINE_string(ort_level, "all",
+              "--device=ort: ONNX Runtime's graph optimisation level (disabled, basic, extended, "
+              "all: ORT's default)");
+DEFINE_string(timing_cache, "",
+              "persistent timing cache (default: $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/"
+              "timing-cache.txt; 'none': do not read or write one)");
+DEFINE_bool(force_optimised, false,
+            "write the optimised graph even if the end-to-end verdict is not 'faster' (the 95% "
+            "interval of its speedup above 1.0), e.g. to benchmark it in another runtime");
 DEFINE_string(report, "", "also write the report as JSON to this path");
-DEFINE_int32(measure_runs, 0, "end-to-end verdict: pairs of interleaved runs of the original and the optimised graph "
-                              "(0: auto, 10 to 40 pairs, about 2 s of runs per graph); fewer than 6 pairs give no 95% "
-                              "interval, so the original is written unless --force_optimised");
+DEFINE_int32(measure_runs, 0,
+             "end-to-end verdict: pairs of interleaved runs of the original and the optimised graph "
+             "(0: auto, 10 to 40 pairs, about 2 s of runs per graph); fewer than 6 pairs give no 95% "
+             "interval, so the original is written unless --force_optimised");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
-DEFINE_int32(threads, 1, "threads of ATen's and OpenBLAS's pools for the executor and the timings (0: the libraries' defaults)");
+DEFINE_int32(threads, 1,
+             "threads of ATen's and OpenBLAS's pools for the executor and the timings (0: the libraries' defaults)");
 DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");
 
 namespace rlflow {
@@ -92,8 +104,10 @@ int Main() {
   o.tolerance = FLAGS_tolerance;
   o.threads = FLAGS_threads;
   o.log = [](bool warning, const std::string& line) {
-    if (warning) LOG(WARNING) << line;
-    else LOG(INFO) << line;
+    if (warning)
+      LOG(WARNING) << line;
+    else
+      LOG(INFO) << line;
   };
   cli::InstallInterruptHandler();
   o.interrupted = &cli::interrupted;
@@ -106,7 +120,6 @@ int Main() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv,
-                           "rlflow optimiser: ./bazelw run //optimiser -- --model=resnet50.onnx [--output=PATH]",
-                           rlflow::Main);
+  return rlflow::cli::Main(
+      argc, argv, "rlflow optimiser: ./bazelw run //optimiser -- --model=resnet50.onnx [--output=PATH]", rlflow::Main);
 }

@@ -2,21 +2,21 @@
 // naming the problem, a non-zero exit code and no output file. Plus the happy
 // path and the zoo fallback.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
-#include "zoo/zoo.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rules/rule.h"
 #include "rules/testing.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {
@@ -252,7 +252,8 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
   ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "no CUDA cost backend");
   ExpectCleanFailure("--model=" + model + " --ort_level=basic", out_, "--ort_level applies to --device=ort only");
-  ExpectCleanFailure("--model=" + model + " --device=ort --ort_level=max", out_, "unknown graph optimisation level 'max'");
+  ExpectCleanFailure("--model=" + model + " --device=ort --ort_level=max", out_,
+                     "unknown graph optimisation level 'max'");
   ExpectCleanFailure("--model=" + model + " --report=" + TempDir() + "/no_dir/r.json", out_, "does not exist");
   std::string bad_cache = TempDir() + "/bad_cache.txt";
   std::ofstream(bad_cache) << "rlflow-timing-cache 1\nnot a number\tkey\n";
@@ -318,7 +319,7 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4);
   EXPECT_EQ(ReadFile(cache).rfind("rlflow-timing-cache 1\n", 0), 0u);
   EXPECT_EQ(r.out.find(" 0 ops timed"), std::string::npos) << r.out;  // first run measures
-  EXPECT_NE(r.err.find("greedy"), std::string::npos);                  // progress / log lines
+  EXPECT_NE(r.err.find("greedy"), std::string::npos);                 // progress / log lines
   auto sequence = [](const std::string& path) {
     return ReadReport(path)["rules"]["sequence"].get<std::vector<std::string>>();
   };
@@ -351,8 +352,9 @@ TEST_F(OptimiserCli, OnnxRuntimeDevice) {
   WriteOnnxFile(zoo::Build("squeezenet1_1", 7), model);
   std::string report = TempDir() + "/ort_report.json", cache = TempDir() + "/ort_cache.txt";
   ::unlink(cache.c_str());
-  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=greedy --device=ort --report=" +
-                             report + " --timing_cache=" + cache + " --measure_runs=8");
+  RunResult r =
+      RunOptimiser("--model=" + model + " --output=" + out_ + " --search=greedy --device=ort --report=" + report +
+                   " --timing_cache=" + cache + " --measure_runs=8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(FileExists(out_));
   EXPECT_NE(r.out.find("(ort, "), std::string::npos) << r.out;
@@ -378,9 +380,12 @@ TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
   std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
   std::string cmd = bin + " --model=" + model + " --output=" + out_ + " --report=" + report +
                     " --timing_cache=none --measure_runs=3 --budget=1000000 > " + TempDir() + "/int.out 2> " +
-                    TempDir() + "/int.err & pid=$!; "
+                    TempDir() +
+                    "/int.err & pid=$!; "
                     // Interrupt once the search has started (or after 40 s).
-                    "for i in $(seq 400); do grep -q searching " + TempDir() + "/int.err && break; sleep 0.1; done; "
+                    "for i in $(seq 400); do grep -q searching " +
+                    TempDir() +
+                    "/int.err && break; sleep 0.1; done; "
                     "sleep 2; kill -INT $pid; wait $pid";
   int status = std::system(cmd.c_str());
   std::string err = ReadFile(TempDir() + "/int.err");
@@ -425,8 +430,9 @@ TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {
   AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv");
   AddNode(m, "Add", {"c", "t"}, {"y"}, "add");
   AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 2, 4, 4});
-  ExpectCleanFailure("--model=" + Save(m, "wrong_rule.onnx") + " --search=greedy --timing_cache=none --rules=" + bad_path,
-                     out_, "rules applied: fb7ae47167c7 (reversed)");
+  ExpectCleanFailure(
+      "--model=" + Save(m, "wrong_rule.onnx") + " --search=greedy --timing_cache=none --rules=" + bad_path, out_,
+      "rules applied: fb7ae47167c7 (reversed)");
 }
 
 }  // namespace

@@ -1,19 +1,15 @@
 #include "optimiser/pipeline.h"
 
-#include "core/passes/pass.h"
-#include "optimiser/rule_passes.h"
-
+#include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-
-#include <ATen/Parallel.h>
-#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
@@ -22,10 +18,12 @@
 #include "core/passes/fold_constants.h"
 #include "core/passes/interface.h"
 #include "core/passes/lower_batchnorm.h"
+#include "core/passes/pass.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/load.h"
+#include "optimiser/rule_passes.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
@@ -56,9 +54,12 @@ std::string TimingCachePath(const std::string& flag) {
   if (flag == "none") return "";
   if (!flag.empty()) return ResolveUserPath(flag);
   std::string dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg) dir = xdg;
-  else if (const char* home = std::getenv("HOME"); home != nullptr && *home) dir = std::string(home) + "/.cache";
-  else return "";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg)
+    dir = xdg;
+  else if (const char* home = std::getenv("HOME"); home != nullptr && *home)
+    dir = std::string(home) + "/.cache";
+  else
+    return "";
   dir += "/rlflow";
   // Best effort: a cache that cannot be created is skipped (with a warning).
   std::string parent = dir.substr(0, dir.rfind('/'));
@@ -274,9 +275,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     calibration.new_keys += c.new_keys;
     for (const auto& [op, p] : c.per_op)
       if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
-    info(Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
-                "again",
-                c.new_keys, c.time_base));
+    info(
+        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
+               "again",
+               c.new_keys, c.time_base));
     res.before_estimate = cost.GraphCost(original);
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);
@@ -340,7 +342,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     other.free_dim_value = o.free_dim == 2 ? 3 : 2;
     Graph original_other;
     try {
-      original_other = ImportOnnxBytes(model.bytes.empty() ? ExportOnnxBytes(original) : model.bytes, "original", other);
+      original_other =
+          ImportOnnxBytes(model.bytes.empty() ? ExportOnnxBytes(original) : model.bytes, "original", other);
     } catch (const Error& e) {
       res.general_note = std::string("the original model does not import with its symbolic dimensions bound to ") +
                          std::to_string(other.free_dim_value) + " (" + e.what() + "); checked at --free_dim only";
@@ -405,14 +408,16 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     const int64_t source_opset = written.info().source_opset;
     if (res.opset_note.empty() && source_opset > 0 && source_opset < written.opset()) {
       try {
-        Graph back = ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(source_opset), load.import);
+        Graph back =
+            ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(source_opset), load.import);
         EquivalenceResult c = CompareGraphs(written, back, o.seed);
         if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
         info("converted back to opset " + std::to_string(source_opset) + " (checked, max relative error " +
              Format("%g", c.max_error) + ")");
       } catch (const Error& e) {
-        res.opset_note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
-                         std::to_string(source_opset) + " does not check (" + e.what() + ")";
+        res.opset_note = "written at opset " + std::to_string(written.opset()) +
+                         ": the model converted back to opset " + std::to_string(source_opset) + " does not check (" +
+                         e.what() + ")";
         bytes = ExportOnnxBytes(written);
       }
     }
@@ -443,19 +448,19 @@ std::string PipelineResult::Summary() const {
   std::ostringstream out;
   out << Format("model:      %s\n", model_source.c_str());
   out << Format("rules:      %d (%s)\n", rule_count, rules_path.c_str());
-  out << Format("search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
-                "graphs built; %zu rewrites applied%s\n",
-                search.c_str(), search_rounds, search_rounds == 1 ? "" : "s", search_s,
-                StopReasonName(result.stop_reason), static_cast<long long>(result.graphs_explored),
-                static_cast<long long>(result.rewrites_costed), static_cast<long long>(result.graphs_built),
-                result.applied.size(),
-                result.finish_applied > 0
-                    ? (" (" + std::to_string(result.finish_applied) + " by the greedy finish)").c_str()
-                    : "");
+  out << Format(
+      "search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
+      "graphs built; %zu rewrites applied%s\n",
+      search.c_str(), search_rounds, search_rounds == 1 ? "" : "s", search_s, StopReasonName(result.stop_reason),
+      static_cast<long long>(result.graphs_explored), static_cast<long long>(result.rewrites_costed),
+      static_cast<long long>(result.graphs_built), result.applied.size(),
+      result.finish_applied > 0 ? (" (" + std::to_string(result.finish_applied) + " by the greedy finish)").c_str()
+                                : "");
   if (result.gains_resolved > 0)
-    out << Format("noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against "
-                  "the original side, %lld were faster\n",
-                  static_cast<long long>(result.gains_resolved), static_cast<long long>(result.gains_confirmed));
+    out << Format(
+        "noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against "
+        "the original side, %lld were faster\n",
+        static_cast<long long>(result.gains_resolved), static_cast<long long>(result.gains_confirmed));
   for (const auto& [r, n] : rule_counts) out << Format("  %3d x %s\n", n, r.c_str());
   out << "before:     " << before.ToString();
   out << "after:      " << after.ToString();
@@ -470,10 +475,11 @@ std::string PipelineResult::Summary() const {
   // estimated ratio: the optimised time predicted from the original's
   // measured time and the estimated speedup, against its measured time.
   double predicted_error = (PredictedAfterMs() - after_ms) / after_ms;
-  out << Format("estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
-                "optimised time predicted from the original's %+.1f%% off\n",
-                100 * (before_estimate - before_ms) / before_ms, 100 * (after_estimate - after_ms) / after_ms,
-                before_estimate / after_estimate, 100 * predicted_error);
+  out << Format(
+      "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
+      "optimised time predicted from the original's %+.1f%% off\n",
+      100 * (before_estimate - before_ms) / before_ms, 100 * (after_estimate - after_ms) / after_ms,
+      before_estimate / after_estimate, 100 * predicted_error);
   out << Format("check:      max relative error %.3g over %d outputs (seed %llu)%s\n", max_error, outputs_compared,
                 static_cast<unsigned long long>(options.seed),
                 opaque_nodes > 0 ? (", around " + std::to_string(opaque_nodes) + " opaque nodes").c_str() : "");
@@ -482,9 +488,10 @@ std::string PipelineResult::Summary() const {
   if (unchanged)
     out << Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
   else if (!general_ok)
-    out << Format("written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "
-                  "symbolic dimensions)\n",
-                  output.c_str());
+    out << Format(
+        "written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "
+        "symbolic dimensions)\n",
+        output.c_str());
   else if (keep_original)
     out << Format("written:    %s (the ORIGINAL model: the optimised graph is %s when measured)\n", output.c_str(),
                   verdict.OutcomeName().c_str());
@@ -535,7 +542,8 @@ std::string PipelineResult::ReportJson() const {
                      {"gains_within_noise", result.gains_resolved},
                      {"gains_confirmed", result.gains_confirmed},
                      {"noise_rule", result.noise_rule}};
-  j["rules"] = Json{{"database", rules_path}, {"count", rule_count}, {"applied", applied}, {"sequence", result.applied}};
+  j["rules"] =
+      Json{{"database", rules_path}, {"count", rule_count}, {"applied", applied}, {"sequence", result.applied}};
   j["device"] = device;
   j["threads"] = threads;
   j["before"] = SummaryJson(before, before_estimate, before_ms);
@@ -556,9 +564,9 @@ std::string PipelineResult::ReportJson() const {
   j["estimated_speedup"] = before_estimate / after_estimate;
   j["predicted_after_ms"] = PredictedAfterMs();
   j["predicted_after_error"] = (PredictedAfterMs() - after_ms) / after_ms;
-  j["check"] = Json{{"max_relative_error", max_error},       {"outputs_compared", outputs_compared},
-                    {"opaque_nodes", opaque_nodes},          {"symbolic_dims", symbolic_dims},
-                    {"general", general_ok},                 {"tolerance", options.tolerance}};
+  j["check"] = Json{{"max_relative_error", max_error}, {"outputs_compared", outputs_compared},
+                    {"opaque_nodes", opaque_nodes},    {"symbolic_dims", symbolic_dims},
+                    {"general", general_ok},           {"tolerance", options.tolerance}};
   j["timing_cache"] =
       Json{{"path", timing_cache}, {"entries", cache_entries}, {"ops_timed", ops_timed}, {"hits", cache_hits}};
   j["peak_memory_mb"] = peak_memory_mb;

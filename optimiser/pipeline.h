@@ -42,19 +42,19 @@ struct PipelineOptions {
   double alpha = 1.05;
   bool greedy_finish = true;
   double time_limit_s = 0;
-  std::string agent;          // --search=ppo (see SearchOptions)
+  std::string agent;  // --search=ppo (see SearchOptions)
   int episodes = 8;
   int horizon = 100;
   int64_t train_steps = 0;
   std::vector<std::string> passes;  // --search=passes: the order (empty: DefaultPassOrder())
-  std::string device = "cpu";     // cpu, ort (cuda where built with it)
-  std::string ort_level;          // --device=ort only; "": all (ORT's default)
+  std::string device = "cpu";       // cpu, ort (cuda where built with it)
+  std::string ort_level;            // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
-  int measure_runs = 0;           // 0: auto (10 to 40 pairs)
+  int measure_runs = 0;  // 0: auto (10 to 40 pairs)
   uint64_t seed = 1;
   int free_dim = 1;
   double tolerance = 1e-4;
-  int threads = 1;                // 0: the libraries' defaults
+  int threads = 1;  // 0: the libraries' defaults
   // Log lines (the binary sends them to glog); warning = true for warnings.
   std::function<void(bool warning, const std::string&)> log;
   // When set and true, the search stops and its best graph is checked and written.
@@ -67,29 +67,29 @@ struct PipelineResult {
   std::string report;        // where the JSON report was written ("" if none)
   std::string rules_path;
   int rule_count = 0;
-  std::string search;        // strategy name
-  std::string device;        // the timing backend's name
+  std::string search;  // strategy name
+  std::string device;  // the timing backend's name
   int threads = 0;
   int search_rounds = 0;
   double search_s = 0;
-  SearchResult result;       // graph: the optimised graph (before folding)
+  SearchResult result;  // graph: the optimised graph (before folding)
   GraphSummary before, after;
   double before_estimate = 0, after_estimate = 0;  // cost model (ms)
   double before_ms = 0, after_ms = 0;              // measured (ms)
   int pairs = 0;
   Verdict verdict;
-  bool unchanged = false;       // the optimised graph is the original
-  bool general_ok = true;       // right at another binding of the symbolic dimensions
-  bool keep_original = false;   // the original was written
+  bool unchanged = false;      // the optimised graph is the original
+  bool general_ok = true;      // right at another binding of the symbolic dimensions
+  bool keep_original = false;  // the original was written
   std::string general_note, opset_note;
   double max_error = 0;
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;
   CalibrationReport calibration;
-  std::string timing_cache;     // path ("" if none)
+  std::string timing_cache;  // path ("" if none)
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;
   double peak_memory_mb = 0;
-  PipelineOptions options;      // what it ran with
+  PipelineOptions options;  // what it ran with
 
   // The optimised time predicted from the original's measured time and the
   // estimated speedup, relative to the measured one.

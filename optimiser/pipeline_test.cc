@@ -7,15 +7,15 @@
 #include "optimiser/pipeline.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
-#include "core/passes/pass.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
 #include "core/onnx_io.h"
+#include "core/passes/pass.h"
 #include "runtime/equivalence.h"
 #include "tools/ort/ort.h"
 

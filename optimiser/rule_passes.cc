@@ -12,9 +12,9 @@
 namespace rlflow {
 
 const std::vector<std::string>& FamilyOps() {
-  static const std::vector<std::string> ops = {
-      "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "Pad", "Concat", "Split", "Transpose",
-      "Reshape", "Unsqueeze", "Relu", "Div", "Mul", "Add"};
+  static const std::vector<std::string> ops = {"Conv",      "Gemm",   "MatMul", "MaxPool",   "AveragePool",
+                                               "Pad",       "Concat", "Split",  "Transpose", "Reshape",
+                                               "Unsqueeze", "Relu",   "Div",    "Mul",       "Add"};
   return ops;
 }
 
@@ -73,7 +73,8 @@ PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost) {
     for (int k : indices) subset.push_back(all[k]);
     auto m = std::make_shared<const Matcher>(subset);
     std::string desc = RuleFamilyPass(name, m, cost).Description();
-    registry.Add(PassInfo{name, desc, [name, m, cost] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost)); }});
+    registry.Add(
+        PassInfo{name, desc, [name, m, cost] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost)); }});
   }
   return registry;
 }

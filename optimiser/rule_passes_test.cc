@@ -9,11 +9,11 @@
 
 #include <set>
 
-#include "zoo/zoo.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {

@@ -20,10 +20,10 @@ namespace rlflow {
 
 struct SearchOptions {
   uint64_t seed = 1;
-  int64_t budget = 1000;     // taso: graphs popped from the queue
-  double time_limit_s = 0;   // 0: none
-  double alpha = 1.05;       // taso: keep graphs with cost < alpha x best
-  double max_growth = 2.0;   // skip graphs with more than max_growth x the original's nodes
+  int64_t budget = 1000;    // taso: graphs popped from the queue
+  double time_limit_s = 0;  // 0: none
+  double alpha = 1.05;      // taso: keep graphs with cost < alpha x best
+  double max_growth = 2.0;  // skip graphs with more than max_growth x the original's nodes
   // taso: when the backtracking ends (budget or queue exhausted), descend
   // greedily from its best graph until no rewrite improves.
   bool greedy_finish = true;
@@ -48,16 +48,16 @@ struct SearchOptions {
 
 struct SearchResult {
   Graph graph;
-  std::vector<std::string> applied;  // rules in the order applied ("<id>" or "<id> (reversed)")
-  int64_t graphs_explored = 0;       // graphs expanded (popped / stepped from)
-  int64_t rewrites_costed = 0;       // rewrites whose cost was estimated
-  int64_t graphs_built = 0;      // distinct graphs built (applied) and costed exactly
-  int64_t rewrites_rejected = 0;     // matches whose rewrite was invalid (cycle, type change)
-  int64_t gains_resolved = 0;        // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
-  int64_t gains_confirmed = 0;       // ... of which the A/B timing confirmed the gain
+  std::vector<std::string> applied;     // rules in the order applied ("<id>" or "<id> (reversed)")
+  int64_t graphs_explored = 0;          // graphs expanded (popped / stepped from)
+  int64_t rewrites_costed = 0;          // rewrites whose cost was estimated
+  int64_t graphs_built = 0;             // distinct graphs built (applied) and costed exactly
+  int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, type change)
+  int64_t gains_resolved = 0;           // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
+  int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
-  int64_t finish_applied = 0;        // taso: rewrites (the last of `applied`) applied by the greedy finish
-  double initial_cost = 0;           // cost-model estimate (ms)
+  int64_t finish_applied = 0;           // taso: rewrites (the last of `applied`) applied by the greedy finish
+  double initial_cost = 0;              // cost-model estimate (ms)
   double final_cost = 0;
   StopReason stop_reason = StopReason::kNone;
 };
@@ -73,8 +73,9 @@ class Search {
 using SearchFactory = std::function<std::unique_ptr<Search>()>;
 // Registers a --search value; returns true (for static registration).
 bool RegisterSearch(const std::string& name, SearchFactory factory);
-#define RLFLOW_REGISTER_SEARCH(name, type) \
-  static const bool rlflow_search_registered_##type = ::rlflow::RegisterSearch(name, [] { return std::make_unique<type>(); })
+#define RLFLOW_REGISTER_SEARCH(name, type)            \
+  static const bool rlflow_search_registered_##type = \
+      ::rlflow::RegisterSearch(name, [] { return std::make_unique<type>(); })
 
 // The names accepted by --search, sorted.
 std::vector<std::string> SearchNames();

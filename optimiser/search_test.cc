@@ -5,8 +5,6 @@
 // 1) escapes.
 #include "optimiser/search.h"
 
-#include "optimiser/batchnorm_cost.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -15,6 +13,7 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/fold_constants.h"
+#include "optimiser/batchnorm_cost.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 
@@ -50,8 +49,8 @@ double MaxDiff(const Graph& a, const Graph& b) {
   return worst;
 }
 
-SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m, CostModel* cost,
-                       double alpha = 1.05, int64_t budget = 100, bool greedy_finish = true) {
+SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m, CostModel* cost, double alpha = 1.05,
+                       int64_t budget = 100, bool greedy_finish = true) {
   SearchOptions o;
   o.matcher = &m;
   o.cost = cost;
@@ -83,7 +82,7 @@ Graph ParallelConvs() {
   return b.Build({a, c});
 }
 
-const char kMulFold1x1[] = "fb7ae47167c7";  // Conv(X, W*S) => S*Conv(X, W), any window attributes
+const char kMulFold1x1[] = "fb7ae47167c7";   // Conv(X, W*S) => S*Conv(X, W), any window attributes
 const char kBiasFold1x1[] = "30070f196d5c";  // Conv(X, W, T) => T+Conv(X, W), any window attributes
 const char kEnlarge[] = "ef1d9f385d5a";      // Conv[pads=1](X, Pad(W)) => Conv[pads=0](X, W)
 const char kMerge[] = "d1b546e55a9f";        // Split(Conv(X, Concat(W2, W1))) => (Conv(X, W1), Conv(X, W2))
@@ -96,7 +95,8 @@ TEST(Search, ForcedSequenceFoundByBoth) {
   for (const std::string name : {"greedy", "taso"}) {
     SearchResult r = RunSearch(name, g, m, &cost);
     // The shift can only fold after the scale: exactly this order.
-    std::vector<std::string> want = {std::string(kMulFold1x1) + " (reversed)", std::string(kBiasFold1x1) + " (reversed)"};
+    std::vector<std::string> want = {std::string(kMulFold1x1) + " (reversed)",
+                                     std::string(kBiasFold1x1) + " (reversed)"};
     EXPECT_EQ(r.applied, want) << name;
     EXPECT_DOUBLE_EQ(r.final_cost, 10.1) << name;
     EXPECT_DOUBLE_EQ(cost.GraphCost(r.graph), r.final_cost) << name;
@@ -260,7 +260,8 @@ TEST(Search, BadOptionsAndNames) {
   EXPECT_THROW(MakeSearch("greedy")->Run(g, no_cost), Error);
   EXPECT_THROW(MakeSearch("magic"), Error);
   std::vector<std::string> names = SearchNames();
-  for (const char* n : {"greedy", "none", "taso"}) EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  for (const char* n : {"greedy", "none", "taso"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
 }  // namespace

@@ -6,21 +6,20 @@
 //
 // One test binary per (model, source); see BUILD.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "zoo/zoo.h"
-#include "zoo/zoo_cases.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
-
-#include <nlohmann/json.hpp>
-#include <onnx/onnx_pb.h>
+#include "zoo/zoo.h"
+#include "zoo/zoo_cases.h"
 
 namespace rlflow {
 namespace {
@@ -28,7 +27,6 @@ namespace {
 using zoo::Case;
 
 class ZooOptimise : public ::testing::TestWithParam<Case> {};
-
 
 TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   const Case& c = GetParam();
@@ -63,7 +61,8 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
     EXPECT_EQ(json["verdict"]["outcome"], "faster") << json;
   }
   // The budget (1000 graphs), then the greedy finish: one graph per rewrite it applied, and the last.
-  EXPECT_LE(json["search"]["graphs_explored"].get<int64_t>(), 1000 + json["search"]["finish_applied"].get<int64_t>() + 1)
+  EXPECT_LE(json["search"]["graphs_explored"].get<int64_t>(),
+            1000 + json["search"]["finish_applied"].get<int64_t>() + 1)
       << json;
   EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4) << json;
   double speedup = json["speedup"].get<double>();

@@ -1,21 +1,21 @@
 #include "runtime/cost_model.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/api/include/torch/version.h>  // TORCH_VERSION only, not torch.h
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <sstream>
 #include <ctime>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/node_key.h"
-#include "core/summary.h"
 #include "core/op_registry.h"
+#include "core/summary.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
 
@@ -189,7 +189,8 @@ class CpuBackend : public TimingBackend {
       auto t0 = Clock::now();
       exec.Run(inputs, &node_ms);
       totals.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(static_cast<size_t>(id) < node_ms.size() ? node_ms[id] : 0.0);
+      for (NodeId id = 0; id < g.num_nodes(); ++id)
+        samples[id].push_back(static_cast<size_t>(id) < node_ms.size() ? node_ms[id] : 0.0);
     }
     InContextTimes t;
     t.runs = std::max(runs, 1);
@@ -408,7 +409,8 @@ void MeasuredCostModel::Derive() {
   std::map<std::string, std::vector<double>> ratios, spreads;
   std::vector<double> all;
   auto op_of = [](const std::string& key) { return key.substr(0, key.find('#')); };
-  for (auto it = cache_.lower_bound(ctx_prefix); it != cache_.end() && it->first.compare(0, ctx_prefix.size(), ctx_prefix) == 0; ++it) {
+  for (auto it = cache_.lower_bound(ctx_prefix);
+       it != cache_.end() && it->first.compare(0, ctx_prefix.size(), ctx_prefix) == 0; ++it) {
     std::string key = it->first.substr(ctx_prefix.size());
     auto iso = cache_.find(fingerprint_ + "|" + key);
     if (iso == cache_.end() || !(iso->second > 0)) continue;

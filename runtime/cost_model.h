@@ -15,8 +15,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/graph.h"
@@ -24,10 +24,10 @@
 namespace rlflow {
 
 struct TimingOptions {
-  int warmup = 2;          // untimed runs first
-  int samples = 7;         // timed samples; the median is reported
+  int warmup = 2;              // untimed runs first
+  int samples = 7;             // timed samples; the median is reported
   double min_sample_ms = 0.2;  // a sample repeats the run until it lasts this long (short ops)
-  uint64_t seed = 1;       // random inputs
+  uint64_t seed = 1;           // random inputs
 };
 
 // Paired end-to-end timings of two graphs: pair i is (a[i], b[i]), run one
@@ -77,9 +77,9 @@ std::vector<std::string> TimingBackendNames();
 std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device);
 
 struct OpCost {
-  double ms = 0;      // measured (or, for analytical models, estimated) time
-  double flops = 0;   // from the registry's FLOPs rules
-  double bytes = 0;   // bytes read and written (inputs + outputs)
+  double ms = 0;     // measured (or, for analytical models, estimated) time
+  double flops = 0;  // from the registry's FLOPs rules
+  double bytes = 0;  // bytes read and written (inputs + outputs)
 };
 
 class CostModel {
@@ -93,7 +93,10 @@ class CostModel {
   virtual double GraphCost(const Graph& graph);
   // How far NodeMs may be off (ms, about the interquartile range of its
   // measurements); 0 for exact (analytical) models.
-  virtual double NodeNoiseMs(const Graph& graph, NodeId id) { (void)graph, (void)id; return 0; }
+  virtual double NodeNoiseMs(const Graph& graph, NodeId id) {
+    (void)graph, (void)id;
+    return 0;
+  }
   // The noise rule: the gain (ms) of running `after` instead of `before`
   // (two graphs with the same inputs, in the same order) when the estimated
   // gain `estimate` is within the timings' noise. A measuring model times
@@ -116,19 +119,19 @@ Graph ExtractNode(const Graph& graph, NodeId id);
 
 // What one calibration measured (MeasuredCostModel::Calibrate).
 struct CalibrationReport {
-  int nodes = 0;            // nodes that run (not weight-only, not opaque)
-  int keys = 0;             // distinct cost keys among them
-  int new_keys = 0;         // keys timed in context by this call (the others came from the cache)
-  double run_ms = 0;        // measured whole-run time (0 if nothing was run)
-  double overhead_ms = 0;   // per-node executor overhead used
+  int nodes = 0;           // nodes that run (not weight-only, not opaque)
+  int keys = 0;            // distinct cost keys among them
+  int new_keys = 0;        // keys timed in context by this call (the others came from the cache)
+  double run_ms = 0;       // measured whole-run time (0 if nothing was run)
+  double overhead_ms = 0;  // per-node executor overhead used
   // Cached / current time of the keys this run timed that were cached
   // already (their total times; 1 if fewer than 3): new keys were scaled by it.
   double time_base = 1;
   struct PerOp {
     int nodes = 0;
-    double ms = 0;          // in-context ms of these nodes together
-    double spread = 0;      // median relative spread (IQR / median) of their in-context times
-    double factor = 1;      // median in-context / isolated time ratio over their keys
+    double ms = 0;      // in-context ms of these nodes together
+    double spread = 0;  // median relative spread (IQR / median) of their in-context times
+    double factor = 1;  // median in-context / isolated time ratio over their keys
   };
   std::map<std::string, PerOp> per_op;
 };
@@ -182,7 +185,7 @@ class MeasuredCostModel : public CostModel {
   TimingOptions options_;
   mutable std::mutex mu_;
   double NodeTime(const Graph& graph, NodeId id);
-  std::string fingerprint_;              // the backend's, taken at the first use
+  std::string fingerprint_;                                                    // the backend's, taken at the first use
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
   void Derive();  // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;
@@ -191,9 +194,9 @@ class MeasuredCostModel : public CostModel {
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
   std::unordered_map<uint64_t, double> fast_;  // NodeKeyHash -> ms (in memory)
-  bool derived_ = false;  // Derive() ran since the cache was last loaded
-  std::map<std::string, double> factor_;  // op type -> in-context / isolated
-  std::map<std::string, double> op_spread_;  // op type -> median relative spread
+  bool derived_ = false;                       // Derive() ran since the cache was last loaded
+  std::map<std::string, double> factor_;       // op type -> in-context / isolated
+  std::map<std::string, double> op_spread_;    // op type -> median relative spread
   int64_t resolved_ = 0;
   int resolve_pairs_ = 60;
   double default_factor_ = 1, overhead_ms_ = 0;

@@ -65,9 +65,12 @@ TEST(CostModel, KeysUseEffectiveAttributes) {
   ValueId w = b.Weight("w", {8, 4, 3, 3}, 0.1f);
   ValueId c1 = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
   ValueId c2 = b.Op("Conv", {x, w},
-                    {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({1, 1})},
-                     {"dilations", Attribute::Ints({1, 1})}, {"kernel_shape", Attribute::Ints({3, 3})},
-                     {"group", Attribute::Int(1)}, {"auto_pad", Attribute::String("NOTSET")}});
+                    {{"pads", Attribute::Ints({1, 1, 1, 1})},
+                     {"strides", Attribute::Ints({1, 1})},
+                     {"dilations", Attribute::Ints({1, 1})},
+                     {"kernel_shape", Attribute::Ints({3, 3})},
+                     {"group", Attribute::Int(1)},
+                     {"auto_pad", Attribute::String("NOTSET")}});
   ValueId c3 = b.Op("Conv", {x, w}, {{"auto_pad", Attribute::String("SAME_UPPER")}});
   ValueId other = b.Op("Conv", {x, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({2, 2})}});
   Graph g = b.Build({c1, c2, c3, other});
@@ -175,7 +178,7 @@ TEST(CostModel, ExtractNodeKeepsConstantInputs) {
   EXPECT_EQ(single.inputs().size(), 2u);  // the conv output and the (computed) scaled bias
   EXPECT_NE(NodeKeyText(g, Find(g, "Add")).find("float32[8,1,1]"), std::string::npos);
   Graph conv0 = ExtractNode(g, Find(g, "Conv", 0));
-  EXPECT_EQ(conv0.inputs().size(), 1u);   // x; the weight stays an initializer
+  EXPECT_EQ(conv0.inputs().size(), 1u);  // x; the weight stays an initializer
   EXPECT_EQ(conv0.initializers().size(), 1u);
 }
 
@@ -228,7 +231,7 @@ class ScriptedBackend : public TimingBackend {
 TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   ScriptedBackend backend;
   MeasuredCostModel model(&backend);
-  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
+  Graph g = Small();                                            // Conv, Relu, Conv, Mul (weight-only), Add
   EXPECT_DOUBLE_EQ(model.GraphCost(g), 2.0 + 0.1 + 2.0 + 0.1);  // isolated only
   CalibrationReport r = model.Calibrate(g);
   EXPECT_EQ(backend.context_runs, 1);

@@ -11,12 +11,12 @@ EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, 
   for (NodeId id = 0; id < reference.num_nodes(); ++id) r.opaque_nodes += reference.node(id).opaque();
   Graph ref_cut = CutAtOpaque(reference);
   Graph cand_cut = CutAtOpaque(candidate);
-  RLFLOW_CHECK(ref_cut.inputs().size() == cand_cut.inputs().size() &&
-                   ref_cut.outputs().size() == cand_cut.outputs().size(),
-               "the optimised graph does not have the original's opaque nodes");
+  RLFLOW_CHECK(
+      ref_cut.inputs().size() == cand_cut.inputs().size() && ref_cut.outputs().size() == cand_cut.outputs().size(),
+      "the optimised graph does not have the original's opaque nodes");
   for (size_t k = 0; k < ref_cut.inputs().size(); ++k)
-    RLFLOW_CHECK(ref_cut.value(ref_cut.inputs()[k]).type == cand_cut.value(cand_cut.inputs()[k]).type,
-                 "input '", ref_cut.value(ref_cut.inputs()[k]).name, "' differs between the graphs being compared");
+    RLFLOW_CHECK(ref_cut.value(ref_cut.inputs()[k]).type == cand_cut.value(cand_cut.inputs()[k]).type, "input '",
+                 ref_cut.value(ref_cut.inputs()[k]).name, "' differs between the graphs being compared");
   std::vector<at::Tensor> inputs = RandomInputs(ref_cut, seed);
   std::vector<at::Tensor> expected = Executor(ref_cut).Run(inputs);
   std::vector<at::Tensor> actual = Executor(cand_cut).Run(inputs);

@@ -14,10 +14,10 @@
 namespace rlflow {
 
 struct EquivalenceResult {
-  double max_error = 0;      // largest relative error (RelativeError) over the compared outputs
-  std::string worst_output;  // the output where it occurs
-  int outputs = 0;           // outputs compared (values read by opaque nodes included)
-  int opaque_nodes = 0;      // opaque nodes cut out
+  double max_error = 0;            // largest relative error (RelativeError) over the compared outputs
+  std::string worst_output;        // the output where it occurs
+  int outputs = 0;                 // outputs compared (values read by opaque nodes included)
+  int opaque_nodes = 0;            // opaque nodes cut out
   std::vector<std::string> notes;  // e.g. reference outputs holding NaN or infinity
 };
 

@@ -46,8 +46,7 @@ void CheckType(const at::Tensor& t, const TensorType& expected, const std::strin
 
 std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std::vector<double>* node_ms) const {
   const Graph& g = graph_;
-  if (inputs.size() != g.inputs().size())
-    Fail("the graph has ", g.inputs().size(), " inputs, got ", inputs.size());
+  if (inputs.size() != g.inputs().size()) Fail("the graph has ", g.inputs().size(), " inputs, got ", inputs.size());
   std::vector<at::Tensor> values = constants_;
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Value& v = g.value(g.inputs()[k]);

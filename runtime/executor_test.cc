@@ -96,7 +96,7 @@ TEST(RelativeError, NonFiniteReferenceValues) {
   at::Tensor ref = at::tensor({1.0, nan, inf, -2.0});
   EXPECT_EQ(RelativeError(ref.clone(), ref), 0.0);
   EXPECT_NEAR(RelativeError(at::tensor({1.0, nan, inf, -2.2}), ref), 0.1, 1e-9);
-  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, 0.0, inf, -2.0}), ref)));  // NaN lost
+  EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, 0.0, inf, -2.0}), ref)));   // NaN lost
   EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, nan, -inf, -2.0}), ref)));  // wrong infinity
   EXPECT_TRUE(std::isinf(RelativeError(at::tensor({1.0, nan, inf, nan}), ref)));    // new NaN
 }

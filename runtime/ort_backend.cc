@@ -121,7 +121,8 @@ class Server {
       ::close(in[1]);
       ::close(out[0]);
       ::setenv("NODE_PATH", modules.c_str(), 1);
-      ::execlp("node", "node", script.c_str(), "--serve", threads_arg.c_str(), level.c_str(), static_cast<char*>(nullptr));
+      ::execlp("node", "node", script.c_str(), "--serve", threads_arg.c_str(), level.c_str(),
+               static_cast<char*>(nullptr));
       _exit(127);
     }
     ::close(in[0]);
@@ -210,8 +211,7 @@ class OrtBackend : public TimingBackend {
   explicit OrtBackend(const OrtOptions& o) : options_(o) {
     if (o.threads < 0) Fail("ONNX Runtime backend: threads must be >= 0");
     if (o.level != "disabled" && o.level != "basic" && o.level != "extended" && o.level != "all")
-      Fail("ONNX Runtime backend: unknown graph optimisation level '", o.level,
-           "' (disabled, basic, extended, all)");
+      Fail("ONNX Runtime backend: unknown graph optimisation level '", o.level, "' (disabled, basic, extended, all)");
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/rlflow-ort-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
@@ -238,8 +238,12 @@ class OrtBackend : public TimingBackend {
   double TimeGraph(const Graph& graph, const TimingOptions& o) override {
     Files f(this);
     std::string model = f.Model(graph), inputs = f.Inputs(graph, o.seed);
-    Json r = server_->Request({{"op", "time"}, {"model", model}, {"inputs", inputs}, {"warmup", std::max(o.warmup, 1)},
-                               {"samples", std::max(o.samples, 1)}, {"min_ms", o.min_sample_ms}},
+    Json r = server_->Request({{"op", "time"},
+                               {"model", model},
+                               {"inputs", inputs},
+                               {"warmup", std::max(o.warmup, 1)},
+                               {"samples", std::max(o.samples, 1)},
+                               {"min_ms", o.min_sample_ms}},
                               "timing a graph");
     return r.at("ms").get<double>();
   }
@@ -247,8 +251,13 @@ class OrtBackend : public TimingBackend {
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
     Files f(this);
     std::string ma = f.Model(a), mb = f.Model(b), inputs = f.Inputs(a, o.seed);
-    Json r = server_->Request({{"op", "paired"}, {"a", ma}, {"b", mb}, {"inputs", inputs}, {"pairs", std::max(pairs, 1)},
-                               {"warmup", std::max(o.warmup, 1)}, {"min_ms", o.min_sample_ms}},
+    Json r = server_->Request({{"op", "paired"},
+                               {"a", ma},
+                               {"b", mb},
+                               {"inputs", inputs},
+                               {"pairs", std::max(pairs, 1)},
+                               {"warmup", std::max(o.warmup, 1)},
+                               {"min_ms", o.min_sample_ms}},
                               "timing two graphs against each other");
     PairedTimes t;
     t.wall_a = r.at("wall_a").get<std::vector<double>>();
@@ -263,8 +272,12 @@ class OrtBackend : public TimingBackend {
     Graph named = Tagged(g);
     Files f(this);
     std::string model = f.Model(named), inputs = f.Inputs(named, o.seed);
-    Json r = server_->Request({{"op", "profile"}, {"model", model}, {"inputs", inputs}, {"runs", std::max(runs, 1)},
-                               {"warmup", std::max(o.warmup, 1)}, {"prefix", dir_ + "/profile" + std::to_string(++seq_)}},
+    Json r = server_->Request({{"op", "profile"},
+                               {"model", model},
+                               {"inputs", inputs},
+                               {"runs", std::max(runs, 1)},
+                               {"warmup", std::max(o.warmup, 1)},
+                               {"prefix", dir_ + "/profile" + std::to_string(++seq_)}},
                               "profiling a graph");
     std::vector<double> run_ms = r.at("run_ms").get<std::vector<double>>();
     const Json& kernels = r.at("kernels");
@@ -334,7 +347,8 @@ class OrtBackend : public TimingBackend {
       named.mutable_node(id).name = "rlflow_n" + std::to_string(id);
       for (ValueId v : named.node(id).outputs) {
         std::string name = "rlflow_v" + std::to_string(v);
-        if (!is_output[v] && named.value(v).name != name && named.FindValue(name) == kNoValue) named.RenameValue(v, name);
+        if (!is_output[v] && named.value(v).name != name && named.FindValue(name) == kNoValue)
+          named.RenameValue(v, name);
       }
     }
     return named;
@@ -356,7 +370,8 @@ std::string OrtNodeModules() {
   std::string dir = real.empty() ? "third_party/onnxruntime_node/node_modules"
                                  : real.substr(0, real.find_last_of('/')) + "/node_modules";
   if (!FileExists(dir + "/onnxruntime-node/package.json"))
-    Fail("onnxruntime-node is not installed in ", dir, ": run ./bazelw (it installs it) or `npm ci --ignore-scripts` there");
+    Fail("onnxruntime-node is not installed in ", dir,
+         ": run ./bazelw (it installs it) or `npm ci --ignore-scripts` there");
   return dir;
 }
 
@@ -374,8 +389,10 @@ void WriteOrtInputs(const std::string& dir, const std::vector<std::pair<std::str
     std::ofstream out(dir + "/" + file, std::ios::binary);
     out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
     if (!out) Fail("cannot write ", dir, "/", file);
-    manifest.push_back({{"name", inputs[k].first}, {"dtype", DTypeString(t.scalar_type())},
-                        {"shape", std::vector<int64_t>(t.sizes().begin(), t.sizes().end())}, {"file", file}});
+    manifest.push_back({{"name", inputs[k].first},
+                        {"dtype", DTypeString(t.scalar_type())},
+                        {"shape", std::vector<int64_t>(t.sizes().begin(), t.sizes().end())},
+                        {"file", file}});
   }
   WriteFileAtomically(dir + "/inputs.json", manifest.dump());
 }

@@ -6,7 +6,7 @@
 namespace rlflow {
 
 struct ThreadPinning {
-  int aten = 0;           // ATen intra-op threads after the call
+  int aten = 0;              // ATen intra-op threads after the call
   bool blas_pinned = false;  // the BLAS library exposed a thread setter and it was called
 };
 

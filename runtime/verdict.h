@@ -14,9 +14,9 @@ namespace rlflow {
 struct Verdict {
   enum class Outcome { kFaster, kWithinNoise, kSlower };
   Outcome outcome = Outcome::kWithinNoise;
-  RatioInterval wall, cpu;       // speedup of B over A (A time / B time)
-  std::string cpu_clock;         // PairedTimes::cpu_clock
-  double a_ms = 0, b_ms = 0;     // median wall ms
+  RatioInterval wall, cpu;    // speedup of B over A (A time / B time)
+  std::string cpu_clock;      // PairedTimes::cpu_clock
+  double a_ms = 0, b_ms = 0;  // median wall ms
   double a_cpu_ms = 0, b_cpu_ms = 0;
   bool faster() const { return outcome == Outcome::kFaster; }
   // "faster", "within noise", "slower".

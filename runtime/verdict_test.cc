@@ -9,8 +9,8 @@ PairedTimes Times(double wall_ratio, double cpu_ratio, int pairs, double jitter)
   PairedTimes t;
   t.cpu_clock = "thread";
   for (int i = 0; i < pairs; ++i) {
-    double machine = 10.0 * (1.0 + 0.3 * (i % 4));                    // the machine drifts
-    double e = jitter * ((i * 7919) % 11 - 5) / 5.0;                   // +-jitter, deterministic
+    double machine = 10.0 * (1.0 + 0.3 * (i % 4));    // the machine drifts
+    double e = jitter * ((i * 7919) % 11 - 5) / 5.0;  // +-jitter, deterministic
     t.wall_a.push_back(machine * wall_ratio * (1 + e));
     t.wall_b.push_back(machine);
     t.cpu_a.push_back(machine * cpu_ratio * (1 - e));

@@ -25,10 +25,12 @@ void Print(const char* what, const Graph& g, const ImportReport& rep) {
   int opaque = 0, symbolic = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) opaque += g.node(id).opaque();
   for (ValueId v = 0; v < g.num_values(); ++v) symbolic += g.value(v).symbolic && g.value(v).known != nullptr;
-  std::printf("%s: %d nodes (%d opaque), %d shape values computed from symbolic dimensions, %d folded, hash %016llx\n", what,
-              g.num_nodes(), opaque, symbolic, rep.folded_nodes, static_cast<unsigned long long>(g.StructuralHash()));
+  std::printf("%s: %d nodes (%d opaque), %d shape values computed from symbolic dimensions, %d folded, hash %016llx\n",
+              what, g.num_nodes(), opaque, symbolic, rep.folded_nodes,
+              static_cast<unsigned long long>(g.StructuralHash()));
   for (const auto& w : rep.warnings) std::printf("  note: %s\n", w.c_str());
-  for (ValueId in : g.inputs()) std::printf("  input  %s %s\n", g.value(in).name.c_str(), g.value(in).type.ToString().c_str());
+  for (ValueId in : g.inputs())
+    std::printf("  input  %s %s\n", g.value(in).name.c_str(), g.value(in).type.ToString().c_str());
   for (ValueId out : g.outputs())
     std::printf("  output %s %s\n", g.value(out).name.c_str(), g.value(out).type.ToString().c_str());
 }

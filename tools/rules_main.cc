@@ -23,7 +23,8 @@ namespace {
 
 rules::RuleDatabase Load(const std::string& flag_path) {
   // The default database is a runfile; other paths are the user's.
-  std::string path = flag_path == "rules/default.rules.pb" && FileExists(flag_path) ? flag_path : ResolveUserPath(flag_path);
+  std::string path =
+      flag_path == "rules/default.rules.pb" && FileExists(flag_path) ? flag_path : ResolveUserPath(flag_path);
   return LoadRuleDatabase(path);
 }
 
@@ -39,7 +40,8 @@ void PrintRule(const rules::Rule& r, bool details) {
   std::printf("  fingerprint: %016llx\n", static_cast<unsigned long long>(p.fingerprint()));
   for (const auto& inst : p.proved_on()) {
     std::printf("  proved on:");
-    for (const auto& b : inst.bindings()) std::printf(" %s=%lld", b.symbol().c_str(), static_cast<long long>(b.value()));
+    for (const auto& b : inst.bindings())
+      std::printf(" %s=%lld", b.symbol().c_str(), static_cast<long long>(b.value()));
     std::printf("\n");
   }
   std::printf("  proof: %s, Z3 resource count %llu\n",
@@ -104,8 +106,7 @@ int Run(const std::vector<std::string>& args) {
         std::printf("+ %s  %s\n", id.c_str(), RuleToString(*r).c_str());
         ++only_b;
       }
-    std::printf("%d only in A, %d only in B, %d changed, %zu in both\n", only_a, only_b, changed,
-                ia.size() - only_a);
+    std::printf("%d only in A, %d only in B, %d changed, %zu in both\n", only_a, only_b, changed, ia.size() - only_a);
     return (only_a || only_b || changed) ? 1 : 0;
   }
   Fail("unknown command '", cmd, "' (list, show, stats, diff)");

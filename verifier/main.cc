@@ -4,10 +4,9 @@
 //   ./bazelw run //verifier -- --candidates=candidates.pb --output=rules/default.rules.pb
 //   ./bazelw run //verifier -- --candidates=candidates.pb --shard=0/2 --output=v0.pb   (and 1/2)
 //   ./bazelw run //verifier -- --merge=v0.pb,v1.pb --output=rules/default.rules.pb
+#include <ATen/Parallel.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-
-#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cstdio>
@@ -69,13 +68,16 @@ std::string DatabaseStats(const rules::RuleDatabase& db, const std::map<std::str
     multi_output += r.source().outputs_size() > 1;
     generic += !AttributeVariables(r).empty();
   }
-  os << "- proved by Z3's simplifier alone: " << simplified << "; by the solver: " << db.rules_size() - simplified << "\n";
+  os << "- proved by Z3's simplifier alone: " << simplified << "; by the solver: " << db.rules_size() - simplified
+     << "\n";
   os << "- rules with several outputs: " << multi_output << "\n";
   os << "- attribute-generic rules (window attributes as variables): " << generic << "\n\n";
   os << "| operator | rules using it |\n|---|---:|\n";
   for (const auto& [op, n] : ops) os << "| " << op << " | " << n << " |\n";
   os << "\n| source ops -> target ops | rules |\n|---|---:|\n";
-  for (const auto& [k, n] : sizes) os << "| " << k.first << " -> " << k.second << " |" << " " << n << " |\n";
+  for (const auto& [k, n] : sizes)
+    os << "| " << k.first << " -> " << k.second << " |"
+       << " " << n << " |\n";
   return os.str();
 }
 
@@ -130,7 +132,10 @@ int Run() {
   std::tie(options.shard_index, options.shard_count) = cli::ParseShard(FLAGS_shard);
   cli::Throttle throttle(5.0);
   std::vector<verifier::Result> results = verifier::VerifyAll(
-      candidates, options, [&](const std::string& line) { if (throttle.Ready()) LOG(INFO) << line; },
+      candidates, options,
+      [&](const std::string& line) {
+        if (throttle.Ready()) LOG(INFO) << line;
+      },
       &cli::interrupted);
   std::vector<rules::Rule> proved;
   counts["candidates"] = static_cast<int64_t>(results.size());
@@ -147,7 +152,8 @@ int Run() {
     std::ostringstream tsv;
     tsv << "id\toutcome\tseconds\trule\n";
     for (const auto& r : results)
-      tsv << r.rule.id() << "\t" << verifier::OutcomeName(r.outcome) << "\t" << r.seconds << "\t" << RuleToString(r.rule) << "\n";
+      tsv << r.rule.id() << "\t" << verifier::OutcomeName(r.outcome) << "\t" << r.seconds << "\t"
+          << RuleToString(r.rule) << "\n";
     WriteFileAtomically(ResolveUserPath(FLAGS_timings), tsv.str());
   }
   int64_t dups = 0;

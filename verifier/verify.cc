@@ -172,7 +172,7 @@ Common CommonSubgraph(const rules::Rule& rule) {
         } catch (const Error&) {
         }
         inner_shared = inner_shared || (!IsOutputNode(rule.source(), static_cast<int>(i)) &&
-                                         !IsOutputNode(rule.target(), static_cast<int>(j)));
+                                        !IsOutputNode(rule.target(), static_cast<int>(j)));
       }
   return inner_shared ? Common::kComposite : Common::kNone;
 }
@@ -279,7 +279,8 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
     z3::check_result r = solver.check();
     z3::stats st = solver.statistics();
     for (unsigned i = 0; i < st.size(); ++i)
-      if (st.key(i) == "rlimit count") used += static_cast<uint64_t>(st.is_uint(i) ? st.uint_value(i) : st.double_value(i));
+      if (st.key(i) == "rlimit count")
+        used += static_cast<uint64_t>(st.is_uint(i) ? st.uint_value(i) : st.double_value(i));
     if (r == z3::sat) {
       *detail = "Z3 found a counterexample";
       outcome = Outcome::kRefutedZ3;
@@ -291,7 +292,6 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
   *rlimit_used += used;
   return outcome;
 }
-
 
 // ---- attribute-generic rules ----
 
@@ -317,18 +317,25 @@ struct WindowInstance {
 
 std::vector<WindowInstance> ConvInstances(bool with_group) {
   std::vector<WindowInstance> v = {
-      {{{"kh", 1}, {"kw", 1}, {"h", 3}, {"w", 3}, {"c", 2}}, {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
-      {{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 2}}, {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
-      {{{"kh", 3}, {"kw", 3}, {"h", 4}, {"w", 4}, {"c", 2}}, {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}}},
-      {{{"kh", 2}, {"kw", 3}, {"h", 4}, {"w", 3}, {"c", 1}}, {{"pads", {0, 1, 1, 0}}, {"strides", {2, 1}}, {"dilations", {1, 1}}}},
-      {{{"kh", 3}, {"kw", 1}, {"h", 3}, {"w", 2}, {"c", 1}}, {{"pads", {2, 0, 2, 0}}, {"strides", {1, 1}}, {"dilations", {2, 1}}}},
+      {{{"kh", 1}, {"kw", 1}, {"h", 3}, {"w", 3}, {"c", 2}},
+       {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 2}},
+       {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 3}, {"h", 4}, {"w", 4}, {"c", 2}},
+       {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}}},
+      {{{"kh", 2}, {"kw", 3}, {"h", 4}, {"w", 3}, {"c", 1}},
+       {{"pads", {0, 1, 1, 0}}, {"strides", {2, 1}}, {"dilations", {1, 1}}}},
+      {{{"kh", 3}, {"kw", 1}, {"h", 3}, {"w", 2}, {"c", 1}},
+       {{"pads", {2, 0, 2, 0}}, {"strides", {1, 1}}, {"dilations", {2, 1}}}},
   };
   for (auto& i : v) i.symbols["cg"] = i.symbols["c"];
   if (with_group) {
     v.push_back({{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 4}, {"cg", 2}},
-                 {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}}, 2});
+                 {{"pads", {1, 1, 1, 1}}, {"strides", {2, 2}}, {"dilations", {1, 1}}},
+                 2});
     v.push_back({{{"kh", 3}, {"kw", 3}, {"h", 3}, {"w", 3}, {"c", 2}, {"cg", 1}},
-                 {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}}, 2});
+                 {{"pads", {1, 1, 1, 1}}, {"strides", {1, 1}}, {"dilations", {1, 1}}},
+                 2});
   }
   return v;
 }

@@ -45,7 +45,7 @@ struct Options {
 
 struct Result {
   Outcome outcome = Outcome::kError;
-  rules::Rule rule;  // with provenance filled in when proved
+  rules::Rule rule;          // with provenance filled in when proved
   bool generalised = false;  // proved attribute-generic (rule is the generic form)
   double seconds = 0;
   std::string detail;

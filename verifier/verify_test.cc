@@ -151,8 +151,9 @@ TEST(Verifier, ProvesGemmIsMatMulPlusBias) {
   // Not with the bias broadcast the other way (a per-row bias).
   RuleBuilder b2;
   int a2 = b2.Input("A", {S("k"), S("k")}), w2 = b2.Input("W", {S("k"), S("k")}), v2 = b2.Input("V", {S("k"), K(1)});
-  rules::Rule wrong = b2.Build({b2.Op(0, "Add", {b2.Op(0, "MatMul", {b2.In(a2), b2.In(w2)}), b2.In(v2)})},
-                               {b2.Op(1, "Gemm", {b2.In(a2), b2.In(w2), b2.Op(1, "Transpose", {b2.In(v2)}, {{"perm", {1, 0}}})})});
+  rules::Rule wrong =
+      b2.Build({b2.Op(0, "Add", {b2.Op(0, "MatMul", {b2.In(a2), b2.In(w2)}), b2.In(v2)})},
+               {b2.Op(1, "Gemm", {b2.In(a2), b2.In(w2), b2.Op(1, "Transpose", {b2.In(v2)}, {{"perm", {1, 0}}})})});
   EXPECT_EQ(Prove(wrong), Outcome::kRefutedZ3);
 }
 
@@ -175,9 +176,9 @@ TEST(Verifier, ProvesConvScaleFolding) {
   int w = b.Input("W", {S("d"), S("c"), K(3), K(3)});
   int s = b.Input("S", {S("d"), K(1), K(1)});
   std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {1, 1, 1, 1}}};
-  rules::Rule r = b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
-                          {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
-                                pads)});
+  rules::Rule r = b.Build(
+      {b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
+      {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})}, pads)});
   EXPECT_EQ(Prove(r), Outcome::kProved);
   // Scaling the wrong axis is wrong.
   RuleBuilder b2;
@@ -203,9 +204,10 @@ TEST(Verifier, GeneralisesWindowAttributesWhereTheyHold) {
     int w = b.Input("W", {S("d"), S("c"), K(k), K(k)});
     int s = b.Input("S", {S("d"), K(1), K(1)});
     std::vector<std::pair<std::string, std::vector<int64_t>>> pads = {{"pads", {pad, pad, pad, pad}}};
-    return b.Build({b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
-                   {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
-                         pads)});
+    return b.Build(
+        {b.Op(0, "Mul", {b.Op(0, "Conv", {b.In(x), b.In(w)}, pads), b.In(s)})},
+        {b.Op(1, "Conv", {b.In(x), b.Op(1, "Mul", {b.In(w), b.Op(1, "Unsqueeze", {b.In(s), b.Const(1, {3})})})},
+              pads)});
   };
   const int w = 1, s = 2;  // input indices
   rules::Rule r = scale_fold(1, 0);
@@ -240,9 +242,9 @@ TEST(Verifier, GeneralisesWindowAttributesWhereTheyHold) {
   int ew = e.Input("W", {S("d"), S("c"), K(1), K(1)});
   std::vector<std::pair<std::string, std::vector<int64_t>>> pads0 = {{"pads", {0, 0, 0, 0}}};
   std::vector<std::pair<std::string, std::vector<int64_t>>> pads1 = {{"pads", {1, 1, 1, 1}}};
-  rules::Rule enlarge = e.Build(
-      {e.Op(0, "Conv", {e.In(ex), e.Op(0, "Pad", {e.In(ew), e.Const(0, {0, 0, 1, 1, 0, 0, 1, 1})})}, pads1)},
-      {e.Op(1, "Conv", {e.In(ex), e.In(ew)}, pads0)});
+  rules::Rule enlarge =
+      e.Build({e.Op(0, "Conv", {e.In(ex), e.Op(0, "Pad", {e.In(ew), e.Const(0, {0, 0, 1, 1, 0, 0, 1, 1})})}, pads1)},
+              {e.Op(1, "Conv", {e.In(ex), e.In(ew)}, pads0)});
   Result ve = VerifyOne(enlarge, Options());
   ASSERT_EQ(ve.outcome, Outcome::kProved) << ve.detail;
   EXPECT_FALSE(ve.generalised);
@@ -258,8 +260,8 @@ TEST(Verifier, ProvesParallelMatMulMerge) {
   rules::Ref split = b.Op(1, "Split", {mm}, {}, {{"axis", 1}}, 2);
   rules::Ref second = split;
   second.mutable_node()->set_output(1);
-  rules::Rule r = b.Build({b.Op(0, "MatMul", {b.In(a), b.In(m1)}), b.Op(0, "MatMul", {b.In(a), b.In(m2)})},
-                          {split, second});
+  rules::Rule r =
+      b.Build({b.Op(0, "MatMul", {b.In(a), b.In(m1)}), b.Op(0, "MatMul", {b.In(a), b.In(m2)})}, {split, second});
   EXPECT_EQ(Prove(r), Outcome::kProved);
 }
 

@@ -16,8 +16,8 @@ class Cnn {
   explicit Cnn(uint64_t seed, const std::string& name) : b_(seed, 17, name) {}
   GraphBuilder& b() { return b_; }
 
-  ValueId Conv(ValueId x, int cin, int cout, std::pair<int, int> k, std::pair<int, int> stride,
-               std::pair<int, int> pad, int groups = 1, bool bias = false) {
+  ValueId Conv(ValueId x, int cin, int cout, std::pair<int, int> k, std::pair<int, int> stride, std::pair<int, int> pad,
+               int groups = 1, bool bias = false) {
     std::string name = b_.Fresh("conv");
     float std = std::sqrt(2.0f / static_cast<float>((cin / groups) * k.first * k.second));
     ValueId w = b_.Weight(name + ".weight", {cout, cin / groups, k.first, k.second}, std);
@@ -52,12 +52,15 @@ class Cnn {
   }
   ValueId MaxPool(ValueId x, int k, int s, int p, bool ceil = false) {
     return b_.Op("MaxPool", {x},
-                 Attrs({{"kernel_shape", Attribute::Ints({k, k})}, {"strides", Attribute::Ints({s, s})},
-                        {"pads", Attribute::Ints({p, p, p, p})}, {"ceil_mode", Attribute::Int(ceil ? 1 : 0)}}));
+                 Attrs({{"kernel_shape", Attribute::Ints({k, k})},
+                        {"strides", Attribute::Ints({s, s})},
+                        {"pads", Attribute::Ints({p, p, p, p})},
+                        {"ceil_mode", Attribute::Int(ceil ? 1 : 0)}}));
   }
   ValueId AvgPool(ValueId x, int k, int s, int p, bool count_include_pad) {
     return b_.Op("AveragePool", {x},
-                 Attrs({{"kernel_shape", Attribute::Ints({k, k})}, {"strides", Attribute::Ints({s, s})},
+                 Attrs({{"kernel_shape", Attribute::Ints({k, k})},
+                        {"strides", Attribute::Ints({s, s})},
                         {"pads", Attribute::Ints({p, p, p, p})},
                         {"count_include_pad", Attribute::Int(count_include_pad ? 1 : 0)}}));
   }
@@ -310,10 +313,10 @@ Graph ViT(const TransformerConfig& c, uint64_t seed) {
   float std = std::sqrt(1.0f / static_cast<float>(3 * c.patch * c.patch));
   ValueId w = b.Weight("conv_proj.weight", {c.hidden, 3, c.patch, c.patch}, std);
   ValueId bias = b.Weight("conv_proj.bias", {c.hidden}, 0.02f);
-  ValueId patches = b.Op("Conv", {img, w, bias},
-                         Attrs({{"kernel_shape", Attribute::Ints({c.patch, c.patch})},
-                                {"strides", Attribute::Ints({c.patch, c.patch})}}),
-                         "conv_proj");
+  ValueId patches = b.Op(
+      "Conv", {img, w, bias},
+      Attrs({{"kernel_shape", Attribute::Ints({c.patch, c.patch})}, {"strides", Attribute::Ints({c.patch, c.patch})}}),
+      "conv_proj");
   ValueId seq = b.Op("Reshape", {patches, b.ConstInts({1, c.hidden, grid * grid})});
   seq = b.Op("Transpose", {seq}, Attrs({{"perm", Attribute::Ints({0, 2, 1})}}));
   ValueId cls = b.Weight("class_token", {1, 1, c.hidden}, 0.02f);
@@ -352,7 +355,8 @@ Graph Build(const std::string& name, uint64_t seed) {
   if (name == "squeezenet1_1") return SqueezeNet1_1(seed);
   if (name == "bert_base") return Bert(TransformerConfig{}, seed);
   if (name == "vit_b_16") return ViT(TransformerConfig{}, seed);
-  Fail("'", name, "' is not a zoo model (known: inception_v3, resnet18, resnet50, resnext50_32x4d, squeezenet1_1, "
+  Fail("'", name,
+       "' is not a zoo model (known: inception_v3, resnet18, resnet50, resnext50_32x4d, squeezenet1_1, "
        "bert_base, vit_b_16)");
 }
 

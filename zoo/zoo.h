@@ -17,7 +17,7 @@ bool IsZooModel(const std::string& name);
 // Throws rlflow::Error for an unknown name.
 Graph Build(const std::string& name, uint64_t seed = 1);
 
-Graph ResNet(int depth, uint64_t seed);            // 18 or 50
+Graph ResNet(int depth, uint64_t seed);  // 18 or 50
 Graph ResNeXt50_32x4d(uint64_t seed);
 Graph SqueezeNet1_1(uint64_t seed);
 Graph InceptionV3(uint64_t seed);

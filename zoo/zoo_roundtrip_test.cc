@@ -10,12 +10,12 @@
 #include <cstdlib>
 #include <string>
 
-#include "zoo/zoo.h"
-#include "zoo/zoo_cases.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
+#include "zoo/zoo.h"
+#include "zoo/zoo_cases.h"
 
 namespace rlflow {
 namespace {
@@ -57,8 +57,8 @@ TEST_P(ZooRoundTrip, MatchesOnnxRuntime) {
     ASSERT_GT(ort_original[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
     double rt = RelativeError(ort_roundtrip[k], ort_original[k]);
     double ex = RelativeError(ours[k], ort_original[k]);
-    std::cout << c.model << (c.torch ? " (torch)" : " (c++)") << " output " << k << ": ORT round trip rel. error "
-              << rt << ", executor vs ORT rel. error " << ex << "\n";
+    std::cout << c.model << (c.torch ? " (torch)" : " (c++)") << " output " << k << ": ORT round trip rel. error " << rt
+              << ", executor vs ORT rel. error " << ex << "\n";
     EXPECT_LE(rt, 1e-5);
     EXPECT_LE(ex, 1e-4);
   }

@@ -23,19 +23,22 @@ OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, 
 }
 
 // Element-wise symbolic semantics from a per-element expression of `x`.
-#define RLFLOW_SYM_UNARY(EXPR)                        \
-  [](SymbolicContext& c) {                            \
-    SymTensor out;                                    \
-    out.shape = c.in(0).shape;                        \
+#define RLFLOW_SYM_UNARY(EXPR)                                 \
+  [](SymbolicContext& c) {                                     \
+    SymTensor out;                                             \
+    out.shape = c.in(0).shape;                                 \
     for (const z3::expr& x : c.in(0).v) out.v.push_back(EXPR); \
-    c.outputs = {out};                                \
+    c.outputs = {out};                                         \
   }
 
-#define RLFLOW_UNARY(NAME, EXPR, FLOPS, EXACT, SYMBOLIC)                         \
-  RLFLOW_REGISTER_OP(Unary(#NAME, [](KernelContext& c) {                         \
-    const at::Tensor& x = c.in(0);                                               \
-    c.outputs = {EXPR};                                                          \
-  }, FLOPS, EXACT, SYMBOLIC))
+#define RLFLOW_UNARY(NAME, EXPR, FLOPS, EXACT, SYMBOLIC) \
+  RLFLOW_REGISTER_OP(Unary(                              \
+      #NAME,                                             \
+      [](KernelContext& c) {                             \
+        const at::Tensor& x = c.in(0);                   \
+        c.outputs = {EXPR};                              \
+      },                                                 \
+      FLOPS, EXACT, SYMBOLIC))
 
 RLFLOW_UNARY(Relu, at::relu(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x > 0, x, x.ctx().real_val(0))));
 RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4, false, nullptr);
@@ -69,8 +72,7 @@ OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false,
   d.shape = [bool_result, name](const ShapeContext& c) {
     const TensorType& a = c.input(0);
     const TensorType& b = c.input(1);
-    if (a.dtype != b.dtype && name != "Pow")
-      c.Fail("input types differ: " + a.ToString() + " and " + b.ToString());
+    if (a.dtype != b.dtype && name != "Pow") c.Fail("input types differ: " + a.ToString() + " and " + b.ToString());
     TensorType out;
     out.dtype = bool_result ? DType::kBool : a.dtype;
     if (!a.rank_known || !b.rank_known) {
@@ -91,12 +93,15 @@ OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false,
 
 bool IsIntegral(const at::Tensor& t) { return at::isIntegralType(t.scalar_type(), /*includeBool=*/true); }
 
-RLFLOW_REGISTER_OP(Binary("Add", [](KernelContext& c) { c.outputs = {at::add(c.in(0), c.in(1))}; }, false, SymAdd,
-                          RLFLOW_SYM_BINARY(SymAdd)));
-RLFLOW_REGISTER_OP(Binary("Sub", [](KernelContext& c) { c.outputs = {at::sub(c.in(0), c.in(1))}; }, false, SymSub,
-                          RLFLOW_SYM_BINARY(SymSub)));
-RLFLOW_REGISTER_OP(Binary("Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }, false, SymMul,
-                          RLFLOW_SYM_BINARY(SymMul)));
+RLFLOW_REGISTER_OP(Binary(
+    "Add", [](KernelContext& c) { c.outputs = {at::add(c.in(0), c.in(1))}; }, false, SymAdd,
+    RLFLOW_SYM_BINARY(SymAdd)));
+RLFLOW_REGISTER_OP(Binary(
+    "Sub", [](KernelContext& c) { c.outputs = {at::sub(c.in(0), c.in(1))}; }, false, SymSub,
+    RLFLOW_SYM_BINARY(SymSub)));
+RLFLOW_REGISTER_OP(Binary(
+    "Mul", [](KernelContext& c) { c.outputs = {at::mul(c.in(0), c.in(1))}; }, false, SymMul,
+    RLFLOW_SYM_BINARY(SymMul)));
 // Division. Symbolically a real quotient: the verifier proves rules that
 // divide by a rule input under the premise that the divisor has no zero
 // element, and the matcher applies them only where that input is a constant
@@ -122,17 +127,21 @@ OpDef DivDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(DivDef());
-RLFLOW_REGISTER_OP(Binary("Pow", [](KernelContext& c) {
-  c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())};
-}));
-RLFLOW_REGISTER_OP(Binary("Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }, false,
-                          SymMax, RLFLOW_SYM_BINARY(SymMax)));
-RLFLOW_REGISTER_OP(Binary("Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }, false,
-                          SymMin, RLFLOW_SYM_BINARY(SymMin)));
+RLFLOW_REGISTER_OP(Binary("Pow",
+                          [](KernelContext& c) { c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())}; }));
+RLFLOW_REGISTER_OP(Binary(
+    "Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }, false, SymMax,
+    RLFLOW_SYM_BINARY(SymMax)));
+RLFLOW_REGISTER_OP(Binary(
+    "Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }, false, SymMin,
+    RLFLOW_SYM_BINARY(SymMin)));
 #undef RLFLOW_SYM_BINARY
-RLFLOW_REGISTER_OP(Binary("Equal", [](KernelContext& c) { c.outputs = {at::eq(c.in(0), c.in(1))}; }, true));
-RLFLOW_REGISTER_OP(Binary("Less", [](KernelContext& c) { c.outputs = {at::lt(c.in(0), c.in(1))}; }, true));
-RLFLOW_REGISTER_OP(Binary("Greater", [](KernelContext& c) { c.outputs = {at::gt(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary(
+    "Equal", [](KernelContext& c) { c.outputs = {at::eq(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary(
+    "Less", [](KernelContext& c) { c.outputs = {at::lt(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary(
+    "Greater", [](KernelContext& c) { c.outputs = {at::gt(c.in(0), c.in(1))}; }, true));
 
 OpDef WhereDef() {
   OpDef d;
@@ -176,7 +185,8 @@ OpDef CastDef() {
   d.attrs = {RequiredInt("to"), IntAttr("saturate", 1)};
   d.shape = [](const ShapeContext& c) {
     DType to = DTypeFromCode(static_cast<int32_t>(c.Int("to")));
-    if (to == DType::kUndefined || to == DType::kString) c.Fail("unsupported target type " + std::to_string(c.Int("to")));
+    if (to == DType::kUndefined || to == DType::kString)
+      c.Fail("unsupported target type " + std::to_string(c.Int("to")));
     TensorType out = c.input(0);
     out.dtype = to;
     return std::vector<TensorType>{out};

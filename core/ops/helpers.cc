@@ -16,12 +16,14 @@ Window ComputeWindow(const AttrReader& a, const Shape& in, const std::vector<int
   if (w.strides.size() != n || w.dilations.size() != n) a.Fail("strides/dilations do not match the kernel rank");
   std::string auto_pad = a.String("auto_pad");
   std::vector<int64_t> pads = a.Has("pads") ? a.Ints("pads") : std::vector<int64_t>(2 * n, 0);
-  if (pads.size() != 2 * n) a.Fail("pads has " + std::to_string(pads.size()) + " values, expected " + std::to_string(2 * n));
+  if (pads.size() != 2 * n)
+    a.Fail("pads has " + std::to_string(pads.size()) + " values, expected " + std::to_string(2 * n));
   w.pad_begin.assign(pads.begin(), pads.begin() + n);
   w.pad_end.assign(pads.begin() + n, pads.end());
   w.out_spatial.resize(n);
   for (size_t k = 0; k < n; ++k) {
-    if (w.strides[k] <= 0 || w.dilations[k] <= 0 || kernel[k] <= 0) a.Fail("kernel, strides and dilations must be positive");
+    if (w.strides[k] <= 0 || w.dilations[k] <= 0 || kernel[k] <= 0)
+      a.Fail("kernel, strides and dilations must be positive");
     int64_t eff = w.dilations[k] * (kernel[k] - 1) + 1;
     if (in[k] < 0) {
       w.out_spatial[k] = kUnknownDim;
@@ -36,8 +38,10 @@ Window ComputeWindow(const AttrReader& a, const Shape& in, const std::vector<int
       w.out_spatial[k] = out;
       continue;
     }
-    if (auto_pad == "VALID") w.pad_begin[k] = w.pad_end[k] = 0;
-    else if (auto_pad != "NOTSET" && !auto_pad.empty()) a.Fail("unknown auto_pad '" + auto_pad + "'");
+    if (auto_pad == "VALID")
+      w.pad_begin[k] = w.pad_end[k] = 0;
+    else if (auto_pad != "NOTSET" && !auto_pad.empty())
+      a.Fail("unknown auto_pad '" + auto_pad + "'");
     int64_t span = in[k] + w.pad_begin[k] + w.pad_end[k] - eff;
     if (span < 0) a.Fail("kernel is larger than the padded input (" + std::to_string(in[k]) + ")");
     int64_t out = ceil_mode ? (span + w.strides[k] - 1) / w.strides[k] + 1 : span / w.strides[k] + 1;

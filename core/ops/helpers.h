@@ -9,7 +9,9 @@
 namespace rlflow::ops {
 
 inline AttrSpec IntAttr(const std::string& name, int64_t def) { return {name, AttrType::kInt, Attribute::Int(def)}; }
-inline AttrSpec FloatAttr(const std::string& name, float def) { return {name, AttrType::kFloat, Attribute::Float(def)}; }
+inline AttrSpec FloatAttr(const std::string& name, float def) {
+  return {name, AttrType::kFloat, Attribute::Float(def)};
+}
 inline AttrSpec StringAttr(const std::string& name, const std::string& def) {
   return {name, AttrType::kString, Attribute::String(def)};
 }
@@ -54,8 +56,8 @@ struct Window {
   Shape out_spatial;
   bool symmetric() const { return pad_begin == pad_end; }
 };
-Window ComputeWindow(const AttrReader& a, const Shape& in_spatial, const std::vector<int64_t>& kernel,
-                     bool ceil_mode, bool has_dilations);
+Window ComputeWindow(const AttrReader& a, const Shape& in_spatial, const std::vector<int64_t>& kernel, bool ceil_mode,
+                     bool has_dilations);
 
 // Reshape target resolution (0 copies a dimension unless allowzero, -1 infers).
 Shape ResolveReshape(const Shape& in, const std::vector<int64_t>& target, bool allowzero, const AttrReader& a);

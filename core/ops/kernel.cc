@@ -55,7 +55,8 @@ at::Tensor ToAten(const TensorDataPtr& data) {
   // ATen never writes to these: kernels do not modify their inputs.
   void* ptr = const_cast<void*>(data->data());
   if (data->size_bytes() == 0) return at::empty(sizes, at::TensorOptions().dtype(ToAtenType(data->dtype())));
-  return at::from_blob(ptr, sizes, [keep](void*) {}, at::TensorOptions().dtype(ToAtenType(data->dtype())));
+  return at::from_blob(
+      ptr, sizes, [keep](void*) {}, at::TensorOptions().dtype(ToAtenType(data->dtype())));
 }
 
 TensorData FromAten(const at::Tensor& tensor) {
@@ -88,7 +89,8 @@ std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vecto
     Fail("node ", node.Describe(), " failed: ", FirstLine(e.what()));
   }
   if (ctx.outputs.size() < node.outputs.size())
-    Fail("node ", node.Describe(), ": kernel produced ", ctx.outputs.size(), " outputs, expected ", node.outputs.size());
+    Fail("node ", node.Describe(), ": kernel produced ", ctx.outputs.size(), " outputs, expected ",
+         node.outputs.size());
   ctx.outputs.resize(node.outputs.size());
   return std::move(ctx.outputs);
 }

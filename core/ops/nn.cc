@@ -32,7 +32,8 @@ at::Tensor PadSpatial(const at::Tensor& x, const Window& w, double value) {
 
 // ---- Conv ----
 Window ConvWindow(const AttrReader& a, const TensorType& x, const TensorType& w) {
-  std::vector<int64_t> kernel = a.Has("kernel_shape") ? a.Ints("kernel_shape") : Shape(w.shape.begin() + 2, w.shape.end());
+  std::vector<int64_t> kernel =
+      a.Has("kernel_shape") ? a.Ints("kernel_shape") : Shape(w.shape.begin() + 2, w.shape.end());
   return ComputeWindow(a, Spatial(x), kernel, false, true);
 }
 
@@ -105,7 +106,8 @@ OpDef ConvDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     const TensorType& w = c.input(1);
-    if (RankOf(c, 0) < 3 || RankOf(c, 1) != x.rank()) c.Fail("X " + x.ToString() + " and W " + w.ToString() + " ranks do not fit a convolution");
+    if (RankOf(c, 0) < 3 || RankOf(c, 1) != x.rank())
+      c.Fail("X " + x.ToString() + " and W " + w.ToString() + " ranks do not fit a convolution");
     int64_t group = c.Int("group");
     if (group <= 0) c.Fail("group must be positive");
     if (x.shape[1] >= 0 && w.shape[1] >= 0 && x.shape[1] != w.shape[1] * group)
@@ -218,8 +220,8 @@ void PoolSymbolic(SymbolicContext& c) {
             for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
               int64_t iy = oy * w.strides[0] - w.pad_begin[0] + ky * w.dilations[0];
               int64_t ix = ox * w.strides[1] - w.pad_begin[1] + kx * w.dilations[1];
-              bool inside_padded = iy >= -w.pad_begin[0] && iy < x.shape[2] + w.pad_end[0] &&
-                                   ix >= -w.pad_begin[1] && ix < x.shape[3] + w.pad_end[1];
+              bool inside_padded = iy >= -w.pad_begin[0] && iy < x.shape[2] + w.pad_end[0] && ix >= -w.pad_begin[1] &&
+                                   ix < x.shape[3] + w.pad_end[1];
               if (inside_padded) ++count;
               if (iy < 0 || iy >= x.shape[2] || ix < 0 || ix >= x.shape[3]) continue;
               window.push_back(x.at({n, ch, iy, ix}));
@@ -395,7 +397,8 @@ OpDef PadDef() {
     auto maybe_pads = c.MaybeConstantInts(1);
     if (!maybe_pads) return std::vector<TensorType>{UnknownDims(x.dtype, r)};
     std::vector<int64_t> pads = *maybe_pads;
-    if (static_cast<int64_t>(pads.size()) != 2 * r) c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
+    if (static_cast<int64_t>(pads.size()) != 2 * r)
+      c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
     std::string mode = c.String("mode");
     if (mode != "constant" && mode != "reflect" && mode != "edge") c.Fail("unknown pad mode '" + mode + "'");
     Shape out = x.shape;
@@ -427,9 +430,15 @@ OpDef PadDef() {
     // reflect / edge: ATen pads the trailing 1-3 dims of a batched tensor.
     int64_t first = r;
     for (int64_t k = 0; k < r; ++k)
-      if (pads[k] != 0 || pads[k + r] != 0) { first = k; break; }
+      if (pads[k] != 0 || pads[k + r] != 0) {
+        first = k;
+        break;
+      }
     int64_t nd = r - first;
-    if (nd == 0) { c.outputs = {x}; return; }
+    if (nd == 0) {
+      c.outputs = {x};
+      return;
+    }
     if (nd > 3) c.Fail("mode '" + mode + "' can pad at most the last 3 dimensions");
     std::vector<int64_t> p;
     for (int64_t k = r; k-- > first;) {
@@ -445,7 +454,9 @@ OpDef PadDef() {
     if (mode == "reflect") {
       y = nd == 1 ? at::reflection_pad1d(xb, p) : nd == 2 ? at::reflection_pad2d(xb, p) : at::reflection_pad3d(xb, p);
     } else {
-      y = nd == 1 ? at::replication_pad1d(xb, p) : nd == 2 ? at::replication_pad2d(xb, p) : at::replication_pad3d(xb, p);
+      y = nd == 1   ? at::replication_pad1d(xb, p)
+          : nd == 2 ? at::replication_pad2d(xb, p)
+                    : at::replication_pad3d(xb, p);
     }
     std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
     for (int64_t k = 0; k < r; ++k) out_shape[k] += pads[k] + pads[k + r];
@@ -517,8 +528,7 @@ OpDef MatMulDef() {
     if (va) sa.insert(sa.begin(), 1);
     if (vb) sb.push_back(1);
     int64_t ka = sa[sa.size() - 1], kb = sb[sb.size() - 2];
-    if (ka >= 0 && kb >= 0 && ka != kb)
-      c.Fail("inner dimensions differ: " + a.ToString() + " x " + b.ToString());
+    if (ka >= 0 && kb >= 0 && ka != kb) c.Fail("inner dimensions differ: " + a.ToString() + " x " + b.ToString());
     Shape batch = BroadcastShapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), c);
     Shape out = batch;
     if (!va) out.push_back(sa[sa.size() - 2]);
@@ -580,7 +590,8 @@ OpDef GemmDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& a = c.input(0);
     const TensorType& b = c.input(1);
-    if (RankOf(c, 0) != 2 || RankOf(c, 1) != 2) c.Fail("A and B must be matrices, got " + a.ToString() + " and " + b.ToString());
+    if (RankOf(c, 0) != 2 || RankOf(c, 1) != 2)
+      c.Fail("A and B must be matrices, got " + a.ToString() + " and " + b.ToString());
     int64_t m = c.Int("transA") ? a.shape[1] : a.shape[0];
     int64_t ka = c.Int("transA") ? a.shape[0] : a.shape[1];
     int64_t kb = c.Int("transB") ? b.shape[1] : b.shape[0];
@@ -677,8 +688,10 @@ TensorType Reduced(const TensorType& x, const std::vector<int64_t>& axes, bool k
   Shape out;
   for (int64_t k = 0; k < x.rank(); ++k) {
     bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
-    if (!reduced) out.push_back(x.shape[k]);
-    else if (keep) out.push_back(1);
+    if (!reduced)
+      out.push_back(x.shape[k]);
+    else if (keep)
+      out.push_back(1);
   }
   return Type(x.dtype, out);
 }
@@ -704,9 +717,7 @@ RLFLOW_REGISTER_OP(ReduceDef("ReduceMax", [](KernelContext& c) {
 }));
 
 // Reductions whose axes are an attribute (opset <= 17).
-at::Tensor ReduceSumOver(const at::Tensor& x, const std::vector<int64_t>& axes, bool keep) {
-  return x.sum(axes, keep);
-}
+at::Tensor ReduceSumOver(const at::Tensor& x, const std::vector<int64_t>& axes, bool keep) { return x.sum(axes, keep); }
 RLFLOW_REGISTER_OP(ReduceDef("ReduceMin", [](KernelContext& c) {
   c.outputs = {at::amin(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
 }));

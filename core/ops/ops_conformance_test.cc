@@ -47,7 +47,9 @@ std::vector<OpCase> Cases() {
                }});
   for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) {
     std::string o = op;
-    c.push_back({o + "_broadcast", [o, in](B& b) { return b.Op(o, {in(b, o + "_a", {2, 3, 4}), in(b, o + "_b", {3, 1})}); }});
+    c.push_back({o + "_broadcast", [o, in](B& b) {
+                   return b.Op(o, {in(b, o + "_a", {2, 3, 4}), in(b, o + "_b", {3, 1})});
+                 }});
   }
   // Divisors without zeros (1 + relu(x)).
   c.push_back({"Div_broadcast", [in](B& b) {
@@ -64,7 +66,9 @@ std::vector<OpCase> Cases() {
                  ValueId eq = b.Op("Equal", {b.Op("Floor", {x}), b.ConstFloat(0.0f)});
                  return b.Op("Add", {b.Op("Where", {gt, pick, b.Op("Neg", {pick})}), b.Op("Where", {eq, x, y})});
                }});
-  c.push_back({"Clip", [in](B& b) { return b.Op("Clip", {in(b, "clip_x", {3, 4}), b.ConstFloat(-0.5f), b.ConstFloat(0.7f)}); }});
+  c.push_back({"Clip", [in](B& b) {
+                 return b.Op("Clip", {in(b, "clip_x", {3, 4}), b.ConstFloat(-0.5f), b.ConstFloat(0.7f)});
+               }});
   c.push_back({"Clip_max_only", [in](B& b) {
                  return b.Op("Clip", {in(b, "clipm_x", {3, 4}), kNoValue, b.ConstFloat(0.2f)});
                }});
@@ -86,25 +90,31 @@ std::vector<OpCase> Cases() {
                    A({{"pads", Is({0, 1, 2, 0})}, {"strides", Is({2, 3})}}), false));
   c.push_back(conv("Conv_dilation_group", {1, 4, 11, 11}, {6, 2, 3, 3},
                    A({{"dilations", Is({2, 2})}, {"group", I(2)}, {"pads", Is({2, 1, 2, 1})}}), true));
-  c.push_back(conv("Conv_same_upper", {1, 3, 8, 7}, {2, 3, 4, 3}, A({{"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}}), true));
+  c.push_back(conv("Conv_same_upper", {1, 3, 8, 7}, {2, 3, 4, 3},
+                   A({{"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}}), true));
   c.push_back(conv("Conv_same_lower", {1, 3, 8, 7}, {2, 3, 4, 3}, A({{"auto_pad", S("SAME_LOWER")}}), false));
-  c.push_back(conv("Conv_depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, A({{"group", I(4)}, {"pads", Is({1, 1, 1, 1})}}), true));
+  c.push_back(
+      conv("Conv_depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, A({{"group", I(4)}, {"pads", Is({1, 1, 1, 1})}}), true));
   c.push_back(conv("Conv_1d", {1, 3, 12}, {5, 3, 3}, A({{"pads", Is({1, 2})}, {"strides", Is({2})}}), true));
   c.push_back({"BatchNormalization", [in](B& b) {
-                 return b.Op("BatchNormalization", {in(b, "bn_x", {2, 3, 4, 4}), b.Uniform("bn_s", {3}, 0.5f, 1.5f),
-                                                    b.Weight("bn_b", {3}, 0.3f), b.Weight("bn_m", {3}, 0.3f),
-                                                    b.Uniform("bn_v", {3}, 0.5f, 1.5f)},
-                             A({{"epsilon", F(1e-3f)}}));
+                 return b.Op(
+                     "BatchNormalization",
+                     {in(b, "bn_x", {2, 3, 4, 4}), b.Uniform("bn_s", {3}, 0.5f, 1.5f), b.Weight("bn_b", {3}, 0.3f),
+                      b.Weight("bn_m", {3}, 0.3f), b.Uniform("bn_v", {3}, 0.5f, 1.5f)},
+                     A({{"epsilon", F(1e-3f)}}));
                }});
   // Pooling.
   auto pool = [in](const std::string& name, const std::string& op, Shape x, AttributeMap attrs) {
     return OpCase{name, [=](B& b) { return b.Op(op, {in(b, name + "_x", x)}, attrs); }};
   };
-  c.push_back(pool("MaxPool_basic", "MaxPool", {1, 2, 9, 9}, A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}})));
-  c.push_back(pool("MaxPool_ceil", "MaxPool", {1, 2, 10, 10}, A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
+  c.push_back(pool("MaxPool_basic", "MaxPool", {1, 2, 9, 9},
+                   A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}})));
+  c.push_back(pool("MaxPool_ceil", "MaxPool", {1, 2, 10, 10},
+                   A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
   c.push_back(pool("MaxPool_asym_dilated", "MaxPool", {1, 2, 11, 10},
                    A({{"kernel_shape", Is({2, 3})}, {"pads", Is({0, 2, 1, 0})}, {"dilations", Is({2, 1})}})));
-  c.push_back(pool("MaxPool_same_upper", "MaxPool", {1, 1, 7, 7}, A({{"kernel_shape", Is({2, 2})}, {"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}})));
+  c.push_back(pool("MaxPool_same_upper", "MaxPool", {1, 1, 7, 7},
+                   A({{"kernel_shape", Is({2, 2})}, {"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}})));
   c.push_back(pool("AveragePool_include_pad", "AveragePool", {1, 2, 8, 8},
                    A({{"kernel_shape", Is({3, 3})}, {"pads", Is({1, 1, 1, 1})}, {"count_include_pad", I(1)}})));
   c.push_back(pool("AveragePool_exclude_pad", "AveragePool", {1, 2, 8, 8},
@@ -113,70 +123,119 @@ std::vector<OpCase> Cases() {
                    A({{"kernel_shape", Is({3, 2})}, {"pads", Is({0, 1, 2, 1})}})));
   c.push_back(pool("AveragePool_asym_include", "AveragePool", {1, 2, 7, 9},
                    A({{"kernel_shape", Is({3, 2})}, {"pads", Is({2, 0, 0, 1})}, {"count_include_pad", I(1)}})));
-  c.push_back(pool("AveragePool_ceil", "AveragePool", {1, 1, 9, 9}, A({{"kernel_shape", Is({2, 2})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
+  c.push_back(pool("AveragePool_ceil", "AveragePool", {1, 1, 9, 9},
+                   A({{"kernel_shape", Is({2, 2})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
   c.push_back(pool("GlobalAveragePool", "GlobalAveragePool", {2, 3, 5, 4}, {}));
   // Pad.
   for (const char* mode : {"constant", "reflect", "edge"}) {
     std::string m = mode;
-    c.push_back({"Pad_" + m, [m, in](B& b) {
-                   std::vector<ValueId> ins = {in(b, "pad_" + m + "_x", {1, 2, 4, 5}), b.ConstInts({0, 0, 1, 2, 0, 0, 2, 1})};
-                   if (m == "constant") ins.push_back(b.ConstFloat(0.25f));
-                   return b.Op("Pad", ins, A({{"mode", S(m)}}));
-                 }});
+    c.push_back(
+        {"Pad_" + m, [m, in](B& b) {
+           std::vector<ValueId> ins = {in(b, "pad_" + m + "_x", {1, 2, 4, 5}), b.ConstInts({0, 0, 1, 2, 0, 0, 2, 1})};
+           if (m == "constant") ins.push_back(b.ConstFloat(0.25f));
+           return b.Op("Pad", ins, A({{"mode", S(m)}}));
+         }});
   }
-  c.push_back({"Pad_negative", [in](B& b) { return b.Op("Pad", {in(b, "padneg_x", {3, 6}), b.ConstInts({1, -2, 0, 1})}); }});
+  c.push_back({"Pad_negative", [in](B& b) {
+                 return b.Op("Pad", {in(b, "padneg_x", {3, 6}), b.ConstInts({1, -2, 0, 1})});
+               }});
   // Matrix products.
-  c.push_back({"MatMul_batched_broadcast", [in](B& b) { return b.Op("MatMul", {in(b, "mm_a", {2, 1, 3, 4}), in(b, "mm_b", {5, 4, 6})}); }});
-  c.push_back({"MatMul_vector_matrix", [in](B& b) { return b.Op("MatMul", {in(b, "mv_a", {4}), in(b, "mv_b", {2, 4, 3})}); }});
-  c.push_back({"MatMul_matrix_vector", [in](B& b) { return b.Op("MatMul", {in(b, "mw_a", {3, 4}), in(b, "mw_b", {4})}); }});
+  c.push_back({"MatMul_batched_broadcast", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mm_a", {2, 1, 3, 4}), in(b, "mm_b", {5, 4, 6})});
+               }});
+  c.push_back({"MatMul_vector_matrix", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mv_a", {4}), in(b, "mv_b", {2, 4, 3})});
+               }});
+  c.push_back({"MatMul_matrix_vector", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mw_a", {3, 4}), in(b, "mw_b", {4})});
+               }});
   c.push_back({"Gemm_trans_alpha_beta", [in](B& b) {
                  return b.Op("Gemm", {in(b, "gemm_a", {4, 3}), in(b, "gemm_b", {5, 4}), in(b, "gemm_c", {5})},
                              A({{"transA", I(1)}, {"transB", I(1)}, {"alpha", F(0.5f)}, {"beta", F(2.0f)}}));
                }});
-  c.push_back({"Gemm_no_bias", [in](B& b) { return b.Op("Gemm", {in(b, "gemm2_a", {3, 4}), in(b, "gemm2_b", {4, 2})}); }});
-  c.push_back({"Softmax_axis1", [in](B& b) { return b.Op("Softmax", {in(b, "sm_x", {2, 3, 4})}, A({{"axis", I(1)}})); }});
-  c.push_back({"LayerNormalization_axis", [in](B& b) {
-                 return b.Op("LayerNormalization", {in(b, "ln_x", {2, 3, 4}), b.Uniform("ln_g", {3, 4}, 0.5f, 1.5f), b.Weight("ln_b", {3, 4}, 0.2f)},
-                             A({{"axis", I(-2)}, {"epsilon", F(1e-4f)}}));
+  c.push_back({"Gemm_no_bias", [in](B& b) {
+                 return b.Op("Gemm", {in(b, "gemm2_a", {3, 4}), in(b, "gemm2_b", {4, 2})});
                }});
-  c.push_back({"ReduceMean", [in](B& b) { return b.Op("ReduceMean", {in(b, "rm_x", {2, 3, 4})}, A({{"axes", Is({0, -1})}, {"keepdims", I(0)}})); }});
+  c.push_back({"Softmax_axis1", [in](B& b) {
+                 return b.Op("Softmax", {in(b, "sm_x", {2, 3, 4})}, A({{"axis", I(1)}}));
+               }});
+  c.push_back({"LayerNormalization_axis", [in](B& b) {
+                 return b.Op(
+                     "LayerNormalization",
+                     {in(b, "ln_x", {2, 3, 4}), b.Uniform("ln_g", {3, 4}, 0.5f, 1.5f), b.Weight("ln_b", {3, 4}, 0.2f)},
+                     A({{"axis", I(-2)}, {"epsilon", F(1e-4f)}}));
+               }});
+  c.push_back({"ReduceMean", [in](B& b) {
+                 return b.Op("ReduceMean", {in(b, "rm_x", {2, 3, 4})}, A({{"axes", Is({0, -1})}, {"keepdims", I(0)}}));
+               }});
   c.push_back({"ReduceMean_all", [in](B& b) { return b.Op("ReduceMean", {in(b, "rma_x", {2, 3})}); }});
-  c.push_back({"ReduceMax", [in](B& b) { return b.Op("ReduceMax", {in(b, "rx_x", {2, 3, 4})}, A({{"axes", Is({1})}})); }});
-  c.push_back({"ReduceMin", [in](B& b) { return b.Op("ReduceMin", {in(b, "rmin_x", {2, 3, 4})}, A({{"axes", Is({0, 2})}})); }});
-  c.push_back({"ReduceProd", [in](B& b) { return b.Op("ReduceProd", {in(b, "rp_x", {2, 3, 4})}, A({{"axes", Is({1, -1})}, {"keepdims", I(0)}})); }});
-  c.push_back({"ReduceL1", [in](B& b) { return b.Op("ReduceL1", {in(b, "rl1_x", {2, 3, 4})}, A({{"axes", Is({2})}})); }});
-  c.push_back({"ReduceL2", [in](B& b) { return b.Op("ReduceL2", {in(b, "rl2_x", {2, 3, 4})}, A({{"axes", Is({0, 1})}})); }});
+  c.push_back({"ReduceMax", [in](B& b) {
+                 return b.Op("ReduceMax", {in(b, "rx_x", {2, 3, 4})}, A({{"axes", Is({1})}}));
+               }});
+  c.push_back({"ReduceMin", [in](B& b) {
+                 return b.Op("ReduceMin", {in(b, "rmin_x", {2, 3, 4})}, A({{"axes", Is({0, 2})}}));
+               }});
+  c.push_back({"ReduceProd", [in](B& b) {
+                 return b.Op("ReduceProd", {in(b, "rp_x", {2, 3, 4})}, A({{"axes", Is({1, -1})}, {"keepdims", I(0)}}));
+               }});
+  c.push_back({"ReduceL1", [in](B& b) {
+                 return b.Op("ReduceL1", {in(b, "rl1_x", {2, 3, 4})}, A({{"axes", Is({2})}}));
+               }});
+  c.push_back({"ReduceL2", [in](B& b) {
+                 return b.Op("ReduceL2", {in(b, "rl2_x", {2, 3, 4})}, A({{"axes", Is({0, 1})}}));
+               }});
   c.push_back({"ReduceSumSquare", [in](B& b) { return b.Op("ReduceSumSquare", {in(b, "rss_x", {2, 3, 4})}); }});
   c.push_back({"ReduceLogSum", [in](B& b) {
                  return b.Op("ReduceLogSum", {b.Op("Abs", {in(b, "rls_x", {2, 3, 4})})}, A({{"axes", Is({1})}}));
                }});
-  c.push_back({"ReduceLogSumExp", [in](B& b) { return b.Op("ReduceLogSumExp", {in(b, "rlse_x", {2, 3, 4})}, A({{"axes", Is({2})}, {"keepdims", I(0)}})); }});
-  c.push_back({"ReduceSum", [in](B& b) { return b.Op("ReduceSum", {in(b, "rsum_x", {2, 3, 4}), b.ConstInts({0, -1})}); }});
-  c.push_back({"ReduceSum_all", [in](B& b) { return b.Op("ReduceSum", {in(b, "rsa_x", {2, 3, 4})}, A({{"keepdims", I(0)}})); }});
+  c.push_back(
+      {"ReduceLogSumExp", [in](B& b) {
+         return b.Op("ReduceLogSumExp", {in(b, "rlse_x", {2, 3, 4})}, A({{"axes", Is({2})}, {"keepdims", I(0)}}));
+       }});
+  c.push_back({"ReduceSum", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsum_x", {2, 3, 4}), b.ConstInts({0, -1})});
+               }});
+  c.push_back({"ReduceSum_all", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsa_x", {2, 3, 4})}, A({{"keepdims", I(0)}}));
+               }});
   c.push_back({"ReduceSum_noop", [in](B& b) {
                  return b.Op("ReduceSum", {in(b, "rsn_x", {2, 3})}, A({{"noop_with_empty_axes", I(1)}}));
                }});
   // Data movement.
-  c.push_back({"Concat", [in](B& b) { return b.Op("Concat", {in(b, "cat_a", {2, 3}), in(b, "cat_b", {2, 1}), in(b, "cat_c", {2, 2})}, A({{"axis", I(-1)}})); }});
+  c.push_back({"Concat", [in](B& b) {
+                 return b.Op("Concat", {in(b, "cat_a", {2, 3}), in(b, "cat_b", {2, 1}), in(b, "cat_c", {2, 2})},
+                             A({{"axis", I(-1)}}));
+               }});
   c.push_back({"Split_sizes", [in](B& b) {
                  auto parts = b.OpN("Split", {in(b, "split_x", {2, 7}), b.ConstInts({2, 5})}, 2, A({{"axis", I(1)}}));
-                 return b.Op("Mul", {b.Op("ReduceMean", {parts[0]}, A({{"axes", Is({1})}})), b.Op("ReduceMax", {parts[1]}, A({{"axes", Is({1})}}))});
+                 return b.Op("Mul", {b.Op("ReduceMean", {parts[0]}, A({{"axes", Is({1})}})),
+                                     b.Op("ReduceMax", {parts[1]}, A({{"axes", Is({1})}}))});
                }});
   c.push_back({"Split_equal", [in](B& b) {
                  auto parts = b.OpN("Split", {in(b, "split2_x", {6, 2})}, 3);
                  return b.Op("Sub", {b.Op("Add", {parts[0], parts[1]}), parts[2]});
                }});
   c.push_back({"Slice_basic", [in](B& b) {
-                 return b.Op("Slice", {in(b, "sl_x", {5, 6, 7}), b.ConstInts({1, -5}), b.ConstInts({100, -1}), b.ConstInts({0, 2}), b.ConstInts({2, 2})});
+                 return b.Op("Slice", {in(b, "sl_x", {5, 6, 7}), b.ConstInts({1, -5}), b.ConstInts({100, -1}),
+                                       b.ConstInts({0, 2}), b.ConstInts({2, 2})});
                }});
   c.push_back({"Slice_negative_step", [in](B& b) {
-                 return b.Op("Slice", {in(b, "sln_x", {5, 6}), b.ConstInts({-1, 4}), b.ConstInts({-100, 0}), b.ConstInts({0, 1}), b.ConstInts({-2, -1})});
+                 return b.Op("Slice", {in(b, "sln_x", {5, 6}), b.ConstInts({-1, 4}), b.ConstInts({-100, 0}),
+                                       b.ConstInts({0, 1}), b.ConstInts({-2, -1})});
                }});
-  c.push_back({"Slice_default_axes", [in](B& b) { return b.Op("Slice", {in(b, "sld_x", {4, 5}), b.ConstInts({1}), b.ConstInts({3})}); }});
-  c.push_back({"Transpose_perm", [in](B& b) { return b.Op("Transpose", {in(b, "tr_x", {2, 3, 4})}, A({{"perm", Is({1, 2, 0})}})); }});
+  c.push_back({"Slice_default_axes", [in](B& b) {
+                 return b.Op("Slice", {in(b, "sld_x", {4, 5}), b.ConstInts({1}), b.ConstInts({3})});
+               }});
+  c.push_back({"Transpose_perm", [in](B& b) {
+                 return b.Op("Transpose", {in(b, "tr_x", {2, 3, 4})}, A({{"perm", Is({1, 2, 0})}}));
+               }});
   c.push_back({"Transpose_default", [in](B& b) { return b.Op("Transpose", {in(b, "trd_x", {2, 3, 4})}); }});
-  c.push_back({"Reshape_zero_minus_one", [in](B& b) { return b.Op("Reshape", {in(b, "rs_x", {2, 3, 4}), b.ConstInts({0, -1, 2})}); }});
-  c.push_back({"Flatten_axis2", [in](B& b) { return b.Op("Flatten", {in(b, "fl_x", {2, 3, 4, 5})}, A({{"axis", I(2)}})); }});
+  c.push_back({"Reshape_zero_minus_one", [in](B& b) {
+                 return b.Op("Reshape", {in(b, "rs_x", {2, 3, 4}), b.ConstInts({0, -1, 2})});
+               }});
+  c.push_back({"Flatten_axis2", [in](B& b) {
+                 return b.Op("Flatten", {in(b, "fl_x", {2, 3, 4, 5})}, A({{"axis", I(2)}}));
+               }});
   c.push_back({"Flatten_axis0", [in](B& b) { return b.Op("Flatten", {in(b, "fl0_x", {2, 3})}, A({{"axis", I(0)}})); }});
   c.push_back({"Squeeze_Unsqueeze", [in](B& b) {
                  ValueId s = b.Op("Squeeze", {in(b, "sq_x", {1, 3, 1, 4}), b.ConstInts({0, -2})});
@@ -184,19 +243,28 @@ std::vector<OpCase> Cases() {
                }});
   c.push_back({"Squeeze_all", [in](B& b) { return b.Op("Squeeze", {in(b, "sqa_x", {1, 3, 1})}); }});
   c.push_back({"Gather_negative_2d", [in](B& b) {
-                 return b.Op("Gather", {in(b, "ga_x", {3, 5, 2}), b.ConstInts({0, -1, 2, -5, 1, 1}, Shape{2, 3})}, A({{"axis", I(1)}}));
+                 return b.Op("Gather", {in(b, "ga_x", {3, 5, 2}), b.ConstInts({0, -1, 2, -5, 1, 1}, Shape{2, 3})},
+                             A({{"axis", I(1)}}));
                }});
-  c.push_back({"Gather_scalar", [in](B& b) { return b.Op("Gather", {in(b, "gs_x", {4, 3}), b.Const(TensorData::ScalarInt64(-2))}); }});
+  c.push_back({"Gather_scalar", [in](B& b) {
+                 return b.Op("Gather", {in(b, "gs_x", {4, 3}), b.Const(TensorData::ScalarInt64(-2))});
+               }});
   c.push_back({"Expand", [in](B& b) { return b.Op("Expand", {in(b, "ex_x", {3, 1}), b.ConstInts({2, 1, 4})}); }});
   c.push_back({"Dropout", [in](B& b) { return b.Op("Dropout", {in(b, "do_x", {2, 3})}); }});
   // Shape computations (folded at import, so these test the kernels through folding).
-  c.push_back({"Shape_ConstantOfShape_Range", [in](B& b) {
-                 ValueId x = in(b, "shp_x", {2, 3, 4});
-                 ValueId shape = b.Op("Shape", {x}, A({{"start", I(1)}}));
-                 ValueId ones = b.Op("ConstantOfShape", {shape}, A({{"value", Attribute::Tensor(std::make_shared<const TensorData>(TensorData::FromFloat({2.0f}, {1})))}}));
-                 ValueId range = b.Op("Cast", {b.Op("Range", {b.Const(TensorData::ScalarInt64(0)), b.Const(TensorData::ScalarInt64(4)), b.Const(TensorData::ScalarInt64(1))})}, A({{"to", I(1)}}));
-                 return b.Op("Add", {b.Op("Mul", {x, ones}), range});
-               }});
+  c.push_back(
+      {"Shape_ConstantOfShape_Range", [in](B& b) {
+         ValueId x = in(b, "shp_x", {2, 3, 4});
+         ValueId shape = b.Op("Shape", {x}, A({{"start", I(1)}}));
+         ValueId ones = b.Op(
+             "ConstantOfShape", {shape},
+             A({{"value", Attribute::Tensor(std::make_shared<const TensorData>(TensorData::FromFloat({2.0f}, {1})))}}));
+         ValueId range = b.Op("Cast",
+                              {b.Op("Range", {b.Const(TensorData::ScalarInt64(0)), b.Const(TensorData::ScalarInt64(4)),
+                                              b.Const(TensorData::ScalarInt64(1))})},
+                              A({{"to", I(1)}}));
+         return b.Op("Add", {b.Op("Mul", {x, ones}), range});
+       }});
   c.push_back({"Constant_node", [in](B& b) {
                  ValueId k = b.Op("Constant", {}, A({{"value_floats", Attribute::Floats({1.5f, -2.0f, 0.5f})}}));
                  return b.Op("Mul", {in(b, "cn_x", {2, 3}), k});
@@ -266,7 +334,8 @@ TEST(OpConformance, SymbolicSemanticsMatchTheKernels) {
     uint64_t seed = 7;
     for (ValueId v : g.inputs()) {
       std::vector<float> data(static_cast<size_t>(NumElements(g.value(v).type.shape)));
-      for (float& x : data) x = static_cast<float>(static_cast<int64_t>((seed = seed * 6364136223846793005ULL + 1) >> 61) - 3);
+      for (float& x : data)
+        x = static_cast<float>(static_cast<int64_t>((seed = seed * 6364136223846793005ULL + 1) >> 61) - 3);
       inputs.push_back(at::tensor(data).reshape(g.value(v).type.shape));
       vals[v] = SymConstant(z3, TensorData::FromFloat(data, g.value(v).type.shape));
     }

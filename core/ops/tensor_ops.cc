@@ -48,7 +48,8 @@ OpDef ConcatDef() {
     Shape out = first.shape;
     for (int i = 1; i < c.num_inputs(); ++i) {
       const TensorType& t = c.input(i);
-      if (t.dtype != first.dtype || RankOf(c, i) != r) c.Fail("input " + std::to_string(i) + " " + t.ToString() + " does not match " + first.ToString());
+      if (t.dtype != first.dtype || RankOf(c, i) != r)
+        c.Fail("input " + std::to_string(i) + " " + t.ToString() + " does not match " + first.ToString());
       for (int64_t k = 0; k < r; ++k) {
         if (k == axis) {
           out[k] = (out[k] < 0 || t.shape[k] < 0) ? kUnknownDim : out[k] + t.shape[k];
@@ -60,9 +61,7 @@ OpDef ConcatDef() {
     }
     return std::vector<TensorType>{Type(first.dtype, out)};
   };
-  d.kernel = [](KernelContext& c) {
-    c.outputs = {at::cat(c.inputs, NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))};
-  };
+  d.kernel = [](KernelContext& c) { c.outputs = {at::cat(c.inputs, NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))}; };
   return d;
 }
 RLFLOW_REGISTER_OP(ConcatDef());
@@ -70,13 +69,15 @@ RLFLOW_REGISTER_OP(ConcatDef());
 // ---- Split ----
 std::vector<int64_t> SplitSizes(const AttrReader& a, int64_t dim, int parts, const std::vector<int64_t>* given) {
   if (given && !given->empty()) {
-    if (static_cast<int>(given->size()) != parts) a.Fail("split has " + std::to_string(given->size()) + " sizes for " + std::to_string(parts) + " outputs");
+    if (static_cast<int>(given->size()) != parts)
+      a.Fail("split has " + std::to_string(given->size()) + " sizes for " + std::to_string(parts) + " outputs");
     int64_t sum = std::accumulate(given->begin(), given->end(), int64_t{0});
     if (dim >= 0 && sum != dim) a.Fail("split sizes add up to " + std::to_string(sum) + ", not " + std::to_string(dim));
     return *given;
   }
   if (dim < 0) return std::vector<int64_t>(parts, kUnknownDim);
-  if (dim % parts != 0) a.Fail("dimension " + std::to_string(dim) + " does not split evenly into " + std::to_string(parts));
+  if (dim % parts != 0)
+    a.Fail("dimension " + std::to_string(dim) + " does not split evenly into " + std::to_string(parts));
   return std::vector<int64_t>(parts, dim / parts);
 }
 
@@ -158,7 +159,10 @@ std::vector<SliceSpec> SliceSpecs(const AttrReader& a, const Shape& shape, const
   size_t n = starts.size();
   if (ends.size() != n) a.Fail("starts and ends differ in length");
   std::vector<int64_t> axes(n), steps(n, 1);
-  if (axes_in && !axes_in->empty()) axes = *axes_in; else std::iota(axes.begin(), axes.end(), 0);
+  if (axes_in && !axes_in->empty())
+    axes = *axes_in;
+  else
+    std::iota(axes.begin(), axes.end(), 0);
   if (steps_in && !steps_in->empty()) steps = *steps_in;
   if (axes.size() != n || steps.size() != n) a.Fail("axes/steps differ in length from starts");
   std::vector<SliceSpec> out;
@@ -246,7 +250,8 @@ std::vector<int64_t> Perm(const AttrReader& a, int64_t r) {
     perm.resize(r);
     for (int64_t k = 0; k < r; ++k) perm[k] = r - 1 - k;
   }
-  if (static_cast<int64_t>(perm.size()) != r) a.Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
+  if (static_cast<int64_t>(perm.size()) != r)
+    a.Fail("perm has " + std::to_string(perm.size()) + " entries for rank " + std::to_string(r));
   std::vector<int64_t> sorted = perm;
   std::sort(sorted.begin(), sorted.end());
   for (int64_t k = 0; k < r; ++k)
@@ -350,7 +355,8 @@ Shape SqueezeShape(const AttrReader& a, const Shape& in, const std::vector<int64
   if (axes_in && !axes_in->empty()) {
     for (int64_t ax : *axes_in) {
       int64_t k = NormalizeAxis(ax, r, a);
-      if (in[k] != 1 && in[k] >= 0) a.Fail("cannot squeeze axis " + std::to_string(ax) + " of size " + std::to_string(in[k]));
+      if (in[k] != 1 && in[k] >= 0)
+        a.Fail("cannot squeeze axis " + std::to_string(ax) + " of size " + std::to_string(in[k]));
       drop[k] = 1;
     }
   } else {
@@ -562,9 +568,7 @@ OpDef ExpandDef() {
     }
     return std::vector<TensorType>{Type(c.input(0).dtype, BroadcastShapes(c.input(0).shape, *shape, c))};
   };
-  d.kernel = [](KernelContext& c) {
-    c.outputs = {c.in(0).expand(BroadcastShapes(Sizes(c.in(0)), c.IntsInput(1), c))};
-  };
+  d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).expand(BroadcastShapes(Sizes(c.in(0)), c.IntsInput(1), c))}; };
   return d;
 }
 RLFLOW_REGISTER_OP(ExpandDef());

@@ -2,10 +2,10 @@
 // BatchNormalization) preserve outputs and round-trip the op counts.
 #include <gtest/gtest.h>
 
-#include "zoo/zoo.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {

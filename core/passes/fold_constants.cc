@@ -87,8 +87,8 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       } else {
         // Shape of a static tensor: only its sizes matter.
         const Shape& s = v.type.shape;
-        inputs.push_back(at::empty(std::vector<int64_t>(s.begin(), s.end()),
-                                   at::TensorOptions().dtype(ToAtenType(v.type.dtype))));
+        inputs.push_back(
+            at::empty(std::vector<int64_t>(s.begin(), s.end()), at::TensorOptions().dtype(ToAtenType(v.type.dtype))));
       }
     }
     std::vector<at::Tensor> outs = RunKernel(n, *def, std::move(inputs));
@@ -98,8 +98,10 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       auto data = std::make_shared<const TensorData>(FromAten(outs[k]));
       if (expected.rank_known && expected.dtype != DType::kUndefined && data->type() != expected)
         Fail("folding node ", n.Describe(), " gave ", data->type().ToString(), ", expected ", expected.ToString());
-      if (symbolic) g.mutable_value(out_ids[k]).known = data;
-      else g.MakeConstant(out_ids[k], data);
+      if (symbolic)
+        g.mutable_value(out_ids[k]).known = data;
+      else
+        g.MakeConstant(out_ids[k], data);
     }
     if (!symbolic) ++folded;
   }

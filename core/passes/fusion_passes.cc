@@ -223,7 +223,8 @@ class MergeParallelConvs : public Pass {
         const Node n = g.node(id);  // a copy: adding nodes moves them
         at::Tensor w = Constant(g, n.inputs[1]);
         ws.push_back(w);
-        bs.push_back(n.inputs.size() > 2 && n.inputs[2] != kNoValue ? Constant(g, n.inputs[2]) : at::zeros({w.size(0)}));
+        bs.push_back(n.inputs.size() > 2 && n.inputs[2] != kNoValue ? Constant(g, n.inputs[2])
+                                                                    : at::zeros({w.size(0)}));
         sizes.push_back(w.size(0));
       }
       const Node& first = g.node(nodes[0]);

@@ -19,8 +19,8 @@ int RestoreInterface(const Graph& original, Graph& g) {
                  a.type.ToString(), " to '", b.name, "' ", b.type.ToString());
   }
   const auto& oo = original.outputs();
-  RLFLOW_CHECK(oo.size() == g.outputs().size(), "the optimised graph has ", g.outputs().size(), " outputs, the original ",
-               oo.size());
+  RLFLOW_CHECK(oo.size() == g.outputs().size(), "the optimised graph has ", g.outputs().size(),
+               " outputs, the original ", oo.size());
   std::vector<ValueId> outs = g.outputs();
   int changed = 0;
   std::set<ValueId> claimed;

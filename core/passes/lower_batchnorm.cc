@@ -24,7 +24,8 @@ int LowerBatchNorm(Graph& g) {
     std::vector<double> mean = g.value(n.inputs[3]).initializer->ToDouble();
     std::vector<double> var = g.value(n.inputs[4]).initializer->ToDouble();
     const size_t c = gamma.size();
-    if (beta.size() != c || mean.size() != c || var.size() != c) Fail("node ", n.Describe(), ": parameter sizes differ");
+    if (beta.size() != c || mean.size() != c || var.size() != c)
+      Fail("node ", n.Describe(), ": parameter sizes differ");
     std::vector<float> scale(c), shift(c);
     for (size_t k = 0; k < c; ++k) {
       double s = gamma[k] / std::sqrt(var[k] + static_cast<double>(eps));
@@ -113,12 +114,14 @@ int RaiseBatchNorm(Graph& g) {
     ValueId x = replaced.count(p.x) ? replaced.at(p.x) : p.x;
     const TensorType xt = g.value(x).type;
     int64_t c = xt.shape[1];
-    std::vector<float> scale = PerChannel(g, p.scale, xt.rank() - 1, c), shift = PerChannel(g, p.shift, xt.rank() - 1, c);
+    std::vector<float> scale = PerChannel(g, p.scale, xt.rank() - 1, c),
+                       shift = PerChannel(g, p.shift, xt.rank() - 1, c);
     std::string base = g.UniqueName(g.node(p.add).name + ".bn");
     Shape vec = {c};
     ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, vec));
     ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromFloat(shift, vec));
-    ValueId vm = g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
+    ValueId vm =
+        g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
     ValueId vv = g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
     ValueId out = g.node(p.add).outputs[0];
     NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);

@@ -66,7 +66,7 @@ struct PassRegistrar {
 #define RLFLOW_PASS_CONCAT_INNER(a, b) a##b
 #define RLFLOW_PASS_CONCAT(a, b) RLFLOW_PASS_CONCAT_INNER(a, b)
 // RLFLOW_REGISTER_PASS(MyPass) at namespace scope: registers a default-constructed MyPass.
-#define RLFLOW_REGISTER_PASS(type)                                                                 \
+#define RLFLOW_REGISTER_PASS(type)                                                                        \
   static ::rlflow::PassRegistrar RLFLOW_PASS_CONCAT(rlflow_pass_registrar_, __LINE__)(::rlflow::PassInfo{ \
       type().Name(), type().Description(), [] { return std::unique_ptr<::rlflow::Pass>(new type()); }})
 

@@ -68,8 +68,8 @@ bool Forward(Graph& g, ValueId from, ValueId to) {
   return true;
 }
 
-NodeId AddNode(Graph& g, std::string op, const std::vector<ValueId>& inputs, int num_outputs,
-               AttributeMap attrs, const std::string& base) {
+NodeId AddNode(Graph& g, std::string op, const std::vector<ValueId>& inputs, int num_outputs, AttributeMap attrs,
+               const std::string& base) {
   NodeId id = g.AddNode(op, inputs, num_outputs, std::move(attrs), g.UniqueName(base));
   const OpDef* def = OpRegistry::Global().Find("", op);
   RLFLOW_CHECK(def != nullptr, "pass: operator ", op, " is not in the registry");

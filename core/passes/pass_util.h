@@ -31,8 +31,8 @@ std::string AttrKey(const AttributeMap& attrs);
 bool Forward(Graph& g, ValueId from, ValueId to);
 
 // Adds a node, infers its output types; returns the node.
-NodeId AddNode(Graph& g, std::string op, const std::vector<ValueId>& inputs, int num_outputs,
-               AttributeMap attrs, const std::string& base);
+NodeId AddNode(Graph& g, std::string op, const std::vector<ValueId>& inputs, int num_outputs, AttributeMap attrs,
+               const std::string& base);
 
 // A constant's contents as an ATen tensor (a view), or undefined if `v` is
 // not a constant.

@@ -150,25 +150,27 @@ std::map<std::string, Case> Cases() {
                             return b.Build({b.Op("Sub", {y, b.Const(Floats({}, 0.0f))})});
                           },
                           {{"Add", 0}, {"Sub", 0}}};
-  c["combine_constant_chains"] = {[] {
-                                    GraphBuilder b(1);
-                                    ValueId x = b.Input("x", {2, 3});
-                                    ValueId y = b.Op("Add", {b.Weight("a", {3}, 1.0f), x});
-                                    ValueId z = b.Op("Add", {y, b.Weight("c", {2, 1}, 1.0f)});
-                                    ValueId m = b.Op("Mul", {b.Op("Mul", {z, b.Weight("d", {3}, 1.0f)}), b.Weight("e", {3}, 1.0f)});
-                                    return b.Build({m});
-                                  },
-                                  {{"Add", 1}, {"Mul", 1}}};
-  c["transpose_transpose"] = {[] {
-                                GraphBuilder b(1);
-                                ValueId x = b.Input("x", {2, 3, 4});
-                                ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
-                                ValueId u = b.Op("Transpose", {t}, {{"perm", Attribute::Ints({0, 2, 1})}});
-                                ValueId v = b.Op("Transpose", {b.Op("Relu", {u})}, {{"perm", Attribute::Ints({1, 0, 2})}});
-                                ValueId w = b.Op("Transpose", {v}, {{"perm", Attribute::Ints({0, 2, 1})}});
-                                return b.Build({w});
-                              },
-                              {{"Transpose", 1}}};
+  c["combine_constant_chains"] = {
+      [] {
+        GraphBuilder b(1);
+        ValueId x = b.Input("x", {2, 3});
+        ValueId y = b.Op("Add", {b.Weight("a", {3}, 1.0f), x});
+        ValueId z = b.Op("Add", {y, b.Weight("c", {2, 1}, 1.0f)});
+        ValueId m = b.Op("Mul", {b.Op("Mul", {z, b.Weight("d", {3}, 1.0f)}), b.Weight("e", {3}, 1.0f)});
+        return b.Build({m});
+      },
+      {{"Add", 1}, {"Mul", 1}}};
+  c["transpose_transpose"] = {
+      [] {
+        GraphBuilder b(1);
+        ValueId x = b.Input("x", {2, 3, 4});
+        ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
+        ValueId u = b.Op("Transpose", {t}, {{"perm", Attribute::Ints({0, 2, 1})}});
+        ValueId v = b.Op("Transpose", {b.Op("Relu", {u})}, {{"perm", Attribute::Ints({1, 0, 2})}});
+        ValueId w = b.Op("Transpose", {v}, {{"perm", Attribute::Ints({0, 2, 1})}});
+        return b.Build({w});
+      },
+      {{"Transpose", 1}}};
   c["remove_nop_transpose"] = {[] {
                                  GraphBuilder b(1);
                                  ValueId x = b.Input("x", {2, 3});
@@ -196,15 +198,16 @@ std::map<std::string, Case> Cases() {
                               return b.Build({b.Op("Relu", {b.Op("Squeeze", {u, b.ConstInts({0})})})});
                             },
                             {{"Squeeze", 0}, {"Unsqueeze", 0}}};
-  c["concat_split"] = {[] {
-                         GraphBuilder b(1);
-                         ValueId x = b.Input("x", {2, 3});
-                         ValueId y = b.Input("y", {2, 5});
-                         ValueId cat = b.Op("Concat", {b.Op("Relu", {x}), b.Op("Sigmoid", {y})}, {{"axis", Attribute::Int(1)}});
-                         auto parts = b.OpN("Split", {cat, b.ConstInts({3, 5})}, 2, {{"axis", Attribute::Int(-1)}});
-                         return b.Build({b.Op("Neg", {parts[0]}), b.Op("Neg", {parts[1]})});
-                       },
-                       {{"Concat", 0}, {"Split", 0}}};
+  c["concat_split"] = {
+      [] {
+        GraphBuilder b(1);
+        ValueId x = b.Input("x", {2, 3});
+        ValueId y = b.Input("y", {2, 5});
+        ValueId cat = b.Op("Concat", {b.Op("Relu", {x}), b.Op("Sigmoid", {y})}, {{"axis", Attribute::Int(1)}});
+        auto parts = b.OpN("Split", {cat, b.ConstInts({3, 5})}, 2, {{"axis", Attribute::Int(-1)}});
+        return b.Build({b.Op("Neg", {parts[0]}), b.Op("Neg", {parts[1]})});
+      },
+      {{"Concat", 0}, {"Split", 0}}};
   c["idempotent_unary"] = {[] {
                              GraphBuilder b(1);
                              ValueId x = b.Input("x", {2, 3});
@@ -352,7 +355,8 @@ TEST(Passes, RewritesNeverCrossOpaqueNodes) {
   Graph g = b.Build({b.Op("Relu", {b.Op("Relu", {r})})});
   // Make the middle Relu opaque: idempotent_unary may not merge through it.
   for (NodeId id = 0; id < g.num_nodes(); ++id)
-    if (g.node(id).inputs[0] == g.node(0).outputs[0]) g.mutable_node(id).opaque_proto = std::make_shared<const std::string>("x");
+    if (g.node(id).inputs[0] == g.node(0).outputs[0])
+      g.mutable_node(id).opaque_proto = std::make_shared<const std::string>("x");
   PassRegistry::Builtin().Make("idempotent_unary")->Run(g);
   EXPECT_EQ(Count(g, "Relu"), 3);
 }

@@ -7,9 +7,9 @@
 
 #include <cstdio>
 
-#include "zoo/zoo.h"
 #include "core/passes/pass.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {

@@ -1,12 +1,11 @@
 #include "core/rewrite/matcher.h"
 
-#include <optional>
-
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -15,7 +14,6 @@
 
 namespace rlflow {
 namespace {
-
 
 // Effective attribute value: the node's, else the registry default.
 const Attribute* Effective(const Node& n, const OpDef& def, const std::string& name) {
@@ -77,8 +75,8 @@ struct State {
   std::vector<NodeId> nodes;
   std::vector<ValueId> inputs;
   SymbolBinding symbols;
-  AttrBinding attrs;          // attribute variables bound so far
-  std::vector<NodeId> used;   // matched graph nodes (a handful)
+  AttrBinding attrs;         // attribute variables bound so far
+  std::vector<NodeId> used;  // matched graph nodes (a handful)
   // Symbolic constants matched so far (pattern constant, graph value): their
   // values are checked once every symbol is bound (DimsHold).
   std::vector<std::pair<int, ValueId>> symbolic_constants;
@@ -294,7 +292,8 @@ bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<Compi
       case rules::Ref::kNode: {
         if (v == kNoValue) return false;
         const Value& val = g.value(v);
-        return val.producer != kNoNode && val.output_index == r.output && QuickCheck(g, p, compiled, r.node, val.producer);
+        return val.producer != kNoNode && val.output_index == r.output &&
+               QuickCheck(g, p, compiled, r.node, val.producer);
       }
       default: return false;
     }
@@ -410,7 +409,8 @@ std::vector<NodeId> Neighbourhood(const Graph& g, const Consumers& consumers, No
 bool Closed(const State& s) {
   std::set<ValueId> pattern_outputs;
   for (const auto& r : s.p.outputs())
-    if (r.kind_case() == rules::Ref::kNode) pattern_outputs.insert(s.g.node(s.nodes[r.node().node()]).outputs[r.node().output()]);
+    if (r.kind_case() == rules::Ref::kNode)
+      pattern_outputs.insert(s.g.node(s.nodes[r.node().node()]).outputs[r.node().output()]);
   std::set<ValueId> graph_outputs(s.g.outputs().begin(), s.g.outputs().end());
   for (NodeId gn : s.nodes) {
     for (ValueId out : s.g.node(gn).outputs) {
@@ -479,8 +479,10 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
           if (r.kind_case() == rules::Ref::kNode) parent[find(k)] = find(r.node().node());
           if (r.kind_case() == rules::Ref::kInput) {
             auto it = reader_of_input.find(r.input());
-            if (it == reader_of_input.end()) reader_of_input[r.input()] = k;
-            else parent[find(k)] = find(it->second);
+            if (it == reader_of_input.end())
+              reader_of_input[r.input()] = k;
+            else
+              parent[find(k)] = find(it->second);
           }
         }
       bool ok = true;
@@ -544,8 +546,8 @@ Matcher::GraphIndex Matcher::Index(const Graph& g) {
   return index;
 }
 
-void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, bool reverse,
-                       std::vector<Match>* out, const std::vector<char>* region, RegionMode mode,
+void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, bool reverse, std::vector<Match>* out,
+                       const std::vector<char>* region, RegionMode mode,
                        const std::vector<NodeId>* anchor_nodes) const {
   const auto& consumers = index.consumers;
   const auto& by_op = index.by_op;
@@ -571,8 +573,18 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
     if (mode == RegionMode::kOtherOutputInside && (*region)[gn]) continue;
     if (!QuickCheck(g, p, compiled, anchor_pn, gn)) continue;
     const rules::Ref& anchor = p.outputs(0);
-    State s{g, rule, p, compiled, consumers, std::vector<NodeId>(p.nodes_size(), kNoNode),
-            std::vector<ValueId>(rule.inputs_size(), kNoValue), {}, {}, {}, {}, index.topo_pos};
+    State s{g,
+            rule,
+            p,
+            compiled,
+            consumers,
+            std::vector<NodeId>(p.nodes_size(), kNoNode),
+            std::vector<ValueId>(rule.inputs_size(), kNoValue),
+            {},
+            {},
+            {},
+            {},
+            index.topo_pos};
     std::vector<NodeId> near;  // the anchor's neighbourhood, for unconnected parts
     // Remaining outputs are matched after the anchor, each against graph
     // nodes that read an already-bound input (or any node of its op).
@@ -580,7 +592,7 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
       if (i == p.outputs_size()) {
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
-        SymbolBinding bound = s.symbols;  // DimsHold may bind more; restored for the next candidate
+        SymbolBinding bound = s.symbols;   // DimsHold may bind more; restored for the next candidate
         bool ok = DimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) && Closed(s) && Convex(s) &&
                   seen.insert(s.nodes).second;
         if (!ok) {
@@ -734,8 +746,10 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
     if (nodes == index.by_op.end()) continue;
     std::vector<NodeId> inside, outside_near;
     for (NodeId n : nodes->second) {
-      if (region[n]) inside.push_back(n);
-      else if (near[n]) outside_near.push_back(n);
+      if (region[n])
+        inside.push_back(n);
+      else if (near[n])
+        outside_near.push_back(n);
     }
     if (inside.empty() && outside_near.empty()) continue;
     for (const AnchorGroup& group : anchor_groups_[op]) {
@@ -752,7 +766,8 @@ std::vector<Match> Matcher::FindAllAfter(const Graph& g, const std::vector<Match
           if (QuickCheck(g, p, compiled, pn, n)) pass_near.push_back(n);
       if (pass_inside.empty() && pass_near.empty()) continue;
       for (const auto& [r, reverse] : group.sides) {
-        if (!pass_inside.empty()) FindRule(g, index, r, reverse, &out, &region, RegionMode::kAnchorInside, &pass_inside);
+        if (!pass_inside.empty())
+          FindRule(g, index, r, reverse, &out, &region, RegionMode::kAnchorInside, &pass_inside);
         if (!connected_[r][reverse ? 1 : 0] && !pass_near.empty())
           FindRule(g, index, r, reverse, &out, &region, RegionMode::kOtherOutputInside, &pass_near);
       }
@@ -773,7 +788,8 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
   for (int k = 0; k < to.constants_size(); ++k) {
     const rules::Constant& c = to.constants(k);
     std::vector<int64_t> v = ConstantValues(c, symbols);
-    constants.push_back(g.AddInitializer(g.UniqueName("rule_const"), TensorData::FromInt64(v, Shape(c.dims().begin(), c.dims().end()))));
+    constants.push_back(g.AddInitializer(g.UniqueName("rule_const"),
+                                         TensorData::FromInt64(v, Shape(c.dims().begin(), c.dims().end()))));
   }
   std::vector<std::vector<ValueId>> outs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {

@@ -19,27 +19,27 @@
 namespace rlflow {
 
 struct Match {
-  int rule = -1;          // index into the rule list given to the matcher
-  bool reverse = false;   // true: target -> source
-  std::vector<NodeId> nodes;     // per pattern node of the matched side
-  std::vector<ValueId> inputs;   // per rule input
+  int rule = -1;                // index into the rule list given to the matcher
+  bool reverse = false;         // true: target -> source
+  std::vector<NodeId> nodes;    // per pattern node of the matched side
+  std::vector<ValueId> inputs;  // per rule input
   SymbolBinding symbols;
-  AttrBinding attrs;             // attribute variables (attribute-generic rules)
+  AttrBinding attrs;  // attribute variables (attribute-generic rules)
 };
 
 // A pattern node prepared for matching.
 struct CompiledNode {
-  const struct OpDef* def = nullptr;  // registry entry (null: unknown op, never matches)
-  AttributeMap attrs;                  // the pattern's attributes (not variables)
+  const struct OpDef* def = nullptr;             // registry entry (null: unknown op, never matches)
+  AttributeMap attrs;                            // the pattern's attributes (not variables)
   std::map<std::string, std::string> attr_vars;  // attribute name -> variable
   // The pattern node's shape, copied out of the rule protos so that the
   // quick check of an anchor touches only this (dense) structure.
   std::string op;
   int num_outputs = 1;
   struct Operand {
-    int kind = 0;     // rules::Ref::KindCase
-    int node = -1;    // kNode: pattern node
-    int output = 0;   // kNode: its output
+    int kind = 0;    // rules::Ref::KindCase
+    int node = -1;   // kNode: pattern node
+    int output = 0;  // kNode: its output
   };
   std::vector<Operand> operands;
 };
@@ -68,7 +68,8 @@ class Matcher {
 
   // The matches of `child` = Apply(parent, m, &info), computed from the
   // parent's: only anchors near the rewrite are searched again. Gives what
-  // FindAll(child) gives (same order); matches_test checks this.
+  // FindAll(child) gives (same order); checked by matcher_test's
+  // Matcher.IncrementalMatchingEqualsFullMatching and engine_test.
   std::vector<Match> FindAllAfter(const Graph& child, const std::vector<Match>& parent_matches,
                                   const ApplyInfo& info) const;
 
@@ -112,14 +113,14 @@ class Matcher {
 
   std::vector<rules::Rule> rules_;
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
-  std::vector<std::array<bool, 2>> connected_;                        // per rule: source, target
-  std::vector<std::array<bool, 2>> matchable_;  // per rule side: has nodes, and every output is a node's
+  std::vector<std::array<bool, 2>> connected_;                      // per rule: source, target
+  std::vector<std::array<bool, 2>> matchable_;   // per rule side: has nodes, and every output is a node's
   std::vector<std::array<int, 2>> anchor_node_;  // per rule side: the first output's pattern node (-1: not matchable)
-  std::vector<std::vector<int>> divisors_;  // per rule: inputs a Div divides by (DivisorInputs)
+  std::vector<std::vector<int>> divisors_;       // per rule: inputs a Div divides by (DivisorInputs)
   // The ops of the rule sides' anchors, and per op the rule sides anchored
   // at it, grouped by what the anchor's quick check reads (QuickKey).
   struct AnchorGroup {
-    int rule;      // a representative side
+    int rule;  // a representative side
     bool reverse;
     std::vector<std::pair<int, bool>> sides;  // (rule, reverse), the representative included
   };

@@ -6,15 +6,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 #include <cstdlib>
+#include <random>
 
-#include "zoo/zoo.h"
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "zoo/zoo.h"
 
 namespace rlflow {
 namespace {
@@ -61,10 +61,12 @@ TEST(Matcher, AttributeGenericRuleBindsEachConvsAttributes) {
     ValueId conv = b.Op("Conv", {in, b.Weight("w" + k, w, 0.3f)}, attrs);
     return b.Op("Mul", {conv, b.Uniform("s" + k, {w[0], 1, 1}, 0.5f, 1.5f)});
   };
-  ValueId stem = scaled(x, {8, 4, 7, 7}, {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({3, 2, 3, 3})}});
+  ValueId stem =
+      scaled(x, {8, 4, 7, 7}, {{"strides", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({3, 2, 3, 3})}});
   ValueId grouped = scaled(stem, {8, 2, 3, 3}, {{"group", Attribute::Int(4)}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
-  ValueId depthwise = scaled(grouped, {8, 1, 3, 3}, {{"group", Attribute::Int(8)}, {"dilations", Attribute::Ints({2, 2})},
-                                                    {"pads", Attribute::Ints({2, 2, 2, 2})}});
+  ValueId depthwise = scaled(
+      grouped, {8, 1, 3, 3},
+      {{"group", Attribute::Int(8)}, {"dilations", Attribute::Ints({2, 2})}, {"pads", Attribute::Ints({2, 2, 2, 2})}});
   ValueId same = scaled(depthwise, {6, 8, 2, 3}, {{"auto_pad", Attribute::String("SAME_UPPER")}});
   Graph g = b.Build({b.Op("Relu", {same})});
   Matcher m({RuleById("fb7ae47167c7")});
@@ -102,7 +104,8 @@ TEST(Matcher, AttributeVariablesBindConsistently) {
     GraphBuilder b(4);
     ValueId x = b.Input("x", {1, 3, 8, 8});
     ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, {{"strides", Attribute::Ints({2, 2})}});
-    ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {4, 3, 3, 3}, 0.3f)}, {{"strides", Attribute::Ints({stride2, stride2})}});
+    ValueId c2 =
+        b.Op("Conv", {x, b.Weight("w2", {4, 3, 3, 3}, 0.3f)}, {{"strides", Attribute::Ints({stride2, stride2})}});
     return b.Build({c1, c2});
   };
   Matcher m({RuleById("d1b546e55a9f")});
@@ -196,7 +199,7 @@ TEST(Matcher, MergesTransformerProjectionsWithTheirBiases) {
   auto counts = out.OpCounts();
   EXPECT_EQ(counts["MatMul"], 1);
   EXPECT_EQ(counts["Add"], 1);
-  EXPECT_EQ(counts["Split"], 2);  // [24, 20] then [12, 12]
+  EXPECT_EQ(counts["Split"], 2);   // [24, 20] then [12, 12]
   EXPECT_EQ(counts["Concat"], 4);  // weights and biases (weight-only: folded on export)
 }
 
@@ -232,7 +235,8 @@ Graph SmallAttention(bool divisor_is_input, float divisor) {
   GraphBuilder b(8);
   ValueId x = b.Input("x", {1, 6, 8});
   auto heads = [&](const std::string& name, std::vector<int64_t> perm) {
-    ValueId y = b.Op("Add", {b.Op("MatMul", {x, b.Weight(name + "_w", {8, 8}, 0.3f)}), b.Weight(name + "_b", {8}, 0.3f)});
+    ValueId y =
+        b.Op("Add", {b.Op("MatMul", {x, b.Weight(name + "_w", {8, 8}, 0.3f)}), b.Weight(name + "_b", {8}, 0.3f)});
     ValueId r = b.Op("Reshape", {y, b.ConstInts({1, 6, 2, 4})});
     return b.Op("Transpose", {r}, {{"perm", Attribute::Ints(perm)}});
   };
@@ -301,7 +305,8 @@ TEST(Matcher, WholeDatabaseOnASmallNetwork) {
   ValueId c1 = b.Op("Conv", {x, b.Weight("w1", {4, 3, 3, 3}, 0.3f)}, Pads1());
   ValueId c2 = b.Op("Conv", {x, b.Weight("w2", {4, 3, 3, 3}, 0.3f)}, Pads1());
   ValueId s = b.Op("Add", {b.Op("Relu", {c1}), b.Op("Relu", {c2})});
-  ValueId pooled = b.Op("MaxPool", {s}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  ValueId pooled =
+      b.Op("MaxPool", {s}, {{"kernel_shape", Attribute::Ints({3, 3})}, {"pads", Attribute::Ints({1, 1, 1, 1})}});
   Graph g = b.Build({pooled});
   std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
   Matcher m(all);
@@ -373,7 +378,8 @@ bool SameMatches(const std::vector<Match>& a, const std::vector<Match>& b, std::
     return false;
   }
   for (size_t k = 0; k < a.size(); ++k)
-    if (a[k].rule != b[k].rule || a[k].reverse != b[k].reverse || a[k].nodes != b[k].nodes || a[k].inputs != b[k].inputs) {
+    if (a[k].rule != b[k].rule || a[k].reverse != b[k].reverse || a[k].nodes != b[k].nodes ||
+        a[k].inputs != b[k].inputs) {
       *why = "match " + std::to_string(k) + " differs";
       return false;
     }

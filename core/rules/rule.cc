@@ -264,7 +264,8 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
   for (int k = 0; k < p.constants_size(); ++k) {
     const rules::Constant& c = p.constants(k);
     Shape dims(c.dims().begin(), c.dims().end());
-    constants.push_back(g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(ConstantValues(c, binding), dims)));
+    constants.push_back(
+        g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(ConstantValues(c, binding), dims)));
   }
   std::vector<std::vector<ValueId>> node_outputs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {
@@ -273,7 +274,8 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
         if (r.input() < 0 || r.input() >= static_cast<int>(inputs.size())) Fail("rule ", rule.id(), ": bad input ref");
         return inputs[r.input()];
       case rules::Ref::kConstant:
-        if (r.constant() < 0 || r.constant() >= static_cast<int>(constants.size())) Fail("rule ", rule.id(), ": bad constant ref");
+        if (r.constant() < 0 || r.constant() >= static_cast<int>(constants.size()))
+          Fail("rule ", rule.id(), ": bad constant ref");
         return constants[r.constant()];
       case rules::Ref::kNode:
         if (r.node().node() < 0 || r.node().node() >= static_cast<int>(node_outputs.size()) || r.node().output() < 0 ||
@@ -435,7 +437,8 @@ void ValidateRule(const rules::Rule& rule) {
   if (rule.source().outputs_size() == 0 || rule.source().outputs_size() != rule.target().outputs_size())
     Fail("rule ", rule.id(), ": source and target must have the same, non-zero number of outputs");
   for (const auto& in : rule.inputs())
-    if (DTypeFromCode(in.dtype()) == DType::kUndefined) Fail("rule ", rule.id(), ": input ", in.name(), " has a bad type");
+    if (DTypeFromCode(in.dtype()) == DType::kUndefined)
+      Fail("rule ", rule.id(), ": input ", in.name(), " has a bad type");
   // Instantiating at a default binding checks refs, ops, arity and shapes;
   // an attribute-generic rule at its first proved instance.
   SymbolBinding b;
@@ -489,7 +492,9 @@ void ReadRulesFile(const std::string& path, const std::string& magic, google::pr
   ParseRulesBytes(ReadFile(path, what), path, magic, message, what);
 }
 
-rules::RuleDatabase LoadRuleDatabase(const std::string& path) { return ParseRuleDatabase(ReadFile(path, "rule database"), path); }
+rules::RuleDatabase LoadRuleDatabase(const std::string& path) {
+  return ParseRuleDatabase(ReadFile(path, "rule database"), path);
+}
 
 rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path) {
   rules::RuleDatabase db;

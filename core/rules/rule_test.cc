@@ -65,7 +65,8 @@ TEST(Rule, AttributeVariables) {
   }
   r.set_id(RuleId(r));
   EXPECT_EQ(AttributeVariables(r), (std::vector<std::string>{"kernel_shape", "pads", "strides"}));
-  EXPECT_NE(RuleToString(r).find("MaxPool[kernel_shape=$kernel_shape,pads=$pads,strides=$strides](X)"), std::string::npos)
+  EXPECT_NE(RuleToString(r).find("MaxPool[kernel_shape=$kernel_shape,pads=$pads,strides=$strides](X)"),
+            std::string::npos)
       << RuleToString(r);
   EXPECT_THROW(InstantiatePattern(r, r.source(), {{"n", 1}, {"c", 1}, {"h", 4}, {"w", 4}}), Error);
   EXPECT_THROW(ValidateRule(r), Error);  // no proved instance binds the variables

@@ -1,7 +1,7 @@
 // A trivial CUDA kernel: proves that nvcc, cudart and the link line work.
-#include "third_party/cuda_probe/saxpy.h"
-
 #include <cuda_runtime.h>
+
+#include "third_party/cuda_probe/saxpy.h"
 
 namespace rlflow::cuda_probe {
 namespace {

@@ -3,8 +3,8 @@
 // is skipped; with a GPU the kernel's result is checked.
 #include "third_party/cuda_probe/saxpy.h"
 
-#include <cudnn.h>
 #include <cublas_v2.h>
+#include <cudnn.h>
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -54,8 +54,8 @@ std::string CheckFlags(int argc, char** argv) {
     std::string name = body.substr(0, eq);
     gflags::CommandLineFlagInfo info;
     if (name == "help" || name == "helpfull" || name == "helpshort" || name == "version" || name == "helpxml" ||
-        name == "helpon" || name == "helpmatch" || name == "helppackage" || name == "flagfile" ||
-        name == "fromenv" || name == "tryfromenv" || name == "undefok")
+        name == "helpon" || name == "helpmatch" || name == "helppackage" || name == "flagfile" || name == "fromenv" ||
+        name == "tryfromenv" || name == "undefok")
       continue;
     if (!gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
       // --noflag for a boolean flag

@@ -2,8 +2,8 @@
 // unusual models (tools/fuzz/make_corpus.py). For each: no death by signal,
 // no hang (each run is bounded), and either success with the output written
 // or exactly one 'error:' line with no output file (and no temp file) left.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -113,9 +113,9 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
     f.write(e.bytes.data(), static_cast<std::streamsize>(e.bytes.size()));
   }
   RunOutcome r = RunBounded({Runfile("optimiser/optimiser"), "--model=" + model, "--output=" + output,
-                      "--rules=" + Runfile("rules/default.rules.pb"), "--budget=20", "--time_limit=5",
-                      "--measure_runs=1", "--timing_cache=" + dir + "/timing-cache.txt"},
-                     err, 60);
+                             "--rules=" + Runfile("rules/default.rules.pb"), "--budget=20", "--time_limit=5",
+                             "--measure_runs=1", "--timing_cache=" + dir + "/timing-cache.txt"},
+                            err, 60);
   ASSERT_FALSE(r.timed_out) << e.name << ": still running after 60 s";
   ASSERT_TRUE(WIFEXITED(r.status)) << e.name << ": killed by signal " << WTERMSIG(r.status) << "\n" << r.err;
   int code = WEXITSTATUS(r.status);
@@ -138,13 +138,12 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
 // that a broken generator cannot shrink the test to nothing.
 TEST(Corpus, HasAtLeast500Models) { EXPECT_GE(Corpus().size(), 500u); }
 
-INSTANTIATE_TEST_SUITE_P(Models, CorpusTest, ::testing::Range(0, 520),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           std::string n = Corpus().at(info.param).name;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Models, CorpusTest, ::testing::Range(0, 520), [](const ::testing::TestParamInfo<int>& info) {
+  std::string n = Corpus().at(info.param).name;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
 
 }  // namespace
 }  // namespace rlflow

@@ -31,16 +31,23 @@ std::vector<std::string> Inputs() {
     std::string db = ReadFile(FindRunfile("rules/default.rules.pb"));
     out.push_back(db);
     // Truncations and byte flips of the real database.
-    for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, db.size() / 3, db.size() / 2, db.size() - 1}) out.push_back(db.substr(0, cut));
+    for (size_t cut : {size_t{0}, size_t{1}, size_t{7}, db.size() / 3, db.size() / 2, db.size() - 1})
+      out.push_back(db.substr(0, cut));
     for (size_t at = 3; at < db.size(); at += db.size() / 41) {
       std::string flipped = db;
       flipped[at] = static_cast<char>(flipped[at] ^ 0x5a);
       out.push_back(flipped);
     }
   } else if (k == "timing_cache") {
-    out = {"", "rlflow-timing-cache 1\n", "rlflow-timing-cache 1\n0.5\tcpu|Relu float32[1,4]\n",
-           "rlflow-timing-cache 1\nnan\tkey\n", "rlflow-timing-cache 1\n-1\tkey\n", "rlflow-timing-cache 1\n1e999\tk\n",
-           "rlflow-timing-cache 1\n0.1\t\n", "not a cache\n", std::string("rlflow-timing-cache 1\n\0\t\0\n", 26),
+    out = {"",
+           "rlflow-timing-cache 1\n",
+           "rlflow-timing-cache 1\n0.5\tcpu|Relu float32[1,4]\n",
+           "rlflow-timing-cache 1\nnan\tkey\n",
+           "rlflow-timing-cache 1\n-1\tkey\n",
+           "rlflow-timing-cache 1\n1e999\tk\n",
+           "rlflow-timing-cache 1\n0.1\t\n",
+           "not a cache\n",
+           std::string("rlflow-timing-cache 1\n\0\t\0\n", 26),
            "rlflow-timing-cache 1\n1.0 key\n"};
   }
   return out;
@@ -48,7 +55,8 @@ std::vector<std::string> Inputs() {
 
 TEST(FuzzReplay, SeedCorpusRuns) {
   std::vector<std::string> inputs = Inputs();
-  ASSERT_GT(inputs.size(), 5u) << "no seed inputs (FUZZ_SEEDS=" << (std::getenv("FUZZ_SEEDS") ? std::getenv("FUZZ_SEEDS") : "") << ")";
+  ASSERT_GT(inputs.size(), 5u) << "no seed inputs (FUZZ_SEEDS="
+                               << (std::getenv("FUZZ_SEEDS") ? std::getenv("FUZZ_SEEDS") : "") << ")";
   for (const std::string& in : inputs)
     EXPECT_EQ(LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(in.data()), in.size()), 0);
 }

@@ -89,8 +89,8 @@ std::string WriteInputs(const std::vector<std::pair<std::string, at::Tensor>>& i
 
 // Runs node on ort_run.js with `args`; returns its stdout + stderr.
 std::string RunNode(const std::string& args, const std::string& what) {
-  std::string cmd = "NODE_PATH=" + ShellQuote(OrtNodeModules()) + " node " + ShellQuote(OrtRunScript()) +
-                    " " + args + " 2>&1";
+  std::string cmd =
+      "NODE_PATH=" + ShellQuote(OrtNodeModules()) + " node " + ShellQuote(OrtRunScript()) + " " + args + " 2>&1";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (pipe == nullptr) Fail("cannot start node: ", std::strerror(errno));
   std::string log;
@@ -110,9 +110,9 @@ std::string RunNode(const std::string& args, const std::string& what) {
 OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
   std::string dir = WriteInputs(inputs);
-  std::string log = RunNode("--bench " + ShellQuote(a) + " " + ShellQuote(b) + " " + ShellQuote(dir) + " " +
-                                std::to_string(runs),
-                            a + " / " + b);
+  std::string log =
+      RunNode("--bench " + ShellQuote(a) + " " + ShellQuote(b) + " " + ShellQuote(dir) + " " + std::to_string(runs),
+              a + " / " + b);
   size_t at = log.rfind("{\"a_ms\":");
   if (at == std::string::npos) Fail("ort_run --bench printed no timings: ", FirstLine(log));
   auto array = [&](const std::string& key) {

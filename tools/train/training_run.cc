@@ -29,7 +29,8 @@ void Plot(const std::string& dir) {
      << "set xlabel 'environment steps'\nset ylabel 'episode return'\n"
      << "plot '" << dir << "/metrics.csv' using 2:($5 > 0 ? $6 : NaN) with points pt 7 ps 0.5 title 'episode return "
      << "(mean per update)', '' using 2:($5 > 0 ? $6 : NaN) smooth bezier title 'smoothed'\n"
-     << "set ylabel 'entropy'\nset y2label 'approx KL'\nset y2tics\nplot '" << dir << "/metrics.csv' using 2:9 with lines title 'entropy', '' using 2:10 "
+     << "set ylabel 'entropy'\nset y2label 'approx KL'\nset y2tics\nplot '" << dir
+     << "/metrics.csv' using 2:9 with lines title 'entropy', '' using 2:10 "
      << "with lines title 'approx KL' axes x1y2\nunset multiplot\n";
   gp.close();
   std::string cmd = "gnuplot '" + script + "' >/dev/null 2>&1";
@@ -140,11 +141,12 @@ void RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
     metrics.flush();
     SaveCheckpoint(ckpt, trainer, trainer.sampler_state(), sec);
     Plot(run.dir);
-    std::printf("update %lld  steps %lld/%lld  return %.3f (%d episodes)  entropy %.3f  kl %.4f  clip %.3f  "
-                "expl.var %.3f  %.1f s\n",
-                static_cast<long long>(trainer.updates()), static_cast<long long>(trainer.env_steps()),
-                static_cast<long long>(run.steps), s.episode_return, s.episodes, s.entropy, s.approx_kl,
-                s.clip_fraction, s.explained_variance, sec);
+    std::printf(
+        "update %lld  steps %lld/%lld  return %.3f (%d episodes)  entropy %.3f  kl %.4f  clip %.3f  "
+        "expl.var %.3f  %.1f s\n",
+        static_cast<long long>(trainer.updates()), static_cast<long long>(trainer.env_steps()),
+        static_cast<long long>(run.steps), s.episode_return, s.episodes, s.entropy, s.approx_kl, s.clip_fraction,
+        s.explained_variance, sec);
     std::fflush(stdout);
   }
 }
