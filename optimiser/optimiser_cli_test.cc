@@ -343,7 +343,12 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   EXPECT_TRUE(json["cost_model"]["overhead_ms_per_node"].is_number()) << json;
   ASSERT_FALSE(json["cost_model"]["per_op"].empty()) << json;
   EXPECT_TRUE(json["cost_model"]["per_op"].begin().value()["context_factor"].is_number()) << json;
-  EXPECT_NE(r.err.find("too few pairs for a 95% interval"), std::string::npos) << r.err;
+  // A changed graph is measured in 3 pairs, too few for an interval. (Whether
+  // greedy changes this graph depends on the timings: on a loaded machine
+  // every gain can be within noise and the graph stays unchanged.)
+  if (!json["unchanged"].get<bool>()) {
+    EXPECT_NE(r.err.find("too few pairs for a 95% interval"), std::string::npos) << r.err;
+  }
 }
 
 // --device=ort: the cost model and the verdict measured in ONNX Runtime.
@@ -414,22 +419,26 @@ TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {
   std::string bad_path = TempDir() + "/wrong.rules.pb";
   SaveMessageAtomically(bad, bad_path);
   // x -> Conv 1x1 -> + per-channel constant: the wrong rule "folds" the Add.
+  // The weight has more than 64 elements, so the conv before and after the
+  // rewrite has one cost key (weights count by type only) and its timing
+  // noise cancels: the Add's time is a gain beyond noise on a loaded machine
+  // too, and the search applies the rule.
+  const int64_t out_c = 8, in_c = 16;
   onnx::ModelProto m = BaseModel(13);
-  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3, 4, 4});
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, in_c, 32, 32});
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {2, 3, 1, 1}) w->add_dims(d);
-  for (int k = 0; k < 6; ++k) w->add_float_data(0.5f + k);
+  for (int64_t d : {out_c, in_c, int64_t{1}, int64_t{1}}) w->add_dims(d);
+  for (int k = 0; k < out_c * in_c; ++k) w->add_float_data(0.05f * (k % 7) - 0.1f);
   auto* t = m.mutable_graph()->add_initializer();
   t->set_name("t");
   t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : {2, 1, 1}) t->add_dims(d);
-  t->add_float_data(3.0f);
-  t->add_float_data(-2.0f);
+  for (int64_t d : {out_c, int64_t{1}, int64_t{1}}) t->add_dims(d);
+  for (int k = 0; k < out_c; ++k) t->add_float_data(k % 2 ? 3.0f : -2.0f);
   AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv");
   AddNode(m, "Add", {"c", "t"}, {"y"}, "add");
-  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 2, 4, 4});
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, out_c, 32, 32});
   ExpectCleanFailure(
       "--model=" + Save(m, "wrong_rule.onnx") + " --search=greedy --timing_cache=none --rules=" + bad_path, out_,
       "rules applied: fb7ae47167c7 (reversed)");
