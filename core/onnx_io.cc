@@ -1,6 +1,8 @@
 #include "core/onnx_io.h"
 
 #include <onnx/checker.h>
+#include <onnx/defs/data_type_utils.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
@@ -233,7 +235,7 @@ std::string NodeLabel(const onnx::NodeProto& np, int k) {
 // Checks that every tensor a node reads is defined exactly once and puts the
 // nodes in topological order (ONNX's shape inference assumes both and
 // crashes otherwise). Errors name the node.
-void CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
+bool CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
   std::unordered_map<std::string, int> producer;  // tensor -> node index (-1: input/initializer)
   for (const auto& t : gp->initializer()) producer[t.name()] = -1;
   for (const auto& vi : gp->input()) producer[vi.name()] = -1;
@@ -285,10 +287,54 @@ void CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
   }
   bool sorted = true;
   for (int k = 0; k < n; ++k) sorted = sorted && order[k] == k;
-  if (sorted) return;
+  if (sorted) return false;
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
   for (int k : order) *nodes.Add() = gp->node(k);
   gp->mutable_node()->Swap(&nodes);
+  return true;
+}
+
+// Declared types and initializers that contradict each other or the ONNX
+// spec, which ONNX Runtime refuses: negative dimensions, and a graph input
+// whose initializer (its default value, or its weight before IR 4) has
+// another element type or shape.
+void CheckDeclaredTypes(const onnx::GraphProto& gp) {
+  auto check_dims = [](const onnx::ValueInfoProto& vi, const char* kind) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    const auto& dims = vi.type().tensor_type().shape().dim();
+    for (int k = 0; k < dims.size(); ++k)
+      if (dims.Get(k).has_dim_value() && dims.Get(k).dim_value() < 0)
+        Fail(kind, " '", vi.name(), "' declares dimension ", dims.Get(k).dim_value(), " at axis ", k,
+             "; dimensions are >= 0 (a symbolic dimension has a name, dim_param)");
+  };
+  for (const auto& vi : gp.input()) check_dims(vi, "graph input");
+  for (const auto& vi : gp.output()) check_dims(vi, "graph output");
+  for (const auto& vi : gp.value_info()) check_dims(vi, "tensor");
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : gp.initializer()) inits[t.name()] = &t;
+  for (const auto& vi : gp.input()) {
+    auto it = inits.find(vi.name());
+    if (it == inits.end() || !vi.type().has_tensor_type()) continue;
+    const onnx::TensorProto& t = *it->second;
+    const auto& tt = vi.type().tensor_type();
+    if (tt.elem_type() != 0 && tt.elem_type() != t.data_type())
+      Fail("graph input '", vi.name(), "' is declared with element type ", tt.elem_type(),
+           " but its initializer has element type ", t.data_type());
+    if (!tt.has_shape()) continue;
+    std::string declared = "[", actual = "[";
+    bool differ = tt.shape().dim_size() != t.dims_size();
+    for (int k = 0; k < tt.shape().dim_size(); ++k) {
+      const auto& d = tt.shape().dim(k);
+      declared += (k ? "," : "") + (d.has_dim_value()       ? std::to_string(d.dim_value())
+                                    : d.dim_param().empty() ? "?"
+                                                            : d.dim_param());
+      if (!differ && d.has_dim_value() && d.dim_value() != t.dims(k)) differ = true;
+    }
+    for (int k = 0; k < t.dims_size(); ++k) actual += (k ? "," : "") + std::to_string(t.dims(k));
+    if (differ)
+      Fail("graph input '", vi.name(), "' is declared with shape ", declared, "] but its initializer has shape ",
+           actual, "]");
+  }
 }
 
 // Each node against ONNX's schema for the model's opset (attribute names and
@@ -312,6 +358,141 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
       onnx::checker::check_node(np, ctx, names);
     } catch (const std::exception& e) {
       Fail("node ", NodeLabel(np, k), " is not valid ONNX: ", FirstLine(e.what()));
+    }
+    // Arity against the schema of the model's opset, also where the checker
+    // has no opinion (e.g. opsets beyond what it validates).
+    auto domain = opsets.find(np.domain() == "ai.onnx" ? "" : np.domain());
+    if (domain == opsets.end()) continue;
+    const onnx::OpSchema* schema =
+        onnx::OpSchemaRegistry::Schema(np.op_type(), domain->second, np.domain() == "ai.onnx" ? "" : np.domain());
+    if (schema == nullptr) continue;
+    if (np.output_size() > schema->max_output() || np.output_size() < schema->min_output())
+      Fail("node ", NodeLabel(np, k), " has ", np.output_size(), " outputs; ", np.op_type(), " has ",
+           schema->min_output(), " to ", schema->max_output());
+    if (np.input_size() > schema->max_input())
+      Fail("node ", NodeLabel(np, k), " has ", np.input_size(), " inputs; ", np.op_type(), " takes at most ",
+           schema->max_input());
+  }
+}
+
+// Where the symbolic dimensions of the graph inputs are bound for the
+// search (see ImportOptions::input_shapes).
+struct InputBinding {
+  int64_t free = 1;
+  std::map<std::string, std::vector<int64_t>> given;  // input name -> shape
+  std::map<std::string, int64_t> params;              // dim_param -> value, from `given`
+  int64_t Value(const std::string& input, int axis, const std::string& param) const {
+    auto it = given.find(input);
+    if (it != given.end() && axis >= 0 && axis < static_cast<int>(it->second.size())) return it->second[axis];
+    if (!param.empty())
+      if (auto p = params.find(param); p != params.end()) return p->second;
+    return free;
+  }
+  // A second binding, to find what depends on the dimension: the free value
+  // moves as it always has (1 -> 3, 3 -> 5); a value the user gave moves as
+  // OtherBindingOf says.
+  int64_t Probe(const std::string& input, int axis, const std::string& param) const {
+    const bool user = given.count(input) || (!param.empty() && params.count(param));
+    if (!user) return free == 3 ? 5 : 3;
+    return OtherBindingOf(Value(input, axis, param));
+  }
+};
+
+std::string DeclaredShapeText(const onnx::TypeProto& type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return "(no shape)";
+  std::string out = "[";
+  const auto& dims = type.tensor_type().shape().dim();
+  for (int k = 0; k < dims.size(); ++k) {
+    const auto& d = dims.Get(k);
+    out += (k ? "," : "") + (d.has_dim_value()       ? std::to_string(d.dim_value())
+                             : d.dim_param().empty() ? "?"
+                                                     : d.dim_param());
+  }
+  return out + "]";
+}
+
+InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, const ImportOptions& options) {
+  InputBinding b;
+  b.free = options.free_dim_value;
+  b.given = options.input_shapes;
+  if (b.given.empty()) return b;
+  std::set<std::string> weights;  // before IR 4, initializers are listed as inputs
+  if (ir_version < 4)
+    for (const auto& t : gp.initializer()) weights.insert(t.name());
+  std::map<std::string, const onnx::ValueInfoProto*> inputs;
+  std::string names;
+  for (const auto& vi : gp.input()) {
+    if (weights.count(vi.name())) continue;
+    inputs[vi.name()] = &vi;
+    names += (names.empty() ? "" : ", ") + ("'" + vi.name() + "' " + DeclaredShapeText(vi.type()));
+  }
+  for (const auto& [name, shape] : b.given) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) Fail("--input_shape names '", name, "', which is not a graph input (inputs: ", names, ")");
+    const onnx::TypeProto& type = it->second->type();
+    for (size_t k = 0; k < shape.size(); ++k)
+      if (shape[k] <= 0)
+        Fail("--input_shape for input '", name, "': dimension ", k, " is ", shape[k], "; dimensions must be positive");
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape()) continue;  // the given shape is the shape
+    const auto& dims = type.tensor_type().shape().dim();
+    if (dims.size() != static_cast<int>(shape.size()))
+      Fail("--input_shape for input '", name, "' gives ", shape.size(), " dimensions; the input has rank ", dims.size(),
+           " ", DeclaredShapeText(type));
+    for (int k = 0; k < dims.size(); ++k) {
+      const auto& d = dims.Get(k);
+      if (d.has_dim_value() && d.dim_value() != shape[k])
+        Fail("--input_shape for input '", name, "': dimension ", k, " is fixed at ", d.dim_value(), " in the model ",
+             DeclaredShapeText(type), ", ", shape[k], " given");
+      if (d.has_dim_param() && !d.dim_param().empty()) {
+        auto [p, inserted] = b.params.emplace(d.dim_param(), shape[k]);
+        if (!inserted && p->second != shape[k])
+          Fail("--input_shape binds symbolic dimension '", d.dim_param(), "' to both ", p->second, " and ", shape[k]);
+      }
+    }
+  }
+  return b;
+}
+
+// Element types against each operator's type constraints (ONNX Runtime
+// refuses a model that breaks them, e.g. a Reshape whose shape is int32;
+// ONNX's shape inference does not check initializers). Types are those the
+// model states: graph inputs, initializers, value_info (ONNX-inferred ones
+// included). Variadic parameters apply to the rest of the inputs.
+void CheckInputTypes(const onnx::ModelProto& model) {
+  const onnx::GraphProto& gp = model.graph();
+  std::unordered_map<std::string, int32_t> types;
+  for (const auto& vi : gp.value_info())
+    if (vi.type().has_tensor_type()) types[vi.name()] = vi.type().tensor_type().elem_type();
+  for (const auto& vi : gp.input())
+    if (vi.type().has_tensor_type()) types[vi.name()] = vi.type().tensor_type().elem_type();
+  for (const auto& t : gp.initializer()) types[t.name()] = t.data_type();
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& imp : model.opset_import())
+    opsets[IsDefaultDomain(imp.domain()) ? "" : imp.domain()] = imp.version();
+  for (int k = 0; k < gp.node_size(); ++k) {
+    const onnx::NodeProto& np = gp.node(k);
+    const std::string domain = IsDefaultDomain(np.domain()) ? "" : np.domain();
+    auto version = opsets.find(domain);
+    if (version == opsets.end()) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(np.op_type(), version->second, domain);
+    if (schema == nullptr || schema->inputs().empty()) continue;
+    const auto& formals = schema->inputs();
+    for (int i = 0; i < np.input_size(); ++i) {
+      if (np.input(i).empty()) continue;
+      auto t = types.find(np.input(i));
+      if (t == types.end() || t->second == 0) continue;
+      const auto& formal = formals[std::min<size_t>(static_cast<size_t>(i), formals.size() - 1)];
+      if (i >= static_cast<int>(formals.size()) && formal.GetOption() != onnx::OpSchema::Variadic) continue;
+      const auto& allowed = formal.GetTypes();
+      if (allowed.empty()) continue;
+      onnx::TypeProto tp;
+      tp.mutable_tensor_type()->set_elem_type(t->second);
+      onnx::DataType type = onnx::Utils::DataTypeUtils::ToType(tp);
+      if (allowed.count(type)) continue;
+      std::string allowed_text;
+      for (const auto& a : allowed) allowed_text += (allowed_text.empty() ? "" : ", ") + *a;
+      Fail("node ", NodeLabel(np, k), " is not valid ONNX: input ", i, " '", np.input(i), "' is ", *type, "; ",
+           np.op_type(), "-", version->second, " takes ", allowed_text, " there");
     }
   }
 }
@@ -495,13 +676,23 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // Structure first (references, topological order), then ONNX's shape
   // inference fills in value_info where types are missing (the version
   // converter needs it too, e.g. for Softmax 12 -> 13).
-  CheckAndSortNodes(model.mutable_graph(), what);
+  if (CheckAndSortNodes(model.mutable_graph(), what)) {
+    rep.reordered_nodes = true;
+    rep.warnings.push_back(
+        "the model's nodes are not in topological order, which the ONNX spec requires: sorted (the written model is "
+        "the sorted one, also when nothing else changes)");
+  }
+  CheckDeclaredTypes(model.graph());
   CheckNodesAgainstSchemas(model);
   // The declared interface, before symbolic dimensions are bound for ONNX's
   // shape inference (so that opaque nodes get static output types).
   std::map<std::string, std::string> declared_interface;
   bool any_symbolic = false;
   std::set<std::string> input_params;
+  // Where each symbolic input dimension is bound: --input_shape's value for a
+  // named input, the same value for every other dimension of that name
+  // (dim_param "batch" in two inputs), else free_dim_value.
+  const InputBinding binding = BindInputShapes(model.graph(), model.ir_version(), options);
   for (const auto& vi : model.graph().input()) declared_interface[vi.name()] = vi.type().SerializeAsString();
   for (const auto& vi : model.graph().output()) declared_interface[vi.name()] = vi.type().SerializeAsString();
   {
@@ -509,12 +700,20 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     if (model.ir_version() >= 4)
       for (const auto& t : model.graph().initializer()) has_default.insert(t.name());
     for (auto& vi : *model.mutable_graph()->mutable_input()) {
-      if (has_default.count(vi.name()) || !vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+      if (has_default.count(vi.name()) || !vi.type().has_tensor_type()) continue;
+      if (!vi.type().tensor_type().has_shape()) {
+        auto given = binding.given.find(vi.name());
+        if (given == binding.given.end()) continue;
+        auto* shape = vi.mutable_type()->mutable_tensor_type()->mutable_shape();
+        for (int64_t d : given->second) shape->add_dim()->set_dim_value(d);
         continue;
-      for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      }
+      auto* dims = vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+      for (int k = 0; k < dims->size(); ++k) {
+        auto& dim = *dims->Mutable(k);
         if (dim.has_dim_value()) continue;
         if (dim.has_dim_param()) input_params.insert(dim.dim_param());
-        dim.set_dim_value(options.free_dim_value);
+        dim.set_dim_value(binding.Value(vi.name(), k, dim.dim_param()));
         any_symbolic = true;
       }
     }
@@ -527,7 +726,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
         declared_interface.emplace(vi.name(), vi.type().SerializeAsString());
         if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) continue;
         for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
-          if (dim.has_dim_param() && params.count(dim.dim_param())) dim.set_dim_value(options.free_dim_value);
+          if (dim.has_dim_param() && params.count(dim.dim_param()))
+            dim.set_dim_value(binding.Value("", -1, dim.dim_param()));
       }
     }
   }
@@ -543,6 +743,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
   }
 
+  CheckInputTypes(model);
   const onnx::GraphProto& gp = model.graph();
   Graph g;
   ModelInfo& info = g.info();
@@ -590,8 +791,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   if (gp.sparse_initializer_size() > 0) Fail("model ", what, " has sparse initializers, which are not supported");
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
-  const int64_t probe_value = options.free_dim_value == 3 ? 5 : 3;
   std::vector<std::pair<ValueId, int>> symbolic_dims;
+  std::vector<int64_t> probe_values;  // per symbolic_dims entry
   for (const auto& vi : gp.input()) {
     auto init = init_protos.find(vi.name());
     if (init != init_protos.end() && !inputs_override) continue;
@@ -611,21 +812,33 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       rep.warnings.push_back("graph input '" + vi.name() +
                              "' has a default value (initializer): it stays an input and is not treated as a constant");
     }
-    if (!t.rank_known) Fail("graph input '", vi.name(), "' has no shape");
+    if (!t.rank_known) {
+      auto given = binding.given.find(vi.name());
+      if (given == binding.given.end())
+        Fail("graph input '", vi.name(), "' has no shape (give it with --input_shape=", vi.name(), ":D1,D2,...)");
+      t.shape = given->second;
+      t.rank_known = true;
+    }
     std::vector<int> dims;
+    std::string bound, bound_names;
     for (size_t k = 0; k < t.shape.size(); ++k) {
       if (t.shape[k] < 0) {
         if (default_value) {
           t.shape[k] = default_value->shape()[k];
           continue;
         }
-        t.shape[k] = options.free_dim_value;
+        const auto& dim = declared_type.tensor_type().shape().dim(static_cast<int>(k));
+        t.shape[k] = binding.Value(vi.name(), static_cast<int>(k), dim.dim_param());
         dims.push_back(static_cast<int>(k));
+        probe_values.push_back(binding.Probe(vi.name(), static_cast<int>(k), dim.dim_param()));
+        bound += (bound.empty() ? "" : ", ") + std::to_string(t.shape[k]);
+        bound_names += (bound_names.empty() ? "" : ", ") +
+                       (dim.dim_param().empty() ? "axis " + std::to_string(k) : dim.dim_param());
       }
     }
     if (!dims.empty())
-      rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " +
-                             std::to_string(options.free_dim_value) +
+      rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " + bound + " (" +
+                             bound_names + (binding.given.count(vi.name()) ? "; --input_shape" : "") + ")" +
                              " for the optimisation (kept symbolic in the written model)");
     CheckTensorFits(t, "graph input '" + vi.name() + "'");
     ValueId id = g.AddInput(vi.name(), t);
@@ -715,7 +928,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     // What differs between two bindings of the symbolic dimensions depends on
     // them: those values are computed at run time, not folded.
     Graph a = g, b = g;
-    for (auto [v, d] : symbolic_dims) b.mutable_value(v).type.shape[d] = probe_value;
+    for (size_t k = 0; k < symbolic_dims.size(); ++k)
+      b.mutable_value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second] = probe_values[k];
     // Declared (ONNX-inferred) node output types hold the first binding.
     for (NodeId id = 0; id < b.num_nodes(); ++id) {
       for (ValueId out : b.node(id).outputs)
@@ -736,9 +950,9 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
           symbolic_values.insert(va.name);
       }
     } catch (const Error& e) {
-      rep.warnings.push_back("the model does not infer with its symbolic dimensions bound to " +
-                             std::to_string(probe_value) + " (" + e.what() +
-                             "): shapes computed from them are folded at " + std::to_string(options.free_dim_value));
+      rep.warnings.push_back(std::string("the model does not infer with its symbolic dimensions bound to a second "
+                                         "value (") +
+                             e.what() + "): shapes computed from them are folded at the first binding");
       symbolic_values.clear();
     }
     fold.symbolic = &symbolic_values;
@@ -1026,6 +1240,79 @@ std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note) 
     *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
             std::to_string(source) + " failed (" + why + ")";
   return ExportOnnxBytes(graph);
+}
+
+std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
+  auto it = graph.info().interface_types.find(name);
+  onnx::TypeProto type;
+  if (it != graph.info().interface_types.end() && type.ParseFromString(it->second) && type.has_tensor_type())
+    return DeclaredShapeText(type);
+  ValueId v = graph.FindValue(name);
+  return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
+}
+
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first) {
+  ImportOptions other = first;
+  other.free_dim_value = first.free_dim_value == 2 ? 3 : 2;
+  for (auto& [name, shape] : other.input_shapes) {
+    auto it = imported.info().interface_types.find(name);
+    onnx::TypeProto type;
+    const bool declared = it != imported.info().interface_types.end() && type.ParseFromString(it->second) &&
+                          type.has_tensor_type() && type.tensor_type().has_shape() &&
+                          type.tensor_type().shape().dim_size() == static_cast<int>(shape.size());
+    for (size_t k = 0; k < shape.size(); ++k)
+      if (!declared || !type.tensor_type().shape().dim(static_cast<int>(k)).has_dim_value())
+        shape[k] = OtherBindingOf(shape[k]);
+  }
+  return other;
+}
+
+int64_t OtherBindingOf(int64_t value) { return value >= 4 && value % 2 == 0 ? value / 2 : value * 2; }
+
+std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec) {
+  std::map<std::string, std::vector<int64_t>> out;
+  if (spec.empty()) return out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t end = spec.find(';', start);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) {
+      if (end == spec.size()) break;
+      Fail("--input_shape has an empty item in '", spec, "' (expected NAME:D1,D2,...[;NAME2:...])");
+    }
+    // The last ':' separates the name: tf2onnx names tensors "input:0".
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      Fail("--input_shape item '", item, "' is not NAME:D1,D2,... (e.g. images:1,3,640,640)");
+    std::string name = item.substr(0, colon), dims = item.substr(colon + 1);
+    std::vector<int64_t> shape;
+    size_t p = 0;
+    while (p < dims.size()) {
+      size_t q = dims.find(',', p);
+      if (q == std::string::npos) q = dims.size();
+      std::string d = dims.substr(p, q - p);
+      p = q + 1;
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(d, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (d.empty() || used != d.size())
+        Fail("--input_shape for input '", name, "': '", d, "' is not a dimension (expected positive integers)");
+      if (v <= 0)
+        Fail("--input_shape for input '", name, "': dimension ", shape.size(), " is ", v,
+             "; dimensions must be positive");
+      shape.push_back(v);
+      if (q == dims.size()) break;
+      if (p == dims.size()) Fail("--input_shape for input '", name, "' ends with ','");
+    }
+    if (!out.emplace(name, shape).second) Fail("--input_shape gives input '", name, "' twice");
+  }
+  return out;
 }
 
 void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note) {

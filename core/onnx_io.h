@@ -9,6 +9,8 @@
 // does not model (and other domains) become opaque nodes that are exported
 // unchanged. ONNX shape inference fills in missing types first; then the
 // registry's shape rules infer and check every modelled node.
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,12 +25,36 @@ namespace rlflow {
 struct ImportOptions {
   // Value bound to symbolic / unknown dimensions of graph inputs (batch 1).
   int64_t free_dim_value = 1;
+  // Shapes the model will run at, by graph input name (--input_shape): their
+  // symbolic dimensions are bound to these values, and so is every other
+  // input dimension of the same dim_param name; dimensions not covered get
+  // free_dim_value. A name that is not a graph input, a rank or a fixed
+  // dimension that differs, or two values for one dim_param are errors.
+  // The written model keeps its symbolic dimensions.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
+
+// Parses "NAME:D1,D2,...[;NAME2:...]" (the name ends at the last ':', so
+// tf2onnx's "input:0" names work; "NAME:" is a scalar). Errors name the item.
+std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec);
+// A second binding of a dimension bound to `value`, to check that what was
+// computed at one binding holds at another: halved when even and at least 4
+// (keeps a stride-32 detector's 640 at a multiple of 32), else doubled.
+int64_t OtherBindingOf(int64_t value);
+// Options for importing the same model at a second binding of its symbolic
+// dimensions: free ones at 2 (3 if the first was 2), given ones moved by
+// OtherBindingOf (fixed dimensions stay).
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first);
+// A graph input's declared shape with its symbolic names ("[batch,3,H,W]").
+std::string DeclaredTypeText(const Graph& graph, const std::string& name);
 
 struct ImportReport {
   std::vector<std::string> warnings;
   int opset_before_conversion = 0;
   int folded_nodes = 0;  // Constant / shape-computing nodes folded to initializers
+  // The file's nodes were not in topological order (invalid ONNX) and were
+  // sorted: its bytes are not a valid model to write back.
+  bool reordered_nodes = false;
 };
 
 Graph ImportOnnxFile(const std::string& path, const ImportOptions& options = {}, ImportReport* report = nullptr);

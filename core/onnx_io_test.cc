@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/op_registry.h"
+#include "core/passes/fold_constants.h"
 #include "runtime/executor.h"
 #include "tools/ort/ort.h"
 
@@ -509,7 +511,9 @@ TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
     Node(m, "Relu", {"a"}, {"y"});
     Node(m, "Neg", {"x"}, {"a"});
     Info(m.mutable_graph()->add_output(), "y", {2, 3});
-    EXPECT_EQ(ErrorOf([&] { ImportOnnxFile(Save(m, "order.onnx")); }), "");
+    ImportReport order_report;
+    EXPECT_EQ(ErrorOf([&] { ImportOnnxFile(Save(m, "order.onnx"), {}, &order_report); }), "");
+    EXPECT_TRUE(order_report.reordered_nodes);
     onnx::ModelProto u = Model(13);
     Info(u.mutable_graph()->add_input(), "x", {2, 3});
     Node(u, "Shape", {"ghost"}, {"y"});
@@ -525,6 +529,165 @@ TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
     std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "nooutputs.onnx")); });
     EXPECT_NE(e.find("no graph outputs"), std::string::npos) << e;
   }
+}
+
+// Invalid models that ONNX Runtime refuses are refused at import, with the
+// node or tensor named (they were once accepted and written back).
+TEST(OnnxIo, InvalidModelsOrtRefusesAreErrors) {
+  // A negative input dimension.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    m.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(1)
+        ->set_dim_value(-4);
+    Node(m, "Relu", {"x"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {2, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "negdim.onnx")); });
+    EXPECT_NE(e.find("graph input 'x' declares dimension -4 at axis 1"), std::string::npos) << e;
+  }
+  // An initializer shadowing a graph input with another shape.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Info(m.mutable_graph()->add_input(), "b", {3});
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("b");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(4);
+    for (int k = 0; k < 4; ++k) t->add_float_data(1.0f);
+    Node(m, "Add", {"x", "b"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {2, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "shadow.onnx")); });
+    EXPECT_NE(e.find("graph input 'b' is declared with shape [3] but its initializer has shape [4]"), std::string::npos)
+        << e;
+  }
+  // A node with more outputs than its schema allows.
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Node(m, "Relu", {"x"}, {"y", "extra"});
+    Info(m.mutable_graph()->add_output(), "y", {2, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "outputs.onnx")); });
+    EXPECT_NE(e.find("Relu"), std::string::npos) << e;
+    EXPECT_NE(e.find("output size 2"), std::string::npos) << e;
+  }
+  // A Reshape whose shape input is int32 (the schema says int64).
+  {
+    onnx::ModelProto m = Model(13);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("shape32");
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_dims(2);
+    t->add_int32_data(3);
+    t->add_int32_data(2);
+    Node(m, "Reshape", {"x", "shape32"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {3, 2});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "reshape32.onnx")); });
+    EXPECT_NE(e.find("not valid ONNX"), std::string::npos) << e;
+    EXPECT_NE(e.find("Reshape"), std::string::npos) << e;
+    EXPECT_NE(e.find("input 1 'shape32' is tensor(int32); Reshape-13 takes tensor(int64) there"), std::string::npos)
+        << e;
+  }
+}
+
+// --input_shape: named inputs bound to the given shapes, a dim_param shared
+// with another input follows, the written model keeps its symbolic names;
+// every kind of mismatch is an error naming the input.
+TEST(OnnxIo, InputShapesBindSymbolicDimensions) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "images", {-1, 3, -1, -1});
+  auto* dims = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_param("N");
+  dims->mutable_dim(2)->set_dim_param("H");
+  dims->mutable_dim(3)->set_dim_param("W");
+  Info(m.mutable_graph()->add_input(), "mask", {-1, 5}, onnx::TensorProto::FLOAT, "N");
+  Info(m.mutable_graph()->add_input(), "other", {-1, 2}, onnx::TensorProto::FLOAT, "M");
+  Node(m, "Relu", {"images"}, {"y"});
+  Node(m, "Relu", {"mask"}, {"z"});
+  Node(m, "Relu", {"other"}, {"w"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 3, -1, -1}, onnx::TensorProto::FLOAT, "N");
+  Info(m.mutable_graph()->add_output(), "z", {-1, 5}, onnx::TensorProto::FLOAT, "N");
+  Info(m.mutable_graph()->add_output(), "w", {-1, 2}, onnx::TensorProto::FLOAT, "M");
+  std::string path = Save(m, "shapes.onnx");
+  ImportOptions o;
+  o.input_shapes = ParseInputShapes("images:2,3,40,24");
+  ImportReport rep;
+  Graph g = ImportOnnxFile(path, o, &rep);
+  EXPECT_EQ(g.value(g.FindValue("images")).type.shape, (Shape{2, 3, 40, 24}));
+  EXPECT_EQ(g.value(g.FindValue("mask")).type.shape, (Shape{2, 5})) << "N is shared with images";
+  EXPECT_EQ(g.value(g.FindValue("other")).type.shape, (Shape{1, 2})) << "M is free: --free_dim";
+  EXPECT_EQ(DeclaredTypeText(g, "images"), "[N,3,H,W]");
+  bool noted = false;
+  for (const auto& w : rep.warnings)
+    noted = noted || w.find("bound to 2, 40, 24 (N, H, W; --input_shape)") != std::string::npos;
+  EXPECT_TRUE(noted);
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  EXPECT_EQ(out.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
+  // The second binding moves the given dimensions, keeps the fixed one.
+  ImportOptions second = SecondBinding(g, o);
+  EXPECT_EQ(second.input_shapes.at("images"), (std::vector<int64_t>{4, 3, 20, 12}));
+  EXPECT_EQ(second.free_dim_value, 2);
+
+  auto error = [&](const std::string& spec) {
+    return ErrorOf([&] {
+      ImportOptions bad;
+      bad.input_shapes = ParseInputShapes(spec);
+      ImportOnnxFile(path, bad);
+    });
+  };
+  std::string e = error("image:1,3,8,8");
+  EXPECT_NE(e.find("'image', which is not a graph input (inputs: 'images' [N,3,H,W], 'mask' [N,5], 'other' [M,2])"),
+            std::string::npos)
+      << e;
+  e = error("images:1,3,8");
+  EXPECT_NE(e.find("input 'images' gives 3 dimensions; the input has rank 4 [N,3,H,W]"), std::string::npos) << e;
+  e = error("images:1,4,8,8");
+  EXPECT_NE(e.find("input 'images': dimension 1 is fixed at 3 in the model [N,3,H,W], 4 given"), std::string::npos)
+      << e;
+  e = error("images:2,3,8,8;mask:3,5");
+  EXPECT_NE(e.find("symbolic dimension 'N' to both 2 and 3"), std::string::npos) << e;
+  e = error("images:0,3,8,8");
+  EXPECT_NE(e.find("dimension 0 is 0; dimensions must be positive"), std::string::npos) << e;
+}
+
+TEST(OnnxIo, InputShapeSpecsParse) {
+  auto parsed = ParseInputShapes("input:0:1,3,224,224;b:7;s:");
+  ASSERT_EQ(parsed.size(), 3u);
+  EXPECT_EQ(parsed.at("input:0"), (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_EQ(parsed.at("b"), (std::vector<int64_t>{7}));
+  EXPECT_TRUE(parsed.at("s").empty());
+  EXPECT_TRUE(ParseInputShapes("").empty());
+  for (const char* bad : {"x", ":1,2", "x:1,,2", "x:1,2,", "x:a", "x:1;x:2", "x:1;;y:2", "x:-3", "x:1.5"}) {
+    std::string e = ErrorOf([&] { ParseInputShapes(bad); });
+    EXPECT_NE(e.find("--input_shape"), std::string::npos) << bad << ": " << e;
+  }
+}
+
+// Folding never materialises a constant much larger than what it consumes:
+// a ConstantOfShape to [40000, 40000] (6.4 GB) stays a node even where
+// weight-only work is folded without an element bound.
+TEST(OnnxIo, FoldingDoesNotMaterialiseHugeConstants) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, 1});
+  Int64Init(m, "big", {40000, 40000});
+  Node(m, "ConstantOfShape", {"big"}, {"c"});
+  Node(m, "Add", {"x", "c"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {40000, 40000});
+  Graph g = ImportOnnxFile(Save(m, "cos.onnx"));
+  FoldOptions all;
+  all.max_elements = std::numeric_limits<int64_t>::max();
+  InferShapesAndFold(g, all);
+  int kept = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) kept += g.node(id).op == "ConstantOfShape";
+  EXPECT_EQ(kept, 1);
+  EXPECT_LT(ExportOnnxBytes(g).size(), 10000u);
 }
 
 TEST(Tensor, ElementCountsAreOverflowChecked) {

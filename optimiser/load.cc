@@ -38,6 +38,9 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     m.source = path;
     m.notes = report.warnings;
     m.folded_nodes = report.folded_nodes;
+    // The file itself is invalid ONNX (nodes out of order): what is written
+    // when nothing improves is the sorted model, never these bytes.
+    if (report.reordered_nodes) m.bytes.clear();
     if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
   }
   m.graph.Validate();

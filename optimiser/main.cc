@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/onnx_io.h"
 #include "core/passes/pass.h"
 #include "optimiser/pipeline.h"
 #include "tools/cli/cli.h"
@@ -58,7 +59,11 @@ DEFINE_int32(measure_runs, 0,
              "(0: auto, 10 to 40 pairs, about 2 s of runs per graph); fewer than 6 pairs give no 95% "
              "interval, so the original is written unless --force_optimised");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
-DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
+DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
+DEFINE_string(input_shape, "",
+              "shapes the model will run at, NAME:D1,D2,...[;NAME2:...] (e.g. images:1,3,640,640): the search, the "
+              "check and the verdict run at them; the written model keeps its symbolic dimensions "
+              "(//tools:inspect lists the inputs)");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
 DEFINE_int32(threads, 1,
@@ -101,6 +106,7 @@ int Main() {
   o.measure_runs = FLAGS_measure_runs;
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
+  o.input_shapes = ParseInputShapes(FLAGS_input_shape);
   o.tolerance = FLAGS_tolerance;
   o.threads = FLAGS_threads;
   o.log = [](bool warning, const std::string& line) {

@@ -183,6 +183,79 @@ TEST_F(OptimiserCli, UnsupportedOpset) {
   ExpectCleanFailure("--model=" + Save(m, "opset7.onnx"), out_, "unsupported opset 7");
 }
 
+// --input_shape binds the symbolic dimensions the search, the check and the
+// verdict run at; the report records them, the written model keeps them
+// symbolic; bad values are one-line errors naming the input.
+TEST_F(OptimiserCli, InputShapes) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3, 1, 1});
+  auto* dims = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_param("N");
+  dims->mutable_dim(2)->set_dim_param("H");
+  dims->mutable_dim(3)->set_dim_param("W");
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {4, 3, 3, 3}) w->add_dims(d);
+  for (int k = 0; k < 108; ++k) w->add_float_data(0.01f * static_cast<float>(k % 7));
+  auto* conv = AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv0");
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int k = 0; k < 4; ++k) pads->add_ints(1);
+  AddNode(m, "Relu", {"c"}, {"y"}, "relu0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4, 1, 1});
+  auto* out_dims = m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  out_dims->mutable_dim(0)->set_dim_param("N");
+  out_dims->mutable_dim(2)->set_dim_param("H");
+  out_dims->mutable_dim(3)->set_dim_param("W");
+  std::string model = Save(m, "dynamic_hw.onnx");
+  std::string report = TempDir() + "/shapes_report.json";
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --report=" + report +
+                             " --search=none --timing_cache=none --input_shape='x:2,3,40,24'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("input:      x [N,3,H,W] run at [2,3,40,24] (--input_shape)"), std::string::npos) << r.out;
+  nlohmann::json j = ReadReport(report);
+  ASSERT_EQ(j["inputs"].size(), 1u);
+  EXPECT_EQ(j["inputs"][0]["used"], nlohmann::json({2, 3, 40, 24}));
+  EXPECT_EQ(j["inputs"][0]["declared"], "[N,3,H,W]");
+  EXPECT_EQ(j["inputs"][0]["bound_by"], "input_shape");
+  // The FLOPs are those of the given shape (2 x 40 x 24 pixels of 4 x 27
+  // multiply-adds: over 2 x 10^5), not of the 1 x 1 image --free_dim gives.
+  EXPECT_GT(j["before"]["flops"].get<double>(), 2e5) << j["before"];
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out_)));
+  EXPECT_EQ(written.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
+
+  ExpectCleanFailure("--model=" + model + " --input_shape=y:1,4,5,5", out_, "'y', which is not a graph input");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,5", out_, "input 'x' gives 3 dimensions");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,2,5,5", out_, "dimension 1 is fixed at 3");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x", out_, "--input_shape item 'x' is not NAME:D1,D2");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,0,5", out_, "dimensions must be positive");
+}
+
+// Nodes out of topological order (the ONNX spec forbids it) are sorted, and
+// the written model is the sorted one even when nothing else changes: never
+// the invalid original.
+TEST_F(OptimiserCli, NodesOutOfOrderAreWrittenSorted) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  AddNode(m, "Relu", {"a"}, {"y"}, "second");
+  AddNode(m, "Neg", {"x"}, {"a"}, "first");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  std::string model = Save(m, "unsorted.onnx");
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=none --timing_cache=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("not in topological order"), std::string::npos) << r.err;
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out_)));
+  ASSERT_EQ(written.graph().node_size(), 2);
+  EXPECT_EQ(written.graph().node(0).op_type(), "Neg");
+  EXPECT_EQ(written.graph().node(1).op_type(), "Relu");
+}
+
 TEST_F(OptimiserCli, OutputInMissingDirectory) {
   std::string model = TempDir() + "/ok.onnx";
   WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);

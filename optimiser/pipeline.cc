@@ -99,6 +99,13 @@ std::string Format(const char* fmt, ...) {
   return buf;
 }
 
+// "batch=2, images:[2,3,320,320]": the free value and the given shapes.
+std::string BindingText(const ImportOptions& o) {
+  std::string out = "free dimensions=" + std::to_string(o.free_dim_value);
+  for (const auto& [name, shape] : o.input_shapes) out += ", " + name + ":" + ShapeToString(shape);
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
@@ -177,6 +184,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   auto t0 = Clock::now();
   LoadOptions load;
   load.import.free_dim_value = o.free_dim;
+  load.import.input_shapes = o.input_shapes;
   load.zoo_seed = o.seed;
   LoadedModel model = LoadModel(o.model, load);
   res.model_source = model.source;
@@ -193,6 +201,15 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     Fail("--dot and --report are the same file '", ResolveUserPath(o.dot), "'");
   info("loaded " + model.source + " (" + std::to_string(model.graph.num_nodes()) + " nodes) in " +
        Format("%g", Seconds(t0)) + " s");
+  for (ValueId in : model.graph.inputs()) {
+    const Value& v = model.graph.value(in);
+    PipelineResult::InputRecord r;
+    r.name = v.name;
+    r.declared = DeclaredTypeText(model.graph, v.name);
+    r.used = v.type.shape;
+    r.given = o.input_shapes.count(v.name) > 0;
+    res.inputs.push_back(r);
+  }
 
   const Graph& original = model.graph;
   // The parts of the model the executor can run (all of it unless it has
@@ -338,27 +355,27 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // (--free_dim): the written model must be right at others too. Both are
   // written, imported again at another binding, and compared.
   if (original.info().symbolic_dims && !res.unchanged) {
-    ImportOptions other;
-    other.free_dim_value = o.free_dim == 2 ? 3 : 2;
+    ImportOptions other = SecondBinding(original, load.import);
     Graph original_other;
     try {
       original_other =
           ImportOnnxBytes(model.bytes.empty() ? ExportOnnxBytes(original) : model.bytes, "original", other);
     } catch (const Error& e) {
-      res.general_note = std::string("the original model does not import with its symbolic dimensions bound to ") +
-                         std::to_string(other.free_dim_value) + " (" + e.what() + "); checked at --free_dim only";
+      res.general_note =
+          std::string("the original model does not import at a second binding of its symbolic dimensions (") +
+          BindingText(other) + ": " + e.what() + "); checked at the first binding only";
     }
     if (res.general_note.empty()) {
       try {
         Graph optimised_other = ImportOnnxBytes(ExportOnnxBytes(optimised), "optimised", other);
         EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
         if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
-        res.general_note = "also checked with symbolic dimensions bound to " + std::to_string(other.free_dim_value) +
+        res.general_note = "also checked with symbolic dimensions bound to " + BindingText(other) +
                            " (max relative error " + std::to_string(c.max_error) + ")";
       } catch (const Error& e) {
         res.general_ok = false;
         res.general_note = std::string("the optimised graph is not right with symbolic dimensions bound to ") +
-                           std::to_string(other.free_dim_value) + " (" + e.what() + "; rules applied: " + applied_list +
+                           BindingText(other) + " (" + e.what() + "; rules applied: " + applied_list +
                            "): the original is written";
         warn(res.general_note);
       }
@@ -448,6 +465,10 @@ std::string PipelineResult::Summary() const {
   std::ostringstream out;
   out << Format("model:      %s\n", model_source.c_str());
   out << Format("rules:      %d (%s)\n", rule_count, rules_path.c_str());
+  for (const auto& in : inputs)
+    if (in.declared != ShapeToString(in.used))
+      out << Format("input:      %s %s run at %s%s\n", in.name.c_str(), in.declared.c_str(),
+                    ShapeToString(in.used).c_str(), in.given ? " (--input_shape)" : " (--free_dim)");
   out << Format(
       "search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
       "graphs built; %zu rewrites applied%s\n",
@@ -544,6 +565,15 @@ std::string PipelineResult::ReportJson() const {
                      {"noise_rule", result.noise_rule}};
   j["rules"] =
       Json{{"database", rules_path}, {"count", rule_count}, {"applied", applied}, {"sequence", result.applied}};
+  Json input_list = Json::array();
+  for (const auto& in : inputs)
+    input_list.push_back(Json{{"name", in.name},
+                              {"declared", in.declared},
+                              {"used", in.used},
+                              {"bound_by", in.declared == ShapeToString(in.used) ? "static"
+                                           : in.given                            ? "input_shape"
+                                                                                 : "free_dim"}});
+  j["inputs"] = input_list;
   j["device"] = device;
   j["threads"] = threads;
   j["before"] = SummaryJson(before, before_estimate, before_ms);

@@ -53,6 +53,9 @@ struct PipelineOptions {
   int measure_runs = 0;  // 0: auto (10 to 40 pairs)
   uint64_t seed = 1;
   int free_dim = 1;
+  // --input_shape: the shapes the model will run at, by graph input name
+  // (ParseInputShapes); symbolic dimensions not covered get free_dim.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   double tolerance = 1e-4;
   int threads = 1;  // 0: the libraries' defaults
   // Log lines (the binary sends them to glog); warning = true for warnings.
@@ -85,6 +88,14 @@ struct PipelineResult {
   double max_error = 0;
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;
+  // Each graph input: its declared shape (symbolic names kept) and the shape
+  // the search, the check and the verdict ran at.
+  struct InputRecord {
+    std::string name, declared;
+    Shape used;
+    bool given = false;  // by --input_shape
+  };
+  std::vector<InputRecord> inputs;
   CalibrationReport calibration;
   std::string timing_cache;  // path ("" if none)
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;

@@ -3,7 +3,11 @@
 // counts, values computed from symbolic dimensions; with --roundtrip, the
 // same after export and import again.
 //
-//   ./bazelw run //tools:inspect -- --model=PATH [--free_dim=1] [--roundtrip]
+//   ./bazelw run //tools:inspect -- --model=PATH [--free_dim=1] [--input_shape=NAME:D1,...] [--roundtrip]
+//
+// Each input is printed with its declared shape (symbolic dimension names
+// kept) and the shape it was imported at, so that a user sees what
+// --input_shape to give the optimiser.
 #include <gflags/gflags.h>
 
 #include <cstdio>
@@ -14,7 +18,8 @@
 #include "tools/cli/cli.h"
 
 DEFINE_string(model, "", "ONNX file to inspect");
-DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs");
+DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
+DEFINE_string(input_shape, "", "shapes to import at, NAME:D1,D2,...[;NAME2:...] (as the optimiser's flag)");
 DEFINE_bool(roundtrip, false, "also export the imported graph and import it again");
 DEFINE_string(write, "", "also write the imported graph, exported again, to this path");
 
@@ -29,8 +34,12 @@ void Print(const char* what, const Graph& g, const ImportReport& rep) {
               what, g.num_nodes(), opaque, symbolic, rep.folded_nodes,
               static_cast<unsigned long long>(g.StructuralHash()));
   for (const auto& w : rep.warnings) std::printf("  note: %s\n", w.c_str());
-  for (ValueId in : g.inputs())
-    std::printf("  input  %s %s\n", g.value(in).name.c_str(), g.value(in).type.ToString().c_str());
+  for (ValueId in : g.inputs()) {
+    const Value& v = g.value(in);
+    std::string declared = DeclaredTypeText(g, v.name);
+    std::printf("  input  %s %s%s\n", v.name.c_str(), v.type.ToString().c_str(),
+                declared == ShapeToString(v.type.shape) ? "" : ("  (declared " + declared + ")").c_str());
+  }
   for (ValueId out : g.outputs())
     std::printf("  output %s %s\n", g.value(out).name.c_str(), g.value(out).type.ToString().c_str());
 }
@@ -40,6 +49,7 @@ int Main() {
   if (FLAGS_free_dim <= 0) Fail("--free_dim must be positive, got ", FLAGS_free_dim);
   ImportOptions options;
   options.free_dim_value = FLAGS_free_dim;
+  options.input_shapes = ParseInputShapes(FLAGS_input_shape);
   ImportReport rep;
   Graph g = ImportOnnxFile(ResolveUserPath(FLAGS_model), options, &rep);
   Print("imported", g, rep);

@@ -171,7 +171,8 @@ OpDef ClipDef() {
     c10::optional<at::Scalar> lo, hi;
     if (c.has(1)) lo = c.in(1).item();
     if (c.has(2)) hi = c.in(2).item();
-    c.outputs = {at::clamp(c.in(0), lo, hi)};
+    // Neither bound: the identity (at::clamp refuses to be called so).
+    c.outputs = {lo || hi ? at::clamp(c.in(0), lo, hi) : c.in(0)};
   };
   d.flops = PerOutputElement(2.0);
   return d;

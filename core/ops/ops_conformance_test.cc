@@ -72,6 +72,40 @@ std::vector<OpCase> Cases() {
   c.push_back({"Clip_max_only", [in](B& b) {
                  return b.Op("Clip", {in(b, "clipm_x", {3, 4}), kNoValue, b.ConstFloat(0.2f)});
                }});
+  c.push_back({"Clip_no_bounds", [in](B& b) { return b.Op("Clip", {in(b, "clipn_x", {3, 4})}); }});
+  // Activations of other exporters, at their defaults and with attributes.
+  for (const char* op :
+       {"HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "ThresholdedRelu"}) {
+    std::string o = op;
+    c.push_back({o, [o, in](B& b) {
+                   // Scaled so that every piece of the function is hit.
+                   return b.Op(o, {b.Op("Mul", {in(b, o + "_x", {2, 3, 5}), b.ConstFloat(4.0f)})});
+                 }});
+  }
+  c.push_back({"HardSigmoid_attrs", [in](B& b) {
+                 return b.Op("HardSigmoid", {b.Op("Mul", {in(b, "hsa_x", {3, 5}), b.ConstFloat(4.0f)})},
+                             A({{"alpha", F(0.5f)}, {"beta", F(0.25f)}}));
+               }});
+  c.push_back({"LeakyRelu_attrs", [in](B& b) {
+                 return b.Op("LeakyRelu", {in(b, "lra_x", {3, 5})}, A({{"alpha", F(0.3f)}}));
+               }});
+  c.push_back(
+      {"Elu_Celu_attrs", [in](B& b) {
+         ValueId x = in(b, "eca_x", {3, 5});
+         return b.Op("Add", {b.Op("Elu", {x}, A({{"alpha", F(0.5f)}})), b.Op("Celu", {x}, A({{"alpha", F(2.0f)}}))});
+       }});
+  c.push_back({"Selu_attrs", [in](B& b) {
+                 return b.Op("Selu", {in(b, "sea_x", {3, 5})}, A({{"alpha", F(1.5f)}, {"gamma", F(2.0f)}}));
+               }});
+  c.push_back({"ThresholdedRelu_attrs", [in](B& b) {
+                 return b.Op("ThresholdedRelu", {in(b, "tra_x", {3, 5})}, A({{"alpha", F(-0.5f)}}));
+               }});
+  c.push_back({"PRelu_channel_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "pr_x", {2, 3, 4, 5}), in(b, "pr_slope", {3, 1, 1})});
+               }});
+  c.push_back({"PRelu_scalar_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "prs_x", {2, 3}), b.ConstFloat(0.25f)});
+               }});
   c.push_back({"Cast_roundtrip", [in](B& b) {
                  ValueId x = b.Op("Mul", {in(b, "cast_x", {3, 4}), b.ConstFloat(10.0f)});
                  ValueId i = b.Op("Cast", {x}, A({{"to", I(7)}}));

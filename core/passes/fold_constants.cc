@@ -1,5 +1,7 @@
 #include "core/passes/fold_constants.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/op_registry.h"
 #include "core/ops/kernel.h"
@@ -52,10 +54,20 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       if (data && data->NumElements() > options.max_elements) small = false;
       if (v.symbolic) symbolic = true;
     }
+    double in_bytes = 0, out_bytes = 0;
+    for (ValueId in : n.inputs) {
+      if (in == kNoValue) continue;
+      const Value& v = g.value(in);
+      const TensorDataPtr& data = v.initializer ? v.initializer : v.known;
+      if (data) in_bytes += static_cast<double>(data->NumElements()) * DTypeSize(data->dtype());
+    }
     for (ValueId out : n.outputs) {
       int64_t numel = g.value(out).type.NumElements();
       if (numel < 0 || numel > options.max_elements) small = false;
+      out_bytes += static_cast<double>(std::max<int64_t>(numel, 0)) * DTypeSize(g.value(out).type.dtype);
     }
+    if (out_bytes > static_cast<double>(options.max_growth_bytes) && out_bytes > options.max_growth_ratio * in_bytes)
+      small = false;
     const bool static_shape = n.op == "Shape" && g.value(n.inputs[0]).type.IsStatic();
     bool compute = false;
     if (symbolic) {

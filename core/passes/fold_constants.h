@@ -15,6 +15,14 @@ struct FoldOptions {
   // Shape nodes with a static input are always folded. Use a large value to
   // fold weight-only subgraphs too.
   int64_t max_elements = 4096;
+  // Folding never materialises much more data than it consumes: a node whose
+  // outputs are over `max_growth_bytes` and over `max_growth_ratio` times its
+  // constant inputs stays a node (a ConstantOfShape to [40000, 40000] would
+  // add 6.4 GB to the model; onnx-simplifier has the same bound). Weights
+  // transformed in place (scaled, transposed, concatenated, a kernel padded
+  // from 1x1 to 3x3: 9x) still fold.
+  int64_t max_growth_bytes = int64_t{16} << 20;
+  double max_growth_ratio = 16.0;
   // Names of values that depend on symbolic input dimensions (found by the
   // importer): they, and every value marked Value::symbolic, are computed at
   // run time and never folded; their value at the bound dimensions is kept

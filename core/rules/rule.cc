@@ -291,6 +291,14 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
     const rules::Node& n = p.nodes(k);
     const OpDef* def = reg.Find("", n.op());
     if (def == nullptr) Fail("rule ", rule.id(), ": operator '", n.op(), "' is not in the registry");
+    // Arity before anything is allocated: a corrupt count (2^31-1 outputs)
+    // must be refused, not built.
+    if (n.num_outputs() < def->min_outputs || n.num_outputs() > def->max_outputs)
+      Fail("rule ", rule.id(), ": node ", k, " (", n.op(), ") declares ", n.num_outputs(), " outputs; ", n.op(),
+           " has ", def->min_outputs, " to ", def->max_outputs);
+    if (n.inputs_size() > def->max_inputs)
+      Fail("rule ", rule.id(), ": node ", k, " (", n.op(), ") has ", n.inputs_size(), " inputs; ", n.op(),
+           " takes at most ", def->max_inputs);
     std::vector<ValueId> ins;
     for (const auto& r : n.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <fstream>
 
 #include "core/error.h"
@@ -183,6 +184,18 @@ TEST(Rule, DatabaseRoundTripAndBadFiles) {
   bad_op.mutable_rules(0)->mutable_source()->mutable_nodes(0)->set_op("FrobnicateOp");
   SaveMessageAtomically(bad_op, TempPath("badop.pb"));
   EXPECT_NE(ErrorOf(TempPath("badop.pb")).find("FrobnicateOp"), std::string::npos);
+
+  // A corrupt output count is refused before anything is built (2^31-1
+  // outputs once made the loader run for minutes), and so is zero.
+  for (int32_t outputs : {INT32_MAX, 0, 2, -5}) {
+    rules::RuleDatabase bad_outputs = db;
+    bad_outputs.mutable_rules(0)->mutable_source()->mutable_nodes(0)->set_num_outputs(outputs);
+    std::string path = TempPath("outputs" + std::to_string(outputs) + ".pb");
+    SaveMessageAtomically(bad_outputs, path);
+    std::string error = ErrorOf(path);
+    EXPECT_NE(error.find("declares " + std::to_string(outputs) + " outputs; MatMul has 1 to 1"), std::string::npos)
+        << error;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+// Activation functions of other exporters (paddle2onnx, tf2onnx, torch's
+// mobile networks): HardSigmoid, HardSwish, LeakyRelu, PRelu, Elu, Selu,
+// Celu, Softplus, Softsign, ThresholdedRelu. Each is element-wise, keeps the
+// input's type and shape, and follows the ONNX spec's formula (defaults
+// included). The piecewise-linear ones also have symbolic semantics, so that
+// the verifier can prove rules that rewrite into or out of them.
+#include <cmath>
+
+#include "core/error.h"
+#include "core/ops/helpers.h"
+#include "core/symbolic.h"
+
+namespace rlflow::ops {
+namespace {
+
+std::vector<TensorType> SameAsInput0(const ShapeContext& c) { return {c.input(0)}; }
+
+OpDef Activation(const std::string& name, std::vector<AttrSpec> attrs, KernelFn kernel, double flops_per_element,
+                 SymbolicFn symbolic = nullptr, int since_opset = 1) {
+  OpDef d;
+  d.name = name;
+  d.since_opset = since_opset;
+  d.attrs = std::move(attrs);
+  d.shape = [name](const ShapeContext& c) {
+    if (!IsFloatingPoint(c.input(0).dtype))
+      c.Fail(name + " needs a floating-point input, got " + c.input(0).ToString());
+    return SameAsInput0(c);
+  };
+  d.kernel = kernel;
+  d.flops = PerOutputElement(flops_per_element);
+  d.symbolic = symbolic;
+  return d;
+}
+
+// Element-wise symbolic semantics from an expression of `x` and the context.
+#define RLFLOW_SYM_ACT(EXPR)                                   \
+  [](SymbolicContext& c) {                                     \
+    SymTensor out;                                             \
+    out.shape = c.in(0).shape;                                 \
+    for (const z3::expr& x : c.in(0).v) out.v.push_back(EXPR); \
+    c.outputs = {out};                                         \
+  }
+
+z3::expr Clamp01(const SymbolicContext& c, const z3::expr& y) {
+  z3::expr zero = c.Real(0), one = c.Real(1);
+  return z3::ite(y <= zero, zero, z3::ite(y >= one, one, y));
+}
+
+// y = max(0, min(1, alpha * x + beta)).
+RLFLOW_REGISTER_OP(Activation(
+    "HardSigmoid", {FloatAttr("alpha", 0.2f), FloatAttr("beta", 0.5f)},
+    [](KernelContext& c) {
+      c.outputs = {
+          at::clamp(c.in(0) * static_cast<double>(c.Float("alpha")) + static_cast<double>(c.Float("beta")), 0.0, 1.0)};
+    },
+    3, RLFLOW_SYM_ACT(Clamp01(c, c.Real(c.Float("alpha")) * x + c.Real(c.Float("beta"))))));
+
+// y = x * max(0, min(1, x / 6 + 1 / 2)) (opset 14).
+RLFLOW_REGISTER_OP(Activation(
+    "HardSwish", {}, [](KernelContext& c) { c.outputs = {at::hardswish(c.in(0))}; }, 4,
+    RLFLOW_SYM_ACT(x* Clamp01(c, x / c.Real(6) + c.Real(0.5))), 14));
+
+RLFLOW_REGISTER_OP(Activation(
+    "LeakyRelu", {FloatAttr("alpha", 0.01f)},
+    [](KernelContext& c) { c.outputs = {at::leaky_relu(c.in(0), static_cast<double>(c.Float("alpha")))}; }, 2,
+    RLFLOW_SYM_ACT(z3::ite(x >= c.Real(0), x, c.Real(c.Float("alpha")) * x))));
+
+// y = alpha * (exp(x) - 1) for x < 0, x otherwise.
+RLFLOW_REGISTER_OP(Activation(
+    "Elu", {FloatAttr("alpha", 1.0f)},
+    [](KernelContext& c) { c.outputs = {at::elu(c.in(0), static_cast<double>(c.Float("alpha")))}; }, 4));
+
+// y = gamma * (alpha * (exp(x) - 1)) for x <= 0, gamma * x otherwise.
+RLFLOW_REGISTER_OP(Activation(
+    "Selu", {FloatAttr("alpha", 1.67326319217681884765625f), FloatAttr("gamma", 1.05070102214813232421875f)},
+    [](KernelContext& c) {
+      const double alpha = c.Float("alpha"), gamma = c.Float("gamma");
+      const at::Tensor& x = c.in(0);
+      c.outputs = {at::where(x > 0, x * gamma, (at::exp(x) - 1.0) * (alpha * gamma))};
+    },
+    5));
+
+// y = max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+RLFLOW_REGISTER_OP(Activation(
+    "Celu", {FloatAttr("alpha", 1.0f)},
+    [](KernelContext& c) { c.outputs = {at::celu(c.in(0), static_cast<double>(c.Float("alpha")))}; }, 5, nullptr, 12));
+
+// y = ln(exp(x) + 1), computed without overflow.
+RLFLOW_REGISTER_OP(Activation(
+    "Softplus", {}, [](KernelContext& c) { c.outputs = {at::softplus(c.in(0), 1.0, 20.0)}; }, 4));
+
+// y = x / (1 + |x|).
+RLFLOW_REGISTER_OP(Activation(
+    "Softsign", {}, [](KernelContext& c) { c.outputs = {c.in(0) / (at::abs(c.in(0)) + 1.0)}; }, 3));
+
+// y = x for x > alpha, 0 otherwise.
+RLFLOW_REGISTER_OP(Activation(
+    "ThresholdedRelu", {FloatAttr("alpha", 1.0f)},
+    [](KernelContext& c) {
+      const at::Tensor& x = c.in(0);
+      c.outputs = {at::where(x > static_cast<double>(c.Float("alpha")), x, at::zeros_like(x))};
+    },
+    1, RLFLOW_SYM_ACT(z3::ite(x > c.Real(c.Float("alpha")), x, c.Real(0)))));
+#undef RLFLOW_SYM_ACT
+
+// y = x for x >= 0, slope * x otherwise; slope broadcasts to x
+// (unidirectionally: the output has x's shape).
+OpDef PReluDef() {
+  OpDef d;
+  d.name = "PRelu";
+  d.min_inputs = d.max_inputs = 2;
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& slope = c.input(1);
+    if (!IsFloatingPoint(x.dtype)) c.Fail("PRelu needs a floating-point input, got " + x.ToString());
+    if (slope.dtype != x.dtype) c.Fail("slope type " + slope.ToString() + " differs from the input's " + x.ToString());
+    if (x.rank_known && slope.rank_known && BroadcastShapes(x.shape, slope.shape, c) != x.shape)
+      c.Fail("slope " + slope.ToString() + " does not broadcast to the input " + x.ToString());
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    c.outputs = {at::where(x >= 0, x, x * c.in(1))};
+  };
+  d.flops = PerOutputElement(2.0);
+  d.symbolic = [](SymbolicContext& c) {
+    c.outputs = {SymBroadcast(c, c.in(0), c.in(1),
+                              [](const z3::expr& x, const z3::expr& s) { return z3::ite(x >= 0, x, s * x); })};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(PReluDef());
+
+}  // namespace
+}  // namespace rlflow::ops
