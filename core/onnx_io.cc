@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
 
@@ -503,7 +504,8 @@ void CheckInputTypes(const onnx::ModelProto& model) {
 // ONNX would have inferred, never the optimiser; rlflow's own shape rules
 // then check every modelled node. Returns false if the child failed, with
 // the reason in `*why`; throws for a conversion the converter rejects.
-bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why) {
+bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* why, bool* converted_out) {
+  *converted_out = false;
   int fds[2];
   if (pipe(fds) != 0) {
     *why = "cannot create a pipe";
@@ -537,6 +539,9 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       }
       if (convert_to > 0) {
         try {
+          // The 12 -> 13 Softmax adapter asserts where the input's rank is
+          // not stated (after an opaque node, or where inference stopped).
+          ExpandSoftmaxOfUnknownRank(model->mutable_graph());
           *model = onnx::version_conversion::ConvertVersion(*model, convert_to);
         } catch (const std::exception& e) {
           out = "C" + FirstLine(e.what());
@@ -629,6 +634,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
       return false;
     }
     *model = std::move(converted);
+    *converted_out = true;
   } else {
     onnx::GraphProto types;
     if (!types.ParseFromArray(data.data() + 1, static_cast<int>(data.size() - 1))) {
@@ -731,11 +737,22 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       }
     }
   }
+  // Opsets 7 to 10: rlflow's own upgrade to 11 (ONNX's converter fails on
+  // common exports there), then ONNX's converter to 13 as for 11 and 12.
+  if (opset < 11) {
+    UpgradeToOpset11(&model, &rep.warnings);
+    opset = 11;
+  }
   {
     std::string why;
     int convert_to = opset < kCanonicalMinOpset ? kCanonicalMinOpset : 0;
-    if (!ContainedOnnxPasses(&model, convert_to, &why))
+    bool converted = false;
+    if (!ContainedOnnxPasses(&model, convert_to, &why, &converted))
       rep.warnings.push_back("ONNX shape inference failed (" + why + "); using rlflow's shape rules only");
+    // Never read an opset-11/12 node as its opset-13 namesake.
+    if (convert_to > 0 && !converted)
+      Fail("model ", what, " could not be converted from opset ", opset, " to ", convert_to,
+           ": ONNX's version converter ", why);
     if (convert_to > 0) {
       rep.warnings.push_back("converted opset " + std::to_string(opset) + " to " + std::to_string(convert_to));
       opset = convert_to;
@@ -1215,15 +1232,20 @@ std::string DowngradeFrom13(const Graph& graph, onnx::ModelProto* model, int tar
 
 }  // namespace
 
-std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note) {
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note, int* written_opset) {
   const int64_t source = graph.info().source_opset;
   const int64_t current = graph.opset();
+  if (written_opset) *written_opset = static_cast<int>(current);
   if (source <= 0 || source >= current) return ExportOnnxBytes(graph);
+  // Models from opsets 7 to 10 go back to 11, the lowest rlflow writes.
+  const int64_t target = std::max<int64_t>(source, kMinWrittenOpset);
   onnx::ModelProto model;
   ExportOnnxModel(graph, &model);
   std::string why;
-  if (current == kCanonicalMinOpset) {
-    why = DowngradeFrom13(graph, &model, static_cast<int>(source));
+  if (target >= current) {
+    why = "the graph is at opset " + std::to_string(current);
+  } else if (current == kCanonicalMinOpset) {
+    why = DowngradeFrom13(graph, &model, static_cast<int>(target));
     if (why.empty()) {
       try {
         onnx::checker::check_model(model);
@@ -1235,10 +1257,16 @@ std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note) 
     why = "the graph is at opset " + std::to_string(current);
   }
   std::string bytes;
-  if (why.empty() && model.SerializeToString(&bytes)) return bytes;
+  if (why.empty() && model.SerializeToString(&bytes)) {
+    if (written_opset) *written_opset = static_cast<int>(target);
+    if (note && target != source)
+      *note = "written at opset " + std::to_string(target) + ": the model came at opset " + std::to_string(source) +
+              "; rlflow writes opsets " + std::to_string(kMinWrittenOpset) + " and newer";
+    return bytes;
+  }
   if (note)
     *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
-            std::to_string(source) + " failed (" + why + ")";
+            std::to_string(target) + " failed (" + why + ")";
   return ExportOnnxBytes(graph);
 }
 
@@ -1317,7 +1345,7 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
 
 void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note) {
   CheckWritablePath(path, "model");
-  WriteFileAtomically(path, ExportOnnxBytesAtSourceOpset(graph, note));
+  WriteFileAtomically(path, ExportOnnxBytesAtSourceOpset(graph, note, nullptr));
 }
 
 }  // namespace rlflow

@@ -1,8 +1,9 @@
 #pragma once
 // ONNX import and export.
 //
-// Import accepts default-domain opsets 11 to 17. Models below opset 13 are
-// upgraded to 13 with ONNX's version converter, so the IR always holds the
+// Import accepts default-domain opsets 7 to 17. Models at 7 to 10 are first
+// upgraded to 11 by rlflow (core/onnx_upgrade.h); models below opset 13 are
+// then upgraded to 13 with ONNX's version converter, so the IR always holds the
 // opset-13+ forms (axes and split sizes as inputs). Shape-computing
 // subgraphs and Constant nodes are folded into initializers (see
 // core/passes/fold_constants.h). Operators the registry
@@ -70,11 +71,15 @@ std::string ExportOnnxBytes(const Graph& graph);
 // The exported model at the opset of the file it was imported from (a model
 // upgraded from opset 11 or 12 is converted back with ONNX's version
 // converter); if that fails, at the graph's opset, and `note` says why.
-std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr);
+// Models imported at opsets 7 to 10 are written at 11, and `note` says so.
+// `written_opset` receives the opset written.
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr,
+                                         int* written_opset = nullptr);
 // Export (at the source opset, as above) + checker + atomic write.
 void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note = nullptr);
 
-constexpr int kMinOpset = 11;
+constexpr int kMinOpset = 7;
+constexpr int kMinWrittenOpset = 11;
 constexpr int kMaxOpset = 17;
 constexpr int kCanonicalMinOpset = 13;
 

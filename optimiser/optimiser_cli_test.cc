@@ -176,11 +176,14 @@ TEST_F(OptimiserCli, MissingInitializer) {
 }
 
 TEST_F(OptimiserCli, UnsupportedOpset) {
-  onnx::ModelProto m = BaseModel(7);
-  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
-  AddNode(m, "Relu", {"x"}, {"y"}, "relu0");
-  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
-  ExpectCleanFailure("--model=" + Save(m, "opset7.onnx"), out_, "unsupported opset 7");
+  for (int opset : {6, 18}) {
+    onnx::ModelProto m = BaseModel(opset);
+    AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+    AddNode(m, "Relu", {"x"}, {"y"}, "relu0");
+    AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+    ExpectCleanFailure("--model=" + Save(m, "opset" + std::to_string(opset) + ".onnx"), out_,
+                       "unsupported opset " + std::to_string(opset) + " (supported: 7 to 17)");
+  }
 }
 
 // --input_shape binds the symbolic dimensions the search, the check and the

@@ -419,21 +419,22 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // The original is written as it came: its file's bytes, unchanged.
   if (res.keep_original && !model.bytes.empty()) WriteFileAtomically(output, model.bytes);
   if (!(res.keep_original && !model.bytes.empty())) {
-    // At the input's opset where it was upgraded for the search (11, 12):
-    // the converted model is imported again and must compute the same.
-    std::string bytes = ExportOnnxBytesAtSourceOpset(written, &res.opset_note);
-    const int64_t source_opset = written.info().source_opset;
-    if (res.opset_note.empty() && source_opset > 0 && source_opset < written.opset()) {
+    // At the input's opset where it was upgraded for the search (11, 12;
+    // 7 to 10 are written at 11): the converted model is imported again and
+    // must compute the same.
+    int written_opset = 0;
+    std::string bytes = ExportOnnxBytesAtSourceOpset(written, &res.opset_note, &written_opset);
+    if (written_opset < written.opset()) {
       try {
         Graph back =
-            ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(source_opset), load.import);
+            ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(written_opset), load.import);
         EquivalenceResult c = CompareGraphs(written, back, o.seed);
         if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
-        info("converted back to opset " + std::to_string(source_opset) + " (checked, max relative error " +
+        info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
              Format("%g", c.max_error) + ")");
       } catch (const Error& e) {
         res.opset_note = "written at opset " + std::to_string(written.opset()) +
-                         ": the model converted back to opset " + std::to_string(source_opset) + " does not check (" +
+                         ": the model converted back to opset " + std::to_string(written_opset) + " does not check (" +
                          e.what() + ")";
         bytes = ExportOnnxBytes(written);
       }

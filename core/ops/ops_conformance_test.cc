@@ -106,6 +106,30 @@ std::vector<OpCase> Cases() {
   c.push_back({"PRelu_scalar_slope", [in](B& b) {
                  return b.Op("PRelu", {in(b, "prs_x", {2, 3}), b.ConstFloat(0.25f)});
                }});
+  // Resize in the forms the executor runs (the others stay opaque).
+  auto floats = [](B& b, std::vector<float> v) {
+    return b.Const(TensorData::FromFloat(v, {static_cast<int64_t>(v.size())}));
+  };
+  c.push_back({"Resize_nearest_asymmetric_floor", [in, floats](B& b) {
+                 return b.Op("Resize", {in(b, "rz1_x", {1, 2, 3, 4}), kNoValue, floats(b, {1, 1, 2, 2})},
+                             A({{"mode", S("nearest")},
+                                {"coordinate_transformation_mode", S("asymmetric")},
+                                {"nearest_mode", S("floor")}}));
+               }});
+  c.push_back({"Resize_nearest_half_pixel_sizes", [in](B& b) {
+                 return b.Op("Resize", {in(b, "rz2_x", {2, 2, 5, 4}), kNoValue, kNoValue, b.ConstInts({2, 2, 7, 9})},
+                             A({{"mode", S("nearest")},
+                                {"coordinate_transformation_mode", S("half_pixel")},
+                                {"nearest_mode", S("round_prefer_ceil")}}));
+               }});
+  c.push_back({"Resize_linear_half_pixel", [in, floats](B& b) {
+                 return b.Op("Resize", {in(b, "rz3_x", {1, 3, 5, 4}), kNoValue, floats(b, {1, 1, 1.5f, 2})},
+                             A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("half_pixel")}}));
+               }});
+  c.push_back({"Resize_linear_align_corners_down", [in](B& b) {
+                 return b.Op("Resize", {in(b, "rz4_x", {1, 2, 6, 7}), kNoValue, kNoValue, b.ConstInts({1, 2, 4, 3})},
+                             A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}}));
+               }});
   c.push_back({"Cast_roundtrip", [in](B& b) {
                  ValueId x = b.Op("Mul", {in(b, "cast_x", {3, 4}), b.ConstFloat(10.0f)});
                  ValueId i = b.Op("Cast", {x}, A({{"to", I(7)}}));

@@ -1,0 +1,377 @@
+#include "core/onnx_upgrade.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <limits>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace rlflow {
+namespace {
+
+bool IsDefault(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+void DropAttr(onnx::NodeProto* n, const std::string& name) {
+  auto* attrs = n->mutable_attribute();
+  for (int k = attrs->size() - 1; k >= 0; --k)
+    if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
+}
+
+void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  DropAttr(n, name);
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+std::string Label(const onnx::NodeProto& n) { return "'" + n.name() + "' (" + n.op_type() + ")"; }
+
+// Element types of the tensors a graph states or that follow from its nodes
+// (enough for the scalars Pad and Clip need: the type of their data input).
+// Unknown: 0.
+class ElemTypes {
+ public:
+  explicit ElemTypes(const std::unordered_map<std::string, int32_t>& outer) : types_(outer) {}
+  void AddGraph(const onnx::GraphProto& g) {
+    for (const auto& vi : g.input()) Add(vi);
+    for (const auto& vi : g.value_info()) Add(vi);
+    for (const auto& vi : g.output()) Add(vi);
+    for (const auto& t : g.initializer()) types_[t.name()] = t.data_type();
+  }
+  // The output types of a node, from its inputs' (run in topological order).
+  void AddNode(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    int32_t first = 0;
+    for (const auto& in : n.input())
+      if (!in.empty() && Of(in) != 0) {
+        first = Of(in);
+        break;
+      }
+    for (int k = 0; k < n.output_size(); ++k) {
+      int32_t t = first;
+      if (op == "Cast") {
+        const auto* to = FindAttr(n, "to");
+        t = to ? static_cast<int32_t>(to->i()) : 0;
+      } else if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin" ||
+                 (op == "TopK" && k == 1) || (op == "MaxPool" && k == 1)) {
+        t = onnx::TensorProto::INT64;
+      } else if (op == "Equal" || op == "Less" || op == "Greater" || op == "Not" || op == "And" || op == "Or" ||
+                 op == "Xor" || op == "IsNaN" || op == "IsInf" || op == "LessOrEqual" || op == "GreaterOrEqual") {
+        t = onnx::TensorProto::BOOL;
+      } else if (op == "Constant") {
+        const auto* v = FindAttr(n, "value");
+        t = v && v->has_t() ? v->t().data_type() : 0;
+      } else if (op == "ConstantOfShape") {
+        const auto* v = FindAttr(n, "value");
+        t = v && v->has_t() ? v->t().data_type() : onnx::TensorProto::FLOAT;
+      } else if (!IsDefault(n.domain()) || op == "If" || op == "Loop" || op == "Scan") {
+        t = 0;
+      }
+      if (t != 0 && !types_.count(n.output(k))) types_[n.output(k)] = t;
+    }
+  }
+  int32_t Of(const std::string& name) const {
+    auto it = types_.find(name);
+    return it == types_.end() ? 0 : it->second;
+  }
+  const std::unordered_map<std::string, int32_t>& all() const { return types_; }
+
+ private:
+  void Add(const onnx::ValueInfoProto& vi) {
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      types_[vi.name()] = vi.type().tensor_type().elem_type();
+  }
+  std::unordered_map<std::string, int32_t> types_;
+};
+
+class Upgrader {
+ public:
+  Upgrader(onnx::ModelProto* model, std::vector<std::string>* notes) : model_(model), notes_(notes) {
+    for (const auto& imp : model->opset_import())
+      if (IsDefault(imp.domain())) opset_ = static_cast<int>(imp.version());
+    CollectNames(model->graph());
+  }
+
+  void Run() {
+    Graph(model_->mutable_graph(), {});
+    for (auto& imp : *model_->mutable_opset_import())
+      if (IsDefault(imp.domain())) imp.set_version(11);
+    for (const auto& [what, count] : done_)
+      notes_->push_back("opset " + std::to_string(opset_) + " -> 11: " + what + " (" + std::to_string(count) + " node" +
+                        (count == 1 ? "" : "s") + ")");
+  }
+
+ private:
+  void CollectNames(const onnx::GraphProto& g) {
+    for (const auto& vi : g.input()) names_.insert(vi.name());
+    for (const auto& t : g.initializer()) names_.insert(t.name());
+    for (const auto& n : g.node()) {
+      names_.insert(n.name());
+      for (const auto& o : n.output()) names_.insert(o);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) CollectNames(a.g());
+        for (const auto& sub : a.graphs()) CollectNames(sub);
+      }
+    }
+  }
+
+  std::string Fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  // A new initializer in the main graph (subgraphs read it from there); before
+  // IR 4 every initializer is also listed as a graph input.
+  onnx::TensorProto* NewInit(const std::string& base, int32_t type, std::vector<int64_t> dims) {
+    onnx::GraphProto* main = model_->mutable_graph();
+    onnx::TensorProto* t = main->add_initializer();
+    t->set_name(Fresh(base));
+    t->set_data_type(type);
+    for (int64_t d : dims) t->add_dims(d);
+    if (model_->ir_version() < 4) {
+      auto* vi = main->add_input();
+      vi->set_name(t->name());
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(type);
+      auto* shape = tt->mutable_shape();
+      for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+    }
+    return t;
+  }
+  std::string Ints(const std::string& base, const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = NewInit(base, onnx::TensorProto::INT64, {static_cast<int64_t>(v.size())});
+    for (int64_t x : v) t->add_int64_data(x);
+    return t->name();
+  }
+  // A scalar of element type `type` (float types and the integer types Pad
+  // and Clip take).
+  std::string Scalar(const std::string& base, int32_t type, double value, const onnx::NodeProto& n) {
+    onnx::TensorProto* t = NewInit(base, type, {});
+    switch (type) {
+      case onnx::TensorProto::FLOAT: t->add_float_data(static_cast<float>(value)); break;
+      case onnx::TensorProto::DOUBLE: t->add_double_data(value); break;
+      case onnx::TensorProto::INT32:
+      case onnx::TensorProto::INT16:
+      case onnx::TensorProto::INT8:
+      case onnx::TensorProto::UINT8:
+      case onnx::TensorProto::UINT16: t->add_int32_data(static_cast<int32_t>(value)); break;
+      case onnx::TensorProto::INT64: t->add_int64_data(static_cast<int64_t>(value)); break;
+      default:
+        Fail("cannot upgrade node ", Label(n), " to opset 11: its input's element type ", type, " is not handled");
+    }
+    return t->name();
+  }
+  std::vector<int64_t> IntsAttr(const onnx::NodeProto& n, const std::string& name) {
+    const auto* a = FindAttr(n, name);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+  }
+  void Done(const std::string& what) { ++done_[what]; }
+
+  void Graph(onnx::GraphProto* g, const std::unordered_map<std::string, int32_t>& outer) {
+    ElemTypes types(outer);
+    types.AddGraph(*g);
+    for (auto& n : *g->mutable_node()) {
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_g()) Graph(a.mutable_g(), types.all());
+        for (auto& sub : *a.mutable_graphs()) Graph(&sub, types.all());
+      }
+      if (IsDefault(n.domain())) Node(&n, types);
+      types.AddNode(n);
+    }
+  }
+
+  void Node(onnx::NodeProto* n, const ElemTypes& types) {
+    const std::string op = n->op_type();
+    const std::string base = n->name().empty() ? (n->output_size() ? n->output(0) : op) : n->name();
+    auto data_type = [&] {
+      int32_t t = types.Of(n->input(0));
+      return t == 0 ? static_cast<int32_t>(onnx::TensorProto::FLOAT) : t;
+    };
+    if (op == "BatchNormalization" && opset_ < 9) {
+      const auto* spatial = FindAttr(*n, "spatial");
+      if (spatial && spatial->i() == 0)
+        Fail("node ", Label(*n), " has spatial=0 (statistics per position), which has no form at opset 9 or later");
+      if (spatial) {
+        DropAttr(n, "spatial");
+        Done("BatchNormalization's spatial attribute dropped");
+      }
+    } else if (op == "Upsample" || (op == "Resize" && opset_ == 10)) {
+      std::string scales;
+      if (op == "Upsample" && opset_ < 9) {
+        const auto* a = FindAttr(*n, "scales");
+        if (a == nullptr) Fail("node ", Label(*n), " has no scales");
+        onnx::TensorProto* t = NewInit(base + "_scales", onnx::TensorProto::FLOAT, {a->floats_size()});
+        for (float s : a->floats()) t->add_float_data(s);
+        scales = t->name();
+        DropAttr(n, "scales");
+      } else {
+        if (n->input_size() < 2) Fail("node ", Label(*n), " has no scales input");
+        scales = n->input(1);
+      }
+      const auto* m = FindAttr(*n, "mode");
+      std::string mode = m ? m->s() : "nearest";
+      if (mode == "bilinear") mode = "linear";
+      std::string x = n->input(0);
+      n->clear_input();
+      n->add_input(x);
+      onnx::TensorProto* roi = NewInit(base + "_roi", onnx::TensorProto::FLOAT, {0});
+      n->add_input(roi->name());
+      n->add_input(scales);
+      n->set_op_type("Resize");
+      SetString(n, "mode", mode);
+      SetString(n, "coordinate_transformation_mode", "asymmetric");
+      if (mode == "nearest") SetString(n, "nearest_mode", "floor");
+      Done(op == "Upsample" ? "Upsample -> Resize (asymmetric, floor)" : "Resize-10 -> Resize-11 (asymmetric, floor)");
+    } else if (op == "Slice" && opset_ < 10) {
+      std::vector<int64_t> starts = IntsAttr(*n, "starts"), ends = IntsAttr(*n, "ends"), axes = IntsAttr(*n, "axes");
+      std::string x = n->input(0);
+      n->clear_input();
+      n->add_input(x);
+      n->add_input(Ints(base + "_starts", starts));
+      n->add_input(Ints(base + "_ends", ends));
+      if (FindAttr(*n, "axes")) n->add_input(Ints(base + "_axes", axes));
+      DropAttr(n, "starts");
+      DropAttr(n, "ends");
+      DropAttr(n, "axes");
+      Done("Slice attributes -> inputs");
+    } else if (op == "Pad") {
+      std::vector<int64_t> pads = IntsAttr(*n, "pads");
+      if (!FindAttr(*n, "pads")) Fail("node ", Label(*n), " has no pads");
+      const auto* m = FindAttr(*n, "mode");
+      const auto* v = FindAttr(*n, "value");
+      std::string x = n->input(0);
+      n->clear_input();
+      n->add_input(x);
+      n->add_input(Ints(base + "_pads", pads));
+      if ((!m || m->s() == "constant") && v && v->f() != 0.0f)
+        n->add_input(Scalar(base + "_value", data_type(), v->f(), *n));
+      DropAttr(n, "pads");
+      DropAttr(n, "value");
+      Done("Pad attributes -> inputs");
+    } else if (op == "Clip") {
+      const auto* lo = FindAttr(*n, "min");
+      const auto* hi = FindAttr(*n, "max");
+      std::string x = n->input(0);
+      n->clear_input();
+      n->add_input(x);
+      if (lo || hi) n->add_input(lo ? Scalar(base + "_min", data_type(), lo->f(), *n) : "");
+      if (hi) n->add_input(Scalar(base + "_max", data_type(), hi->f(), *n));
+      DropAttr(n, "min");
+      DropAttr(n, "max");
+      Done("Clip attributes -> inputs");
+    } else if (op == "TopK" && opset_ < 10) {
+      const auto* k = FindAttr(*n, "k");
+      if (k == nullptr) Fail("node ", Label(*n), " has no k");
+      n->add_input(Ints(base + "_k", {k->i()}));
+      DropAttr(n, "k");
+      Done("TopK's k -> input");
+    } else if (op == "Scan" && opset_ < 9) {
+      Fail("node ", Label(*n), " is a Scan-8 (batched, with sequence_lens), which has no opset-9+ form");
+    }
+  }
+
+  onnx::ModelProto* model_;
+  std::vector<std::string>* notes_;
+  int opset_ = 0;
+  std::set<std::string> names_;
+  std::map<std::string, int> done_;
+};
+
+}  // namespace
+
+void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes) { Upgrader(model, notes).Run(); }
+
+int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* g) {
+  std::unordered_map<std::string, const onnx::TypeProto*> known;
+  for (const auto& vi : g->input()) known[vi.name()] = &vi.type();
+  for (const auto& vi : g->value_info()) known[vi.name()] = &vi.type();
+  std::set<std::string> initializers;
+  for (const auto& t : g->initializer()) initializers.insert(t.name());
+  std::set<std::string> names;
+  for (const auto& vi : g->input()) names.insert(vi.name());
+  for (const auto& n : g->node()) {
+    names.insert(n.name());
+    for (const auto& o : n.output()) names.insert(o);
+  }
+  auto fresh = [&](const std::string& base) {
+    std::string name = base;
+    for (int k = 1; names.count(name); ++k) name = base + "_" + std::to_string(k);
+    names.insert(name);
+    return name;
+  };
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> out;
+  int rewritten = 0;
+  for (const auto& n : g->node()) {
+    const bool family = n.op_type() == "Softmax" || n.op_type() == "LogSoftmax" || n.op_type() == "Hardmax";
+    auto it = family && IsDefault(n.domain()) && n.input_size() == 1 ? known.find(n.input(0)) : known.end();
+    const bool rank_known = it != known.end() && it->second->has_tensor_type() && it->second->tensor_type().has_shape();
+    if (!family || !IsDefault(n.domain()) || n.input_size() != 1 || rank_known || initializers.count(n.input(0))) {
+      *out.Add() = n;
+      continue;
+    }
+    const auto* axis_attr = FindAttr(n, "axis");
+    const int64_t axis = axis_attr ? axis_attr->i() : 1;
+    const std::string x = n.input(0), y = n.output(0);
+    const std::string base = n.name().empty() ? y : n.name();
+    std::string shape = fresh(base + "_shape"), flat = fresh(base + "_2d"), soft = fresh(base + "_2d_out");
+    onnx::NodeProto* s = out.Add();
+    s->set_op_type("Shape");
+    s->set_name(fresh(base + "/Shape"));
+    s->add_input(x);
+    s->add_output(shape);
+    onnx::NodeProto* f = out.Add();
+    f->set_op_type("Flatten");
+    f->set_name(fresh(base + "/Flatten"));
+    f->add_input(x);
+    f->add_output(flat);
+    auto* fa = f->add_attribute();
+    fa->set_name("axis");
+    fa->set_type(onnx::AttributeProto::INT);
+    fa->set_i(axis);
+    onnx::NodeProto* m = out.Add();
+    *m = n;
+    m->clear_input();
+    m->clear_output();
+    m->add_input(flat);
+    m->add_output(soft);
+    DropAttr(m, "axis");
+    auto* ma = m->add_attribute();
+    ma->set_name("axis");
+    ma->set_type(onnx::AttributeProto::INT);
+    ma->set_i(1);
+    onnx::NodeProto* r = out.Add();
+    r->set_op_type("Reshape");
+    r->set_name(fresh(base + "/Reshape"));
+    r->add_input(soft);
+    r->add_input(shape);
+    r->add_output(y);
+    // The 2-D tensors' rank, stated for the converter.
+    int32_t elem = it != known.end() && it->second->has_tensor_type() ? it->second->tensor_type().elem_type() : 0;
+    if (elem == 0) elem = onnx::TensorProto::FLOAT;
+    for (const std::string& name : {flat, soft}) {
+      auto* vi = g->add_value_info();
+      vi->set_name(name);
+      auto* tt = vi->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(elem);
+      tt->mutable_shape()->add_dim();
+      tt->mutable_shape()->add_dim();
+    }
+    ++rewritten;
+  }
+  g->mutable_node()->Swap(&out);
+  return rewritten;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,151 @@
+// Acceptance on the real-model corpus (//zoo:real_models, zoo/export_real.py):
+// models in the shapes users bring them (opset 9, dynamic height and width,
+// hard-swish and squeeze-excitation, activations by formula, upsampling,
+// If/Loop). Each is optimised by the optimiser binary at the shape the
+// manifest gives (--input_shape), and ONNX Runtime must give the same outputs
+// for the original and the written model at that shape and at a second one
+// (the symbolic dimensions stay symbolic). The written model keeps the
+// interface and is at the model's own opset, or 11 for opsets below 11.
+//
+// One test per model (see BUILD), named by the argument --gtest_filter picks.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "runtime/executor.h"
+#include "tools/ort/ort.h"
+
+namespace rlflow {
+namespace {
+
+struct RealModel {
+  std::string name, input_shape, other_shape;
+};
+
+std::vector<RealModel> Manifest() {
+  std::vector<RealModel> out;
+  std::istringstream in(ReadFile(FindRunfile("zoo/real_models/models.txt")));
+  RealModel m;
+  while (in >> m.name >> m.input_shape >> m.other_shape) out.push_back(m);
+  return out;
+}
+
+int64_t DefaultOpset(const onnx::ModelProto& m) {
+  for (const auto& imp : m.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx") return imp.version();
+  return -1;
+}
+
+class RealModels : public ::testing::TestWithParam<RealModel> {};
+
+TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
+  const RealModel& c = GetParam();
+  std::string dir = testing::MakeTempDir(c.name + "_");
+  std::string original = FindRunfile("zoo/real_models/" + c.name + ".onnx");
+  std::string written = dir + "/optimised.onnx", report = dir + "/report.json";
+  // Default settings but a search time limit that keeps the test under a
+  // minute; written even when not measured faster (--force_optimised), so
+  // that what the search did is what is checked.
+  std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
+                    " --report=" + report + " --input_shape='" + c.input_shape +
+                    "' --time_limit=8 --force_optimised --timing_cache=" + dir + "/cache.txt > " + dir +
+                    "/stdout.txt 2> " + dir + "/stderr.txt";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");
+  std::cout << ReadFile(dir + "/stdout.txt");
+  nlohmann::json json = nlohmann::json::parse(ReadFile(report));
+  EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4) << json;
+  // The report records the shape the search ran at.
+  ImportOptions given;
+  given.input_shapes = ParseInputShapes(c.input_shape);
+  ASSERT_EQ(json["inputs"].size(), 1u);
+  EXPECT_EQ(json["inputs"][0]["used"].get<std::vector<int64_t>>(), given.input_shapes.at("x")) << json["inputs"];
+
+  onnx::ModelProto mo, mw;
+  ASSERT_TRUE(mo.ParseFromString(ReadFile(original)));
+  ASSERT_TRUE(mw.ParseFromString(ReadFile(written)));
+  ASSERT_EQ(mo.graph().input_size(), mw.graph().input_size());
+  ASSERT_EQ(mo.graph().output_size(), mw.graph().output_size());
+  for (int k = 0; k < mo.graph().input_size(); ++k)
+    EXPECT_EQ(mo.graph().input(k).type().SerializeAsString(), mw.graph().input(k).type().SerializeAsString())
+        << "input " << k << " changed";
+  for (int k = 0; k < mo.graph().output_size(); ++k)
+    EXPECT_EQ(mo.graph().output(k).SerializeAsString(), mw.graph().output(k).SerializeAsString())
+        << "output " << k << " changed";
+  // The original is written as it came when nothing changed; a changed model
+  // at its own opset (11 for 7 to 10).
+  if (json["unchanged"].get<bool>())
+    EXPECT_TRUE(ReadFile(written) == ReadFile(original)) << "the written 'original' differs from the input file";
+  else
+    EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset));
+
+  for (const std::string& shape : {c.input_shape, c.other_shape}) {
+    ImportOptions bind;
+    bind.input_shapes = ParseInputShapes(shape);
+    Graph bound = ImportOnnxFile(original, bind);
+    std::vector<at::Tensor> inputs = RandomInputs(bound, 11);
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      ASSERT_GT(a[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
+      double err = RelativeError(b[k], a[k]);
+      std::cout << c.name << " at " << shape << " output " << k << ": ORT original vs written rel. error " << err
+                << "\n";
+      EXPECT_LE(err, 1e-4) << shape;
+    }
+  }
+}
+
+// Import and export alone (no search): the model upgraded for the IR
+// (rlflow's 7..10 -> 11, ONNX's converter -> 13) and written back at its own
+// opset (11 for 7 to 10) computes what the original does in ONNX Runtime, at
+// both shapes.
+TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
+  const RealModel& c = GetParam();
+  std::string dir = testing::MakeTempDir(c.name + "_io_");
+  std::string original = FindRunfile("zoo/real_models/" + c.name + ".onnx");
+  std::string written = dir + "/roundtrip.onnx";
+  ImportOptions given;
+  given.input_shapes = ParseInputShapes(c.input_shape);
+  Graph g = ImportOnnxFile(original, given);
+  std::string note;
+  WriteOnnxFile(g, written, &note);
+  onnx::ModelProto mo, mw;
+  ASSERT_TRUE(mo.ParseFromString(ReadFile(original)));
+  ASSERT_TRUE(mw.ParseFromString(ReadFile(written)));
+  EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset)) << note;
+  for (const std::string& shape : {c.input_shape, c.other_shape}) {
+    ImportOptions bind;
+    bind.input_shapes = ParseInputShapes(shape);
+    Graph bound = ImportOnnxFile(original, bind);
+    std::vector<at::Tensor> inputs = RandomInputs(bound, 5);
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      double err = RelativeError(b[k], a[k]);
+      std::cout << c.name << " round trip at " << shape << " output " << k << ": rel. error " << err << "\n";
+      EXPECT_LE(err, 1e-5) << shape;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Real, RealModels, ::testing::ValuesIn(Manifest()),
+                         [](const ::testing::TestParamInfo<RealModel>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rlflow

@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Exports the real-model corpus: small models in the shapes users bring.
+
+Each model has the structure of a kind of published model, exported the way
+its users get it (torch.onnx.export, random weights from --seed), with the
+properties that break optimisers: old opsets (9), dynamic height and width,
+hard-swish and squeeze-excitation (mobile CNNs), activations written by
+formula (as other frameworks' converters write them), upsampling (FPN
+detectors), control flow (If, Loop). Run with Debian's Python:
+
+  /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
+
+Writes <name>.onnx for every model in MODELS and a manifest, models.txt:
+one line per model, "name input_shape other_shape", where input_shape is the
+--input_shape value the tests give the optimiser and other_shape a second
+binding of the symbolic dimensions the written model must also be right at.
+"""
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+
+class Fpn(nn.Module):
+    """A detector's neck in miniature: strided convs with batch norm and
+    ReLU6, an upsampled top-down path added to a lateral one, a padded conv,
+    a crop (Slice) and a softmax over classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.b2 = nn.BatchNorm2d(32)
+        self.lateral = nn.Conv2d(16, 32, 1)
+        self.head = nn.Conv2d(32, 8, 3)
+        for b in (self.b1, self.b2):
+            nn.init.uniform_(b.weight, 0.5, 1.5)
+            nn.init.uniform_(b.bias, -0.2, 0.2)
+            b.running_mean.uniform_(-0.1, 0.1)
+            b.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        f1 = F.relu6(self.b1(self.c1(x)))
+        f2 = F.relu6(self.b2(self.c2(f1)))
+        up = F.interpolate(f2, scale_factor=2.0, mode="nearest")
+        p = up + self.lateral(f1)
+        h = self.head(F.pad(p, (1, 1, 1, 1)))
+        h = h[:, :, 1:, 1:]
+        return torch.softmax(h, dim=1)
+
+
+class FormulaActs(nn.Module):
+    """Activations and a normalisation written by formula, as paddle2onnx and
+    tf2onnx exports write them: hard-swish as x * clip(x + 3, 0, 6) / 6,
+    hard-sigmoid gates (squeeze-excitation), a layer norm without scale and
+    shift, leaky ReLU and GELU by erf."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.se1 = nn.Conv2d(16, 4, 1)
+        self.se2 = nn.Conv2d(4, 16, 1)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = y * torch.clamp(y + 3.0, 0.0, 6.0) / 6.0
+        s = y.mean(dim=(2, 3), keepdim=True)
+        s = torch.clamp(self.se2(F.relu(self.se1(s))) / 6.0 + 0.5, 0.0, 1.0)
+        y = F.leaky_relu(self.c2(y * s), 0.1)
+        t = y.mean(dim=(2, 3))
+        mu = t.mean(dim=-1, keepdim=True)
+        var = ((t - mu) ** 2).mean(dim=-1, keepdim=True)
+        t = (t - mu) / torch.sqrt(var + 1e-5)
+        t = self.fc(t)
+        return 0.5 * t * (1.0 + torch.erf(t / 1.4142135623730951))
+
+
+class ControlFlow(torch.nn.Module):
+    """Data-dependent control flow (torch.jit.script): an If on the input's
+    sign and a Loop over a computed trip count, between modelled convs."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        if bool(y.mean() > 0.1):
+            y = y * 2.0
+        else:
+            y = y - 1.0
+        for _ in range(int(x.size(0))):
+            y = y + 0.5
+        return self.c2(y)
+
+
+def randomise(model):
+    """Batch-norm statistics and a classifier that do not flatten the output
+    (torchvision's initialisation plus untrained statistics give outputs
+    that are nearly constant, which would make every comparison vacuous)."""
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            nn.init.uniform_(m.weight, 0.5, 1.5)
+            nn.init.uniform_(m.bias, -0.2, 0.2)
+            m.running_mean.uniform_(-0.1, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=1.0 / m.in_features ** 0.5)
+            nn.init.normal_(m.bias, std=0.1)
+    return model
+
+
+def mobilenet_v3_small():
+    return randomise(torchvision.models.mobilenet_v3_small(weights=None))
+
+
+DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
+
+# name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)
+MODELS = {
+    "fpn_op9": (Fpn, (1, 3, 64, 64), 9, DYN_IMAGE, "x:1,3,64,64", "x:2,3,96,128", False),
+    "fpn_op11": (Fpn, (1, 3, 64, 64), 11, DYN_IMAGE, "x:1,3,64,64", "x:2,3,96,128", False),
+    "fpn_op13": (Fpn, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,96,128", False),
+    "mobilenet_v3_small_op9": (mobilenet_v3_small, (1, 3, 96, 96), 9, DYN_IMAGE, "x:1,3,96,96", "x:2,3,128,160",
+                               False),
+    "mobilenet_v3_small_op13": (mobilenet_v3_small, (1, 3, 96, 96), 13, DYN_IMAGE, "x:1,3,96,96", "x:2,3,128,160",
+                                False),
+    "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
+    "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out_dir", required=True)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    os.makedirs(args.out_dir, exist_ok=True)
+    torch.set_num_threads(1)
+    manifest = []
+    for name in args.models.split(","):
+        make, shape, opset, dynamic, given, other, script = MODELS[name]
+        torch.manual_seed(args.seed)
+        model = make().eval()
+        if script:
+            model = torch.jit.script(model)
+        x = torch.randn(*shape)
+        path = os.path.join(args.out_dir, name + ".onnx")
+        with torch.no_grad():
+            torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
+                              dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False)
+        manifest.append("%s %s %s" % (name, given, other))
+        print("exported", name, "opset", opset, flush=True)
+    with open(os.path.join(args.out_dir, "models.txt"), "w") as f:
+        f.write("\n".join(manifest) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""The real-model corpus's names (zoo/export_real.py): one list for the
+genrule //zoo:real_models and the per-model tests in //optimiser."""
+
+REAL_MODELS = [
+    "formula_acts_op13",
+    "fpn_op9",
+    "fpn_op11",
+    "fpn_op13",
+    "mobilenet_v3_small_op9",
+    "mobilenet_v3_small_op13",
+]
