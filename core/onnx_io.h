@@ -73,8 +73,7 @@ std::string ExportOnnxBytes(const Graph& graph);
 // converter); if that fails, at the graph's opset, and `note` says why.
 // Models imported at opsets 7 to 10 are written at 11, and `note` says so.
 // `written_opset` receives the opset written.
-std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr,
-                                         int* written_opset = nullptr);
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr, int* written_opset = nullptr);
 // Export (at the source opset, as above) + checker + atomic write.
 void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note = nullptr);
 

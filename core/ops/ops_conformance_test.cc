@@ -130,6 +130,44 @@ std::vector<OpCase> Cases() {
                  return b.Op("Resize", {in(b, "rz4_x", {1, 2, 6, 7}), kNoValue, kNoValue, b.ConstInts({1, 2, 4, 3})},
                              A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}}));
                }});
+  c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
+  c.push_back({"DepthToSpace_DCR", [in](B& b) {
+                 return b.Op("DepthToSpace", {in(b, "d2s_x", {1, 8, 2, 3})}, A({{"blocksize", I(2)}}));
+               }});
+  c.push_back(
+      {"DepthToSpace_CRD", [in](B& b) {
+         return b.Op("DepthToSpace", {in(b, "d2sc_x", {2, 8, 3, 2})}, A({{"blocksize", I(2)}, {"mode", S("CRD")}}));
+       }});
+  c.push_back({"SpaceToDepth", [in](B& b) {
+                 return b.Op("SpaceToDepth", {in(b, "s2d_x", {1, 2, 4, 6})}, A({{"blocksize", I(2)}}));
+               }});
+  // Arg/TopK outputs are int64: cast to float so that one model holds every case.
+  c.push_back(
+      {"ArgMax_keepdims", [in](B& b) {
+         return b.Op("Cast", {b.Op("ArgMax", {in(b, "am_x", {3, 5, 2})}, A({{"axis", I(1)}}))}, A({{"to", I(1)}}));
+       }});
+  c.push_back({"ArgMin_last_index", [in](B& b) {
+                 // Floor makes ties; select_last_index picks the last of them.
+                 ValueId x = b.Op("Floor", {in(b, "amn_x", {4, 6})});
+                 return b.Op(
+                     "Cast",
+                     {b.Op("ArgMin", {x}, A({{"axis", I(-1)}, {"keepdims", I(0)}, {"select_last_index", I(1)}}))},
+                     A({{"to", I(1)}}));
+               }});
+  c.push_back({"TopK", [in](B& b) {
+                 auto vi = b.OpN("TopK", {in(b, "topk_x", {3, 7}), b.ConstInts({3})}, 2, A({{"axis", I(1)}}));
+                 return b.Op("Add", {vi[0], b.Op("Cast", {vi[1]}, A({{"to", I(1)}}))});
+               }});
+  c.push_back({"TopK_smallest", [in](B& b) {
+                 auto vi = b.OpN("TopK", {in(b, "topks_x", {5, 4}), b.ConstInts({2})}, 2,
+                                 A({{"axis", I(0)}, {"largest", I(0)}}));
+                 return b.Op("Add", {vi[0], b.Op("Cast", {vi[1]}, A({{"to", I(1)}}))});
+               }});
+  c.push_back({"InstanceNormalization", [in](B& b) {
+                 return b.Op("InstanceNormalization",
+                             {in(b, "in_x", {2, 3, 4, 5}), in(b, "in_scale", {3}), in(b, "in_b", {3})},
+                             A({{"epsilon", F(1e-3f)}}));
+               }});
   c.push_back({"Cast_roundtrip", [in](B& b) {
                  ValueId x = b.Op("Mul", {in(b, "cast_x", {3, 4}), b.ConstFloat(10.0f)});
                  ValueId i = b.Op("Cast", {x}, A({{"to", I(7)}}));
