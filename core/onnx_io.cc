@@ -498,6 +498,61 @@ void CheckInputTypes(const onnx::ModelProto& model) {
   }
 }
 
+// Outputs of nodes rlflow will keep opaque (not in the registry, or with
+// subgraphs) that have no static type after ONNX's inference get one from
+// the type oracle (one run of the model), stated as value_info.
+void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options, ImportReport* rep) {
+  onnx::GraphProto* gp = model->mutable_graph();
+  std::map<std::string, int> info;
+  for (int k = 0; k < gp->value_info_size(); ++k) info[gp->value_info(k).name()] = k;
+  std::set<std::string> outputs;
+  for (const auto& o : gp->output()) outputs.insert(o.name());
+  auto is_static = [](const onnx::TypeProto& t) {
+    if (!t.has_tensor_type() || !t.tensor_type().has_shape() || t.tensor_type().elem_type() == 0) return false;
+    for (const auto& d : t.tensor_type().shape().dim())
+      if (!d.has_dim_value()) return false;
+    return true;
+  };
+  const OpRegistry& reg = OpRegistry::Global();
+  std::vector<std::string> untyped;
+  for (const auto& np : gp->node()) {
+    bool subgraphs = false;
+    for (const auto& a : np.attribute()) subgraphs = subgraphs || a.has_g() || a.graphs_size() > 0;
+    if (!subgraphs && reg.Find(IsDefaultDomain(np.domain()) ? "" : np.domain(), np.op_type()) != nullptr) continue;
+    for (const auto& o : np.output()) {
+      if (o.empty() || outputs.count(o)) continue;
+      auto it = info.find(o);
+      if (it == info.end() || !is_static(gp->value_info(it->second).type())) untyped.push_back(o);
+    }
+  }
+  if (untyped.empty()) return;
+  ImportOptions::TensorTypes types;
+  try {
+    types = options.type_oracle(model->SerializeAsString(), untyped);
+  } catch (const Error& e) {
+    rep->warnings.push_back(std::string("could not type the outputs of control-flow or custom nodes by running the "
+                                        "model once (") +
+                            e.what() + ")");
+    return;
+  }
+  int typed = 0;
+  for (const auto& [name, type] : types) {
+    auto it = info.find(name);
+    onnx::ValueInfoProto* vi = it == info.end() ? gp->add_value_info() : gp->mutable_value_info(it->second);
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type.first);
+    tt->clear_shape();
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : type.second) shape->add_dim()->set_dim_value(d);
+    ++typed;
+  }
+  if (typed > 0)
+    rep->warnings.push_back("typed " + std::to_string(typed) +
+                            " outputs of control-flow or custom nodes by running the model once (ONNX's shape "
+                            "inference leaves them without a static shape)");
+}
+
 // ONNX's shape inference (and version converter) run in a child process:
 // they are third-party code that crashes on some malformed models (SIGFPE on
 // a zero stride, SIGSEGV on mismatched ranks). A crash there costs the types
@@ -760,6 +815,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
   }
 
+  if (options.type_oracle) TypeUnmodelledOutputs(&model, options, &rep);
   CheckInputTypes(model);
   const onnx::GraphProto& gp = model.graph();
   Graph g;

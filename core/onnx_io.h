@@ -11,6 +11,7 @@
 // unchanged. ONNX shape inference fills in missing types first; then the
 // registry's shape rules infer and check every modelled node.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,16 @@ struct ImportOptions {
   // dimension that differs, or two values for one dim_param are errors.
   // The written model keeps its symbolic dimensions.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // Element type (ONNX code) and shape of a tensor, by name.
+  using TensorTypes = std::map<std::string, std::pair<int32_t, std::vector<int64_t>>>;
+  // Types of the outputs of nodes rlflow does not model (If, Loop, Scan,
+  // custom ops) that ONNX's shape inference leaves without a static shape
+  // (a Loop's carried values, an If whose branches hold an LSTM): given the
+  // model with its inputs bound and the names, it returns the types of those
+  // it can find, from running the model once. The optimiser sets it (ONNX
+  // Runtime, runtime/ort_backend.h); without it such outputs stay untyped,
+  // and a modelled node reading one is an error naming it.
+  std::function<TensorTypes(const std::string& model_bytes, const std::vector<std::string>& names)> type_oracle;
 };
 
 // Parses "NAME:D1,D2,...[;NAME2:...]" (the name ends at the last ':', so

@@ -185,6 +185,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   LoadOptions load;
   load.import.free_dim_value = o.free_dim;
   load.import.input_shapes = o.input_shapes;
+  // Outputs of control flow that ONNX cannot type: one run in ONNX Runtime.
+  load.import.type_oracle = [seed = o.seed](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, seed);
+  };
   load.zoo_seed = o.seed;
   LoadedModel model = LoadModel(o.model, load);
   res.model_source = model.source;

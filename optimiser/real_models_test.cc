@@ -22,6 +22,7 @@
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
+#include "runtime/ort_backend.h"
 #include "tools/ort/ort.h"
 
 namespace rlflow {
@@ -43,6 +44,17 @@ int64_t DefaultOpset(const onnx::ModelProto& m) {
   for (const auto& imp : m.opset_import())
     if (imp.domain().empty() || imp.domain() == "ai.onnx") return imp.version();
   return -1;
+}
+
+// Import options at a --input_shape value, typing control flow as the
+// optimiser does (one ONNX Runtime run).
+ImportOptions At(const std::string& shape) {
+  ImportOptions o;
+  o.input_shapes = ParseInputShapes(shape);
+  o.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, 1);
+  };
+  return o;
 }
 
 class RealModels : public ::testing::TestWithParam<RealModel> {};
@@ -89,9 +101,7 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
     EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset));
 
   for (const std::string& shape : {c.input_shape, c.other_shape}) {
-    ImportOptions bind;
-    bind.input_shapes = ParseInputShapes(shape);
-    Graph bound = ImportOnnxFile(original, bind);
+    Graph bound = ImportOnnxFile(original, At(shape));
     std::vector<at::Tensor> inputs = RandomInputs(bound, 11);
     std::vector<std::pair<std::string, at::Tensor>> named;
     for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
@@ -117,9 +127,7 @@ TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
   std::string dir = testing::MakeTempDir(c.name + "_io_");
   std::string original = FindRunfile("zoo/real_models/" + c.name + ".onnx");
   std::string written = dir + "/roundtrip.onnx";
-  ImportOptions given;
-  given.input_shapes = ParseInputShapes(c.input_shape);
-  Graph g = ImportOnnxFile(original, given);
+  Graph g = ImportOnnxFile(original, At(c.input_shape));
   std::string note;
   WriteOnnxFile(g, written, &note);
   onnx::ModelProto mo, mw;
@@ -127,9 +135,7 @@ TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
   ASSERT_TRUE(mw.ParseFromString(ReadFile(written)));
   EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset)) << note;
   for (const std::string& shape : {c.input_shape, c.other_shape}) {
-    ImportOptions bind;
-    bind.input_shapes = ParseInputShapes(shape);
-    Graph bound = ImportOnnxFile(original, bind);
+    Graph bound = ImportOnnxFile(original, At(shape));
     std::vector<at::Tensor> inputs = RandomInputs(bound, 5);
     std::vector<std::pair<std::string, at::Tensor>> named;
     for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});

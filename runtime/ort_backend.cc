@@ -1,6 +1,8 @@
 #include "runtime/ort_backend.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
+#include <onnx/onnx_pb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,11 +17,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/ops/kernel.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
 
@@ -428,6 +432,94 @@ NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel) {
     at = up;
   }
   return RunsOp(kernel.op, graph.node(at).op) ? at : node;
+}
+
+std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(const std::string& model_bytes,
+                                                                               const std::vector<std::string>& names,
+                                                                               uint64_t seed) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(model_bytes)) Fail("typing run: the model does not parse");
+  onnx::GraphProto* gp = model.mutable_graph();
+  std::set<std::string> initializers, outputs;
+  for (const auto& t : gp->initializer()) initializers.insert(t.name());
+  for (const auto& o : gp->output()) outputs.insert(o.name());
+  std::map<std::string, const onnx::ValueInfoProto*> info;
+  for (const auto& vi : gp->value_info()) info[vi.name()] = &vi;
+  // The tensors wanted become graph outputs, typed as far as the model says
+  // (element type only: ONNX Runtime checks declared output shapes).
+  std::vector<onnx::ValueInfoProto> extra;
+  for (const auto& name : names) {
+    if (outputs.count(name)) continue;
+    onnx::ValueInfoProto vi;
+    vi.set_name(name);
+    auto it = info.find(name);
+    if (it != info.end() && it->second->type().has_tensor_type() && it->second->type().tensor_type().elem_type() != 0)
+      vi.mutable_type()->mutable_tensor_type()->set_elem_type(it->second->type().tensor_type().elem_type());
+    extra.push_back(vi);
+  }
+  for (auto& vi : extra) *gp->add_output() = vi;
+  gp->clear_value_info();
+  // Seeded inputs at the bound shapes.
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::vector<std::pair<std::string, at::Tensor>> inputs;
+  for (const auto& vi : gp->input()) {
+    if (initializers.count(vi.name())) continue;
+    const auto& tt = vi.type().tensor_type();
+    std::vector<int64_t> shape;
+    for (const auto& d : tt.shape().dim()) {
+      if (!d.has_dim_value()) Fail("typing run: graph input '", vi.name(), "' has a symbolic dimension");
+      shape.push_back(d.dim_value());
+    }
+    DType dtype = DTypeFromCode(tt.elem_type());
+    if (dtype == DType::kUndefined || dtype == DType::kString)
+      Fail("typing run: graph input '", vi.name(), "' has element type ", tt.elem_type());
+    at::ScalarType st = ToAtenType(dtype);
+    at::Tensor t = at::isFloatingType(st) ? at::randn(shape, gen, at::TensorOptions().dtype(at::kFloat)).to(st)
+                                          : at::zeros(shape, at::TensorOptions().dtype(st));
+    inputs.push_back({vi.name(), t});
+  }
+  char dir_template[] = "/tmp/rlflow-typing-XXXXXX";
+  const char* tmp = std::getenv("TMPDIR");
+  std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/rlflow-typing-XXXXXX";
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  char* made = ::mkdtemp(buf.data());
+  if (made == nullptr) made = ::mkdtemp(dir_template);
+  if (made == nullptr) Fail("typing run: cannot create a temporary directory: ", std::strerror(errno));
+  const std::string dir = made;
+  std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> types;
+  std::string error;
+  try {
+    WriteFileAtomically(dir + "/model.onnx", model.SerializeAsString());
+    WriteOrtInputs(dir, inputs);
+    std::string cmd = "NODE_PATH='" + OrtNodeModules() + "' node '" + OrtRunScript() + "' '" + dir + "/model.onnx' '" +
+                      dir + "' > '" + dir + "/log.txt' 2>&1 < /dev/null";
+    int status = std::system(cmd.c_str());
+    if (status != 0) {
+      std::string log = FileExists(dir + "/log.txt") ? ReadFile(dir + "/log.txt") : "";
+      size_t at = log.rfind("ort_run: ");
+      Fail("ONNX Runtime could not run the model (", FirstLine(at == std::string::npos ? log : log.substr(at + 9)),
+           ")");
+    }
+    static const std::map<std::string, int32_t> codes = {
+        {"float32", 1}, {"uint8", 2}, {"int8", 3},     {"uint16", 4},   {"int16", 5},   {"int32", 6},  {"int64", 7},
+        {"string", 8},  {"bool", 9},  {"float16", 10}, {"float64", 11}, {"uint32", 12}, {"uint64", 13}};
+    Json got = Json::parse(ReadFile(dir + "/outputs.json"));
+    std::set<std::string> wanted(names.begin(), names.end());
+    for (const auto& o : got) {
+      std::string name = o.at("name").get<std::string>();
+      auto code = codes.find(o.at("dtype").get<std::string>());
+      if (!wanted.count(name) || code == codes.end()) continue;
+      types[name] = {code->second, o.at("shape").get<std::vector<int64_t>>()};
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = std::string("typing run: ") + e.what();
+  }
+  RemoveDir(dir);
+  if (!error.empty()) Fail(error);
+  return types;
 }
 
 std::unique_ptr<TimingBackend> MakeOrtBackend(const OrtOptions& options) {

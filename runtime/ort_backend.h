@@ -17,6 +17,8 @@
 // folds cost nothing.
 #include <ATen/ATen.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -56,5 +58,15 @@ struct OrtKernel {
 // (nodes named "rlflow_n<id>", computed values "rlflow_v<id>"); kNoNode when
 // it is none of them (e.g. a layout reorder ORT inserted).
 NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel);
+
+// The element type (ONNX code) and shape of the named tensors of a model
+// whose inputs all have static shapes, from one run in ONNX Runtime on
+// seeded random inputs (floating point: normal; integer and bool: zeros).
+// The importer's type oracle (ImportOptions::type_oracle) for outputs of
+// control flow that ONNX's shape inference cannot type. Throws
+// rlflow::Error (one line) if ONNX Runtime cannot run the model.
+std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(const std::string& model_bytes,
+                                                                               const std::vector<std::string>& names,
+                                                                               uint64_t seed);
 
 }  // namespace rlflow

@@ -2,6 +2,7 @@
 genrule //zoo:real_models and the per-model tests in //optimiser."""
 
 REAL_MODELS = [
+    "control_flow_op13",
     "formula_acts_op13",
     "fpn_op9",
     "fpn_op11",
