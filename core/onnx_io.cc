@@ -432,8 +432,8 @@ InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, con
     if (it == inputs.end()) Fail("--input_shape names '", name, "', which is not a graph input (inputs: ", names, ")");
     const onnx::TypeProto& type = it->second->type();
     for (size_t k = 0; k < shape.size(); ++k)
-      if (shape[k] <= 0)
-        Fail("--input_shape for input '", name, "': dimension ", k, " is ", shape[k], "; dimensions must be positive");
+      if (shape[k] < 0)
+        Fail("--input_shape for input '", name, "': dimension ", k, " is ", shape[k], "; dimensions must be >= 0");
     if (!type.has_tensor_type() || !type.tensor_type().has_shape()) continue;  // the given shape is the shape
     const auto& dims = type.tensor_type().shape().dim();
     if (dims.size() != static_cast<int>(shape.size()))
@@ -1326,6 +1326,13 @@ std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note, 
   return ExportOnnxBytes(graph);
 }
 
+TensorData ParseTensorProto(const std::string& bytes, const std::string& what, std::string* name) {
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes)) Fail(what, " is not a valid ONNX TensorProto");
+  if (name) *name = t.name();
+  return FromTensorProto(t);
+}
+
 std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   auto it = graph.info().interface_types.find(name);
   onnx::TypeProto type;
@@ -1386,10 +1393,9 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
         used = 0;
       }
       if (d.empty() || used != d.size())
-        Fail("--input_shape for input '", name, "': '", d, "' is not a dimension (expected positive integers)");
-      if (v <= 0)
-        Fail("--input_shape for input '", name, "': dimension ", shape.size(), " is ", v,
-             "; dimensions must be positive");
+        Fail("--input_shape for input '", name, "': '", d, "' is not a dimension (expected integers >= 0)");
+      if (v < 0)
+        Fail("--input_shape for input '", name, "': dimension ", shape.size(), " is ", v, "; dimensions must be >= 0");
       shape.push_back(v);
       if (q == dims.size()) break;
       if (p == dims.size()) Fail("--input_shape for input '", name, "' ends with ','");

@@ -76,6 +76,10 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
 Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options = {},
                       ImportReport* report = nullptr);
 
+// A serialized onnx::TensorProto (e.g. ONNX's test data input_0.pb), with
+// its name; errors name `what`.
+TensorData ParseTensorProto(const std::string& bytes, const std::string& what, std::string* name = nullptr);
+
 // Builds the ONNX model and checks it with onnx::checker (throws on failure).
 void ExportOnnxModel(const Graph& graph, onnx::ModelProto* model);
 std::string ExportOnnxBytes(const Graph& graph);

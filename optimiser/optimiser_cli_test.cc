@@ -235,7 +235,8 @@ TEST_F(OptimiserCli, InputShapes) {
   ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,5", out_, "input 'x' gives 3 dimensions");
   ExpectCleanFailure("--model=" + model + " --input_shape=x:1,2,5,5", out_, "dimension 1 is fixed at 3");
   ExpectCleanFailure("--model=" + model + " --input_shape=x", out_, "--input_shape item 'x' is not NAME:D1,D2");
-  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,0,5", out_, "dimensions must be positive");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,-7,5", out_,
+                     "dimension 2 is -7; dimensions must be >= 0");
 }
 
 // Nodes out of topological order (the ONNX spec forbids it) are sorted, and

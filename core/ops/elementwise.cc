@@ -186,8 +186,8 @@ OpDef CastDef() {
   d.attrs = {RequiredInt("to"), IntAttr("saturate", 1)};
   d.shape = [](const ShapeContext& c) {
     DType to = DTypeFromCode(static_cast<int32_t>(c.Int("to")));
-    if (to == DType::kUndefined || to == DType::kString)
-      c.Fail("unsupported target type " + std::to_string(c.Int("to")));
+    if (to == DType::kUndefined) c.Fail("unsupported target type " + std::to_string(c.Int("to")));
+    if (to == DType::kString) c.Unsupported("Cast to string is not run");
     TensorType out = c.input(0);
     out.dtype = to;
     return std::vector<TensorType>{out};

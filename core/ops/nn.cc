@@ -250,7 +250,11 @@ OpDef MaxPoolDef() {
   d.attrs = WindowAttrs(true);
   d.attrs.push_back(IntAttr("ceil_mode", 0));
   d.attrs.push_back(IntAttr("storage_order", 0));
-  d.shape = [](const ShapeContext& c) { return PoolShape(c, true); };
+  d.shape = [](const ShapeContext& c) {
+    // ATen's max pooling has no 8-bit integer kernels (MaxPool-12 allows them).
+    if (!IsFloatingPoint(c.input(0).dtype)) c.Unsupported("MaxPool of " + c.input(0).ToString() + " is not run");
+    return PoolShape(c, true);
+  };
   d.canonical_attrs = [](const ShapeContext& c, AttributeMap* a) {
     CanonicalWindowAttrs(PoolWindow(c, Spatial(c.input(0)), true), true, a);
   };
@@ -394,6 +398,9 @@ OpDef PadDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     int64_t r = RankOf(c, 0);
+    // ATen's reflection and replication padding are floating-point only.
+    if (c.String("mode") != "constant" && !IsFloatingPoint(x.dtype))
+      c.Unsupported("Pad mode '" + c.String("mode") + "' of " + x.ToString() + " is not run");
     auto maybe_pads = c.MaybeConstantInts(1);
     if (!maybe_pads) return std::vector<TensorType>{UnknownDims(x.dtype, r)};
     std::vector<int64_t> pads = *maybe_pads;

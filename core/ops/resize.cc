@@ -27,7 +27,8 @@ ResizeForm FormOf(const AttrReader& c) {
 }
 
 // Why the executor cannot run this form ("" if it can), given the output size.
-std::string Unrunnable(const ResizeForm& f, int64_t rank, const std::vector<double>& scales, const Shape& out) {
+std::string Unrunnable(const ResizeForm& f, int64_t rank, const std::vector<double>& scales, const Shape& in,
+                       const Shape& out) {
   if (rank != 4) return "only 4-D (NCHW) inputs are run";
   if (!scales.empty() && (scales[0] != 1.0 || scales[1] != 1.0)) return "scaling N or C is not run";
   if (f.coordinates == "tf_crop_and_resize") return "tf_crop_and_resize is not run";
@@ -38,8 +39,16 @@ std::string Unrunnable(const ResizeForm& f, int64_t rank, const std::vector<doub
     return "nearest with " + f.coordinates + " coordinates and " + f.nearest + " rounding is not run";
   }
   if (f.mode == "linear") {
-    if (f.coordinates == "align_corners") return "";
+    // ONNX computes align_corners from the unrounded in * scale: the same as
+    // ATen only where that is the output size.
+    if (f.coordinates == "align_corners") {
+      for (size_t k = 0; k < out.size() && k < in.size(); ++k)
+        if (in[k] >= 0 && out[k] >= 0 && static_cast<double>(in[k]) * scales[k] != static_cast<double>(out[k]))
+          return "linear align_corners with scales that do not give whole sizes is not run";
+      return "";
+    }
     if (f.coordinates == "half_pixel") return "";
+    // pytorch_half_pixel is half_pixel except for an output side of 1.
     if (f.coordinates == "pytorch_half_pixel" && out.size() == 4 && out[2] > 1 && out[3] > 1) return "";
     return "linear with " + f.coordinates + " coordinates is not run";
   }
@@ -97,19 +106,23 @@ OpDef ResizeDef() {
       }
       used_scales = *scales;
     }
-    if (!used_scales.empty()) {
-      std::string why = Unrunnable(FormOf(c), rank, used_scales, out);
-      if (!why.empty()) c.Unsupported("Resize: " + why);
-    } else {
-      // Sizes computed at run time: N and C assumed kept (the runnable forms).
+    if (used_scales.empty() && FormOf(c).mode == "linear" && FormOf(c).coordinates == "align_corners" && !has_sizes)
+      c.Unsupported("Resize: linear align_corners with scales computed at run time is not run");
+    if (used_scales.empty()) {
+      // Scales or sizes computed at run time: N and C assumed kept (the
+      // runnable forms; the kernel checks).
       if (rank >= 2) out[0] = x.shape[0], out[1] = x.shape[1];
+      used_scales.assign(static_cast<size_t>(rank), 1.0);
     }
+    std::string why = Unrunnable(FormOf(c), rank, used_scales, x.shape, out);
+    if (!why.empty()) c.Unsupported("Resize: " + why);
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const ResizeForm f = FormOf(c);
     std::vector<int64_t> out;
+    std::vector<double> scales_used;
     c10::optional<double> sh, sw;
     if (c.has(3) && c.in(3).numel() > 0) {
       out = c.IntsInput(3);
@@ -120,10 +133,12 @@ OpDef ResizeDef() {
         out.push_back(static_cast<int64_t>(std::floor(static_cast<double>(x.size(k)) * scales[k])));
       sh = scales[2];
       sw = scales[3];
+      scales_used = scales;
     }
     std::vector<double> ratio;
     for (int64_t k = 0; k < x.dim(); ++k) ratio.push_back(static_cast<double>(out[k]) / static_cast<double>(x.size(k)));
-    std::string why = Unrunnable(f, x.dim(), ratio, Shape(out.begin(), out.end()));
+    std::string why = Unrunnable(f, x.dim(), sh ? scales_used : ratio, Shape(x.sizes().begin(), x.sizes().end()),
+                                 Shape(out.begin(), out.end()));
     if (!why.empty()) c.Fail("Resize: " + why);
     const std::vector<int64_t> hw = {out[2], out[3]};
     if (f.mode == "nearest" && f.coordinates == "asymmetric")

@@ -18,6 +18,20 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
     try {
       InferAndSetNodeShapes(g, id, *def);
+      {
+        // ATen (libtorch 1.13) has no uint16/32/64 or string tensors: such
+        // nodes stay opaque.
+        auto foreign = [&](ValueId v) {
+          DType t = v == kNoValue ? DType::kUndefined : g.value(v).type.dtype;
+          return t == DType::kUInt16 || t == DType::kUInt32 || t == DType::kUInt64 || t == DType::kString;
+        };
+        for (ValueId v : n.inputs)
+          if (foreign(v))
+            throw Unsupported("node " + n.Describe() + ": " + DTypeName(g.value(v).type.dtype) + " has no CPU kernel");
+        for (ValueId v : n.outputs)
+          if (foreign(v))
+            throw Unsupported("node " + n.Describe() + ": " + DTypeName(g.value(v).type.dtype) + " has no CPU kernel");
+      }
       if (!def->half_kernel) {
         auto half = [&](ValueId v) {
           DType t = v == kNoValue ? DType::kUndefined : g.value(v).type.dtype;
