@@ -49,8 +49,10 @@ struct EnvOptions {
   uint64_t seed = 1;               // kEndToEnd: input data
 };
 
-// The op-type vocabulary of the node features: every registry op (sorted by
-// name) and, last, "opaque" (nodes the IR keeps unchanged).
+// The op-type vocabulary of the node features: the registry's operators
+// when the checked-in agents were trained (sorted by name; operators added
+// since are featurised as "opaque") and, last, "opaque" (nodes the IR keeps
+// unchanged).
 const std::vector<std::string>& OpVocabulary();
 
 // Feature layouts (sizes of the per-node, per-edge and global vectors).

@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/op_registry.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "runtime/table_cost_testing.h"
@@ -73,6 +75,12 @@ TEST(RewriteEnv, ObservationLayout) {
   // One-hot op type: exactly one of the vocabulary entries per node, and the right one.
   const std::vector<std::string>& vocab = OpVocabulary();
   EXPECT_EQ(vocab.back(), "opaque");
+  // Frozen with the checked-in agents (61 operators): sorted, every entry
+  // still a registry operator.
+  EXPECT_EQ(vocab.size(), 62u);
+  EXPECT_TRUE(std::is_sorted(vocab.begin(), vocab.end() - 1));
+  for (size_t k = 0; k + 1 < vocab.size(); ++k)
+    EXPECT_NE(OpRegistry::Global().Find("", vocab[k]), nullptr) << vocab[k] << " is no longer a registry operator";
   for (int n = 0; n < o.num_nodes; ++n) {
     float sum = 0;
     for (size_t k = 0; k < vocab.size(); ++k) sum += o.node_features[n * NodeFeatureSize() + k];
