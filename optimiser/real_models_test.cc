@@ -57,6 +57,28 @@ ImportOptions At(const std::string& shape) {
   return o;
 }
 
+// ONNX Runtime gives `written` the outputs it gives `original` (within
+// `tolerance`) on seeded inputs at `shape` (a --input_shape value);
+// `check_degenerate`: the original's outputs must also vary.
+void ExpectSameInOrt(const std::string& original, const std::string& written, const std::string& shape, uint64_t seed,
+                     double tolerance, bool check_degenerate, const std::string& label) {
+  Graph bound = ImportOnnxFile(original, At(shape));
+  std::vector<at::Tensor> inputs = RandomInputs(bound, seed);
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
+  std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
+  std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (check_degenerate) {
+      ASSERT_GT(a[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
+    }
+    double err = RelativeError(b[k], a[k]);
+    std::cout << label << " output " << k << ": ORT original vs written rel. error " << err << "\n";
+    EXPECT_LE(err, tolerance) << shape;
+  }
+}
+
 class RealModels : public ::testing::TestWithParam<RealModel> {};
 
 TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
@@ -100,22 +122,8 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   else
     EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset));
 
-  for (const std::string& shape : {c.input_shape, c.other_shape}) {
-    Graph bound = ImportOnnxFile(original, At(shape));
-    std::vector<at::Tensor> inputs = RandomInputs(bound, 11);
-    std::vector<std::pair<std::string, at::Tensor>> named;
-    for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
-    std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
-    std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t k = 0; k < a.size(); ++k) {
-      ASSERT_GT(a[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
-      double err = RelativeError(b[k], a[k]);
-      std::cout << c.name << " at " << shape << " output " << k << ": ORT original vs written rel. error " << err
-                << "\n";
-      EXPECT_LE(err, 1e-4) << shape;
-    }
-  }
+  for (const std::string& shape : {c.input_shape, c.other_shape})
+    ExpectSameInOrt(original, written, shape, 11, 1e-4, /*check_degenerate=*/true, c.name + " at " + shape);
 }
 
 // Import and export alone (no search): the model upgraded for the IR
@@ -134,20 +142,8 @@ TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
   ASSERT_TRUE(mo.ParseFromString(ReadFile(original)));
   ASSERT_TRUE(mw.ParseFromString(ReadFile(written)));
   EXPECT_EQ(DefaultOpset(mw), std::max<int64_t>(DefaultOpset(mo), kMinWrittenOpset)) << note;
-  for (const std::string& shape : {c.input_shape, c.other_shape}) {
-    Graph bound = ImportOnnxFile(original, At(shape));
-    std::vector<at::Tensor> inputs = RandomInputs(bound, 5);
-    std::vector<std::pair<std::string, at::Tensor>> named;
-    for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
-    std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
-    std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t k = 0; k < a.size(); ++k) {
-      double err = RelativeError(b[k], a[k]);
-      std::cout << c.name << " round trip at " << shape << " output " << k << ": rel. error " << err << "\n";
-      EXPECT_LE(err, 1e-5) << shape;
-    }
-  }
+  for (const std::string& shape : {c.input_shape, c.other_shape})
+    ExpectSameInOrt(original, written, shape, 5, 1e-5, /*check_degenerate=*/false, c.name + " round trip at " + shape);
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, RealModels, ::testing::ValuesIn(Manifest()),

@@ -478,13 +478,11 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
                                           : at::zeros(shape, at::TensorOptions().dtype(st));
     inputs.push_back({vi.name(), t});
   }
-  char dir_template[] = "/tmp/rlflow-typing-XXXXXX";
   const char* tmp = std::getenv("TMPDIR");
   std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/rlflow-typing-XXXXXX";
   std::vector<char> buf(base.begin(), base.end());
   buf.push_back('\0');
   char* made = ::mkdtemp(buf.data());
-  if (made == nullptr) made = ::mkdtemp(dir_template);
   if (made == nullptr) Fail("typing run: cannot create a temporary directory: ", std::strerror(errno));
   const std::string dir = made;
   std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> types;
