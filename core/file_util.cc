@@ -1,6 +1,7 @@
 #include "core/file_util.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,19 +11,11 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
 namespace rlflow {
-
-namespace {
-std::string DirName(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-}  // namespace
 
 std::string ResolveUserPath(const std::string& path) {
   if (path.empty() || path[0] == '/') return path;
@@ -87,6 +80,35 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     Fail("cannot write '", path, "': ", std::strerror(err));
   }
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr)
+    Fail("cannot create a temporary directory '", tmpl, "': ", std::strerror(errno));
+  return buf.data();
+}
+
+void RemoveTree(const std::string& dir) {
+  if (dir.empty() || dir == "/") return;
+  ::nftw(
+      dir.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : 0; }, 16,
+      FTW_DEPTH | FTW_PHYS);
 }
 
 std::string FindRunfile(const std::string& rel, const std::string& argv0) {

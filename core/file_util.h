@@ -13,6 +13,13 @@ void CheckWritablePath(const std::string& path, const std::string& what = "outpu
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 bool FileExists(const std::string& path);
+// "dir/name" -> "dir" ("name" -> ".", "/name" -> "/") and -> "name".
+std::string DirName(const std::string& path);
+std::string BaseName(const std::string& path);
+// A new directory under $TMPDIR (else /tmp) named <prefix>XXXXXX, and its
+// removal with everything in it.
+std::string MakeTempDir(const std::string& prefix);
+void RemoveTree(const std::string& dir);
 // Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory
 // `bazel run` was started from) when it is set.
 std::string ResolveUserPath(const std::string& path);

@@ -27,6 +27,10 @@ struct Value {
   // A graph input with a default value (an initializer of the same name, as
   // ONNX allows from IR 4): still an input, never treated as a constant.
   TensorDataPtr default_value;
+  // Values a graph input is fed when the model is run on sample inputs (the
+  // numeric check, timing), given by the user (--input_data); without them
+  // RandomInputs fills the input. Never exported.
+  TensorDataPtr sample_data;
   // Computed at run time from symbolic input dimensions (e.g. Shape of a
   // tensor with a dynamic batch): never folded into a constant, so that the
   // written model stays general. `known` holds its value at the dimensions the
@@ -81,6 +85,9 @@ struct ModelInfo {
   // Some graph input has a symbolic dimension (bound to a value for the
   // optimisation, see ImportOptions::free_dim_value).
   bool symbolic_dims = false;
+  // The imported file kept tensors in external data files: the written model
+  // keeps its weights external too (WriteOptions::external).
+  bool external_data = false;
 };
 
 class Graph {

@@ -1,5 +1,6 @@
 #include "core/onnx_io.h"
 
+#include <fcntl.h>
 #include <onnx/checker.h>
 #include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
@@ -8,6 +9,7 @@
 #include <onnx/version_converter/convert.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -44,10 +46,89 @@ std::string PackField(const Field& field, int64_t n, const std::string& name) {
   return bytes;
 }
 
-TensorData FromTensorProto(const onnx::TensorProto& t) {
+bool IsExternal(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
+
+std::string ExternalLocation(const onnx::TensorProto& t) {
+  for (const auto& e : t.external_data())
+    if (e.key() == "location") return e.value();
+  return "";
+}
+
+// The bytes of a tensor stored in an external data file (ONNX's external
+// data: "location" relative to the model's directory, "offset" and "length"
+// in bytes; "checksum" is not checked). Errors name the tensor and the file.
+std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir, const std::string& label = "") {
+  const std::string what = label.empty() ? "tensor '" + t.name() + "'" : label;
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& e : t.external_data()) {
+    auto number = [&](const char* key) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(e.value(), &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != e.value().size() || v < 0)
+        Fail(what, ": its external data ", key, " '", e.value(), "' is not a byte count");
+      return static_cast<int64_t>(v);
+    };
+    if (e.key() == "location") {
+      location = e.value();
+    } else if (e.key() == "offset") {
+      offset = number("offset");
+    } else if (e.key() == "length") {
+      length = number("length");
+    }
+  }
+  if (location.empty()) Fail(what, " is stored externally but its external_data names no location");
+  if (dir == nullptr)
+    Fail(what, " is stored in the external data file '", location,
+         "', which is read only when the model is read from its file (the file's directory holds the data)");
+  if (location[0] == '/')
+    Fail(what, ": its external data location '", location,
+         "' is an absolute path (ONNX requires a path relative to the model's directory)");
+  for (size_t p = 0; p <= location.size();) {
+    size_t q = location.find('/', p);
+    if (q == std::string::npos) q = location.size();
+    if (location.compare(p, q - p, "..") == 0 && q - p == 2)
+      Fail(what, ": its external data location '", location, "' leaves the model's directory");
+    p = q + 1;
+  }
+  std::string path = (dir->empty() ? std::string(".") : *dir) + "/" + location;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail(what, ": cannot read its external data file '", path, "': ", std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    Fail(what, ": its external data file '", path, "' is not a regular file");
+  }
+  const int64_t size = static_cast<int64_t>(st.st_size);
+  if (length < 0) length = std::max<int64_t>(0, size - offset);
+  if (offset > size || length > size - offset) {
+    ::close(fd);
+    Fail(what, ": its external data file '", path, "' has ", size, " bytes; the tensor is stored at bytes ", offset,
+         " to ", offset + length, " (truncated file?)");
+  }
+  std::string bytes(static_cast<size_t>(length), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::pread(fd, &bytes[done], bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      Fail(what, ": reading its external data file '", path, "' failed: ", std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* external_dir = nullptr) {
   const std::string& name = t.name();
-  if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    Fail("tensor '", name, "' stores its data in an external file, which is not supported");
   if (t.has_segment()) Fail("tensor '", name, "' is segmented, which is not supported");
   DType dtype = DTypeFromCode(t.data_type());
   if (dtype == DType::kUndefined || dtype == DType::kString)
@@ -60,6 +141,13 @@ TensorData FromTensorProto(const onnx::TensorProto& t) {
   type.shape = shape;
   CheckTensorFits(type, "tensor '" + name + "'");
   int64_t n = NumElements(shape);
+  if (IsExternal(t)) {
+    std::string raw = ReadExternalData(t, external_dir);
+    if (raw.size() != static_cast<size_t>(n) * DTypeSize(dtype))
+      Fail("tensor '", name, "' has ", raw.size(), " bytes of external data in '", ExternalLocation(t), "', its type ",
+           DTypeName(dtype), ShapeToString(shape), " needs ", static_cast<size_t>(n) * DTypeSize(dtype));
+    return TensorData(dtype, shape, std::move(raw));
+  }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != static_cast<size_t>(n) * DTypeSize(dtype))
       Fail("tensor '", name, "' has ", t.raw_data().size(), " bytes of data, its type ", DTypeName(dtype),
@@ -498,6 +586,38 @@ void CheckInputTypes(const onnx::ModelProto& model) {
   }
 }
 
+// Tensors in node attributes and subgraphs get their external data inline
+// (so that opaque nodes are exported self-contained; such tensors are small
+// in practice). Top-level initializers stay external until they are read.
+// Returns whether any tensor was stored externally.
+bool InlineNestedExternal(onnx::GraphProto* g, const std::string* dir, bool top) {
+  bool any = false;
+  auto inline_one = [&](onnx::TensorProto* t, const onnx::NodeProto* np, const std::string& attr) {
+    if (!IsExternal(*t)) return;
+    std::string raw = ReadExternalData(
+        *t, dir,
+        np == nullptr ? ""
+                      : "the tensor of node '" + np->name() + "' (" + np->op_type() + ") attribute '" + attr + "'");
+    t->clear_external_data();
+    t->set_data_location(onnx::TensorProto::DEFAULT);
+    t->set_raw_data(std::move(raw));
+    any = true;
+  };
+  if (!top) {
+    for (auto& t : *g->mutable_initializer()) inline_one(&t, nullptr, "");
+  } else {
+    for (const auto& t : g->initializer()) any = any || IsExternal(t);
+  }
+  for (auto& np : *g->mutable_node())
+    for (auto& a : *np.mutable_attribute()) {
+      if (a.has_t()) inline_one(a.mutable_t(), &np, a.name());
+      for (auto& t : *a.mutable_tensors()) inline_one(&t, &np, a.name());
+      if (a.has_g()) any = InlineNestedExternal(a.mutable_g(), dir, false) || any;
+      for (auto& sg : *a.mutable_graphs()) any = InlineNestedExternal(&sg, dir, false) || any;
+    }
+  return any;
+}
+
 // Outputs of nodes rlflow will keep opaque (not in the registry, or with
 // subgraphs) that have no static type after ONNX's inference get one from
 // the type oracle (one run of the model), stated as value_info.
@@ -528,7 +648,27 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
   if (untyped.empty()) return;
   ImportOptions::TensorTypes types;
   try {
-    types = options.type_oracle(model->SerializeAsString(), untyped);
+    // The oracle runs the model from a file of its own: external data inline.
+    std::string bytes;
+    bool external = false;
+    for (const auto& t : gp->initializer()) external = external || IsExternal(t);
+    if (!external) {
+      bytes = model->SerializeAsString();
+    } else {
+      onnx::ModelProto copy = *model;
+      size_t total = 0;
+      for (auto& t : *copy.mutable_graph()->mutable_initializer()) {
+        if (!IsExternal(t)) continue;
+        std::string raw = ReadExternalData(t, options.external_data_dir.empty() ? nullptr : &options.external_data_dir);
+        total += raw.size();
+        if (total > kMaxInlineBytes) Fail("the model's weights are too large to run it from one protobuf");
+        t.clear_external_data();
+        t.set_data_location(onnx::TensorProto::DEFAULT);
+        t.set_raw_data(std::move(raw));
+      }
+      bytes = copy.SerializeAsString();
+    }
+    types = options.type_oracle(bytes, untyped);
   } catch (const Error& e) {
     rep->warnings.push_back(std::string("could not type the outputs of control-flow or custom nodes by running the "
                                         "model once (") +
@@ -703,7 +843,9 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 }  // namespace
 
 Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, ImportReport* report) {
-  return ImportOnnxBytes(ReadFile(path, "model"), "'" + path + "'", options, report);
+  ImportOptions with_dir = options;
+  if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = DirName(path);
+  return ImportOnnxBytes(ReadFile(path, "model"), "'" + path + "'", with_dir, report);
 }
 
 Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const ImportOptions& options,
@@ -743,6 +885,14 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
         "the model's nodes are not in topological order, which the ONNX spec requires: sorted (the written model is "
         "the sorted one, also when nothing else changes)");
   }
+  // External data: nested tensors inline now; the top-level initializers'
+  // references are kept through ONNX's passes (its version converter drops
+  // them) and read when the graph is built.
+  const std::string* external_dir = options.external_data_dir.empty() ? nullptr : &options.external_data_dir;
+  const bool external_data = InlineNestedExternal(model.mutable_graph(), external_dir, /*top=*/true);
+  std::map<std::string, onnx::TensorProto> external_inits;
+  for (const auto& t : model.graph().initializer())
+    if (IsExternal(t)) external_inits[t.name()] = t;
   CheckDeclaredTypes(model.graph());
   CheckNodesAgainstSchemas(model);
   // The declared interface, before symbolic dimensions are bound for ONNX's
@@ -813,6 +963,10 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       opset = convert_to;
       CheckAndSortNodes(model.mutable_graph(), what);
     }
+    for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+      auto it = external_inits.find(t.name());
+      if (it != external_inits.end() && !IsExternal(t)) t = it->second;
+    }
   }
 
   if (options.type_oracle) TypeUnmodelledOutputs(&model, options, &rep);
@@ -826,6 +980,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     info.opsets[IsDefaultDomain(imp.domain()) ? "" : imp.domain()] = imp.version();
   info.opsets[""] = opset;
   info.source_opset = rep.opset_before_conversion;
+  info.external_data = external_data;
   info.producer_name = model.producer_name();
   info.producer_version = model.producer_version();
   info.graph_name = gp.name().empty() ? "graph" : gp.name();
@@ -860,7 +1015,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   for (const auto& vi : gp.input()) input_names.insert(vi.name());
   const bool inputs_override = model.ir_version() >= 4;
   for (const auto& t : gp.initializer())
-    if (!(inputs_override && input_names.count(t.name()))) g.AddInitializer(t.name(), FromTensorProto(t));
+    if (!(inputs_override && input_names.count(t.name()))) g.AddInitializer(t.name(), FromTensorProto(t, external_dir));
   if (gp.sparse_initializer_size() > 0) Fail("model ", what, " has sparse initializers, which are not supported");
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
@@ -877,7 +1032,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       Fail("graph input '", vi.name(), "' is not a tensor of a supported element type");
     TensorDataPtr default_value;
     if (init != init_protos.end()) {
-      default_value = std::make_shared<const TensorData>(FromTensorProto(*init->second));
+      default_value = std::make_shared<const TensorData>(FromTensorProto(*init->second, external_dir));
       if (default_value->dtype() != t.dtype)
         Fail("graph input '", vi.name(), "' is ", DTypeName(t.dtype), " but its default value is ",
              DTypeName(default_value->dtype()));
@@ -1172,7 +1327,8 @@ std::string ExportOnnxBytes(const Graph& graph) {
   onnx::ModelProto model;
   ExportOnnxModel(graph, &model);
   std::string bytes;
-  if (!model.SerializeToString(&bytes)) Fail("cannot serialize the exported model (larger than 2 GB?)");
+  if (!model.SerializeToString(&bytes))
+    Fail("cannot serialize the exported model (protobuf's limit is 2 GB: write its weights as external data)");
   return bytes;
 }
 
@@ -1288,23 +1444,33 @@ std::string DowngradeFrom13(const Graph& graph, onnx::ModelProto* model, int tar
 
 }  // namespace
 
-std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note, int* written_opset) {
+namespace {
+
+std::string SerializeModel(const onnx::ModelProto& model) {
+  std::string bytes;
+  if (!model.SerializeToString(&bytes))
+    Fail("cannot serialize the exported model (protobuf's limit is 2 GB: write its weights as external data)");
+  return bytes;
+}
+
+// The exported model at the source opset where it can be converted back
+// (see ExportOnnxBytesAtSourceOpset).
+void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::string* note, int* written_opset) {
   const int64_t source = graph.info().source_opset;
   const int64_t current = graph.opset();
   if (written_opset) *written_opset = static_cast<int>(current);
-  if (source <= 0 || source >= current) return ExportOnnxBytes(graph);
+  ExportOnnxModel(graph, model);
+  if (source <= 0 || source >= current) return;
   // Models from opsets 7 to 10 go back to 11, the lowest rlflow writes.
   const int64_t target = std::max<int64_t>(source, kMinWrittenOpset);
-  onnx::ModelProto model;
-  ExportOnnxModel(graph, &model);
   std::string why;
   if (target >= current) {
     why = "the graph is at opset " + std::to_string(current);
   } else if (current == kCanonicalMinOpset) {
-    why = DowngradeFrom13(graph, &model, static_cast<int>(target));
+    why = DowngradeFrom13(graph, model, static_cast<int>(target));
     if (why.empty()) {
       try {
-        onnx::checker::check_model(model);
+        onnx::checker::check_model(*model);
       } catch (const std::exception& e) {
         why = FirstLine(e.what());
       }
@@ -1312,18 +1478,156 @@ std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note, 
   } else {
     why = "the graph is at opset " + std::to_string(current);
   }
-  std::string bytes;
-  if (why.empty() && model.SerializeToString(&bytes)) {
+  if (why.empty()) {
     if (written_opset) *written_opset = static_cast<int>(target);
     if (note && target != source)
       *note = "written at opset " + std::to_string(target) + ": the model came at opset " + std::to_string(source) +
               "; rlflow writes opsets " + std::to_string(kMinWrittenOpset) + " and newer";
-    return bytes;
+    return;
   }
   if (note)
     *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
             std::to_string(target) + " failed (" + why + ")";
-  return ExportOnnxBytes(graph);
+  ExportOnnxModel(graph, model);
+}
+
+void ExportFor(const Graph& graph, const WriteOptions& options, onnx::ModelProto* model, std::string* note,
+               int* written_opset) {
+  if (options.at_graph_opset) {
+    ExportOnnxModel(graph, model);
+    if (written_opset) *written_opset = static_cast<int>(graph.opset());
+  } else {
+    ExportAtSourceOpset(graph, model, note, written_opset);
+  }
+}
+
+bool WritesExternal(const Graph& graph, const WriteOptions& options, bool keep_source_form) {
+  switch (options.external) {
+    case ExternalData::kInline: return false;
+    case ExternalData::kExternal: return true;
+    case ExternalData::kAuto: break;
+  }
+  return (keep_source_form && graph.info().external_data) || InitializerBytes(graph) > kMaxInlineBytes;
+}
+
+void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Moves the model's large initializers into "<path>.data" beside it (offsets
+// aligned to 4 KiB) and writes both: the data file first, then the model,
+// checked by path with onnx::checker (which resolves the data file) before
+// it is renamed into place. On failure neither file is left.
+void WriteWithExternalData(onnx::ModelProto* model, const std::string& path, size_t min_bytes) {
+  const std::string location = BaseName(path) + ".data";
+  const std::string data_path = DirName(path) + "/" + location;
+  const std::string tag = ".tmp." + std::to_string(::getpid());
+  const std::string data_tmp = data_path + tag, model_tmp = path + tag;
+  bool data_renamed = false;
+  int fd = -1;
+  try {
+    fd = ::open(data_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    constexpr size_t kAlign = 4096;
+    const std::string zeros(kAlign, '\0');
+    size_t offset = 0;
+    for (auto& t : *model->mutable_graph()->mutable_initializer()) {
+      if (!t.has_raw_data() || t.raw_data().size() < min_bytes) continue;
+      size_t pad = (kAlign - offset % kAlign) % kAlign;
+      WriteAll(fd, zeros.data(), pad, data_path);
+      offset += pad;
+      const size_t length = t.raw_data().size();
+      WriteAll(fd, t.raw_data().data(), length, data_path);
+      t.clear_raw_data();
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+               {"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+        auto* e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      }
+      offset += length;
+    }
+    if (::fsync(fd) != 0) Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    int closed = ::close(fd);
+    fd = -1;
+    if (closed != 0) Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    WriteFileAtomically(model_tmp, SerializeModel(*model));
+    if (::rename(data_tmp.c_str(), data_path.c_str()) != 0)
+      Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    data_renamed = true;
+    try {
+      onnx::checker::check_model(model_tmp);
+    } catch (const std::exception& e) {
+      Fail("the written model fails onnx::checker: ", FirstLine(e.what()));
+    }
+    if (::rename(model_tmp.c_str(), path.c_str()) != 0) Fail("cannot write '", path, "': ", std::strerror(errno));
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(data_tmp.c_str());
+    ::unlink(model_tmp.c_str());
+    if (data_renamed) ::unlink(data_path.c_str());
+    throw;
+  }
+}
+
+}  // namespace
+
+bool WritesExternalData(const Graph& graph, const WriteOptions& options) {
+  return WritesExternal(graph, options, /*keep_source_form=*/true);
+}
+
+size_t InitializerBytes(const Graph& graph) {
+  size_t total = 0;
+  for (ValueId v : graph.initializers()) total += graph.value(v).initializer->size_bytes();
+  for (ValueId v : graph.inputs())
+    if (graph.value(v).default_value) total += graph.value(v).default_value->size_bytes();
+  return total;
+}
+
+std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note, int* written_opset) {
+  onnx::ModelProto model;
+  ExportAtSourceOpset(graph, &model, note, written_opset);
+  return SerializeModel(model);
+}
+
+void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note, const WriteOptions& options,
+                   int* written_opset) {
+  CheckWritablePath(path, "model");
+  onnx::ModelProto model;
+  ExportFor(graph, options, &model, note, written_opset);
+  if (WritesExternal(graph, options, /*keep_source_form=*/true)) {
+    WriteWithExternalData(&model, path, options.external_min_bytes);
+  } else {
+    WriteFileAtomically(path, SerializeModel(model));
+  }
+}
+
+Graph ReimportGraph(const Graph& graph, const std::string& what, const ImportOptions& options,
+                    const WriteOptions& write, int* written_opset, std::string* note, ImportReport* report) {
+  if (!WritesExternal(graph, write, /*keep_source_form=*/false)) {
+    onnx::ModelProto model;
+    ExportFor(graph, write, &model, note, written_opset);
+    return ImportOnnxBytes(SerializeModel(model), what, options, report);
+  }
+  const std::string dir = MakeTempDir("rlflow-reimport-");
+  try {
+    WriteOnnxFile(graph, dir + "/model.onnx", note, write, written_opset);
+    ImportOptions in_dir = options;
+    in_dir.external_data_dir = dir;
+    Graph g = ImportOnnxBytes(ReadFile(dir + "/model.onnx", "model"), what, in_dir, report);
+    RemoveTree(dir);
+    return g;
+  } catch (...) {
+    RemoveTree(dir);
+    throw;
+  }
 }
 
 TensorData ParseTensorProto(const std::string& bytes, const std::string& what, std::string* name) {
@@ -1331,6 +1635,109 @@ TensorData ParseTensorProto(const std::string& bytes, const std::string& what, s
   if (!t.ParseFromString(bytes)) Fail(what, " is not a valid ONNX TensorProto");
   if (name) *name = t.name();
   return FromTensorProto(t);
+}
+
+namespace {
+TensorData ParseNpy(const std::string& bytes, const std::string& path) {
+  auto bad = [&](const std::string& why) { Fail("'", path, "' is not a .npy file rlflow reads: ", why); };
+  if (bytes.size() < 10) bad("too short");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len =
+        static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) bad("too short");
+    for (int k = 3; k >= 0; --k) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[8 + k]);
+    start = 12;
+  } else {
+    bad("format version " + std::to_string(major));
+  }
+  if (bytes.size() < start + header_len) bad("truncated header");
+  const std::string header = bytes.substr(start, header_len);
+  auto field = [&](const std::string& key) {
+    size_t at = header.find("'" + key + "'");
+    if (at == std::string::npos) bad("no '" + key + "' in the header");
+    size_t colon = header.find(':', at);
+    if (colon == std::string::npos) bad("malformed header");
+    size_t p = header.find_first_not_of(' ', colon + 1);
+    if (p == std::string::npos) bad("malformed header");
+    return p;
+  };
+  size_t d = field("descr");
+  if (header[d] != '\'') bad("malformed descr");
+  const std::string descr = header.substr(d + 1, header.find('\'', d + 1) - d - 1);
+  static const std::map<std::string, DType> types = {
+      {"|b1", DType::kBool},    {"|i1", DType::kInt8},   {"<i2", DType::kInt16},  {"<i4", DType::kInt32},
+      {"<i8", DType::kInt64},   {"|u1", DType::kUInt8},  {"<u2", DType::kUInt16}, {"<f2", DType::kFloat16},
+      {"<f4", DType::kFloat32}, {"<f8", DType::kFloat64}};
+  auto type = types.find(descr);
+  if (type == types.end()) bad("element type '" + descr + "' (little-endian numbers and bools only)");
+  if (header.compare(field("fortran_order"), 5, "False") != 0)
+    bad("Fortran order (save it with numpy.ascontiguousarray)");
+  size_t sp = field("shape");
+  if (header[sp] != '(') bad("malformed shape");
+  size_t close = header.find(')', sp);
+  if (close == std::string::npos) bad("malformed shape");
+  Shape shape;
+  std::string dims = header.substr(sp + 1, close - sp - 1);
+  size_t p = 0;
+  while (p < dims.size()) {
+    size_t q = dims.find(',', p);
+    if (q == std::string::npos) q = dims.size();
+    std::string dim = dims.substr(p, q - p);
+    dim.erase(0, dim.find_first_not_of(' '));
+    if (!dim.empty() && dim.back() == 'L') dim.pop_back();
+    while (!dim.empty() && dim.back() == ' ') dim.pop_back();
+    if (!dim.empty()) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(dim, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != dim.size() || v < 0) bad("malformed shape '" + dims + "'");
+      shape.push_back(v);
+    }
+    p = q + 1;
+  }
+  TensorType t;
+  t.dtype = type->second;
+  t.shape = shape;
+  CheckTensorFits(t, "'" + path + "'");
+  const size_t need = static_cast<size_t>(t.NumElements()) * DTypeSize(t.dtype);
+  const size_t data = start + header_len;
+  if (bytes.size() - data != need)
+    Fail("'", path, "' has ", bytes.size() - data, " bytes of data, its header (", descr, " ", ShapeToString(shape),
+         ") needs ", need);
+  return TensorData(t.dtype, shape, bytes.substr(data));
+}
+}  // namespace
+
+TensorData ReadTensorFile(const std::string& path) {
+  std::string bytes = ReadFile(path, "tensor file");
+  if (bytes.compare(0, 6, "\x93NUMPY") == 0) return ParseNpy(bytes, path);
+  return ParseTensorProto(bytes, "'" + path + "' (neither a .npy file nor an ONNX TensorProto)");
+}
+
+std::map<std::string, std::string> ParseInputData(const std::string& spec) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < spec.size()) {
+    size_t end = spec.find(';', start);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(start, end - start);
+    start = end + 1;
+    if (item.empty()) continue;
+    size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == item.size())
+      Fail("--input_data item '", item, "' is not NAME:FILE (e.g. input_ids:ids.npy)");
+    std::string name = item.substr(0, colon);
+    if (!out.emplace(name, item.substr(colon + 1)).second) Fail("--input_data gives input '", name, "' twice");
+  }
+  return out;
 }
 
 std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
@@ -1403,11 +1810,6 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
     if (!out.emplace(name, shape).second) Fail("--input_shape gives input '", name, "' twice");
   }
   return out;
-}
-
-void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note) {
-  CheckWritablePath(path, "model");
-  WriteFileAtomically(path, ExportOnnxBytesAtSourceOpset(graph, note, nullptr));
 }
 
 }  // namespace rlflow

@@ -34,6 +34,11 @@ struct ImportOptions {
   // dimension that differs, or two values for one dim_param are errors.
   // The written model keeps its symbolic dimensions.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // The directory that tensors stored in external data files are read from
+  // (ONNX's external data: a location relative to the model's directory).
+  // ImportOnnxFile sets it to the model file's directory; empty (bytes with
+  // no file) makes an external tensor an error.
+  std::string external_data_dir;
   // Element type (ONNX code) and shape of a tensor, by name.
   using TensorTypes = std::map<std::string, std::pair<int32_t, std::vector<int64_t>>>;
   // Types of the outputs of nodes rlflow does not model (If, Loop, Scan,
@@ -79,6 +84,36 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
 // A serialized onnx::TensorProto (e.g. ONNX's test data input_0.pb), with
 // its name; errors name `what`.
 TensorData ParseTensorProto(const std::string& bytes, const std::string& what, std::string* name = nullptr);
+// A tensor file: NumPy's .npy (C order, little-endian; bool, int8 to int64,
+// uint8/16, float16/32/64) or a serialized onnx::TensorProto (.pb), told
+// apart by NumPy's magic bytes. Errors name the file.
+TensorData ReadTensorFile(const std::string& path);
+// Parses "NAME:FILE[;NAME2:FILE2...]" (--input_data; the name ends at the
+// last ':' before the file, so tf2onnx's "input:0:x.npy" works if the file
+// name has no ':'). Errors name the item.
+std::map<std::string, std::string> ParseInputData(const std::string& spec);
+
+// How WriteOnnxFile stores initializers: inline in the .onnx file, or in one
+// data file beside it, "<file name>.data" (ONNX's external data, offsets
+// aligned to 4 KiB), which ONNX Runtime and onnx.load read from the model's
+// directory. kAuto: external when the model was read with external data or
+// its initializers are too large for one protobuf (kMaxInlineBytes).
+enum class ExternalData { kAuto, kInline, kExternal };
+struct WriteOptions {
+  ExternalData external = ExternalData::kAuto;
+  // Initializers of at least this many bytes go to the data file (ONNX's
+  // own default threshold); smaller ones stay inline.
+  size_t external_min_bytes = 1024;
+  // At the graph's own opset, not converted back to the source's.
+  bool at_graph_opset = false;
+};
+// Protobuf cannot serialize a message of 2 GiB or more: initializers beyond
+// this (leaving room for the rest of the model) are written externally.
+constexpr size_t kMaxInlineBytes = (size_t{2} << 30) - (size_t{64} << 20);
+// Whether WriteOnnxFile writes this graph's weights to an external file.
+bool WritesExternalData(const Graph& graph, const WriteOptions& options);
+// Bytes of the graph's initializers and input default values.
+size_t InitializerBytes(const Graph& graph);
 
 // Builds the ONNX model and checks it with onnx::checker (throws on failure).
 void ExportOnnxModel(const Graph& graph, onnx::ModelProto* model);
@@ -89,8 +124,20 @@ std::string ExportOnnxBytes(const Graph& graph);
 // Models imported at opsets 7 to 10 are written at 11, and `note` says so.
 // `written_opset` receives the opset written.
 std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr, int* written_opset = nullptr);
-// Export (at the source opset, as above) + checker + atomic write.
-void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note = nullptr);
+// Export (at the source opset, as above, unless options.at_graph_opset) +
+// atomic write + onnx::checker on the written file by path (which also
+// checks that external data files exist). With external data the data file
+// is written first, then the model; on failure neither is left behind.
+// `written_opset` receives the opset written.
+void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* note = nullptr,
+                   const WriteOptions& options = {}, int* written_opset = nullptr);
+// The graph written as ONNX (as WriteOnnxFile would) and imported again
+// with `options`: in memory, or through a temporary directory when its
+// initializers are too large for one protobuf. `written_opset` and `note`
+// as for WriteOnnxFile.
+Graph ReimportGraph(const Graph& graph, const std::string& what, const ImportOptions& options,
+                    const WriteOptions& write = {}, int* written_opset = nullptr, std::string* note = nullptr,
+                    ImportReport* report = nullptr);
 
 constexpr int kMinOpset = 7;
 constexpr int kMinWrittenOpset = 11;

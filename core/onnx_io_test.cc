@@ -12,8 +12,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -688,6 +690,195 @@ TEST(OnnxIo, FoldingDoesNotMaterialiseHugeConstants) {
   for (NodeId id = 0; id < g.num_nodes(); ++id) kept += g.node(id).op == "ConstantOfShape";
   EXPECT_EQ(kept, 1);
   EXPECT_LT(ExportOnnxBytes(g).size(), 10000u);
+}
+
+// ---- external data ----
+
+// Float32 bytes of `n` values 0.01 * (k % 97) - 0.3.
+std::string FloatBytes(int64_t n) {
+  std::string bytes(static_cast<size_t>(n) * 4, '\0');
+  for (int64_t k = 0; k < n; ++k) {
+    float v = 0.01f * static_cast<float>(k % 97) - 0.3f;
+    std::memcpy(&bytes[k * 4], &v, 4);
+  }
+  return bytes;
+}
+
+void External(onnx::TensorProto* t, const std::string& location, int64_t offset, int64_t length) {
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+    if (v.empty()) continue;
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+}
+
+// An opset-11 model as torch or onnx.save_model(save_as_external_data=True)
+// writes it: the weight W (64x64, 16 KiB) in "weights.bin" at byte 100, a
+// Constant's value (64 floats) at byte 20000 of the same file, the bias
+// inline. Unsqueeze/Squeeze take axes as attributes (converted to 13).
+onnx::ModelProto ExternalModel(const std::string& location = "weights.bin") {
+  onnx::ModelProto m = Model(11);
+  Info(m.mutable_graph()->add_input(), "x", {2, 64});
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(64);
+  w->add_dims(64);
+  External(w, location, 100, 64 * 64 * 4);
+  auto* b = m.mutable_graph()->add_initializer();
+  b->set_name("B");
+  b->set_data_type(onnx::TensorProto::FLOAT);
+  b->add_dims(64);
+  b->set_raw_data(FloatBytes(64));
+  Node(m, "MatMul", {"x", "W"}, {"mm"});
+  Node(m, "Add", {"mm", "B"}, {"a"});
+  auto* c = Node(m, "Constant", {}, {"c"});
+  auto* value = c->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  auto* ct = value->mutable_t();
+  ct->set_data_type(onnx::TensorProto::FLOAT);
+  ct->add_dims(64);
+  External(ct, location, 20000, 64 * 4);
+  Node(m, "Mul", {"a", "c"}, {"m"});
+  IntsAttr(Node(m, "Unsqueeze", {"m"}, {"u"}), "axes", {0});
+  IntsAttr(Node(m, "Squeeze", {"u"}, {"y"}), "axes", {0});
+  Info(m.mutable_graph()->add_output(), "y", {2, 64});
+  return m;
+}
+
+// The data file of ExternalModel: W at 100, the constant at 20000.
+std::string ExternalDataFile() {
+  std::string data(20000 + 64 * 4, '\x7f');
+  std::string w = FloatBytes(64 * 64), c = FloatBytes(64 + 3).substr(12);
+  data.replace(100, w.size(), w);
+  data.replace(20000, c.size(), c);
+  return data;
+}
+
+std::string ImportError(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(OnnxIo, ExternalDataIsReadAndWrittenBesideTheModel) {
+  std::string dir = testing::MakeTempDir("ext_");
+  std::string path = dir + "/model.onnx";
+  WriteFileAtomically(dir + "/weights.bin", ExternalDataFile());
+  WriteFileAtomically(path, ExternalModel().SerializeAsString());
+
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
+  EXPECT_TRUE(g.info().external_data);
+  EXPECT_EQ(g.opset(), 13);  // ONNX's converter ran; the external weight survived it
+  ValueId w = g.FindValue("W");
+  ASSERT_NE(w, kNoValue);
+  ASSERT_TRUE(g.value(w).initializer);
+  EXPECT_EQ(g.value(w).initializer->bytes(), FloatBytes(64 * 64));
+  // ONNX Runtime, reading the same files, computes what the executor does.
+  std::vector<at::Tensor> inputs = RandomInputs(g, 7);
+  std::vector<at::Tensor> ours = Executor(g).Run(inputs);
+  std::vector<at::Tensor> ort = testing::RunOnnxRuntime(path, {{"x", inputs[0]}});
+  ASSERT_EQ(ours.size(), 1u);
+  ASSERT_EQ(ort.size(), 1u);
+  ASSERT_GT(ort[0].abs().max().item<double>(), 1e-3);
+  EXPECT_LE(RelativeError(ours[0], ort[0]), 1e-6);
+
+  // Written back with its weights external: one data file beside the output,
+  // 4 KiB-aligned; small tensors inline; at the model's own opset.
+  std::string out_dir = testing::MakeTempDir("ext_out_");
+  std::string out = out_dir + "/optimised.onnx";
+  WriteOnnxFile(g, out);
+  ASSERT_TRUE(FileExists(out + ".data"));
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out)));
+  EXPECT_EQ(written.opset_import(0).version(), 11);
+  EXPECT_LT(ReadFile(out).size(), 4096u);
+  int external = 0;
+  for (const auto& t : written.graph().initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) {
+      EXPECT_LT(t.raw_data().size(), 1024u) << t.name();
+      continue;
+    }
+    ++external;
+    std::map<std::string, std::string> kv;
+    for (const auto& e : t.external_data()) kv[e.key()] = e.value();
+    EXPECT_EQ(kv["location"], "optimised.onnx.data");
+    EXPECT_EQ(std::stoll(kv["offset"]) % 4096, 0) << t.name();
+  }
+  EXPECT_EQ(external, 1);  // W; the constant (256 bytes) and B stay inline
+  std::vector<at::Tensor> ort_written = testing::RunOnnxRuntime(out, {{"x", inputs[0]}});
+  ASSERT_EQ(ort_written.size(), 1u);
+  EXPECT_LE(RelativeError(ort_written[0], ort[0]), 1e-6);
+  // No temporary files are left beside it.
+  int entries = 0;
+  DIR* d = ::opendir(out_dir.c_str());
+  while (struct dirent* e = ::readdir(d)) entries += e->d_name[0] != '.';
+  ::closedir(d);
+  EXPECT_EQ(entries, 2);
+
+  // Inline on request; external on request for a model that had none.
+  WriteOptions inline_write;
+  inline_write.external = ExternalData::kInline;
+  WriteOnnxFile(g, out_dir + "/inline.onnx", nullptr, inline_write);
+  EXPECT_FALSE(FileExists(out_dir + "/inline.onnx.data"));
+  EXPECT_GT(ReadFile(out_dir + "/inline.onnx").size(), 16384u);
+  Graph again = ImportOnnxFile(out_dir + "/inline.onnx");
+  EXPECT_FALSE(again.info().external_data);
+  WriteOptions external_write;
+  external_write.external = ExternalData::kExternal;
+  WriteOnnxFile(again, out_dir + "/ext.onnx", nullptr, external_write);
+  EXPECT_TRUE(FileExists(out_dir + "/ext.onnx.data"));
+  Graph third = ImportOnnxFile(out_dir + "/ext.onnx");
+  EXPECT_EQ(third.value(third.FindValue("W")).initializer->bytes(), FloatBytes(64 * 64));
+  // Through a temporary directory when asked to (as for models over 2 GB).
+  Graph re = ReimportGraph(g, "reimported", {}, external_write);
+  EXPECT_EQ(re.value(re.FindValue("W")).initializer->bytes(), FloatBytes(64 * 64));
+}
+
+TEST(OnnxIo, BadExternalDataIsAnErrorNamingTheTensorAndFile) {
+  auto error_for = [](const onnx::ModelProto& m, const std::string& data) {
+    std::string dir = testing::MakeTempDir("ext_bad_");
+    if (!data.empty()) WriteFileAtomically(dir + "/weights.bin", data);
+    WriteFileAtomically(dir + "/model.onnx", m.SerializeAsString());
+    return ImportError([&] { ImportOnnxFile(dir + "/model.onnx"); });
+  };
+  // The Constant's tensor is read first (before the initializers).
+  std::string missing = error_for(ExternalModel(), "");
+  EXPECT_NE(missing.find("(Constant) attribute 'value'"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("weights.bin"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("No such file"), std::string::npos) << missing;
+  std::string truncated = error_for(ExternalModel(), ExternalDataFile().substr(0, 9000));
+  EXPECT_NE(truncated.find("truncated"), std::string::npos) << truncated;
+  EXPECT_NE(truncated.find("(Constant) attribute 'value'"), std::string::npos) << truncated;
+  std::string absolute = error_for(ExternalModel("/etc/passwd"), ExternalDataFile());
+  EXPECT_NE(absolute.find("absolute path"), std::string::npos) << absolute;
+  std::string escapes = error_for(ExternalModel("../weights.bin"), ExternalDataFile());
+  EXPECT_NE(escapes.find("leaves the model's directory"), std::string::npos) << escapes;
+  onnx::ModelProto wrong_length = ExternalModel();
+  wrong_length.mutable_graph()->mutable_initializer(0)->mutable_external_data(2)->set_value("100");
+  std::string length = error_for(wrong_length, ExternalDataFile());
+  EXPECT_NE(length.find("tensor 'W' has 100 bytes of external data"), std::string::npos) << length;
+  onnx::ModelProto no_location = ExternalModel();
+  no_location.mutable_graph()->mutable_initializer(0)->mutable_external_data()->DeleteSubrange(0, 1);
+  std::string nameless = error_for(no_location, ExternalDataFile());
+  EXPECT_NE(nameless.find("names no location"), std::string::npos) << nameless;
+  onnx::ModelProto bad_offset = ExternalModel();
+  bad_offset.mutable_graph()->mutable_initializer(0)->mutable_external_data(1)->set_value("-5");
+  std::string offset = error_for(bad_offset, ExternalDataFile());
+  EXPECT_NE(offset.find("offset '-5' is not a byte count"), std::string::npos) << offset;
+  // Bytes with no file: there is no directory to read the data from.
+  std::string bytes = ImportError([] { ImportOnnxBytes(ExternalModel().SerializeAsString(), "bytes"); });
+  EXPECT_NE(bytes.find("read only when the model is read from its file"), std::string::npos) << bytes;
+  for (const std::string* e : {&missing, &truncated, &absolute, &escapes, &length, &nameless, &offset, &bytes})
+    EXPECT_EQ(e->find('\n'), std::string::npos) << *e;
 }
 
 TEST(Tensor, ElementCountsAreOverflowChecked) {

@@ -27,6 +27,7 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
   const bool bare = model_flag.find('/') == std::string::npos;
   if (!FileExists(path) && bare && zoo::IsZooModel(stem)) {
     m.graph = zoo::Build(stem, options.zoo_seed);
+    m.import = options.import;
     m.source = "zoo:" + stem;
     m.from_zoo = true;
     m.notes.push_back("'" + path + "' does not exist; using the built-in zoo model '" + stem + "' (seed " +
@@ -34,7 +35,16 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
   } else {
     ImportReport report;
     m.bytes = ReadFile(path, "model");
-    m.graph = ImportOnnxBytes(m.bytes, "'" + path + "'", options.import, &report);
+    // Tensors in external data files are read from the model's directory.
+    ImportOptions import = options.import;
+    if (import.external_data_dir.empty()) import.external_data_dir = DirName(path);
+    m.graph = ImportOnnxBytes(m.bytes, "'" + path + "'", import, &report);
+    m.import = import;
+    m.external_data = m.graph.info().external_data;
+    if (m.external_data)
+      report.warnings.push_back(
+          "the model keeps its weights in external data files: the written model keeps them in one data file beside "
+          "it ('<output>.data')");
     m.source = path;
     m.notes = report.warnings;
     m.folded_nodes = report.folded_nodes;

@@ -15,7 +15,11 @@ struct LoadedModel {
   Graph graph;
   std::string source;  // file path, or "zoo:<name>"
   bool from_zoo = false;
-  std::string bytes;               // the file's contents (empty for a zoo model)
+  std::string bytes;  // the file's contents (empty for a zoo model)
+  // Tensors were read from external data files: `bytes` alone is not the
+  // model (it is read again with `import`, never written as the result).
+  bool external_data = false;
+  ImportOptions import;            // the options it was imported with (external data directory set)
   std::vector<std::string> notes;  // for the log
   int folded_nodes = 0;
 };

@@ -64,6 +64,10 @@ DEFINE_string(input_shape, "",
               "shapes the model will run at, NAME:D1,D2,...[;NAME2:...] (e.g. images:1,3,640,640): the search, the "
               "check and the verdict run at them; the written model keeps its symbolic dimensions "
               "(//tools:inspect lists the inputs)");
+DEFINE_string(input_data, "",
+              "values to run the model on for the check and the timings, NAME:FILE[;NAME2:FILE2] (.npy or ONNX "
+              "TensorProto .pb); an input given data runs at its shape. Without it inputs are filled: shapes, "
+              "axes and indices consistently with the model, other values at random");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
 DEFINE_int32(threads, 1,
@@ -107,6 +111,7 @@ int Main() {
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
   o.input_shapes = ParseInputShapes(FLAGS_input_shape);
+  o.input_data = ParseInputData(FLAGS_input_data);
   o.tolerance = FLAGS_tolerance;
   o.threads = FLAGS_threads;
   o.log = [](bool warning, const std::string& line) {

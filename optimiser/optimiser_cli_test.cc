@@ -3,10 +3,12 @@
 // path and the zoo fallback.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -72,6 +74,7 @@ void ExpectCleanFailure(const std::string& args, const std::string& output, cons
   EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
   EXPECT_NE(lines[0].find(needle), std::string::npos) << "'" << needle << "' not in: " << lines[0];
   EXPECT_FALSE(FileExists(output)) << "output written despite the error";
+  EXPECT_FALSE(FileExists(output + ".data")) << "external data written despite the error";
   // No temp files left behind either.
   EXPECT_FALSE(FileExists(output + ".tmp")) << "temp file left";
 }
@@ -184,6 +187,111 @@ TEST_F(OptimiserCli, UnsupportedOpset) {
     ExpectCleanFailure("--model=" + Save(m, "opset" + std::to_string(opset) + ".onnx"), out_,
                        "unsupported opset " + std::to_string(opset) + " (supported: 7 to 17)");
   }
+}
+
+// Weights in an external data file: read from the model's directory, written
+// beside the output; a missing or truncated data file is a one-line error.
+TEST_F(OptimiserCli, ExternalData) {
+  std::string dir = TempDir() + "/external";
+  ::mkdir(dir.c_str(), 0755);
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {2, 4});
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(4);
+  w->add_dims(300);
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* location = w->add_external_data();
+  location->set_key("location");
+  location->set_value("w.bin");
+  AddNode(m, "MatMul", {"x", "W"}, {"m"}, "mm");
+  AddNode(m, "Relu", {"m"}, {"y"}, "relu");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {2, 300});
+  std::string model = dir + "/model.onnx";
+  std::ofstream(model, std::ios::binary) << m.SerializeAsString();
+  std::string weights(4 * 300 * 4, '\0');
+  for (size_t k = 0; k < weights.size() / 4; ++k) {
+    float v = 0.001f * static_cast<float>(k) - 0.5f;
+    std::memcpy(&weights[4 * k], &v, 4);
+  }
+  ::unlink((dir + "/w.bin").c_str());
+  ExpectCleanFailure("--model=" + model + " --search=none", out_, "w.bin");
+  std::ofstream(dir + "/w.bin", std::ios::binary) << weights.substr(0, 1000);
+  ExpectCleanFailure("--model=" + model + " --search=none", out_, "truncated file");
+  std::ofstream(dir + "/w.bin", std::ios::binary) << weights;
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --search=none --output=" + out_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(FileExists(out_ + ".data")) << r.err;
+  EXPECT_NE(r.err.find("external data"), std::string::npos) << r.err;
+  Graph written = ImportOnnxFile(out_);
+  EXPECT_TRUE(written.info().external_data);
+  EXPECT_EQ(written.value(written.FindValue("W")).initializer->bytes(), weights);
+  ::unlink((out_ + ".data").c_str());
+}
+
+// Integer inputs that are shapes, axes or counts (ONNX's node tests, whose
+// expected outputs ONNX wrote): without --input_data they are filled so that
+// the node produces the shape the model declares (random values made these
+// valid models fail), and the report says how; with it, the given values
+// are used, and the check runs on them.
+TEST_F(OptimiserCli, InputDataAndShapeInputsFilledConsistently) {
+  const std::string root = "/usr/share/libonnx-testdata/data/node/";
+  const std::string report = TempDir() + "/fill_report.json";
+  const std::vector<std::pair<std::string, std::string>> cases = {{"test_reshape_extended_dims", "Reshape"},
+                                                                  {"test_slice", "Slice"},
+                                                                  {"test_unsqueeze_axis_0", "Unsqueeze"},
+                                                                  {"test_top_k", "TopK"},
+                                                                  {"test_expand_dim_changed", "Expand"},
+                                                                  {"test_range_int32_type_negative_delta", "Range"},
+                                                                  {"test_tile", "Tile"}};
+  for (const auto& [name, op] : cases) {
+    SCOPED_TRACE(name);
+    ::unlink(report.c_str());
+    RunResult r =
+        RunOptimiser("--model=" + root + name + "/model.onnx --search=none --output=" + out_ + " --report=" + report);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = ReadReport(report);
+    bool named = false;
+    for (const auto& in : j["inputs"])
+      named = named || in["filled"].get<std::string>().find(op + " '") != std::string::npos;
+    EXPECT_TRUE(named) << j["inputs"];
+  }
+  // The test's own data for both inputs: used, and the report says so.
+  const std::string dir = root + "test_reshape_extended_dims/test_data_set_0/";
+  ::unlink(report.c_str());
+  RunResult r =
+      RunOptimiser("--model=" + root + "test_reshape_extended_dims/model.onnx --search=none --output=" + out_ +
+                   " --report=" + report + " --input_data='data:" + dir + "input_0.pb;shape:" + dir + "input_1.pb'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = ReadReport(report);
+  for (const auto& in : j["inputs"]) EXPECT_EQ(in["filled"], "given (--input_data)") << in;
+  // Bad data: a file of another shape, a name that is not an input, a
+  // missing file: one-line errors, nothing written.
+  const std::string model = "--model=" + root + "test_reshape_extended_dims/model.onnx --search=none";
+  ExpectCleanFailure(model + " --input_data=shape:" + dir + "input_0.pb", out_, "input 'shape'");
+  ExpectCleanFailure(model + " --input_data=nope:" + dir + "input_0.pb", out_, "'nope', which is not a graph input");
+  ExpectCleanFailure(model + " --input_data=shape:" + TempDir() + "/missing.npy", out_, "missing.npy");
+  ExpectCleanFailure(model + " --input_data=shape", out_, "is not NAME:FILE");
+  // A .npy file (as numpy.save writes it): int64 [4] = (2, 3, 2, 2), the
+  // shape the model declares for its output.
+  std::string npy = std::string("\x93NUMPY\x01\x00", 8);
+  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }";
+  header.append(64 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  npy += static_cast<char>(header.size());
+  npy += '\0';
+  npy += header;
+  for (int64_t v : {2, 3, 2, 2}) npy.append(reinterpret_cast<const char*>(&v), 8);
+  std::ofstream(TempDir() + "/shape.npy", std::ios::binary) << npy;
+  ::unlink(report.c_str());
+  r = RunOptimiser(model + " --output=" + out_ + " --report=" + report + " --input_data=shape:" + TempDir() +
+                   "/shape.npy");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = ReadReport(report);
+  EXPECT_EQ(j["inputs"][1]["name"], "shape");
+  EXPECT_EQ(j["inputs"][1]["filled"], "given (--input_data)");
 }
 
 // --input_shape binds the symbolic dimensions the search, the check and the

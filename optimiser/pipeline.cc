@@ -32,6 +32,12 @@
 namespace rlflow {
 namespace {
 
+WriteOptions AtGraphOpset() {
+  WriteOptions w;
+  w.at_graph_opset = true;
+  return w;
+}
+
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
@@ -190,7 +196,30 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     return OrtTensorTypes(bytes, names, seed);
   };
   load.zoo_seed = o.seed;
+  // --input_data: read first (a bad file fails fast); an input given data
+  // and no --input_shape is bound to the data's shape.
+  std::map<std::string, TensorDataPtr> input_data;
+  for (const auto& [name, file] : o.input_data) {
+    TensorDataPtr data;
+    try {
+      data = std::make_shared<const TensorData>(ReadTensorFile(ResolveUserPath(file)));
+    } catch (const Error& e) {
+      Fail("--input_data for input '", name, "': ", e.what());
+    }
+    input_data[name] = data;
+    load.import.input_shapes.emplace(name, data->shape());
+  }
   LoadedModel model = LoadModel(o.model, load);
+  for (const auto& [name, data] : input_data) {
+    ValueId v = model.graph.FindValue(name);
+    if (v == kNoValue || !model.graph.value(v).is_graph_input)
+      Fail("--input_data names '", name, "', which is not a graph input of the model");
+    Value& in = model.graph.mutable_value(v);
+    if (!(data->type() == in.type))
+      Fail("--input_data for input '", name, "': the file holds ", data->type().ToString(), ", the input is ",
+           in.type.ToString(), " (declared ", DeclaredTypeText(model.graph, name), ")");
+    in.sample_data = data;
+  }
   res.model_source = model.source;
   for (const auto& note : model.notes) info(note);
   const std::string output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
@@ -211,7 +240,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     r.name = v.name;
     r.declared = DeclaredTypeText(model.graph, v.name);
     r.used = v.type.shape;
-    r.given = o.input_shapes.count(v.name) > 0;
+    r.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
     res.inputs.push_back(r);
   }
 
@@ -222,10 +251,25 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   Graph original_cut = CutAtOpaque(original);
   double reference_s;
   {
-    std::vector<at::Tensor> inputs = RandomInputs(original_cut, o.seed);
+    std::vector<std::string> how;
+    std::vector<at::Tensor> inputs = RandomInputs(original_cut, o.seed, &how);
+    for (auto& r : res.inputs)
+      for (size_t k = 0; k < original_cut.inputs().size(); ++k)
+        if (original_cut.value(original_cut.inputs()[k]).name == r.name) r.filled = how[k];
+    for (const auto& r : res.inputs) info("input '" + r.name + "' filled: " + r.filled);
     Executor reference(original_cut);
     auto t_ref = Clock::now();
-    reference.Run(inputs);
+    try {
+      reference.Run(inputs);
+    } catch (const Error& e) {
+      std::string filled;
+      for (const auto& r : res.inputs)
+        if (!IsFloatingPoint(original.value(original.FindValue(r.name)).type.dtype) && r.filled.rfind("given", 0) != 0)
+          filled += (filled.empty() ? "" : ", ") + r.name;
+      if (filled.empty()) throw;
+      Fail(e.what(), " (on the filled values of input", filled.find(',') == std::string::npos ? " " : "s ", filled,
+           "; give real ones with --input_data=NAME:FILE)");
+    }
     reference_s = Seconds(t_ref);
   }
 
@@ -359,11 +403,11 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // (--free_dim): the written model must be right at others too. Both are
   // written, imported again at another binding, and compared.
   if (original.info().symbolic_dims && !res.unchanged) {
-    ImportOptions other = SecondBinding(original, load.import);
+    ImportOptions other = SecondBinding(original, model.import);
     Graph original_other;
     try {
-      original_other =
-          ImportOnnxBytes(model.bytes.empty() ? ExportOnnxBytes(original) : model.bytes, "original", other);
+      original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, AtGraphOpset())
+                                           : ImportOnnxBytes(model.bytes, "original", other);
     } catch (const Error& e) {
       res.general_note =
           std::string("the original model does not import at a second binding of its symbolic dimensions (") +
@@ -371,7 +415,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     }
     if (res.general_note.empty()) {
       try {
-        Graph optimised_other = ImportOnnxBytes(ExportOnnxBytes(optimised), "optimised", other);
+        Graph optimised_other = ReimportGraph(optimised, "optimised", other, AtGraphOpset());
         EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
         if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
         res.general_note = "also checked with symbolic dimensions bound to " + BindingText(other) +
@@ -420,31 +464,41 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       warn(std::string("timing cache not saved: ") + e.what());
     }
   }
-  // The original is written as it came: its file's bytes, unchanged.
-  if (res.keep_original && !model.bytes.empty()) WriteFileAtomically(output, model.bytes);
-  if (!(res.keep_original && !model.bytes.empty())) {
+  // The original is written as it came: its file's bytes, unchanged (not
+  // when its weights are in external files: those are written beside the
+  // output from the graph).
+  const bool write_bytes = res.keep_original && !model.bytes.empty() && !model.external_data;
+  if (write_bytes) {
+    CheckWritablePath(output, "--output");
+    WriteFileAtomically(output, model.bytes);
+  } else {
     // At the input's opset where it was upgraded for the search (11, 12;
     // 7 to 10 are written at 11): the converted model is imported again and
     // must compute the same.
-    int written_opset = 0;
-    std::string bytes = ExportOnnxBytesAtSourceOpset(written, &res.opset_note, &written_opset);
-    if (written_opset < written.opset()) {
+    WriteOptions write;
+    if (written.info().source_opset > 0 && written.info().source_opset < written.opset()) {
+      int written_opset = 0;
+      std::string note;
       try {
         Graph back =
-            ImportOnnxBytes(bytes, "the model converted to opset " + std::to_string(written_opset), load.import);
-        EquivalenceResult c = CompareGraphs(written, back, o.seed);
-        if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
-        info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
-             Format("%g", c.max_error) + ")");
+            ReimportGraph(written, "the model converted back to its opset", model.import, write, &written_opset, &note);
+        if (written_opset < written.opset()) {
+          EquivalenceResult c = CompareGraphs(written, back, o.seed);
+          if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+          info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
+               Format("%g", c.max_error) + ")");
+        }
       } catch (const Error& e) {
-        res.opset_note = "written at opset " + std::to_string(written.opset()) +
-                         ": the model converted back to opset " + std::to_string(written_opset) + " does not check (" +
-                         e.what() + ")";
-        bytes = ExportOnnxBytes(written);
+        note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
+               std::to_string(written_opset) + " does not check (" + e.what() + ")";
+        write.at_graph_opset = true;
       }
+      res.opset_note = note;
     }
     CheckWritablePath(output, "--output");
-    WriteFileAtomically(output, bytes);
+    std::string ignored;
+    WriteOnnxFile(written, output, write.at_graph_opset ? &ignored : &res.opset_note, write);
+    if (WritesExternalData(written, write)) info("weights written to '" + output + ".data' (external data)");
   }
   if (!res.opset_note.empty()) warn(res.opset_note);
   if (!o.dot.empty()) WriteFileAtomically(ResolveUserPath(o.dot), written.ToDot());
@@ -577,7 +631,8 @@ std::string PipelineResult::ReportJson() const {
                               {"used", in.used},
                               {"bound_by", in.declared == ShapeToString(in.used) ? "static"
                                            : in.given                            ? "input_shape"
-                                                                                 : "free_dim"}});
+                                                                                 : "free_dim"},
+                              {"filled", in.filled}});
   j["inputs"] = input_list;
   j["device"] = device;
   j["threads"] = threads;

@@ -56,6 +56,10 @@ struct PipelineOptions {
   // --input_shape: the shapes the model will run at, by graph input name
   // (ParseInputShapes); symbolic dimensions not covered get free_dim.
   std::map<std::string, std::vector<int64_t>> input_shapes;
+  // --input_data: values to run the model on (the check, the timings), by
+  // graph input name: .npy or TensorProto files. An input given data and no
+  // --input_shape runs at the data's shape.
+  std::map<std::string, std::string> input_data;
   double tolerance = 1e-4;
   int threads = 1;  // 0: the libraries' defaults
   // Log lines (the binary sends them to glog); warning = true for warnings.
@@ -94,6 +98,7 @@ struct PipelineResult {
     std::string name, declared;
     Shape used;
     bool given = false;  // by --input_shape
+    std::string filled;  // how the check and the timings filled it
   };
   std::vector<InputRecord> inputs;
   CalibrationReport calibration;

@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -78,17 +79,188 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std
   return result;
 }
 
-std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed) {
-  // Bounds for integer inputs used as Gather indices.
+namespace {
+
+// A graph input's static shape, or nullptr.
+const Shape* StaticShape(const Graph& g, ValueId v) {
+  if (v == kNoValue || !g.value(v).type.IsStatic()) return nullptr;
+  return &g.value(v).type.shape;
+}
+
+// Positions in `longer` that are not in `shorter` (size-1 dimensions only),
+// matching the rest in order from the back: the axes Unsqueeze inserted or
+// Squeeze removed. Empty with *ok false if the shapes do not align.
+std::vector<int64_t> InsertedOnes(const Shape& longer, const Shape& shorter, bool* ok) {
+  std::vector<int64_t> axes;
+  const int64_t inserts = static_cast<int64_t>(longer.size()) - static_cast<int64_t>(shorter.size());
+  int64_t i = static_cast<int64_t>(shorter.size()) - 1;
+  *ok = inserts >= 0;
+  for (int64_t j = static_cast<int64_t>(longer.size()) - 1; j >= 0 && *ok; --j) {
+    const bool can_insert = longer[j] == 1 && static_cast<int64_t>(axes.size()) < inserts;
+    if (i >= 0 && longer[j] == shorter[i]) {
+      --i;
+    } else if (can_insert) {
+      axes.push_back(j);
+    } else {
+      *ok = false;
+    }
+  }
+  *ok = *ok && i < 0 && static_cast<int64_t>(axes.size()) == inserts;
+  std::reverse(axes.begin(), axes.end());
+  return axes;
+}
+
+// Values for integer (or Range/Resize float) graph input `v` read as input
+// `idx` of node `c` that make `c` produce the output shape the importer
+// inferred: shapes, axes, sizes, counts. Recognised: Reshape/Expand shape,
+// ConstantOfShape, Tile repeats, Slice starts/ends/axes/steps, Unsqueeze and
+// Squeeze axes, ReduceSum axes, TopK k, Range, Pad pads, Resize scales and
+// sizes, OneHot depth, Split sizes, Range. False if `c` is none of them or its shapes
+// are not static.
+bool ShapeConsistentValues(const Graph& g, const Node& c, size_t idx, int64_t n, std::vector<double>* out,
+                           std::string* how) {
+  const Shape* in = StaticShape(g, c.inputs.empty() ? kNoValue : c.inputs[0]);
+  const Shape* res = c.outputs.empty() ? nullptr : StaticShape(g, c.outputs[0]);
+  if (res == nullptr) return false;
+  auto attr_i = [&](const char* name, int64_t dflt) { return c.attrs.count(name) ? c.attrs.at(name).i : dflt; };
+  auto set = [&](const std::vector<int64_t>& v, const std::string& what) {
+    if (static_cast<int64_t>(v.size()) != n) return false;
+    out->assign(v.begin(), v.end());
+    *how = what + " " + c.op + " '" + c.name + "' was inferred to have";
+    return true;
+  };
+  const int64_t rank = static_cast<int64_t>(res->size());
+  const std::string& op = c.op;
+  if ((op == "Reshape" || op == "Expand") && idx == 1) {
+    if (op == "Expand" && n < rank) return set(std::vector<int64_t>(res->end() - n, res->end()), "the output shape");
+    return set(*res, "the output shape");
+  }
+  if (op == "ConstantOfShape" && idx == 0) return set(*res, "the output shape");
+  if (op == "Range" && idx <= 2 && rank == 1)
+    return set({idx == 0 ? 0 : idx == 1 ? (*res)[0] : 1}, "the length of the output shape");
+  if (in == nullptr) return false;
+  const int64_t in_rank = static_cast<int64_t>(in->size());
+  if (op == "Tile" && idx == 1 && in_rank == rank) {
+    std::vector<int64_t> reps(rank);
+    for (int64_t k = 0; k < rank; ++k) reps[k] = (*in)[k] > 0 ? (*res)[k] / (*in)[k] : 1;
+    return set(reps, "the repeats of the output shape");
+  }
+  if (op == "Slice" && idx >= 1 && idx <= 4 && in_rank == rank) {
+    // Axes: the constant axes input, else those whose size changes first.
+    std::vector<int64_t> axes;
+    const Value* axes_v = c.inputs.size() > 3 && c.inputs[3] != kNoValue ? &g.value(c.inputs[3]) : nullptr;
+    if (axes_v && axes_v->initializer) {
+      axes = axes_v->initializer->ToInt64();
+      for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+    } else {
+      for (int64_t k = 0; k < rank; ++k)
+        if ((*in)[k] != (*res)[k]) axes.push_back(k);
+      for (int64_t k = 0; k < rank && static_cast<int64_t>(axes.size()) < n; ++k)
+        if ((*in)[k] == (*res)[k]) axes.push_back(k);
+      if (static_cast<int64_t>(axes.size()) > n) return false;
+      std::sort(axes.begin(), axes.end());
+    }
+    std::vector<int64_t> v;
+    for (int64_t a : axes) {
+      if (a < 0 || a >= rank) return false;
+      v.push_back(idx == 1 ? 0 : idx == 2 ? (*res)[a] : idx == 3 ? a : 1);
+    }
+    return set(v, "the slice to the output shape");
+  }
+  if ((op == "Unsqueeze" || op == "Squeeze") && idx == 1) {
+    bool ok = true;
+    std::vector<int64_t> axes = op == "Unsqueeze" ? InsertedOnes(*res, *in, &ok) : InsertedOnes(*in, *res, &ok);
+    return ok && set(axes, "the axes of the output shape");
+  }
+  if (op == "ReduceSum" && idx == 1 && attr_i("keepdims", 1) == 1 && in_rank == rank) {
+    std::vector<int64_t> axes;
+    for (int64_t k = 0; k < rank; ++k)
+      if ((*res)[k] == 1 && (*in)[k] != 1) axes.push_back(k);
+    for (int64_t k = 0; k < rank && static_cast<int64_t>(axes.size()) < n; ++k)
+      if ((*in)[k] == 1) axes.push_back(k);
+    std::sort(axes.begin(), axes.end());
+    return set(axes, "the axes of the output shape");
+  }
+  if (op == "TopK" && idx == 1) {
+    int64_t axis = attr_i("axis", -1);
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank && set({(*res)[axis]}, "the k of the output shape");
+  }
+  if (op == "Pad" && idx == 1 && in_rank == rank) {
+    std::vector<int64_t> pads(2 * rank, 0);
+    for (int64_t k = 0; k < rank; ++k) pads[rank + k] = (*res)[k] - (*in)[k];
+    return set(pads, "the pads of the output shape");
+  }
+  if (op == "Resize" && (idx == 2 || idx == 3) && in_rank == rank) {
+    if (idx == 3) return set(*res, "the output shape");
+    if (n != rank) return false;
+    out->clear();
+    for (int64_t k = 0; k < rank; ++k)
+      out->push_back((*in)[k] > 0 ? static_cast<double>((*res)[k]) / static_cast<double>((*in)[k]) : 1.0);
+    *how = "the scales of the output shape Resize '" + c.name + "' was inferred to have";
+    return true;
+  }
+  if (op == "OneHot" && idx == 1) {
+    int64_t axis = attr_i("axis", -1);
+    if (axis < 0) axis += rank;
+    return axis >= 0 && axis < rank && set({(*res)[axis]}, "the depth of the output shape");
+  }
+  if (op == "Split" && idx == 1) {
+    int64_t axis = attr_i("axis", 0);
+    if (axis < 0) axis += rank;
+    std::vector<int64_t> sizes;
+    for (ValueId o : c.outputs) {
+      const Shape* s = StaticShape(g, o);
+      if (s == nullptr || axis < 0 || axis >= static_cast<int64_t>(s->size())) return false;
+      sizes.push_back((*s)[axis]);
+    }
+    return set(sizes, "the split sizes of the output shapes");
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<std::string>* how) {
   auto consumers = g.Consumers();
   std::vector<at::Tensor> out;
+  if (how) how->clear();
   for (size_t k = 0; k < g.inputs().size(); ++k) {
     const Value& v = g.value(g.inputs()[k]);
     if (!v.type.IsStatic()) Fail("graph input '", v.name, "' has no static shape: ", v.type.ToString());
     std::vector<int64_t> shape(v.type.shape.begin(), v.type.shape.end());
+    int64_t n = v.type.NumElements();
+    std::string note;
+    if (v.sample_data) {
+      if (!(v.sample_data->type() == v.type))
+        Fail("the data given for graph input '", v.name, "' is ", v.sample_data->type().ToString(),
+             ", the input is bound to ", v.type.ToString());
+      out.push_back(ToAten(v.sample_data).clone());
+      if (how) how->push_back("given (--input_data)");
+      continue;
+    }
+    // Shapes, axes, counts: values that make the node reading them produce
+    // the shape the importer inferred (random ones make a valid model fail).
+    if (v.type.dtype != DType::kBool && n <= 64) {
+      std::vector<double> values;
+      bool found = false;
+      for (auto [node, idx] : consumers[g.inputs()[k]]) {
+        const Node& c = g.node(node);
+        if (!c.opaque() && ShapeConsistentValues(g, c, static_cast<size_t>(idx), n, &values, &note)) {
+          found = IsFloatingPoint(v.type.dtype) || c.op != "Resize" || idx != 2;
+          if (found) break;
+        }
+      }
+      if (found) {
+        at::Tensor t = at::empty(shape, at::kDouble);
+        for (int64_t i = 0; i < n; ++i) t.data_ptr<double>()[i] = values[i];
+        out.push_back(t.to(ToAtenType(v.type.dtype)));
+        if (how) how->push_back(note);
+        continue;
+      }
+    }
     // Our own generator keeps inputs identical across platforms and ATen versions.
     std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + k + 1);
-    int64_t n = v.type.NumElements();
     if (IsFloatingPoint(v.type.dtype)) {
       at::Tensor t = at::empty(shape, at::kDouble);
       double* p = t.data_ptr<double>();
@@ -101,22 +273,28 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed) {
         if (i + 1 < n) p[i + 1] = r * std::sin(2 * M_PI * u2);
       }
       out.push_back(t.to(ToAtenType(v.type.dtype)));
+      if (how) how->push_back("random, N(0, 1)");
     } else if (v.type.dtype == DType::kBool) {
       at::Tensor t = at::empty(shape, at::kBool);
       bool* p = t.data_ptr<bool>();
       for (int64_t i = 0; i < n; ++i) p[i] = (rng() >> 63) != 0;
       out.push_back(t);
+      if (how) how->push_back("random bools");
     } else {
+      // Indices: below the size of the dimension they index.
       int64_t bound = -1;
+      std::string indexed;
       for (auto [node, idx] : consumers[g.inputs()[k]]) {
         const Node& c = g.node(node);
-        if (c.op == "Gather" && idx == 1 && c.inputs[0] != kNoValue) {
-          const TensorType& data = g.value(c.inputs[0]).type;
-          int64_t axis = c.attrs.count("axis") ? c.attrs.at("axis").i : 0;
-          if (data.rank_known && data.rank() > 0) {
-            if (axis < 0) axis += data.rank();
-            if (axis >= 0 && axis < data.rank() && data.shape[axis] > 0)
-              bound = bound < 0 ? data.shape[axis] : std::min(bound, data.shape[axis]);
+        const bool indices = (c.op == "Gather" || c.op == "GatherElements" || c.op == "ScatterElements") && idx == 1;
+        if (!indices || c.inputs[0] == kNoValue) continue;
+        const TensorType& data = g.value(c.inputs[0]).type;
+        int64_t axis = c.attrs.count("axis") ? c.attrs.at("axis").i : 0;
+        if (data.rank_known && data.rank() > 0) {
+          if (axis < 0) axis += data.rank();
+          if (axis >= 0 && axis < data.rank() && data.shape[axis] > 0 && (bound < 0 || data.shape[axis] < bound)) {
+            bound = data.shape[axis];
+            indexed = " (indices of " + c.op + " '" + c.name + "')";
           }
         }
       }
@@ -125,6 +303,7 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed) {
       int64_t* p = t.data_ptr<int64_t>();
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(bound));
       out.push_back(t.to(ToAtenType(v.type.dtype)));
+      if (how) how->push_back("random integers in [0, " + std::to_string(bound) + ")" + indexed);
     }
   }
   return out;

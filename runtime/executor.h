@@ -34,10 +34,16 @@ class Executor {
   std::vector<at::Tensor> constants_;             // per value id (weights)
 };
 
-// Deterministic random inputs for the graph's inputs from `seed`: floats from
-// N(0, 1); integers in [0, bound) where bound is the smallest size of a
-// dimension they index (Gather), else 10; bools uniformly.
-std::vector<at::Tensor> RandomInputs(const Graph& graph, uint64_t seed);
+// Values for the graph's inputs, deterministic from `seed`: an input's
+// sample data when it has some (Value::sample_data, --input_data); integer
+// inputs that a node reads as a shape, axes, sizes or a count (Reshape's
+// shape, Slice's starts, TopK's k, ...; see ShapeConsistentValues) get the
+// values that make that node produce the shape the importer inferred;
+// other floats come from N(0, 1); integers from [0, bound) where bound is
+// the smallest size of a dimension they index (Gather, GatherElements,
+// ScatterElements), else 10; bools uniformly. `how` receives, per input, how
+// it was filled (for the report).
+std::vector<at::Tensor> RandomInputs(const Graph& graph, uint64_t seed, std::vector<std::string>* how = nullptr);
 
 // max |a - b| / max(max |b|, 1e-12) over the finite elements of b (the
 // reference); infinity if a differs where b is NaN or infinite.

@@ -321,8 +321,11 @@ class OrtBackend : public TimingBackend {
     }
     std::string Model(const Graph& g) {
       std::string p = b_->dir_ + "/model" + std::to_string(++b_->seq_) + ".onnx";
-      WriteFileAtomically(p, ExportOnnxBytes(g));
+      WriteOptions write;
+      write.at_graph_opset = true;
       paths_.push_back(p);
+      if (WritesExternalData(g, write)) paths_.push_back(p + ".data");
+      WriteOnnxFile(g, p, nullptr, write);
       return p;
     }
     std::string Inputs(const Graph& g, uint64_t seed) {

@@ -56,7 +56,9 @@ int Main() {
   if (!FLAGS_write.empty()) WriteOnnxFile(g, ResolveUserPath(FLAGS_write));
   if (FLAGS_roundtrip) {
     ImportReport again_rep;
-    Graph again = ImportOnnxBytes(ExportOnnxBytes(g), "exported", options, &again_rep);
+    WriteOptions at_graph_opset;
+    at_graph_opset.at_graph_opset = true;
+    Graph again = ReimportGraph(g, "exported", options, at_graph_opset, nullptr, nullptr, &again_rep);
     Print("exported and imported again", again, again_rep);
   }
   return 0;

@@ -10,7 +10,8 @@ detectors), control flow (If, Loop). Run with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
 
-Writes <name>.onnx for every model in MODELS and a manifest, models.txt:
+Writes <name>.onnx for every model in MODELS (and <name>.weights for those
+whose name ends in _external) and a manifest, models.txt:
 one line per model, "name input_shape other_shape", where input_shape is the
 --input_shape value the tests give the optimiser and other_shape a second
 binding of the symbolic dimensions the written model must also be right at.
@@ -134,6 +135,10 @@ MODELS = {
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
+    # Weights in an external data file, as torch.onnx writes models over 2 GB
+    # and onnx.save_model(save_as_external_data=True) writes any: here
+    # "<name>.weights" beside the model (tensors of 1 KiB and more).
+    "fpn_op11_external": (Fpn, (1, 3, 64, 64), 11, DYN_IMAGE, "x:1,3,64,64", "x:2,3,96,128", False),
 }
 
 
@@ -157,6 +162,11 @@ def main():
         with torch.no_grad():
             torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
                               dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False)
+        if name.endswith("_external"):
+            import onnx
+            m = onnx.load(path)
+            onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=name + ".weights", size_threshold=1024)
         manifest.append("%s %s %s" % (name, given, other))
         print("exported", name, "opset", opset, flush=True)
     with open(os.path.join(args.out_dir, "models.txt"), "w") as f:

@@ -6,7 +6,12 @@ REAL_MODELS = [
     "formula_acts_op13",
     "fpn_op9",
     "fpn_op11",
+    "fpn_op11_external",
     "fpn_op13",
     "mobilenet_v3_small_op9",
     "mobilenet_v3_small_op13",
 ]
+
+# Models whose weights are in an external data file, "<name>.weights".
+def real_model_files(m):
+    return ["real_models/%s.onnx" % m] + (["real_models/%s.weights" % m] if m.endswith("_external") else [])

@@ -63,7 +63,10 @@ Graph CutAtOpaque(const Graph& g) {
   Graph cut;
   cut.info() = g.info();
   std::vector<ValueId> map(g.num_values(), kNoValue);
-  for (ValueId in : g.inputs()) map[in] = cut.AddInput(g.value(in).name, g.value(in).type);
+  for (ValueId in : g.inputs()) {
+    map[in] = cut.AddInput(g.value(in).name, g.value(in).type);
+    cut.mutable_value(map[in]).sample_data = g.value(in).sample_data;
+  }
   std::set<NodeId> is_opaque(opaque.begin(), opaque.end());
   for (NodeId id : opaque) {
     for (ValueId out : g.node(id).outputs) {
