@@ -143,9 +143,10 @@ TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* extern
   int64_t n = NumElements(shape);
   if (IsExternal(t)) {
     std::string raw = ReadExternalData(t, external_dir);
-    if (raw.size() != static_cast<size_t>(n) * DTypeSize(dtype))
+    const size_t need = static_cast<size_t>(n) * DTypeSize(dtype);
+    if (raw.size() != need)
       Fail("tensor '", name, "' has ", raw.size(), " bytes of external data in '", ExternalLocation(t), "', its type ",
-           DTypeName(dtype), ShapeToString(shape), " needs ", static_cast<size_t>(n) * DTypeSize(dtype));
+           DTypeName(dtype), ShapeToString(shape), " needs ", need, raw.size() < need ? " (truncated file?)" : "");
     return TensorData(dtype, shape, std::move(raw));
   }
   if (t.has_raw_data()) {
@@ -1187,6 +1188,26 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   }
   fold.notes = &rep.warnings;
   rep.folded_nodes = InferShapesAndFold(g, fold);
+  // Outputs whose shape depends on a graph input's values (Reshape to a
+  // shape that is an input, Expand, Slice with input starts, ...) have
+  // unknown dimensions after inference; where the model declares a static
+  // shape that agrees, that shape is used (the executor checks it at run
+  // time; RandomInputs fills such inputs to produce it).
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).opaque()) continue;
+    for (ValueId out : g.node(id).outputs) {
+      Value& v = g.mutable_value(out);
+      if (!v.type.rank_known || v.type.IsStatic()) continue;
+      auto it = declared.find(v.name);
+      if (it == declared.end() || !it->second.IsStatic() || it->second.dtype != v.type.dtype ||
+          it->second.rank() != v.type.rank())
+        continue;
+      bool agrees = true;
+      for (int64_t k = 0; k < v.type.rank(); ++k)
+        agrees = agrees && (v.type.shape[k] < 0 || v.type.shape[k] == it->second.shape[k]);
+      if (agrees) v.type.shape = it->second.shape;
+    }
+  }
   // Graph outputs typed by the model must agree with what was inferred.
   for (const auto& vi : gp.output()) {
     const Value& v = g.value(g.FindValue(vi.name()));

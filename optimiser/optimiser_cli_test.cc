@@ -278,7 +278,7 @@ TEST_F(OptimiserCli, InputDataAndShapeInputsFilledConsistently) {
   // shape the model declares for its output.
   std::string npy = std::string("\x93NUMPY\x01\x00", 8);
   std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }";
-  header.append(64 - 10 - header.size() - 1, ' ');
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
   header += '\n';
   npy += static_cast<char>(header.size());
   npy += '\0';

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <numeric>
 #include <random>
 
 #include "core/error.h"
@@ -121,7 +123,6 @@ bool ShapeConsistentValues(const Graph& g, const Node& c, size_t idx, int64_t n,
                            std::string* how) {
   const Shape* in = StaticShape(g, c.inputs.empty() ? kNoValue : c.inputs[0]);
   const Shape* res = c.outputs.empty() ? nullptr : StaticShape(g, c.outputs[0]);
-  if (res == nullptr) return false;
   auto attr_i = [&](const char* name, int64_t dflt) { return c.attrs.count(name) ? c.attrs.at(name).i : dflt; };
   auto set = [&](const std::vector<int64_t>& v, const std::string& what) {
     if (static_cast<int64_t>(v.size()) != n) return false;
@@ -129,6 +130,39 @@ bool ShapeConsistentValues(const Graph& g, const Node& c, size_t idx, int64_t n,
     *how = what + " " + c.op + " '" + c.name + "' was inferred to have";
     return true;
   };
+  if (res == nullptr) {
+    // The output shape is not known: values that are valid whatever the
+    // input holds (an identity reshape, broadcast to ones, a full slice).
+    auto valid = [&](const std::vector<int64_t>& v) {
+      if (static_cast<int64_t>(v.size()) != n) return false;
+      out->assign(v.begin(), v.end());
+      *how = "values valid for " + c.op + " '" + c.name + "' (its output shape is not known)";
+      return true;
+    };
+    const int64_t r = in ? static_cast<int64_t>(in->size()) : -1;
+    if (c.op == "Reshape" && idx == 1 && in) {
+      if (n == r) return valid(*in);
+      std::vector<int64_t> v(static_cast<size_t>(n), 1);
+      if (n > 0) v.back() = -1;
+      return valid(v);
+    }
+    if ((c.op == "Expand" || c.op == "Tile") && idx == 1) return valid(std::vector<int64_t>(n, 1));
+    if (c.op == "ConstantOfShape" && idx == 0) return valid(std::vector<int64_t>(n, 1));
+    if (c.op == "TopK" && idx == 1) return valid({1});
+    if (c.op == "Unsqueeze" && idx == 1) {
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      std::iota(v.begin(), v.end(), 0);
+      return valid(v);
+    }
+    if (c.op == "Slice" && idx >= 1 && idx <= 4 && n <= r) {
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k)
+        v[k] = idx == 1 ? 0 : idx == 2 ? std::numeric_limits<int64_t>::max() : idx == 3 ? k : 1;
+      return valid(v);
+    }
+    if (c.op == "Range" && idx <= 2) return valid({idx == 0 ? 0 : idx == 1 ? 4 : 1});
+    return false;
+  }
   const int64_t rank = static_cast<int64_t>(res->size());
   const std::string& op = c.op;
   if ((op == "Reshape" || op == "Expand") && idx == 1) {
@@ -298,12 +332,23 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<
           }
         }
       }
+      // Integer divisors (Div, Mod): never zero.
+      int64_t low = 0;
+      for (auto [node, idx] : consumers[g.inputs()[k]]) {
+        const Node& c = g.node(node);
+        if ((c.op == "Div" || c.op == "Mod") && idx == 1) {
+          low = 1;
+          indexed = " (divisor of " + c.op + " '" + c.name + "')";
+        }
+      }
       if (bound < 0) bound = 10;
+      if (low >= bound) low = 0;
       at::Tensor t = at::empty(shape, at::kLong);
       int64_t* p = t.data_ptr<int64_t>();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(bound));
+      for (int64_t i = 0; i < n; ++i) p[i] = low + static_cast<int64_t>(rng() % static_cast<uint64_t>(bound - low));
       out.push_back(t.to(ToAtenType(v.type.dtype)));
-      if (how) how->push_back("random integers in [0, " + std::to_string(bound) + ")" + indexed);
+      if (how)
+        how->push_back("random integers in [" + std::to_string(low) + ", " + std::to_string(bound) + ")" + indexed);
     }
   }
   return out;

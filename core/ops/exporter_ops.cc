@@ -1,7 +1,10 @@
 // Operators common in other exporters' models (detectors, segmenters, style
 // transfer, text models): Tile, DepthToSpace, SpaceToDepth, ArgMax, ArgMin,
-// TopK, InstanceNormalization. Shape rules, ATen kernels, FLOPs; each has a
+// TopK, InstanceNormalization, Einsum. Shape rules, ATen kernels, FLOPs; each has a
 // conformance case against ONNX Runtime.
+#include <cctype>
+#include <map>
+
 #include "core/error.h"
 #include "core/ops/helpers.h"
 
@@ -183,6 +186,164 @@ OpDef InstanceNormalizationDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(InstanceNormalizationDef());
+
+// ---- Einsum ----
+// An equation "ab,bc->ac" (spaces ignored; "..." for broadcast leading
+// dimensions; without "->" the output is the ellipsis dimensions, then the
+// letters used once, in ASCII order, as in NumPy).
+struct EinsumSpec {
+  std::vector<std::string> terms;  // per input, letters with '.' for the ellipsis
+  std::string output;              // likewise
+};
+
+EinsumSpec ParseEinsum(const AttrReader& a, size_t inputs) {
+  std::string eq;
+  for (char ch : a.String("equation"))
+    if (ch != ' ') eq += ch;
+  EinsumSpec spec;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  auto term = [&](const std::string& t) {
+    std::string out;
+    for (size_t k = 0; k < t.size(); ++k) {
+      if (t.compare(k, 3, "...") == 0) {
+        if (out.find('.') != std::string::npos) a.Fail("'" + t + "' has two ellipses");
+        out += '.';
+        k += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(t[k]))) {
+        out += t[k];
+      } else {
+        a.Fail("equation '" + a.String("equation") + "' has an unexpected '" + std::string(1, t[k]) + "'");
+      }
+    }
+    return out;
+  };
+  size_t p = 0;
+  while (true) {
+    size_t q = lhs.find(',', p);
+    spec.terms.push_back(term(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p)));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  if (spec.terms.size() != inputs)
+    a.Fail("equation '" + a.String("equation") + "' has " + std::to_string(spec.terms.size()) + " operands for " +
+           std::to_string(inputs) + " inputs");
+  if (arrow != std::string::npos) {
+    spec.output = term(eq.substr(arrow + 2));
+  } else {
+    std::map<char, int> count;
+    bool ellipsis = false;
+    for (const auto& t : spec.terms)
+      for (char ch : t) {
+        if (ch == '.')
+          ellipsis = true;
+        else
+          ++count[ch];
+      }
+    if (ellipsis) spec.output += '.';
+    for (const auto& [ch, n] : count)
+      if (n == 1) spec.output += ch;
+  }
+  return spec;
+}
+
+OpDef EinsumDef() {
+  OpDef d;
+  d.name = "Einsum";
+  d.since_opset = 12;
+  d.min_inputs = 1;
+  d.max_inputs = 1 << 10;
+  d.attrs = {OptionalAttr("equation", AttrType::kString)};
+  d.shape = [](const ShapeContext& c) {
+    if (!c.Has("equation")) c.Fail("equation is required");
+    EinsumSpec spec = ParseEinsum(c, static_cast<size_t>(c.num_inputs()));
+    const DType dtype = c.input(0).dtype;
+    std::map<char, int64_t> size;
+    Shape ellipsis;  // broadcast of the inputs' ellipsis dimensions
+    for (size_t i = 0; i < spec.terms.size(); ++i) {
+      const TensorType& t = c.input(static_cast<int>(i));
+      if (t.dtype != dtype) c.Fail("inputs have different element types");
+      if (!t.rank_known) c.Unsupported("an input of unknown rank");
+      const std::string& term = spec.terms[i];
+      const bool has_ellipsis = term.find('.') != std::string::npos;
+      const int64_t letters = static_cast<int64_t>(term.size()) - (has_ellipsis ? 1 : 0);
+      if (t.rank() < letters || (!has_ellipsis && t.rank() != letters))
+        c.Fail("operand " + std::to_string(i) + " '" + term + "' does not fit input " + t.ToString());
+      const int64_t ell = t.rank() - letters;
+      int64_t dim = 0;
+      for (char ch : term) {
+        if (ch == '.') {
+          Shape part(t.shape.begin() + dim, t.shape.begin() + dim + ell);
+          // Right-aligned broadcast with the others' ellipsis dimensions.
+          Shape merged(std::max(part.size(), ellipsis.size()), 1);
+          for (size_t k = 0; k < merged.size(); ++k) {
+            int64_t x = k < part.size() ? part[part.size() - 1 - k] : 1;
+            int64_t y = k < ellipsis.size() ? ellipsis[ellipsis.size() - 1 - k] : 1;
+            if (x != y && x != 1 && y != 1) c.Fail("the ellipsis dimensions do not broadcast");
+            merged[merged.size() - 1 - k] = x == 1 ? y : x;
+          }
+          ellipsis = merged;
+          dim += ell;
+          continue;
+        }
+        const int64_t n = t.shape[dim++];
+        auto [it, inserted] = size.emplace(ch, n);
+        if (!inserted && it->second != n) {
+          if (it->second == 1 || it->second < 0)
+            it->second = n;
+          else if (n != 1 && n >= 0)
+            c.Fail("index '" + std::string(1, ch) + "' has sizes " + std::to_string(it->second) + " and " +
+                   std::to_string(n));
+        }
+      }
+    }
+    Shape out;
+    for (char ch : spec.output) {
+      if (ch == '.') {
+        out.insert(out.end(), ellipsis.begin(), ellipsis.end());
+        continue;
+      }
+      auto it = size.find(ch);
+      if (it == size.end()) c.Fail("output index '" + std::string(1, ch) + "' is not an input index");
+      out.push_back(it->second);
+    }
+    return std::vector<TensorType>{Type(dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    std::string eq;
+    for (char ch : c.String("equation"))
+      if (ch != ' ') eq += ch;
+    c.outputs = {at::einsum(eq, c.inputs)};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    // A multiply-add per operand pair at each point of the joint index space
+    // (every distinct letter once, times the output's ellipsis dimensions).
+    EinsumSpec spec = ParseEinsum(c, static_cast<size_t>(c.num_inputs()));
+    std::map<char, int64_t> size;
+    for (size_t i = 0; i < spec.terms.size(); ++i) {
+      const TensorType& t = c.input(static_cast<int>(i));
+      const std::string& term = spec.terms[i];
+      int64_t dim = 0;
+      for (char ch : term) {
+        if (ch == '.') {
+          dim += t.rank() - static_cast<int64_t>(term.size()) + 1;
+          continue;
+        }
+        size[ch] = std::max(size[ch], t.shape[dim++]);
+      }
+    }
+    double points = 1;
+    for (const auto& [ch, n] : size) points *= static_cast<double>(std::max<int64_t>(n, 1));
+    const size_t at = spec.output.find('.');
+    if (at != std::string::npos) {
+      const int64_t ell = out[0].rank() - static_cast<int64_t>(spec.output.size()) + 1;
+      for (int64_t k = 0; k < ell; ++k) points *= static_cast<double>(std::max<int64_t>(out[0].shape[at + k], 1));
+    }
+    return 2.0 * points * static_cast<double>(std::max(c.num_inputs() - 1, 1));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(EinsumDef());
 
 }  // namespace
 }  // namespace rlflow::ops

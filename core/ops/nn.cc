@@ -151,6 +151,155 @@ OpDef ConvDef() {
 }
 RLFLOW_REGISTER_OP(ConvDef());
 
+// ---- ConvTranspose ----
+// The geometry of a transposed convolution: per spatial axis the output is
+//   stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1
+//     - pad_begin - pad_end,
+// with pads from `pads`, or derived from `output_shape` or SAME_* auto_pad
+// (output = in * stride) as the spec and ONNX Runtime derive them: the odd
+// unit of a total padding goes to the end for SAME_UPPER, else to the
+// beginning.
+struct TransposeWindow {
+  std::vector<int64_t> kernel, strides, dilations, output_padding, pad_begin, pad_end;
+  Shape out_spatial;
+};
+
+TransposeWindow ConvTransposeWindow(const AttrReader& a, const TensorType& x, const TensorType& w) {
+  const size_t n = static_cast<size_t>(x.rank()) - 2;
+  TransposeWindow t;
+  t.kernel = a.Has("kernel_shape") ? a.Ints("kernel_shape") : Shape(w.shape.begin() + 2, w.shape.end());
+  t.strides = a.Has("strides") ? a.Ints("strides") : std::vector<int64_t>(n, 1);
+  t.dilations = a.Has("dilations") ? a.Ints("dilations") : std::vector<int64_t>(n, 1);
+  t.output_padding = a.Has("output_padding") ? a.Ints("output_padding") : std::vector<int64_t>(n, 0);
+  std::vector<int64_t> pads = a.Has("pads") ? a.Ints("pads") : std::vector<int64_t>(2 * n, 0);
+  std::vector<int64_t> output_shape = a.Has("output_shape") ? a.Ints("output_shape") : std::vector<int64_t>();
+  if (t.kernel.size() != n || t.strides.size() != n || t.dilations.size() != n || t.output_padding.size() != n ||
+      pads.size() != 2 * n)
+    a.Fail("kernel_shape, strides, dilations, output_padding or pads do not match " + std::to_string(n) +
+           " spatial dimensions");
+  // output_shape may list all dimensions or only the spatial ones.
+  if (output_shape.size() == n + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
+  if (!output_shape.empty() && output_shape.size() != n)
+    a.Fail("output_shape has " + std::to_string(output_shape.size()) + " values for " + std::to_string(n) +
+           " spatial dimensions");
+  const std::string auto_pad = a.String("auto_pad");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" &&
+      !auto_pad.empty())
+    a.Fail("unknown auto_pad '" + auto_pad + "'");
+  t.pad_begin.assign(pads.begin(), pads.begin() + n);
+  t.pad_end.assign(pads.begin() + n, pads.end());
+  t.out_spatial.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    if (t.strides[k] <= 0 || t.dilations[k] <= 0 || t.kernel[k] <= 0)
+      a.Fail("kernel, strides and dilations must be positive");
+    if (t.output_padding[k] < 0 || t.pad_begin[k] < 0 || t.pad_end[k] < 0)
+      a.Fail("pads and output_padding must not be negative");
+    const int64_t in = x.shape[k + 2];
+    if (in < 0) {
+      t.out_spatial[k] = kUnknownDim;
+      continue;
+    }
+    const int64_t full = t.strides[k] * (in - 1) + t.output_padding[k] + (t.kernel[k] - 1) * t.dilations[k] + 1;
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      const int64_t out = !output_shape.empty() ? output_shape[k] : in * t.strides[k];
+      const int64_t total = full - out;
+      const bool more_at_begin = auto_pad != "SAME_UPPER";
+      if (total >= 0) {
+        t.pad_begin[k] = more_at_begin ? total - total / 2 : total / 2;
+        t.pad_end[k] = total - t.pad_begin[k];
+      } else {
+        // An output larger than the full one: zeros (and the bias) at the
+        // end, as output_padding adds them.
+        t.output_padding[k] -= total;
+        t.pad_begin[k] = t.pad_end[k] = 0;
+      }
+    } else if (auto_pad == "VALID") {
+      t.pad_begin[k] = t.pad_end[k] = 0;
+    }
+    t.out_spatial[k] = t.strides[k] * (in - 1) + t.output_padding[k] + (t.kernel[k] - 1) * t.dilations[k] + 1 -
+                       t.pad_begin[k] - t.pad_end[k];
+    if (t.out_spatial[k] <= 0) a.Fail("the output would be empty (pads larger than the output)");
+  }
+  return t;
+}
+
+OpDef ConvTransposeDef() {
+  OpDef d;
+  d.name = "ConvTranspose";
+  d.since_opset = 11;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.attrs = WindowAttrs(true);
+  d.attrs.push_back(IntAttr("group", 1));
+  d.attrs.push_back(IntsAttr("output_padding"));
+  d.attrs.push_back(IntsAttr("output_shape"));
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& w = c.input(1);
+    if (RankOf(c, 0) < 3 || RankOf(c, 1) != x.rank())
+      c.Fail("X " + x.ToString() + " and W " + w.ToString() + " ranks do not fit a transposed convolution");
+    if (x.rank() > 5) c.Unsupported("only 1-D to 3-D transposed convolution is supported");
+    const int64_t group = c.Int("group");
+    if (group <= 0) c.Fail("group must be positive");
+    if (x.shape[1] >= 0 && w.shape[0] >= 0 && x.shape[1] != w.shape[0])
+      c.Fail("input has " + std::to_string(x.shape[1]) + " channels but W " + w.ToString() + " expects " +
+             std::to_string(w.shape[0]));
+    if (w.shape[0] >= 0 && w.shape[0] % group != 0) c.Fail("input channels are not divisible by group");
+    const int64_t m = w.shape[1] >= 0 ? w.shape[1] * group : kUnknownDim;
+    if (c.has_input(2)) {
+      const TensorType& b = c.input(2);
+      if (b.rank() != 1 || (b.shape[0] >= 0 && m >= 0 && b.shape[0] != m))
+        c.Fail("bias " + b.ToString() + " does not match the " + std::to_string(m) + " output channels");
+    }
+    TransposeWindow t = ConvTransposeWindow(c, x, w);
+    Shape out = {x.shape[0], m};
+    out.insert(out.end(), t.out_spatial.begin(), t.out_spatial.end());
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const at::Tensor& w = c.in(1);
+    TensorType xt = Type(DType::kFloat32, AsVec(x.sizes())), wt = Type(DType::kFloat32, AsVec(w.sizes()));
+    TransposeWindow t = ConvTransposeWindow(c, xt, wt);
+    const size_t n = t.kernel.size();
+    bool native = t.pad_begin == t.pad_end;
+    for (size_t k = 0; k < n; ++k) native = native && t.output_padding[k] < std::max(t.strides[k], t.dilations[k]);
+    at::Tensor bias = c.has(2) ? c.in(2) : at::Tensor();
+    if (native) {
+      c.outputs = {
+          at::convolution(x, w, bias, t.strides, t.pad_begin, t.dilations, true, t.output_padding, c.Int("group"))};
+      return;
+    }
+    // Asymmetric pads or a large output_padding: the full output (no pads),
+    // zeros appended for output_padding, then the pads cropped; bias last.
+    std::vector<int64_t> zeros(n, 0);
+    at::Tensor y = at::convolution(x, w, at::Tensor(), t.strides, zeros, t.dilations, true, zeros, c.Int("group"));
+    std::vector<int64_t> pad;
+    for (size_t k = n; k-- > 0;) {
+      pad.push_back(0);
+      pad.push_back(t.output_padding[k]);
+    }
+    y = at::constant_pad_nd(y, pad, 0.0);
+    for (size_t k = 0; k < n; ++k) y = y.narrow(static_cast<int64_t>(k) + 2, t.pad_begin[k], t.out_spatial[k]);
+    if (bias.defined()) {
+      std::vector<int64_t> view(static_cast<size_t>(y.dim()), 1);
+      view[1] = bias.size(0);
+      y = y + bias.reshape(view);
+    }
+    c.outputs = {y.contiguous()};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    // Each input element is scattered to (M / group) * prod(kernel) outputs.
+    const TensorType& x = c.input(0);
+    const TensorType& w = c.input(1);
+    double per_input = 2.0 * static_cast<double>(NumElements(Shape(w.shape.begin() + 1, w.shape.end())));
+    return Numel(x) * per_input + (c.has_input(2) ? Numel(out[0]) : 0.0);
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ConvTransposeDef());
+
 // ---- BatchNormalization (inference form) ----
 OpDef BatchNormDef() {
   OpDef d;

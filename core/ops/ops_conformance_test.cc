@@ -192,6 +192,54 @@ std::vector<OpCase> Cases() {
   c.push_back(
       conv("Conv_depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, A({{"group", I(4)}, {"pads", Is({1, 1, 1, 1})}}), true));
   c.push_back(conv("Conv_1d", {1, 3, 12}, {5, 3, 3}, A({{"pads", Is({1, 2})}, {"strides", Is({2})}}), true));
+  // Transposed convolutions (decoders, FPN/U-Net upsampling): pads, output
+  // padding, output_shape and SAME_* with odd total paddings (which side
+  // gets the odd unit), groups, dilations, 1-D and 3-D.
+  auto deconv = [in](const std::string& name, Shape x, Shape w, AttributeMap attrs, int64_t bias) {
+    return OpCase{name, [=](B& b) {
+                    std::vector<ValueId> ins = {in(b, name + "_x", x), b.Weight(name + "_w", w, 0.3f)};
+                    if (bias > 0) ins.push_back(b.Weight(name + "_b", {bias}, 0.3f));
+                    return b.Op("ConvTranspose", ins, attrs);
+                  }};
+  };
+  c.push_back(deconv("ConvTranspose_basic", {1, 3, 5, 5}, {3, 4, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}), 4));
+  c.push_back(deconv("ConvTranspose_output_padding", {1, 3, 5, 4}, {3, 2, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}, {"output_padding", Is({1, 1})}}), 2));
+  c.push_back(deconv("ConvTranspose_asym_pads", {1, 2, 4, 5}, {2, 3, 3, 2},
+                     A({{"strides", Is({2, 3})}, {"pads", Is({0, 1, 2, 0})}}), 0));
+  c.push_back(deconv("ConvTranspose_asym_output_padding", {1, 2, 4, 4}, {2, 2, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 0, 0, 1})}, {"output_padding", Is({1, 0})}}), 2));
+  c.push_back(deconv("ConvTranspose_output_shape_odd", {1, 2, 4, 4}, {2, 3, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"output_shape", Is({8, 9})}}), 3));
+  c.push_back(deconv("ConvTranspose_output_shape_larger", {1, 1, 3, 3}, {1, 2, 3, 3},
+                     A({{"strides", Is({3, 2})}, {"output_shape", Is({10, 8})}}), 2));
+  c.push_back(deconv("ConvTranspose_same_upper", {1, 2, 4, 5}, {2, 2, 4, 3},
+                     A({{"strides", Is({2, 2})}, {"auto_pad", S("SAME_UPPER")}}), 2));
+  c.push_back(deconv("ConvTranspose_same_lower", {1, 2, 4, 5}, {2, 2, 4, 3},
+                     A({{"strides", Is({2, 2})}, {"auto_pad", S("SAME_LOWER")}}), 0));
+  c.push_back(deconv("ConvTranspose_group_dilation", {1, 4, 5, 5}, {4, 3, 3, 3},
+                     A({{"group", I(2)}, {"dilations", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}), 6));
+  c.push_back(
+      deconv("ConvTranspose_1d", {1, 3, 7}, {3, 2, 4}, A({{"strides", Is({3})}, {"output_padding", Is({2})}}), 2));
+  c.push_back(deconv("ConvTranspose_3d", {1, 2, 3, 4, 4}, {2, 2, 2, 2, 2}, A({{"strides", Is({2, 2, 2})}}), 2));
+  // Einsum as transformer exports write it: batched matmul, attention
+  // scores with a transposed operand, an ellipsis, implicit output, a
+  // reduction, a three-operand product.
+  auto einsum = [in](const std::string& name, const std::string& eq, std::vector<Shape> shapes) {
+    return OpCase{name, [=](B& b) {
+                    std::vector<ValueId> ins;
+                    for (size_t k = 0; k < shapes.size(); ++k)
+                      ins.push_back(in(b, name + "_" + std::to_string(k), shapes[k]));
+                    return b.Op("Einsum", ins, A({{"equation", S(eq)}}));
+                  }};
+  };
+  c.push_back(einsum("Einsum_bmm", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}));
+  c.push_back(einsum("Einsum_attention", "bhqd,bhkd->bhqk", {{1, 2, 3, 4}, {1, 2, 5, 4}}));
+  c.push_back(einsum("Einsum_ellipsis", "...ij,...jk->...ik", {{2, 3, 4, 2}, {1, 3, 2, 3}}));
+  c.push_back(einsum("Einsum_implicit", "ij,jk", {{3, 4}, {4, 2}}));
+  c.push_back(einsum("Einsum_reduce_transpose", "i j k -> k i", {{3, 4, 5}}));
+  c.push_back(einsum("Einsum_three", "ab,bc,cd->ad", {{2, 3}, {3, 4}, {4, 2}}));
   c.push_back({"BatchNormalization", [in](B& b) {
                  return b.Op(
                      "BatchNormalization",

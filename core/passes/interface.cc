@@ -63,18 +63,28 @@ Graph CutAtOpaque(const Graph& g) {
   Graph cut;
   cut.info() = g.info();
   std::vector<ValueId> map(g.num_values(), kNoValue);
+  std::set<NodeId> is_opaque(opaque.begin(), opaque.end());
+  // Graph inputs only opaque nodes read are not inputs of the cut (they may
+  // be of types the executor lacks, e.g. uint16 into an opaque BitShift).
+  std::vector<char> read(g.num_values(), 0);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (!is_opaque.count(id))
+      for (ValueId in : g.node(id).inputs)
+        if (in != kNoValue) read[in] = 1;
   for (ValueId in : g.inputs()) {
+    if (!read[in] && std::find(g.outputs().begin(), g.outputs().end(), in) == g.outputs().end()) continue;
     map[in] = cut.AddInput(g.value(in).name, g.value(in).type);
     cut.mutable_value(map[in]).sample_data = g.value(in).sample_data;
   }
-  std::set<NodeId> is_opaque(opaque.begin(), opaque.end());
   for (NodeId id : opaque) {
     for (ValueId out : g.node(id).outputs) {
       const Value& v = g.value(out);
       if (!v.type.IsStatic() || v.type.dtype == DType::kUndefined)
         Fail("output '", v.name, "' of opaque node ", g.node(id).Describe(),
              " has no static type, so the graph around it cannot be run on random inputs");
-      map[out] = cut.AddInput(v.name, v.type);
+      // Outputs no kept node reads (graph outputs of the opaque node) are
+      // the same in both graphs: not compared.
+      if (read[out]) map[out] = cut.AddInput(v.name, v.type);
     }
   }
   for (ValueId v = 0; v < g.num_values(); ++v)
@@ -98,10 +108,11 @@ Graph CutAtOpaque(const Graph& g) {
     }
   }
   std::vector<ValueId> outs;
-  for (ValueId out : g.outputs()) outs.push_back(map[out]);
+  for (ValueId out : g.outputs())
+    if (map[out] != kNoValue) outs.push_back(map[out]);
   for (NodeId id : opaque)
     for (ValueId in : g.node(id).inputs)
-      if (in != kNoValue) outs.push_back(map[in]);
+      if (in != kNoValue && map[in] != kNoValue) outs.push_back(map[in]);
   cut.SetOutputs(outs);
   return cut;
 }

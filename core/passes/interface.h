@@ -21,7 +21,11 @@ int RestoreInterface(const Graph& original, Graph& g);
 // opaque nodes (rewrites never cross them) cut to graphs with matching
 // interfaces, and the original is equivalent to the rewritten graph if
 // their cuts compute the same function. Returns `g` itself if it has no
-// opaque node. Throws if an opaque node's output has no static type.
+// opaque node. Graph inputs only opaque nodes read, and opaque outputs no
+// other node reads (graph outputs of opaque nodes), are left out: they are
+// the same in both graphs and may have types the executor lacks (uint16).
+// Throws if an opaque node's output that another node reads has no static
+// type.
 Graph CutAtOpaque(const Graph& g);
 
 }  // namespace rlflow

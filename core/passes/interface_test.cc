@@ -87,5 +87,30 @@ TEST(Interface, CutAtOpaqueTurnsOpaqueNodesIntoInputsAndOutputs) {
   }
 }
 
+// A graph input only an opaque node reads (a uint16 tensor into BitShift:
+// the executor has no uint16) is not an input of the cut, nor is an opaque
+// output that only the graph's outputs read.
+TEST(Interface, CutAtOpaqueDropsInputsOnlyOpaqueNodesRead) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  Graph g = b.Build({b.Op("Relu", {x})});
+  TensorType u16;
+  u16.dtype = DType::kUInt16;
+  u16.shape = {4};
+  ValueId bits = g.AddInput("bits", u16);
+  NodeId op = g.AddNode("BitShift", {bits, bits}, 1, {}, "shift");
+  g.mutable_node(op).opaque_proto = std::make_shared<const std::string>("opaque");
+  ValueId shifted = g.node(op).outputs[0];
+  g.mutable_value(shifted).type = u16;
+  g.SetOutputs({g.outputs()[0], shifted});
+  Graph cut = CutAtOpaque(g);
+  // Neither 'bits' nor the opaque output (a graph output no node reads).
+  ASSERT_EQ(cut.inputs().size(), 1u);
+  EXPECT_EQ(cut.value(cut.inputs()[0]).name, "x");
+  EXPECT_EQ(cut.FindValue("bits"), kNoValue);
+  EXPECT_EQ(cut.FindValue(g.value(shifted).name), kNoValue);
+  ASSERT_EQ(cut.outputs().size(), 1u);
+}
+
 }  // namespace
 }  // namespace rlflow
