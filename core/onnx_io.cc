@@ -1192,8 +1192,10 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // shape that is an input, Expand, Slice with input starts, ...) have
   // unknown dimensions after inference; where the model declares a static
   // shape that agrees, that shape is used (the executor checks it at run
-  // time; RandomInputs fills such inputs to produce it).
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+  // time; RandomInputs fills such inputs to produce it). Not with symbolic
+  // input dimensions: exporters declare intermediate shapes at the traced
+  // example's size, which need not be the bound one.
+  for (NodeId id = 0; id < g.num_nodes() && !info.symbolic_dims; ++id) {
     if (g.node(id).opaque()) continue;
     for (ValueId out : g.node(id).outputs) {
       Value& v = g.mutable_value(out);

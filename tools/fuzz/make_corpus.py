@@ -341,7 +341,7 @@ def m_elem_type(m, rng):
 
 
 def m_expand_huge(m, rng):
-    t = numpy_helper.from_array(np.array(rng.choice([[10 ** 6, 10 ** 6], [2 ** 31, 2 ** 31, 4], [-3, 4], [0, 7]]),
+    t = numpy_helper.from_array(np.array(rng.choice([[10 ** 6, 10 ** 6], [2 ** 31, 2 ** 31, 4], [-3, 4], [0, 7], [40000, 40000]]),
                                          dtype=np.int64), "huge_shape")
     m.graph.initializer.append(t)
     op = rng.choice(["Expand", "ConstantOfShape", "Reshape"])
@@ -414,6 +414,55 @@ def m_default_input(m, rng):
     return m
 
 
+def m_external(m, rng):
+    """An initializer stored in an external data file that cannot be read:
+    missing, outside the model's directory, absolute, nameless, a bad
+    offset or a length past the end (the corpus has no data files)."""
+    if not m.graph.initializer:
+        return None
+    t = rng.choice(list(m.graph.initializer))
+    n = len(t.raw_data) or 16
+    t.ClearField("raw_data")
+    for f in ("float_data", "int64_data", "int32_data", "double_data"):
+        t.ClearField(f)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    kv = rng.choice([{"location": "missing.bin"}, {"location": "../weights.bin"}, {"location": "/etc/hostname"},
+                     {"offset": "0", "length": str(n)}, {"location": "missing.bin", "offset": "-4"},
+                     {"location": "missing.bin", "length": "x"}, {"location": "sub/../../w.bin"}])
+    for k, v in kv.items():
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return m
+
+
+def m_extra_outputs(m, rng):
+    """A node with more outputs than its schema allows (ONNX Runtime refuses it)."""
+    n = rng.choice(list(m.graph.node))
+    n.output.extend([f"extra_{k}" for k in range(rng.choice([1, 3]))])
+    return m
+
+
+def m_int_shape(m, rng):
+    """A Reshape whose shape input is int32 (the schema says int64)."""
+    t = numpy_helper.from_array(np.array([1, -1], dtype=np.int32), "shape32")
+    m.graph.initializer.append(t)
+    last = m.graph.output[0].name
+    m.graph.node[-1].output[0] = "pre_shape32"
+    m.graph.node.append(helper.make_node("Reshape", ["pre_shape32", "shape32"], [last], name="reshape32"))
+    return m
+
+
+def m_shadow(m, rng):
+    """An initializer that shadows a graph input with another shape or type."""
+    if not m.graph.initializer:
+        return None
+    t = rng.choice(list(m.graph.initializer))
+    dims = list(t.dims) + [2] if rng.random() < 0.5 else list(t.dims)
+    elem = t.data_type if dims != list(t.dims) else (7 if t.data_type != 7 else 1)
+    m.graph.input.append(helper.make_tensor_value_info(t.name, elem, dims))
+    return m
+
+
 MUTATIONS = [
     m_attr(["Conv", "MaxPool", "AveragePool"], "strides", [[0, 0], [0, 1], [-1, 1], [1], [2 ** 40, 1], [1, 1, 1]]),
     m_attr(["Conv", "MaxPool"], "dilations", [[0, 0], [-2, 1], [1], [2 ** 31, 1]]),
@@ -433,6 +482,7 @@ MUTATIONS = [
     m_attr(["Concat", "Split"], "axis", [0, 2, -1]),
     m_attr_type, m_drop_attr, m_inputs, m_outputs, m_cycle, m_order, m_init_dims, m_init_type, m_input_dims,
     m_elem_type, m_expand_huge, m_range_huge, m_opset, m_ir, m_no_outputs, m_op_type, m_names, m_default_input,
+    m_external, m_extra_outputs, m_int_shape, m_shadow,
 ]
 
 
