@@ -72,6 +72,7 @@ int Run() {
   eo.horizon = FLAGS_horizon;
   eo.seed = FLAGS_seed;
   SetComputeThreads(FLAGS_threads);
+  SetSteadyAllocation();
   torch::set_num_threads(std::max(1, FLAGS_threads));
 
   train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};

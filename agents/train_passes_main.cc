@@ -86,6 +86,7 @@ int Run() {
   eo.shaping = FLAGS_shaping;
   eo.horizon = FLAGS_horizon;
   SetComputeThreads(FLAGS_threads);
+  SetSteadyAllocation();
   torch::set_num_threads(std::max(1, FLAGS_threads));
   train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};
   const bool resume = train::PrepareRun(run);

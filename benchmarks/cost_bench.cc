@@ -30,6 +30,7 @@ namespace {
 
 int Run() {
   SetComputeThreads(FLAGS_threads);
+  SetSteadyAllocation();
   std::vector<std::string> models;
   std::stringstream ss(FLAGS_models);
   for (std::string m; std::getline(ss, m, ',');) models.push_back(m);

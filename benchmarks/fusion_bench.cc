@@ -61,6 +61,7 @@ void Compare(const std::string& what, const std::string& a_name, const std::func
 int Run() {
   if (FLAGS_pairs < 6) Fail("--pairs must be >= 6 for a 95% interval");
   SetComputeThreads(1);
+  SetSteadyAllocation();
   at::manual_seed(1);
   std::printf("| rewrite | A | A (ms) | B | B (ms) | speedup of B [95%%] |\n|---|---|---:|---|---:|---:|\n");
 

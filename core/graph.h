@@ -37,6 +37,11 @@ struct Value {
   // graph is bound to, for the shape rules of the nodes that read it.
   bool symbolic = false;
   TensorDataPtr known;
+  // A sequence, map or optional value (ONNX's non-tensor types): only opaque
+  // nodes produce or read it, `type` stays unknown, and its declared type
+  // travels in ModelInfo::interface_types for export. Never run, timed,
+  // filled with sample data or compared.
+  bool non_tensor = false;
   std::string doc;
 };
 

@@ -643,6 +643,10 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
     for (const auto& o : np.output()) {
       if (o.empty() || outputs.count(o)) continue;
       auto it = info.find(o);
+      // Sequence, map and optional values need no tensor type.
+      if (it != info.end() && !gp->value_info(it->second).type().has_tensor_type() &&
+          gp->value_info(it->second).type().value_case() != onnx::TypeProto::VALUE_NOT_SET)
+        continue;
       if (it == info.end() || !is_static(gp->value_info(it->second).type())) untyped.push_back(o);
     }
   }
@@ -872,7 +876,15 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   int64_t opset = -1;
   for (const auto& imp : model.opset_import())
     if (IsDefaultDomain(imp.domain())) opset = imp.version();
-  if (opset < 0) Fail("model ", what, " does not import the default ONNX opset");
+  if (opset < 0) {
+    // Models of other domains only (training operators, custom ops): every
+    // node stays opaque; ONNX's passes run at the newest opset rlflow knows.
+    for (const auto& n : model.graph().node())
+      if (IsDefaultDomain(n.domain()))
+        Fail("model ", what, " does not import the default ONNX opset but node '", n.name(), "' (", n.op_type(),
+             ") is of the default domain");
+    opset = kMaxOpset;
+  }
   if (opset < kMinOpset || opset > kMaxOpset)
     Fail("model ", what, " uses unsupported opset ", opset, " (supported: ", kMinOpset, " to ", kMaxOpset, ")");
   rep.opset_before_conversion = static_cast<int>(opset);
@@ -943,6 +955,19 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       }
     }
   }
+  // Opsets 1 to 6: ONNX's version converter to 7 (its adapters for the
+  // legacy broadcast and consumed_inputs attributes, BatchNormalization's
+  // and Dropout's old forms), then as opset 7.
+  if (opset < 7) {
+    std::string why;
+    bool converted = false;
+    ContainedOnnxPasses(&model, 7, &why, &converted);
+    if (!converted)
+      Fail("model ", what, " could not be converted from opset ", opset, " to 7: ONNX's version converter ", why);
+    rep.warnings.push_back("converted opset " + std::to_string(opset) + " to 7 (ONNX's version converter)");
+    opset = 7;
+    CheckAndSortNodes(model.mutable_graph(), what);
+  }
   // Opsets 7 to 10: rlflow's own upgrade to 11 (ONNX's converter fails on
   // common exports there), then ONNX's converter to 13 as for 11 and 12.
   if (opset < 11) {
@@ -991,10 +1016,17 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
 
   // Declared types: inputs, outputs and value_info (ONNX-inferred included).
   std::map<std::string, TensorType> declared;
+  // Sequence, map and optional values: kept as non-tensor values that only
+  // opaque nodes produce and read (their declared types are exported as
+  // they came).
+  std::set<std::string> non_tensor;
   auto declare = [&](const onnx::ValueInfoProto& vi) {
     bool is_tensor = true;
     TensorType t = FromTypeProto(vi.type(), vi.name(), &is_tensor);
-    if (!is_tensor) Fail("tensor '", vi.name(), "' is not a tensor (sequence/map/optional values are not supported)");
+    if (!is_tensor && vi.type().value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+      non_tensor.insert(vi.name());
+      declared_interface.emplace(vi.name(), vi.type().SerializeAsString());
+    }
     declared[vi.name()] = t;
   };
   for (const auto& vi : gp.value_info()) declare(vi);
@@ -1029,6 +1061,14 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     onnx::TypeProto declared_type;
     declared_type.ParseFromString(declared_interface[vi.name()]);
     TensorType t = FromTypeProto(declared_type, vi.name(), &is_tensor);
+    if (!is_tensor && declared_type.value_case() != onnx::TypeProto::VALUE_NOT_SET) {
+      // A sequence/map/optional input: only opaque nodes read it.
+      ValueId id = g.AddInput(vi.name(), t);
+      g.mutable_value(id).non_tensor = true;
+      non_tensor.insert(vi.name());
+      info.interface_types[vi.name()] = declared_interface[vi.name()];
+      continue;
+    }
     if (!is_tensor || t.dtype == DType::kUndefined)
       Fail("graph input '", vi.name(), "' is not a tensor of a supported element type");
     TensorDataPtr default_value;
@@ -1122,6 +1162,13 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     std::string reason = ModelledReason(np, def, opset, node.attrs, node);
     std::vector<std::string> implicit = ImplicitInputs(np);
     if (!implicit.empty() && reason.empty()) reason = "it has subgraphs";
+    for (const auto& name : np.output())
+      if (non_tensor.count(name)) g.mutable_value(g.FindValue(name)).non_tensor = true;
+    if (reason.empty()) {
+      for (const auto* names : {&np.input(), &np.output()})
+        for (const auto& name : *names)
+          if (non_tensor.count(name)) reason = "'" + name + "' is a sequence, map or optional value";
+    }
     if (!reason.empty()) {
       node.opaque_proto = node.source_proto;
       if (def != nullptr) rep.warnings.push_back("node " + node.Describe() + " kept opaque: " + reason);
@@ -1213,7 +1260,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // Graph outputs typed by the model must agree with what was inferred.
   for (const auto& vi : gp.output()) {
     const Value& v = g.value(g.FindValue(vi.name()));
-    if (v.type.dtype == DType::kUndefined)
+    if (v.type.dtype == DType::kUndefined && !v.non_tensor)
       rep.warnings.push_back("type of graph output '" + vi.name() + "' is unknown");
   }
   return g;
@@ -1243,8 +1290,9 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   auto interface_info = [&](const Value& v, onnx::ValueInfoProto* vi) {
     auto it = info.interface_types.find(v.name);
     onnx::TypeProto declared;
-    if (it != info.interface_types.end() && declared.ParseFromString(it->second) && declared.has_tensor_type() &&
-        declared.tensor_type().elem_type() == static_cast<int32_t>(v.type.dtype)) {
+    if (it != info.interface_types.end() && declared.ParseFromString(it->second) &&
+        (v.non_tensor ||
+         (declared.has_tensor_type() && declared.tensor_type().elem_type() == static_cast<int32_t>(v.type.dtype)))) {
       vi->set_name(v.name);
       *vi->mutable_type() = declared;
       return;
@@ -1321,7 +1369,7 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
       // onnx::checker requires a shape in every value_info: skip unknown
       // ranks. With symbolic dimensions the shapes here are those of one
       // binding: none are written.
-      if (info.symbolic_dims) {
+      if (info.symbolic_dims || v.non_tensor) {
         // Except opaque nodes' outputs, as the model declared them: nothing
         // else can infer a custom op's types.
         auto it = info.interface_types.find(v.name);
@@ -1484,7 +1532,7 @@ void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::strin
   if (written_opset) *written_opset = static_cast<int>(current);
   ExportOnnxModel(graph, model);
   if (source <= 0 || source >= current) return;
-  // Models from opsets 7 to 10 go back to 11, the lowest rlflow writes.
+  // Models from opsets 1 to 10 go back to 11, the lowest rlflow writes.
   const int64_t target = std::max<int64_t>(source, kMinWrittenOpset);
   std::string why;
   if (target >= current) {
@@ -1763,11 +1811,29 @@ std::map<std::string, std::string> ParseInputData(const std::string& spec) {
   return out;
 }
 
+namespace {
+// ONNX's notation for non-tensor types: "seq(tensor(float))",
+// "optional(seq(tensor(int64)))", "map(int64,tensor(float))".
+std::string NonTensorTypeText(const onnx::TypeProto& t) {
+  switch (t.value_case()) {
+    case onnx::TypeProto::kTensorType: return "tensor(" + DTypeName(DTypeFromCode(t.tensor_type().elem_type())) + ")";
+    case onnx::TypeProto::kSequenceType: return "seq(" + NonTensorTypeText(t.sequence_type().elem_type()) + ")";
+    case onnx::TypeProto::kOptionalType: return "optional(" + NonTensorTypeText(t.optional_type().elem_type()) + ")";
+    case onnx::TypeProto::kMapType:
+      return "map(" + DTypeName(DTypeFromCode(t.map_type().key_type())) + "," +
+             NonTensorTypeText(t.map_type().value_type()) + ")";
+    default: return "?";
+  }
+}
+}  // namespace
+
 std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   auto it = graph.info().interface_types.find(name);
   onnx::TypeProto type;
-  if (it != graph.info().interface_types.end() && type.ParseFromString(it->second) && type.has_tensor_type())
-    return DeclaredShapeText(type);
+  if (it != graph.info().interface_types.end() && type.ParseFromString(it->second)) {
+    if (type.has_tensor_type()) return DeclaredShapeText(type);
+    if (type.value_case() != onnx::TypeProto::VALUE_NOT_SET) return NonTensorTypeText(type);
+  }
   ValueId v = graph.FindValue(name);
   return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // ONNX import and export.
 //
-// Import accepts default-domain opsets 7 to 17. Models at 7 to 10 are first
+// Import accepts default-domain opsets 1 to 17. Models at 1 to 6 are first
+// converted to 7 by ONNX's version converter; models at 7 to 10 are
 // upgraded to 11 by rlflow (core/onnx_upgrade.h); models below opset 13 are
 // then upgraded to 13 with ONNX's version converter, so the IR always holds the
 // opset-13+ forms (axes and split sizes as inputs). Shape-computing
@@ -62,7 +63,8 @@ int64_t OtherBindingOf(int64_t value);
 // dimensions: free ones at 2 (3 if the first was 2), given ones moved by
 // OtherBindingOf (fixed dimensions stay).
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first);
-// A graph input's declared shape with its symbolic names ("[batch,3,H,W]").
+// A graph input's declared shape with its symbolic names ("[batch,3,H,W]");
+// for a sequence, map or optional value its type ("seq(tensor(float))").
 std::string DeclaredTypeText(const Graph& graph, const std::string& name);
 
 struct ImportReport {
@@ -121,7 +123,7 @@ std::string ExportOnnxBytes(const Graph& graph);
 // The exported model at the opset of the file it was imported from (a model
 // upgraded from opset 11 or 12 is converted back with ONNX's version
 // converter); if that fails, at the graph's opset, and `note` says why.
-// Models imported at opsets 7 to 10 are written at 11, and `note` says so.
+// Models imported at opsets 1 to 10 are written at 11, and `note` says so.
 // `written_opset` receives the opset written.
 std::string ExportOnnxBytesAtSourceOpset(const Graph& graph, std::string* note = nullptr, int* written_opset = nullptr);
 // Export (at the source opset, as above, unless options.at_graph_opset) +
@@ -139,7 +141,7 @@ Graph ReimportGraph(const Graph& graph, const std::string& what, const ImportOpt
                     const WriteOptions& write = {}, int* written_opset = nullptr, std::string* note = nullptr,
                     ImportReport* report = nullptr);
 
-constexpr int kMinOpset = 7;
+constexpr int kMinOpset = 1;
 constexpr int kMinWrittenOpset = 11;
 constexpr int kMaxOpset = 17;
 constexpr int kCanonicalMinOpset = 13;

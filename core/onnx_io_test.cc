@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -174,6 +175,189 @@ TEST(OnnxIo, Opset11ModelIsConvertedAndComputesTheSame) {
   std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
   ASSERT_EQ(ort_back.size(), 2u);
   for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-6) << k;
+}
+
+// Opsets 1 to 6: ONNX's version converter to 7 (here Add's legacy
+// `broadcast` attribute), then rlflow's upgrade; written back at 11.
+TEST(OnnxIo, Opset6ModelIsConvertedAndWrittenAt11) {
+  onnx::ModelProto m = Model(6);
+  m.set_ir_version(3);
+  Info(m.mutable_graph()->add_input(), "x", {2, 3});
+  Info(m.mutable_graph()->add_input(), "b", {3});
+  auto* add = Node(m, "Add", {"x", "b"}, {"s"});
+  IntAttr(add, "broadcast", 1);
+  Node(m, "Relu", {"s"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {2, 3});
+  ImportReport report;
+  Graph g = ImportOnnxFile(Save(m, "opset6.onnx"), {}, &report);
+  EXPECT_EQ(report.opset_before_conversion, 6);
+  EXPECT_EQ(g.opset(), 13);
+  bool noted = false;
+  for (const auto& w : report.warnings) noted |= w.find("converted opset 6 to 7") != std::string::npos;
+  EXPECT_TRUE(noted);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) EXPECT_FALSE(g.node(id).opaque()) << g.node(id).Describe();
+  std::vector<at::Tensor> inputs = RandomInputs(g, 3);
+  at::Tensor expected = at::relu(inputs[0] + inputs[1]);
+  std::vector<at::Tensor> ours = Executor(g).Run(inputs);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_LE(RelativeError(ours[0], expected), 1e-6);
+
+  std::string note;
+  int written = 0;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, &note, &written)));
+  EXPECT_EQ(written, 11);
+  EXPECT_NE(note.find("11"), std::string::npos) << note;
+  for (const auto& n : back.graph().node()) EXPECT_EQ(n.attribute_size(), 0) << n.op_type();
+  std::vector<at::Tensor> ort =
+      testing::RunOnnxRuntime(Save(back, "opset6_back.onnx"), {{"x", inputs[0]}, {"b", inputs[1]}});
+  ASSERT_EQ(ort.size(), 1u);
+  EXPECT_LE(RelativeError(ort[0], expected), 1e-6);
+}
+
+// Sequence and optional values (ONNX's non-tensor types) are accepted: the
+// nodes that produce or read them stay opaque (Identity too, though it is
+// modelled), the modelled region around them is still imported, and the
+// written model computes what the original does in ONNX Runtime.
+TEST(OnnxIo, SequenceAndOptionalValuesStayWithOpaqueNodes) {
+  onnx::ModelProto m = Model(16);
+  Info(m.mutable_graph()->add_input(), "x", {2, 6});
+  Node(m, "Relu", {"x"}, {"r"});
+  auto* split = Node(m, "SplitToSequence", {"r"}, {"seq"});
+  IntAttr(split, "axis", 1);
+  Node(m, "Identity", {"seq"}, {"seq2"})->set_name("identity_of_a_sequence");
+  auto* concat = Node(m, "ConcatFromSequence", {"seq2"}, {"c"});
+  IntAttr(concat, "axis", 0);
+  Node(m, "SequenceLength", {"seq2"}, {"len"});
+  Node(m, "Optional", {"r"}, {"opt"});
+  Node(m, "OptionalGetElement", {"opt"}, {"e"});
+  Node(m, "Neg", {"c"}, {"y"});
+  Node(m, "Add", {"e", "x"}, {"z"});
+  Info(m.mutable_graph()->add_output(), "y", {12, 1});
+  Info(m.mutable_graph()->add_output(), "len", {}, onnx::TensorProto::INT64);
+  Info(m.mutable_graph()->add_output(), "z", {2, 6});
+  const std::string path = Save(m, "sequences.onnx");
+
+  Graph g = ImportOnnxFile(path);
+  std::set<std::string> opaque, non_tensor;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).opaque()) opaque.insert(g.node(id).op);
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).non_tensor) non_tensor.insert(g.value(v).name);
+  EXPECT_EQ(opaque, (std::set<std::string>{"SplitToSequence", "Identity", "ConcatFromSequence", "SequenceLength",
+                                           "Optional", "OptionalGetElement"}));
+  EXPECT_EQ(non_tensor, (std::set<std::string>{"seq", "seq2", "opt"}));
+  EXPECT_FALSE(g.node(g.value(g.FindValue("r")).producer).opaque());
+  EXPECT_FALSE(g.node(g.value(g.FindValue("z")).producer).opaque());
+
+  at::Tensor x = at::randn({2, 6});
+  std::vector<at::Tensor> want = testing::RunOnnxRuntime(path, {{"x", x}});
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g)));
+  std::vector<at::Tensor> got = testing::RunOnnxRuntime(Save(back, "sequences_back.onnx"), {{"x", x}});
+  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);
+  // Columns of width 1, stacked: relu(x) transposed.
+  EXPECT_TRUE(at::equal(want[0], at::neg(at::relu(x).t().reshape({12, 1}))));
+  for (size_t k = 0; k < 3; ++k) EXPECT_TRUE(at::equal(got[k], want[k])) << k;
+  EXPECT_EQ(want[1].item<int64_t>(), 6);
+
+  // A sequence graph input and output keep their declared types.
+  onnx::ModelProto s = Model(13);
+  auto* in = s.mutable_graph()->add_input();
+  in->set_name("items");
+  in->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT);
+  Node(s, "Identity", {"items"}, {"same"});
+  Node(s, "SequenceLength", {"items"}, {"n"});
+  auto* out = s.mutable_graph()->add_output();
+  out->set_name("same");
+  *out->mutable_type() = in->type();
+  Info(s.mutable_graph()->add_output(), "n", {}, onnx::TensorProto::INT64);
+  Graph sg = ImportOnnxFile(Save(s, "sequence_io.onnx"));
+  EXPECT_TRUE(sg.value(sg.inputs()[0]).non_tensor);
+  EXPECT_EQ(DeclaredTypeText(sg, "items"), "seq(tensor(float32))");
+  onnx::ModelProto sback;
+  ASSERT_TRUE(sback.ParseFromString(ExportOnnxBytesAtSourceOpset(sg)));
+  EXPECT_EQ(sback.graph().input(0).type().SerializeAsString(), in->type().SerializeAsString());
+  EXPECT_EQ(sback.graph().output(0).type().SerializeAsString(), in->type().SerializeAsString());
+}
+
+// Scan-8 (batched) becomes a Scan over the batch of a Scan-9+ over the
+// sequence; ONNX Runtime computes the same with the original (opset 8) and
+// the written model (opset 11). Two batch elements, so that the batch is
+// really split; a reversed scan input, so that directions carry over.
+TEST(OnnxIo, Scan8IsUpgradedAndComputesTheSame) {
+  onnx::ModelProto m = Model(8);
+  m.set_ir_version(3);
+  Info(m.mutable_graph()->add_input(), "initial", {2, 3});
+  Info(m.mutable_graph()->add_input(), "xs", {2, 4, 3});
+  Info(m.mutable_graph()->add_input(), "ws", {2, 4, 3});
+  auto* scan = Node(m, "Scan", {"", "initial", "xs", "ws"}, {"final", "partial"});
+  IntAttr(scan, "num_scan_inputs", 2);
+  IntsAttr(scan, "directions", {0, 1});
+  auto* body_attr = scan->add_attribute();
+  body_attr->set_name("body");
+  body_attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* body = body_attr->mutable_g();
+  body->set_name("body");
+  Info(body->add_input(), "acc", {3});
+  Info(body->add_input(), "x_t", {3});
+  Info(body->add_input(), "w_t", {3});
+  for (auto [op, a, b, out] : {std::tuple{"Mul", "x_t", "w_t", "xw"}, std::tuple{"Add", "acc", "xw", "acc_next"}}) {
+    auto* n = body->add_node();
+    n->set_op_type(op);
+    n->add_input(a);
+    n->add_input(b);
+    n->add_output(out);
+  }
+  auto* id = body->add_node();
+  id->set_op_type("Relu");
+  id->add_input("acc_next");
+  id->add_output("seen");
+  Info(body->add_output(), "acc_next", {3});
+  Info(body->add_output(), "seen", {3});
+  Info(m.mutable_graph()->add_output(), "final", {2, 3});
+  Info(m.mutable_graph()->add_output(), "partial", {2, 4, 3});
+  const std::string path = Save(m, "scan8.onnx");
+
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
+  bool noted = false;
+  for (const auto& w : report.warnings) noted |= w.find("Scan-8 -> a Scan over the batch") != std::string::npos;
+  EXPECT_TRUE(noted);
+  at::Tensor initial = at::randn({2, 3}), xs = at::randn({2, 4, 3}), ws = at::randn({2, 4, 3});
+  std::vector<std::pair<std::string, at::Tensor>> feed = {{"initial", initial}, {"xs", xs}, {"ws", ws}};
+  std::vector<at::Tensor> want = testing::RunOnnxRuntime(path, feed);
+  // By hand: element b accumulates x[b, t] * w[b, 3 - t] over t.
+  at::Tensor acc = initial.clone();
+  std::vector<at::Tensor> seen;
+  for (int64_t t = 0; t < 4; ++t) {
+    acc = acc + xs.select(1, t) * ws.select(1, 3 - t);
+    seen.push_back(at::relu(acc));
+  }
+  ASSERT_EQ(want.size(), 2u);
+  EXPECT_LE(RelativeError(want[0], acc), 1e-6);
+  EXPECT_LE(RelativeError(want[1], at::stack(seen, 1)), 1e-6);
+
+  int written = 0;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, nullptr, &written)));
+  EXPECT_EQ(written, 11);
+  std::vector<at::Tensor> got = testing::RunOnnxRuntime(Save(back, "scan8_back.onnx"), feed);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(got[k], want[k]), 1e-6) << k;
+
+  // With sequence_lens there is no opset-9+ form: an error naming the node.
+  scan->set_input(0, "lens");
+  Info(m.mutable_graph()->add_input(), "lens", {2}, onnx::TensorProto::INT32);
+  std::string e;
+  try {
+    ImportOnnxFile(Save(m, "scan8_lens.onnx"));
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_NE(e.find("Scan-8 with sequence_lens"), std::string::npos) << e;
 }
 
 TEST(OnnxIo, ShapeSubgraphsFoldToConstants) {
@@ -469,6 +653,24 @@ TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
     Info(m.mutable_graph()->add_output(), "y", {1, 2, 3});
     std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "ranks.onnx")); });
     EXPECT_NE(e.find("ranks do not fit"), std::string::npos) << e;
+  }
+  // No default-domain opset import: a default-domain node is an error naming
+  // it; a model of other domains only (training operators) is accepted,
+  // its nodes opaque.
+  {
+    onnx::ModelProto m = Model(13);
+    m.mutable_opset_import(0)->set_domain("com.example");
+    m.mutable_opset_import(0)->set_version(1);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Node(m, "Relu", {"x"}, {"y"})->set_name("the_relu");
+    Info(m.mutable_graph()->add_output(), "y", {2, 3});
+    std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "no_default.onnx")); });
+    EXPECT_NE(e.find("does not import the default ONNX opset but node 'the_relu'"), std::string::npos) << e;
+    m.mutable_graph()->mutable_node(0)->set_domain("com.example");
+    m.mutable_graph()->mutable_node(0)->set_op_type("Custom");
+    Graph g = ImportOnnxFile(Save(m, "other_domain_only.onnx"));
+    ASSERT_EQ(g.num_nodes(), 1);
+    EXPECT_TRUE(g.node(0).opaque());
   }
   // Initializer dims [2^32, 2^32] must not wrap to 0 elements.
   {

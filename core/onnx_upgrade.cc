@@ -278,8 +278,85 @@ class Upgrader {
       DropAttr(n, "k");
       Done("TopK's k -> input");
     } else if (op == "Scan" && opset_ < 9) {
-      Fail("node ", Label(*n), " is a Scan-8 (batched, with sequence_lens), which has no opset-9+ form");
+      UpgradeScan8(n);
+      Done("Scan-8 -> a Scan over the batch of a Scan over the sequence");
     }
+  }
+
+  // Scan-8 runs its body over axis 1 of each scan input [B, T, ...], once
+  // per batch element b, with state variables [B, ...] per element. Without
+  // sequence_lens (every sequence has length T) that is a Scan over the batch
+  // (axis 0 of states and scan inputs alike, no state of its own) whose body
+  // is a Scan-9+ over the sequence with the original body: its final states
+  // and scan outputs are the outer Scan's scan outputs, stacked along the
+  // batch into [B, ...] and [B, T, ...], as Scan-8 returns them.
+  void UpgradeScan8(onnx::NodeProto* n) {
+    if (n->input_size() > 0 && !n->input(0).empty())
+      Fail("node ", Label(*n), " is a Scan-8 with sequence_lens (sequences of different lengths), which has no ",
+           "opset-9+ form");
+    const auto* body_attr = FindAttr(*n, "body");
+    const auto* m_attr = FindAttr(*n, "num_scan_inputs");
+    if (body_attr == nullptr || !body_attr->has_g() || m_attr == nullptr)
+      Fail("node ", Label(*n), " (Scan-8) has no body or num_scan_inputs");
+    const onnx::GraphProto& body = body_attr->g();
+    const int m = static_cast<int>(m_attr->i());
+    const int inputs = n->input_size() - 1;  // states + scan inputs
+    const int states = inputs - m;
+    if (m < 1 || states < 0 || body.input_size() != inputs || body.output_size() < states)
+      Fail("node ", Label(*n), " (Scan-8): its body's inputs and outputs do not fit num_scan_inputs ", m);
+    const std::string base = n->name().empty() ? n->output(0) : n->name();
+    // The outer body's inputs: one slice along the batch of each input; its
+    // outputs: the inner Scan's, all stacked along the batch.
+    onnx::GraphProto outer;
+    outer.set_name(Fresh(base + "_batch_body"));
+    onnx::NodeProto* inner = outer.add_node();
+    inner->set_op_type("Scan");
+    inner->set_name(Fresh(base + "_sequence"));
+    // A slice's type is the body's for states; scan inputs and outputs have
+    // the sequence axis in front (its length unknown).
+    auto slice_type = [](const onnx::ValueInfoProto& vi, bool sequence, onnx::ValueInfoProto* out) {
+      if (!vi.type().has_tensor_type()) return;
+      auto* tt = out->mutable_type()->mutable_tensor_type();
+      tt->set_elem_type(vi.type().tensor_type().elem_type());
+      if (!vi.type().tensor_type().has_shape()) return;
+      auto* shape = tt->mutable_shape();
+      if (sequence) shape->add_dim();
+      for (const auto& d : vi.type().tensor_type().shape().dim()) *shape->add_dim() = d;
+    };
+    for (int k = 0; k < inputs; ++k) {
+      auto* vi = outer.add_input();
+      vi->set_name(Fresh(base + "_slice" + std::to_string(k)));
+      slice_type(body.input(k), /*sequence=*/k >= states, vi);
+      inner->add_input(vi->name());
+    }
+    for (int k = 0; k < body.output_size(); ++k) {
+      auto* vi = outer.add_output();
+      vi->set_name(Fresh(base + "_slice_out" + std::to_string(k)));
+      slice_type(body.output(k), /*sequence=*/k >= states, vi);
+      inner->add_output(vi->name());
+    }
+    for (const auto& a : n->attribute()) {
+      if (a.name() == "directions") {
+        auto* d = inner->add_attribute();
+        *d = a;
+        d->set_name("scan_input_directions");
+      } else if (a.name() == "body" || a.name() == "num_scan_inputs") {
+        *inner->add_attribute() = a;
+      }
+    }
+    // The outer Scan: every input is a scan input over axis 0.
+    std::vector<std::string> ins(n->input().begin() + 1, n->input().end());
+    n->clear_input();
+    for (const auto& in : ins) n->add_input(in);
+    n->clear_attribute();
+    auto* b = n->add_attribute();
+    b->set_name("body");
+    b->set_type(onnx::AttributeProto::GRAPH);
+    *b->mutable_g() = std::move(outer);
+    auto* num = n->add_attribute();
+    num->set_name("num_scan_inputs");
+    num->set_type(onnx::AttributeProto::INT);
+    num->set_i(inputs);
   }
 
   onnx::ModelProto* model_;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 
 #include "core/file_util.h"
@@ -179,14 +180,35 @@ TEST_F(OptimiserCli, MissingInitializer) {
 }
 
 TEST_F(OptimiserCli, UnsupportedOpset) {
-  for (int opset : {6, 18}) {
+  for (int opset : {0, 18}) {
     onnx::ModelProto m = BaseModel(opset);
     AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
     AddNode(m, "Relu", {"x"}, {"y"}, "relu0");
     AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
     ExpectCleanFailure("--model=" + Save(m, "opset" + std::to_string(opset) + ".onnx"), out_,
-                       "unsupported opset " + std::to_string(opset) + " (supported: 7 to 17)");
+                       "unsupported opset " + std::to_string(opset) + " (supported: 1 to 17)");
   }
+}
+
+// Opsets 1 to 6 go through ONNX's version converter to 7 (Add's legacy
+// broadcast attribute here), then rlflow's upgrade to 11; unchanged, the
+// model is written back as it came.
+TEST_F(OptimiserCli, OpsetBelow7IsConverted) {
+  onnx::ModelProto m = BaseModel(6);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {2, 4});
+  AddValueInfo(m.mutable_graph()->add_input(), "b", {4});
+  auto* add = AddNode(m, "Add", {"x", "b"}, {"s"}, "add0");
+  auto* bc = add->add_attribute();
+  bc->set_name("broadcast");
+  bc->set_type(onnx::AttributeProto::INT);
+  bc->set_i(1);
+  AddNode(m, "Relu", {"s"}, {"y"}, "relu0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {2, 4});
+  std::string in = Save(m, "opset6.onnx"), out = TempDir() + "/opset6_out.onnx";
+  RunResult r = RunOptimiser("--model=" + in + " --output=" + out + " --search=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("converted opset 6 to 7"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(ReadFile(out), ReadFile(in));
 }
 
 // Weights in an external data file: read from the model's directory, written
@@ -407,6 +429,43 @@ TEST_F(OptimiserCli, UnknownOpIsOptimisedAround) {
   AddNode(untyped, "Relu", {"f"}, {"y"}, "relu1");
   AddValueInfo(untyped.mutable_graph()->add_output(), "y", {1, 4});
   ExpectCleanFailure("--model=" + Save(untyped, "untyped_op.onnx"), out_, "fancy0");
+}
+
+// Sequence values: the nodes that make and read them stay opaque, the rest
+// is optimised and checked around them, and a sequence graph output keeps
+// its declared type.
+TEST_F(OptimiserCli, SequenceValuesAreOptimisedAround) {
+  onnx::ModelProto m = BaseModel(13);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {2, 6});
+  AddNode(m, "Relu", {"x"}, {"r"}, "relu0");
+  auto* split = AddNode(m, "SplitToSequence", {"r"}, {"parts"}, "split0");
+  auto* axis = split->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  auto* concat = AddNode(m, "ConcatFromSequence", {"parts"}, {"c"}, "concat0");
+  *concat->add_attribute() = *axis;
+  concat->mutable_attribute(0)->set_i(0);
+  AddNode(m, "Neg", {"c"}, {"n"}, "neg0");
+  AddNode(m, "Neg", {"n"}, {"y"}, "neg1");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {12, 1});
+  auto* parts = m.mutable_graph()->add_output();
+  parts->set_name("parts");
+  parts->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(
+      onnx::TensorProto::FLOAT);
+  std::string model = Save(m, "sequences.onnx");
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=greedy --timing_cache=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("around 2 opaque nodes"), std::string::npos) << r.out;
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out_)));
+  ASSERT_EQ(written.graph().output_size(), 2);
+  EXPECT_EQ(written.graph().output(1).name(), "parts");
+  EXPECT_EQ(written.graph().output(1).type().SerializeAsString(), parts->type().SerializeAsString());
+  std::set<std::string> ops;
+  for (const auto& n : written.graph().node()) ops.insert(n.op_type());
+  EXPECT_TRUE(ops.count("SplitToSequence") && ops.count("ConcatFromSequence"));
 }
 
 TEST_F(OptimiserCli, PathsAndFlagValues) {

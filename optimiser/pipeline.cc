@@ -154,6 +154,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
   if (o.measure_runs < 0) Fail("--measure_runs must be >= 0, got ", o.measure_runs);
   ThreadPinning pinned = SetComputeThreads(o.threads);
+  SetSteadyAllocation();
   if (o.threads > 0 && !pinned.blas_pinned)
     warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
   std::unique_ptr<Search> search = MakeSearch(o.search);
@@ -283,7 +284,9 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // scaled by its op type's in-context/isolated ratio, plus the executor's
   // per-node overhead. Cached: a warm cache runs nothing here.
   CalibrationReport& calibration = res.calibration;
-  const int cal_runs = std::max(3, std::min(7, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+  // About 1 s of runs (at least 3): small models run up to 200 times, their
+  // node times are microseconds and noisier.
+  const int cal_runs = std::max(3, std::min(200, static_cast<int>(1.0 / std::max(reference_s, 1e-3))));
   {
     auto t_cal = Clock::now();
     calibration = cost.Calibrate(original_cut, cal_runs);

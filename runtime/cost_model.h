@@ -43,11 +43,18 @@ struct PairedTimes {
 // Each node's time inside whole-graph runs (warm, in context: the caches
 // hold what the previous nodes left there), per node id.
 struct InContextTimes {
-  std::vector<double> node_ms;      // median over the runs; 0 for nodes that do not run
+  std::vector<double> node_ms;      // share of a median run (SummariseInContext); 0 for nodes that do not run
   std::vector<double> node_spread;  // interquartile range / median over the runs
   double run_ms = 0;                // median whole-run time
   int runs = 0;
 };
+
+// InContextTimes from `runs` timed runs: node_samples[node][run] (ms),
+// run_ms[run] (whole runs). Each node's time is its median scaled so that
+// the nodes add up to the median run's node total (medians of skewed
+// samples add up to less); spreads are IQR / median.
+InContextTimes SummariseInContext(const std::vector<std::vector<double>>& node_samples,
+                                  const std::vector<double>& run_ms);
 
 // Runs whole graphs on one device and times them.
 class TimingBackend {

@@ -171,6 +171,31 @@ TEST(CostModel, PairedTimingAndBackends) {
   EXPECT_THROW(MakeTimingBackend("cuda"), Error);  // no CUDA backend in this build
 }
 
+// Node medians are scaled so that they add up to the median run's node
+// total: skewed nodes (each slow in a different run) would otherwise add up
+// to less than a run. Hand-computed: nodes A (1, 1, 1, 4), B (2, 2, 5, 2);
+// per-run totals 3, 3, 6, 6: median 4.5; medians 1 and 2: scale 1.5.
+TEST(CostModel, InContextNodeTimesAddUpToAMedianRun) {
+  InContextTimes t = SummariseInContext({{1, 1, 1, 4}, {2, 2, 5, 2}, {0, 0, 0, 0}}, {3.5, 3.5, 6.5, 6.5});
+  EXPECT_EQ(t.runs, 4);
+  EXPECT_DOUBLE_EQ(t.run_ms, 5.0);
+  ASSERT_EQ(t.node_ms.size(), 3u);
+  EXPECT_DOUBLE_EQ(t.node_ms[0], 1.5);
+  EXPECT_DOUBLE_EQ(t.node_ms[1], 3.0);
+  EXPECT_DOUBLE_EQ(t.node_ms[2], 0.0);
+  EXPECT_DOUBLE_EQ(t.node_spread[2], 0.0);
+  EXPECT_GT(t.node_spread[0], 0.0);
+  // Unskewed samples are left as they are.
+  InContextTimes u = SummariseInContext({{1, 1, 1}, {2, 2, 2}}, {3.1, 3.2, 3.3});
+  EXPECT_DOUBLE_EQ(u.node_ms[0], 1.0);
+  EXPECT_DOUBLE_EQ(u.node_ms[1], 2.0);
+  EXPECT_DOUBLE_EQ(u.run_ms, 3.2);
+  EXPECT_DOUBLE_EQ(u.node_spread[1], 0.0);
+  InContextTimes none = SummariseInContext({}, {});
+  EXPECT_EQ(none.runs, 0);
+  EXPECT_TRUE(none.node_ms.empty());
+}
+
 TEST(CostModel, ExtractNodeKeepsConstantInputs) {
   Graph g = Small();
   Graph single = ExtractNode(g, Find(g, "Add"));

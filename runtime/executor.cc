@@ -57,24 +57,34 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std
     values[g.inputs()[k]] = inputs[k];
   }
   at::NoGradGuard no_grad;
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  if (node_ms) node_ms->assign(g.num_nodes(), 0.0);
   for (size_t step = 0; step < order_.size(); ++step) {
     NodeId id = order_[step];
     const Node& n = g.node(id);
+    // A node's time: gathering its inputs, its kernel, checking and storing
+    // its outputs, and later the release of each of its outputs (by the
+    // step that read it last): what running it costs, wherever the
+    // executor pays for it.
+    auto t0 = node_ms ? Clock::now() : Clock::time_point();
     std::vector<at::Tensor> args;
     args.reserve(n.inputs.size());
     for (ValueId in : n.inputs) args.push_back(in == kNoValue ? at::Tensor() : values[in]);
-    auto t0 = node_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     std::vector<at::Tensor> outs = RunKernel(n, *defs_[id], std::move(args));
-    if (node_ms) {
-      node_ms->resize(g.num_nodes(), 0.0);
-      (*node_ms)[id] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    }
     for (size_t k = 0; k < outs.size(); ++k) {
       const Value& v = g.value(n.outputs[k]);
       CheckType(outs[k], v.type, "output '" + v.name + "' of node " + n.Describe());
       values[n.outputs[k]] = std::move(outs[k]);
     }
-    for (ValueId dead : free_after_[step]) values[dead] = at::Tensor();
+    if (node_ms) (*node_ms)[id] += ms_since(t0);
+    for (ValueId dead : free_after_[step]) {
+      auto t1 = node_ms ? Clock::now() : Clock::time_point();
+      values[dead] = at::Tensor();
+      if (node_ms && g.value(dead).producer != kNoNode) (*node_ms)[g.value(dead).producer] += ms_since(t1);
+    }
   }
   std::vector<at::Tensor> result;
   for (ValueId out : g.outputs()) result.push_back(values[out].contiguous());

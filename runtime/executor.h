@@ -21,7 +21,9 @@ class Executor {
 
   // Inputs in graph-input order; returns the graph outputs in order. Checks
   // every input's type and every node output against the inferred types.
-  // If `node_ms` is given it receives each node's wall time (per node id).
+  // If `node_ms` is given it receives each node's wall time (per node id):
+  // gathering its inputs, its kernel, checking its outputs and releasing
+  // them after their last reader.
   std::vector<at::Tensor> Run(const std::vector<at::Tensor>& inputs, std::vector<double>* node_ms = nullptr) const;
 
   const Graph& graph() const { return graph_; }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -45,6 +46,31 @@ TEST(Executor, RunsAndMatchesHandComputation) {
   std::memcpy(table.data_ptr(), g.value(g.FindValue("table")).initializer->data(), 7 * 3 * 4);
   at::Tensor expected = table.index_select(0, in[0].reshape({-1})).reshape({2, 50, 3}) + in[1];
   EXPECT_TRUE(at::allclose(out[0], expected));
+}
+
+// Per-node times cover the run: each node's inputs, kernel, output checks
+// and the release of its outputs are inside its time, so the nodes add up
+// to nearly all of a run (and never more).
+TEST(Executor, NodeTimesCoverTheRun) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {1, 16, 256, 256});
+  for (int k = 0; k < 12; ++k) x = b.Op(k % 2 ? "Relu" : "Sigmoid", {x});
+  Graph g = b.Build({x});
+  Executor exec(g);
+  auto in = RandomInputs(g, 1);
+  std::vector<double> node_ms;
+  exec.Run(in, &node_ms);
+  auto t0 = std::chrono::steady_clock::now();
+  exec.Run(in, &node_ms);
+  double run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(node_ms.size(), static_cast<size_t>(g.num_nodes()));
+  double sum = 0;
+  for (double ms : node_ms) {
+    EXPECT_GT(ms, 0.0);
+    sum += ms;
+  }
+  EXPECT_LE(sum, run_ms);
+  EXPECT_GE(sum, 0.8 * run_ms);
 }
 
 TEST(Executor, RejectsWrongInputShapes) {

@@ -298,16 +298,7 @@ class OrtBackend : public TimingBackend {
       }
       for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(ms[id]);
     }
-    InContextTimes t;
-    t.runs = static_cast<int>(run_ms.size());
-    t.run_ms = Median(run_ms);
-    t.node_ms.resize(g.num_nodes());
-    t.node_spread.resize(g.num_nodes());
-    for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      t.node_ms[id] = Median(samples[id]);
-      t.node_spread[id] = t.node_ms[id] > 0 ? RelativeSpread(samples[id]) : 0;
-    }
-    return t;
+    return SummariseInContext(samples, run_ms);
   }
 
  private:
@@ -448,11 +439,18 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
   for (const auto& o : gp->output()) outputs.insert(o.name());
   std::map<std::string, const onnx::ValueInfoProto*> info;
   for (const auto& vi : gp->value_info()) info[vi.name()] = &vi;
-  // The tensors wanted become graph outputs, typed as far as the model says
-  // (element type only: ONNX Runtime checks declared output shapes).
+  // The tensors wanted are the graph's only outputs (its own may be
+  // sequences, which the runner cannot fetch), typed as far as the model
+  // says (element type only: ONNX Runtime checks declared output shapes).
   std::vector<onnx::ValueInfoProto> extra;
+  std::map<std::string, onnx::ValueInfoProto> own;
+  for (const auto& o : gp->output()) own[o.name()] = o;
+  gp->clear_output();
   for (const auto& name : names) {
-    if (outputs.count(name)) continue;
+    if (outputs.count(name)) {
+      extra.push_back(own[name]);
+      continue;
+    }
     onnx::ValueInfoProto vi;
     vi.set_name(name);
     auto it = info.find(name);

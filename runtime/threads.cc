@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <malloc.h>
 
 namespace rlflow {
 
@@ -19,6 +20,12 @@ ThreadPinning SetComputeThreads(int n) {
   }
   p.aten = at::get_num_threads();
   return p;
+}
+
+bool SetSteadyAllocation() {
+  // mallopt returns 1 on success.
+  return mallopt(M_MMAP_THRESHOLD, static_cast<int>(kHeapTensorBytes)) == 1 &&
+         mallopt(M_TRIM_THRESHOLD, static_cast<int>(kKeptHeapBytes)) == 1;
 }
 
 }  // namespace rlflow

@@ -13,4 +13,17 @@ struct ThreadPinning {
 // n > 0: both pools to n threads; n == 0: leave the libraries' defaults.
 ThreadPinning SetComputeThreads(int n);
 
+// Tensors up to kHeapTensorBytes come from glibc's heap, and freed heap
+// memory up to kKeptHeapBytes stays with the process (as an inference
+// runtime's arena keeps it). glibc's defaults adapt as the process runs:
+// its mmap threshold starts at 128 KiB and rises only after a large block
+// is freed, so the same graph ran 2.5x slower early in a process (each
+// activation mapped, page-faulted in and unmapped on every run; SqueezeNet
+// calibrated at 40 ms, measured at 16 ms minutes later). Fixed thresholds
+// make every run of a process allocate alike. Process-wide, idempotent; a
+// no-op under a sanitizer's allocator. Returns whether glibc took them.
+constexpr long kHeapTensorBytes = 64L << 20;
+constexpr long kKeptHeapBytes = 256L << 20;
+bool SetSteadyAllocation();
+
 }  // namespace rlflow

@@ -37,11 +37,18 @@ void Print(const char* what, const Graph& g, const ImportReport& rep) {
   for (ValueId in : g.inputs()) {
     const Value& v = g.value(in);
     std::string declared = DeclaredTypeText(g, v.name);
+    if (v.non_tensor) {
+      std::printf("  input  %s %s\n", v.name.c_str(), declared.c_str());
+      continue;
+    }
     std::printf("  input  %s %s%s\n", v.name.c_str(), v.type.ToString().c_str(),
                 declared == ShapeToString(v.type.shape) ? "" : ("  (declared " + declared + ")").c_str());
   }
-  for (ValueId out : g.outputs())
-    std::printf("  output %s %s\n", g.value(out).name.c_str(), g.value(out).type.ToString().c_str());
+  for (ValueId out : g.outputs()) {
+    const Value& v = g.value(out);
+    std::printf("  output %s %s\n", v.name.c_str(),
+                v.non_tensor ? DeclaredTypeText(g, v.name).c_str() : v.type.ToString().c_str());
+  }
 }
 
 int Main() {

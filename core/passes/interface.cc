@@ -73,6 +73,7 @@ Graph CutAtOpaque(const Graph& g) {
         if (in != kNoValue) read[in] = 1;
   for (ValueId in : g.inputs()) {
     if (!read[in] && std::find(g.outputs().begin(), g.outputs().end(), in) == g.outputs().end()) continue;
+    if (g.value(in).non_tensor) continue;  // sequences etc.: the same in both graphs, never run
     map[in] = cut.AddInput(g.value(in).name, g.value(in).type);
     cut.mutable_value(map[in]).sample_data = g.value(in).sample_data;
   }

@@ -23,7 +23,8 @@ int RestoreInterface(const Graph& original, Graph& g);
 // their cuts compute the same function. Returns `g` itself if it has no
 // opaque node. Graph inputs only opaque nodes read, and opaque outputs no
 // other node reads (graph outputs of opaque nodes), are left out: they are
-// the same in both graphs and may have types the executor lacks (uint16).
+// the same in both graphs and may have types the executor lacks (uint16);
+// so are sequence, map and optional graph inputs (Value::non_tensor).
 // Throws if an opaque node's output that another node reads has no static
 // type.
 Graph CutAtOpaque(const Graph& g);

@@ -112,5 +112,28 @@ TEST(Interface, CutAtOpaqueDropsInputsOnlyOpaqueNodesRead) {
   ASSERT_EQ(cut.outputs().size(), 1u);
 }
 
+// A sequence graph input that is also a graph output (passed through) is
+// not an input of the cut either: only opaque nodes handle sequences.
+TEST(Interface, CutAtOpaqueLeavesOutSequenceInputs) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  Graph g = b.Build({b.Op("Relu", {x})});
+  ValueId items = g.AddInput("items", TensorType{DType::kUndefined, {}, false});
+  g.mutable_value(items).non_tensor = true;
+  NodeId len = g.AddNode("SequenceLength", {items}, 1, {}, "len");
+  g.mutable_node(len).opaque_proto = std::make_shared<const std::string>("opaque");
+  ValueId n = g.node(len).outputs[0];
+  g.mutable_value(n).type = TensorType{DType::kInt64, {}};
+  ValueId sum = g.node(g.AddNode("Add", {n, n}, 1, {}, "twice")).outputs[0];
+  g.SetOutputs({g.outputs()[0], items, sum});
+  InferShapes(g);
+  Graph cut = CutAtOpaque(g);
+  std::vector<std::string> names;
+  for (ValueId in : cut.inputs()) names.push_back(cut.value(in).name);
+  // x, and the opaque node's output that 'twice' reads; not 'items'.
+  EXPECT_EQ(names, (std::vector<std::string>{"x", g.value(n).name}));
+  EXPECT_EQ(cut.outputs().size(), 2u);
+}
+
 }  // namespace
 }  // namespace rlflow
