@@ -1,4 +1,5 @@
-// The optimiser on every zoo model (C++-built and torch-exported): op counts,
+// The optimiser on every zoo model (C++-built and torch-exported) and on the
+// real-model corpus (//zoo:real_models, at its manifest's --input_shape): op counts,
 // cost-model estimate vs measured end-to-end time, speedups on our executor
 // and in ONNX Runtime, and search times of taso and greedy. Prints a
 // Markdown table (the README's). Runs the real optimiser binary with its
@@ -9,7 +10,7 @@
 // A second table optimises with --device=ort (cost model and verdict
 // measured in ONNX Runtime).
 //
-//   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp --devices=cpu,ort]
+//   ./bazelw run //benchmarks:optimise_table [-- --models=resnet50 --sources=cpp,torch,real --devices=cpu,ort]
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -27,13 +29,16 @@
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
+#include "runtime/ort_backend.h"
 #include "runtime/stats.h"
 #include "tools/cli/cli.h"
 #include "tools/ort/ort.h"
 #include "zoo/zoo.h"
 
-DEFINE_string(models, "", "comma-separated zoo models (default: all)");
-DEFINE_string(sources, "cpp,torch", "model sources: cpp (C++ builders), torch (torch.onnx exports)");
+DEFINE_string(models, "", "comma-separated models (default: all of each source)");
+DEFINE_string(sources, "cpp,torch,real",
+              "model sources: cpp (C++ builders), torch (torch.onnx exports), real (the real-model corpus, "
+              "//zoo:real_models, each at its manifest's --input_shape)");
 DEFINE_int32(ort_runs, 20, "interleaved pairs of ONNX Runtime runs per model (median ratio with a 95% interval)");
 DEFINE_string(extra_args, "", "extra optimiser flags for every search (e.g. --budget=200)");
 DEFINE_string(devices, "cpu,ort",
@@ -101,8 +106,38 @@ Verdict ReadVerdict(const Json& report) {
 // A number of the report (NaN where it was written as null).
 double Number(const Json& value) { return value.is_number() ? value.get<double>() : std::nan(""); }
 
+// The real-model corpus's manifest: name -> --input_shape.
+std::map<std::string, std::string> RealModels() {
+  std::map<std::string, std::string> out;
+  std::istringstream in(ReadFile(Runfile("zoo/real_models/models.txt")));
+  std::string name, shape, other;
+  while (in >> name >> shape >> other) out[name] = shape;
+  return out;
+}
+
+// The models of a source: --models where given (those the source has), else all.
+std::vector<std::string> ModelsOf(const std::string& source, const std::vector<std::string>& wanted) {
+  std::vector<std::string> all;
+  if (source == "real") {
+    for (const auto& [name, shape] : RealModels()) all.push_back(name);
+  } else {
+    all = zoo::ModelNames();
+  }
+  if (wanted.empty()) return all;
+  std::vector<std::string> out;
+  for (const std::string& m : wanted)
+    if (std::find(all.begin(), all.end(), m) != all.end()) out.push_back(m);
+  return out;
+}
+
+// Optimiser flags a source's model needs (the corpus: its input shape).
+std::string ShapeFlags(const std::string& source, const std::string& m) {
+  return source == "real" ? " --input_shape=" + RealModels().at(m) : "";
+}
+
 std::string Original(const std::string& source, const std::string& m, const std::string& dir) {
   if (source == "torch") return Absolute(Runfile("zoo/torch_zoo/" + m + ".onnx"));
+  if (source == "real") return Absolute(Runfile("zoo/real_models/" + m + ".onnx"));
   std::string path = dir + "/" + m + ".onnx";
   if (!FileExists(path)) WriteOnnxFile(zoo::Build(m, 1), path);
   return path;
@@ -116,10 +151,11 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
       "ORT speedup [95%% interval] | verdict | taso search (s) |\n");
   std::printf("|---|---|---:|---:|---:|---:|---|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
-    for (const std::string& m : models) {
+    for (const std::string& m : ModelsOf(source, models)) {
       std::string original = Original(source, m, dir);
       LOG(INFO) << m << " (" << source << "): taso --device=ort";
-      Json r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir, "--device=ort");
+      Json r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir,
+                        "--device=ort" + ShapeFlags(source, m));
       Verdict v = ReadVerdict(r);
       std::printf("| %s | %s | %d | %+.1f%% / %+.1f%% | %.3fx | %s | %s | %.1f |\n", m.c_str(), source.c_str(),
                   Rewrites(r), 100 * Number(r["before"]["estimate_error"]), 100 * Number(r["after"]["estimate_error"]),
@@ -131,7 +167,8 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
 
 int Run() {
   std::vector<std::string> models = Split(FLAGS_models);
-  if (models.empty()) models = zoo::ModelNames();
+  for (const std::string& s : Split(FLAGS_sources))
+    if (s != "cpp" && s != "torch" && s != "real") Fail("--sources: unknown source '", s, "' (cpp, torch, real)");
   std::string dir = testing::MakeTempDir("optimise_table_");
   std::vector<std::string> devices = Split(FLAGS_devices);
   for (const std::string& d : devices)
@@ -146,14 +183,21 @@ int Run() {
       "[95%% interval] | taso search (s) | greedy speedup |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
   for (const std::string& source : Split(FLAGS_sources)) {
-    for (const std::string& m : models) {
+    for (const std::string& m : ModelsOf(source, models)) {
       std::string original = Original(source, m, dir);
+      const std::string shape = ShapeFlags(source, m);
       LOG(INFO) << m << " (" << source << "): taso";
       std::string taso_out = dir + "/" + m + "." + source + ".taso.onnx";
-      Json taso = Optimise(original, "taso", taso_out, dir);
+      Json taso = Optimise(original, "taso", taso_out, dir, "--force_optimised" + shape);
       LOG(INFO) << m << " (" << source << "): greedy";
-      Json greedy = Optimise(original, "greedy", dir + "/" + m + "." + source + ".greedy.onnx", dir);
-      Graph g = ImportOnnxFile(original);
+      Json greedy =
+          Optimise(original, "greedy", dir + "/" + m + "." + source + ".greedy.onnx", dir, "--force_optimised" + shape);
+      ImportOptions at;
+      if (source == "real") at.input_shapes = ParseInputShapes(RealModels().at(m));
+      at.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+        return OrtTensorTypes(bytes, names, 1);
+      };
+      Graph g = ImportOnnxFile(original, at);
       std::vector<at::Tensor> inputs = RandomInputs(g, 1);
       std::vector<std::pair<std::string, at::Tensor>> named;
       for (size_t k = 0; k < inputs.size(); ++k) named.push_back({g.value(g.inputs()[k]).name, inputs[k]});
@@ -184,5 +228,5 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv, "optimise_table [--models=a,b] [--sources=cpp,torch]", rlflow::Run);
+  return rlflow::cli::Main(argc, argv, "optimise_table [--models=a,b] [--sources=cpp,torch,real]", rlflow::Run);
 }

@@ -272,6 +272,13 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
            "; give real ones with --input_data=NAME:FILE)");
     }
     reference_s = Seconds(t_ref);
+    // The first run is cold (allocations, first calls): a warm one says
+    // more about how long the timings below will take (unless it is slow).
+    if (reference_s < 1.0) {
+      auto t_warm = Clock::now();
+      reference.Run(inputs);
+      reference_s = std::min(reference_s, Seconds(t_warm));
+    }
   }
 
   // Canonical form for the rules: batch norm in inference form (x * S + T).
@@ -284,9 +291,9 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // scaled by its op type's in-context/isolated ratio, plus the executor's
   // per-node overhead. Cached: a warm cache runs nothing here.
   CalibrationReport& calibration = res.calibration;
-  // About 1 s of runs (at least 3): small models run up to 200 times, their
+  // About 1 s of runs (at least 3): small models run up to 2000 times, their
   // node times are microseconds and noisier.
-  const int cal_runs = std::max(3, std::min(200, static_cast<int>(1.0 / std::max(reference_s, 1e-3))));
+  const int cal_runs = std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(reference_s, 1e-4))));
   {
     auto t_cal = Clock::now();
     calibration = cost.Calibrate(original_cut, cal_runs);
@@ -443,6 +450,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
                                  : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
   TimingOptions timing;
   timing.seed = o.seed;
+  // Each sample repeats a small graph so that the pairs span about 2 s:
+  // 40 pairs of a 0.5 ms model would otherwise be a 40 ms snapshot of a
+  // machine whose speed moves from second to second.
+  timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / res.pairs);
   if (res.unchanged) {
     info("measuring the (unchanged) graph end to end (" + std::to_string(res.pairs) + " runs)");
     timing.samples = res.pairs;
@@ -650,10 +661,9 @@ std::string PipelineResult::ReportJson() const {
                       {"cpu_clock", verdict.cpu_clock},
                       {"before_cpu_ms", verdict.a_cpu_ms},
                       {"after_cpu_ms", verdict.b_cpu_ms}};
-  j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms},
-                         {"keys_calibrated", calibration.keys},
-                         {"keys_timed_now", calibration.new_keys},
-                         {"per_op", per_op}};
+  j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms}, {"keys_calibrated", calibration.keys},
+                         {"keys_timed_now", calibration.new_keys},          {"time_base", calibration.time_base},
+                         {"time_base_known", calibration.time_base_known},  {"per_op", per_op}};
   j["estimated_speedup"] = before_estimate / after_estimate;
   j["predicted_after_ms"] = PredictedAfterMs();
   j["predicted_after_error"] = (PredictedAfterMs() - after_ms) / after_ms;

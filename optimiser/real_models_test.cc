@@ -1,7 +1,7 @@
 // Acceptance on the real-model corpus (//zoo:real_models, zoo/export_real.py):
 // models in the shapes users bring them (opset 9, dynamic height and width,
 // hard-swish and squeeze-excitation, activations by formula, upsampling,
-// If/Loop). Each is optimised by the optimiser binary at the shape the
+// If/Loop, shifted-window attention). Each is optimised by the optimiser binary at the shape the
 // manifest gives (--input_shape), and ONNX Runtime must give the same outputs
 // for the original and the written model at that shape and at a second one
 // (the symbolic dimensions stay symbolic). The written model keeps the

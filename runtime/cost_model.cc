@@ -332,20 +332,25 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     // times, so that every cached timing compares with every other.
     // Weighted by time (sum cached / sum now): the long operators, whose
     // timings are the stablest, set it.
-    double cached_sum = 0, now_sum = 0;
+    // Known keys that add up to little of the run (a few microsecond
+    // shape ops shared with another model) would set it by noise: they
+    // must make up a fifth of the run's node time.
+    double cached_sum = 0, now_sum = 0, total = 0;
     int known = 0;
     std::map<std::string, double> now;
     for (const auto& [key, ids] : by_key) {
       std::vector<double> ms;
       for (NodeId id : ids) ms.push_back(t.node_ms[id]);
       now[key] = Median(ms);
+      total += now[key] * ids.size();
       auto cached = cache_.find(ctx_prefix + key);
       if (cached == cache_.end()) continue;
       cached_sum += cached->second * ids.size();
       now_sum += now[key] * ids.size();
       ++known;
     }
-    report.time_base = known >= 3 && now_sum > 0 && cached_sum > 0 ? cached_sum / now_sum : 1.0;
+    report.time_base_known = known >= 3 && now_sum > 0 && cached_sum > 0 && now_sum >= 0.2 * total;
+    report.time_base = report.time_base_known ? cached_sum / now_sum : 1.0;
     for (const auto& [key, ids] : by_key) {
       if (cache_.count(ctx_prefix + key)) continue;
       std::vector<double> spread;

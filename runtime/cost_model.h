@@ -132,8 +132,11 @@ struct CalibrationReport {
   double run_ms = 0;       // measured whole-run time (0 if nothing was run)
   double overhead_ms = 0;  // per-node executor overhead used
   // Cached / current time of the keys this run timed that were cached
-  // already (their total times; 1 if fewer than 3): new keys were scaled by it.
+  // already (their total times), used where they are at least 3 keys and
+  // a fifth of the run's node time (else 1, time_base_known false): new
+  // keys were scaled by it.
   double time_base = 1;
+  bool time_base_known = false;
   struct PerOp {
     int nodes = 0;
     double ms = 0;      // in-context ms of these nodes together

@@ -312,6 +312,20 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_DOUBLE_EQ(r2.time_base, 0.5);  // (1.8 + 0.3 + 0.2) / (3.6 + 0.6 + 0.4)
   EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Sigmoid")), 0.4 + 1.0);
   EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Conv")), 1.8 + 1.0);  // cached, unchanged
+  EXPECT_TRUE(r2.time_base_known);
+
+  // Known keys that are little of the run (under a fifth of its node time)
+  // do not set the time base: here three cheap known keys beside a new key
+  // that is nearly all of the run.
+  ScriptedBackend skewed;
+  for (auto& [op, ms] : skewed.in_context) ms *= 3;  // would say "3x slower"
+  skewed.in_context["Sigmoid"] = 40.0;
+  MeasuredCostModel third(&skewed);
+  third.LoadCache(path);
+  CalibrationReport r4 = third.Calibrate(mixed);
+  EXPECT_FALSE(r4.time_base_known);  // 2.3 * 3 = 6.9 of 46.9 ms
+  EXPECT_DOUBLE_EQ(r4.time_base, 1.0);
+  EXPECT_DOUBLE_EQ(third.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 + 1.0);
 }
 
 // The noise rule's A/B timing: faster keeps the estimate, no difference is

@@ -6,7 +6,7 @@ its users get it (torch.onnx.export, random weights from --seed), with the
 properties that break optimisers: old opsets (9), dynamic height and width,
 hard-swish and squeeze-excitation (mobile CNNs), activations written by
 formula (as other frameworks' converters write them), upsampling (FPN
-detectors), control flow (If, Loop). Run with Debian's Python:
+detectors), control flow (If, Loop), shifted-window attention (Swin). Run with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
 
@@ -114,8 +114,20 @@ def randomise(model):
             m.running_var.uniform_(0.5, 1.5)
         elif isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, std=1.0 / m.in_features ** 0.5)
-            nn.init.normal_(m.bias, std=0.1)
+            if m.bias is not None:
+                nn.init.normal_(m.bias, std=0.1)
     return model
+
+
+def swin_tiny():
+    """A shifted-window vision transformer (Swin's structure at a small size):
+    window partition and reverse through reshapes and transposes whose
+    padding is computed from the feature size (Mod, Sub, ...), shifted
+    windows (Roll as Slice + Concat) with an attention mask built by slice
+    assignment (ScatterND), relative position bias (Gather)."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    return randomise(SwinTransformer(patch_size=[4, 4], embed_dim=24, depths=[2, 2], num_heads=[2, 4],
+                                     window_size=[7, 7], num_classes=10))
 
 
 def mobilenet_v3_small():
@@ -134,6 +146,8 @@ MODELS = {
     "mobilenet_v3_small_op13": (mobilenet_v3_small, (1, 3, 96, 96), 13, DYN_IMAGE, "x:1,3,96,96", "x:2,3,128,160",
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
+    # Static height and width (window arithmetic on them), dynamic batch.
+    "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here

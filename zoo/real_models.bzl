@@ -10,6 +10,7 @@ REAL_MODELS = [
     "fpn_op13",
     "mobilenet_v3_small_op9",
     "mobilenet_v3_small_op13",
+    "swin_tiny_op13",
 ]
 
 # Models whose weights are in an external data file, "<name>.weights".

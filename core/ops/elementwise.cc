@@ -127,6 +127,22 @@ OpDef DivDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(DivDef());
+// Mod: fmod=0 (integers only) takes the divisor's sign, as Python's %;
+// fmod=1 the dividend's, as C's fmod. Shape arithmetic of exports uses it
+// (Swin's window padding: (w - W % w) % w).
+OpDef ModDef() {
+  OpDef d = Binary("Mod", [](KernelContext& c) {
+    c.outputs = {c.Int("fmod") ? at::fmod(c.in(0), c.in(1)) : at::remainder(c.in(0), c.in(1))};
+  });
+  d.attrs = {IntAttr("fmod", 0)};
+  auto broadcast = d.shape;
+  d.shape = [broadcast](const ShapeContext& c) {
+    if (c.Int("fmod") == 0 && IsFloatingPoint(c.input(0).dtype)) c.Fail("fmod=0 is for integer tensors");
+    return broadcast(c);
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ModDef());
 RLFLOW_REGISTER_OP(Binary("Pow",
                           [](KernelContext& c) { c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())}; }));
 RLFLOW_REGISTER_OP(Binary(
@@ -142,6 +158,38 @@ RLFLOW_REGISTER_OP(Binary(
     "Less", [](KernelContext& c) { c.outputs = {at::lt(c.in(0), c.in(1))}; }, true));
 RLFLOW_REGISTER_OP(Binary(
     "Greater", [](KernelContext& c) { c.outputs = {at::gt(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary(
+    "LessOrEqual", [](KernelContext& c) { c.outputs = {at::le(c.in(0), c.in(1))}; }, true));
+RLFLOW_REGISTER_OP(Binary(
+    "GreaterOrEqual", [](KernelContext& c) { c.outputs = {at::ge(c.in(0), c.in(1))}; }, true));
+
+// Logical operators on bool tensors (masks that exports compute, e.g. the
+// attention masks of shifted windows).
+OpDef Logical(const std::string& name, KernelFn kernel) {
+  OpDef d = Binary(name, std::move(kernel), true);
+  auto broadcast = d.shape;
+  d.shape = [broadcast](const ShapeContext& c) {
+    if (c.input(0).dtype != DType::kBool) c.Fail("inputs must be bool, got " + c.input(0).ToString());
+    return broadcast(c);
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(Logical("And", [](KernelContext& c) { c.outputs = {at::logical_and(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Logical("Or", [](KernelContext& c) { c.outputs = {at::logical_or(c.in(0), c.in(1))}; }));
+RLFLOW_REGISTER_OP(Logical("Xor", [](KernelContext& c) { c.outputs = {at::logical_xor(c.in(0), c.in(1))}; }));
+OpDef NotDef() {
+  OpDef d;
+  d.name = "Not";
+  d.min_inputs = d.max_inputs = 1;
+  d.shape = [](const ShapeContext& c) {
+    if (c.input(0).dtype != DType::kBool) c.Fail("input must be bool, got " + c.input(0).ToString());
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {at::logical_not(c.in(0))}; };
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(NotDef());
 
 OpDef WhereDef() {
   OpDef d;

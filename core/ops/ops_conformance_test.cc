@@ -57,6 +57,52 @@ std::vector<OpCase> Cases() {
                  return b.Op("Div", {in(b, "Div_a", {2, 3, 4}), d});
                }});
   c.push_back({"Div_scalar", [in](B& b) { return b.Op("Div", {in(b, "div_s_a", {2, 3}), b.ConstFloat(8.0f)}); }});
+  // Mod: integers with either sign rule (negative dividends and divisors),
+  // floats with fmod=1.
+  for (int64_t fmod : {0, 1}) {
+    c.push_back({"Mod_int_fmod" + std::to_string(fmod), [fmod](B& b) {
+                   ValueId a = b.Input("mod_a" + std::to_string(fmod), {2, 3}, DType::kInt64);
+                   ValueId d = b.ConstInts(std::vector<int64_t>{3, -4, 5}, Shape{3});
+                   ValueId x = b.Op(
+                       "Sub", {a, b.ConstInts(std::vector<int64_t>{7, 11, 13}, Shape{3})});  // some negative dividends
+                   return b.Op("Mod", {x, d}, A({{"fmod", I(fmod)}}));
+                 }});
+  }
+  c.push_back({"Mod_float", [in](B& b) {
+                 return b.Op("Mod", {in(b, "modf_a", {2, 3}), b.ConstFloat(0.75f)}, A({{"fmod", I(1)}}));
+               }});
+  c.push_back({"LessOrEqual_GreaterOrEqual", [in](B& b) {
+                 ValueId x = in(b, "le_x", {4, 5}), y = b.Op("Floor", {in(b, "le_y", {4, 5})});
+                 ValueId fx = b.Op("Floor", {x});
+                 return b.Op("Where",
+                             {b.Op("LessOrEqual", {fx, y}), x, b.Op("Where", {b.Op("GreaterOrEqual", {y, x}), y, fx})});
+               }});
+  // Logical operators, and a mask (a bool output) through Not.
+  for (const char* op : {"And", "Or", "Xor"}) {
+    std::string o = op;
+    c.push_back({o, [o](B& b) {
+                   ValueId x = b.Input(o + "_a", {3, 4}, DType::kBool), y = b.Input(o + "_b", {4}, DType::kBool);
+                   return b.Op("Not", {b.Op(o, {x, y})});
+                 }});
+  }
+  // ScatterND: whole rows (k = 1), single elements (k = 2, a negative
+  // index), and reduction add.
+  c.push_back({"ScatterND_rows", [in](B& b) {
+                 return b.Op("ScatterND",
+                             {in(b, "snr_x", {4, 5, 3}), b.ConstInts(std::vector<int64_t>{2, 0}, Shape{2, 1}),
+                              in(b, "snr_u", {2, 5, 3})});
+               }});
+  c.push_back({"ScatterND_elements", [in](B& b) {
+                 return b.Op("ScatterND", {in(b, "sne_x", {4, 5, 3}),
+                                           b.ConstInts(std::vector<int64_t>{1, 2, 3, 0, -1, 4}, Shape{3, 2}),
+                                           in(b, "sne_u", {3, 3})});
+               }});
+  c.push_back({"ScatterND_add", [in](B& b) {
+                 return b.Op("ScatterND",
+                             {in(b, "sna_x", {4, 5}), b.ConstInts(std::vector<int64_t>{1, 3, 1}, Shape{3, 1}),
+                              in(b, "sna_u", {3, 5})},
+                             A({{"reduction", S("add")}}));
+               }});
   c.push_back({"Pow", [in](B& b) { return b.Op("Pow", {in(b, "pow_a", {2, 3}), b.ConstFloat(3.0f)}); }});
   c.push_back({"Where_Equal_Less_Greater", [in](B& b) {
                  ValueId x = in(b, "where_x", {4, 5}), y = in(b, "where_y", {4, 5});

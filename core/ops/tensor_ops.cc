@@ -473,6 +473,58 @@ OpDef GatherDef() {
 }
 RLFLOW_REGISTER_OP(GatherDef());
 
+// ScatterND: data with the slices that indices [..., k] name replaced by
+// (reduction "none") or added to ("add") updates. torch exports write
+// slice assignment (x[a:b, c:d] = v) so. Other reductions stay opaque.
+OpDef ScatterNDDef() {
+  OpDef d;
+  d.name = "ScatterND";
+  d.min_inputs = d.max_inputs = 3;
+  d.attrs = {StringAttr("reduction", "none")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& idx = c.input(1);
+    const TensorType& up = c.input(2);
+    if (!IsInteger(idx.dtype)) c.Fail("indices must be integers, got " + idx.ToString());
+    if (up.dtype != x.dtype) c.Fail("updates " + up.ToString() + " differ in type from data " + x.ToString());
+    const std::string reduction = c.String("reduction");
+    if (reduction != "none" && reduction != "add") c.Unsupported("ScatterND with reduction '" + reduction + "'");
+    if (x.rank_known && idx.rank_known && up.rank_known && idx.rank() > 0 && idx.shape.back() >= 0) {
+      const int64_t k = idx.shape.back();
+      if (k > x.rank())
+        c.Fail("indices name " + std::to_string(k) + " axes of data of rank " + std::to_string(x.rank()));
+      if (up.rank() != idx.rank() - 1 + x.rank() - k)
+        c.Fail("updates " + up.ToString() + " do not fit indices " + idx.ToString() + " and data " + x.ToString());
+    }
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    at::Tensor idx = c.in(1).to(at::kLong);
+    const int64_t k = idx.size(-1);
+    at::Tensor flat = idx.reshape({-1, k});
+    const int64_t n = flat.size(0);
+    std::vector<int64_t> slice(x.sizes().begin() + k, x.sizes().end());
+    std::vector<int64_t> up_shape{n};
+    up_shape.insert(up_shape.end(), slice.begin(), slice.end());
+    at::Tensor updates = c.in(2).reshape(up_shape);
+    c10::List<c10::optional<at::Tensor>> where;
+    for (int64_t a = 0; a < k; ++a) {
+      at::Tensor i = flat.select(1, a);
+      i = at::where(i < 0, i + x.size(a), i);
+      if (n > 0 && (i.min().item<int64_t>() < 0 || i.max().item<int64_t>() >= x.size(a)))
+        c.Fail("index out of range for dimension of size " + std::to_string(x.size(a)));
+      where.push_back(i);
+    }
+    c.outputs = {x.clone().index_put_(where, updates, /*accumulate=*/c.String("reduction") == "add")};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) {
+    return static_cast<double>(std::max<int64_t>(c.input(2).NumElements(), 0));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ScatterNDDef());
+
 // ---- Shape ----
 std::pair<int64_t, int64_t> ShapeRange(const AttrReader& a, int64_t r) {
   int64_t start = a.Int("start");
