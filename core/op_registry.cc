@@ -272,4 +272,14 @@ Shape BroadcastShapes(const Shape& a, const Shape& b, const AttrReader& ctx) {
   return out;
 }
 
+int64_t OpsetNeeded(const Graph& graph) {
+  int64_t opset = graph.opset();
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    if (n.opaque() || !n.domain.empty()) continue;
+    if (const OpDef* def = OpRegistry::Global().Find("", n.op)) opset = std::max<int64_t>(opset, def->since_opset);
+  }
+  return opset;
+}
+
 }  // namespace rlflow

@@ -105,6 +105,9 @@ struct OpDef {
   KernelFn fingerprint = nullptr;
   // Verifier semantics: each output element as a Z3 real expression of the
   // input elements (nullptr: the verifier cannot reason about the op).
+  // Z3 semantics. Sqrt (and Pow with a non-integer exponent) are
+  // uninterpreted functions: proofs hold for any such function, so for the
+  // real one, but they cannot be evaluated to numbers.
   SymbolicFn symbolic = nullptr;
 
   // Normalises attributes whose values are implied by the input shapes (e.g.
@@ -169,6 +172,11 @@ AttributeMap EffectiveAttributes(const Graph& graph, NodeId id);
 std::optional<Attribute> EffectiveWindowAttribute(const Graph& graph, NodeId id, const std::string& name);
 // Checks a node's arity and attributes against its entry.
 void CheckNodeAgainstDef(const Node& node, const OpDef& def);
+// The lowest default-domain opset at which every modelled node of `graph`
+// exists (OpDef::since_opset), at least the graph's own opset: a rewrite
+// that introduced a newer operator (HardSwish: 14) needs the model written
+// at that opset.
+int64_t OpsetNeeded(const Graph& graph);
 
 // Helpers for shape rules.
 int64_t NormalizeAxis(int64_t axis, int64_t rank, const AttrReader& ctx);

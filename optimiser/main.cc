@@ -60,6 +60,10 @@ DEFINE_int32(measure_runs, 0,
              "interval, so the original is written unless --force_optimised");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
+DEFINE_int32(target_opset, 0,
+             "newest ONNX opset the written model may be raised to, so that rewrites may produce operators of "
+             "that opset (HardSwish: 14, LayerNormalization: 17); 0: the model's own opset, or 17 with "
+             "--device=ort");
 DEFINE_string(input_shape, "",
               "shapes the model will run at, NAME:D1,D2,...[;NAME2:...] (e.g. images:1,3,640,640): the search, the "
               "check and the verdict run at them; the written model keeps its symbolic dimensions "
@@ -110,6 +114,7 @@ int Main() {
   o.measure_runs = FLAGS_measure_runs;
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
+  o.target_opset = FLAGS_target_opset;
   o.input_shapes = ParseInputShapes(FLAGS_input_shape);
   o.input_data = ParseInputData(FLAGS_input_data);
   o.tolerance = FLAGS_tolerance;

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/interface.h"
 #include "core/passes/lower_batchnorm.h"
@@ -223,6 +224,22 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   }
   res.model_source = model.source;
   for (const auto& note : model.notes) info(note);
+  // Rules that would produce an operator newer than the opset the written
+  // model may have are left out.
+  {
+    const int64_t model_opset =
+        model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
+    const int64_t target_opset = o.target_opset > 0 ? o.target_opset : o.device == "ort" ? kMaxOpset : model_opset;
+    if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > kMaxOpset))
+      Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", kMaxOpset);
+    google::protobuf::RepeatedPtrField<rules::Rule> kept;
+    for (const auto& r : rule_db.rules())
+      if (RuleOpset(r) <= target_opset) *kept.Add() = r;
+    if (kept.size() < rule_db.rules_size())
+      info(Format("%d rules need an opset above %lld (the written model's): not used",
+                  rule_db.rules_size() - kept.size(), static_cast<long long>(target_opset)));
+    rule_db.mutable_rules()->Swap(&kept);
+  }
   const std::string output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
   res.output = output;
   CheckWritablePath(output, "--output");
@@ -387,6 +404,15 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       info("folded " + std::to_string(nodes - next.num_nodes()) + " weight-only nodes into initializers");
     }
     optimised = std::move(next);
+  }
+
+  // A rewrite that introduced a newer operator (HardSwish, opset 14) needs
+  // the model written at that opset (within --target_opset, see above).
+  if (const int64_t needed = OpsetNeeded(optimised); needed > optimised.opset()) {
+    optimised.info().opsets[""] = needed;
+    optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
+    res.raised_opset = needed;
+    info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
   }
 
   // The written model keeps the original's interface: input and output
@@ -595,6 +621,9 @@ std::string PipelineResult::Summary() const {
   else
     out << Format("written:    %s\n", output.c_str());
   if (!opset_note.empty()) out << Format("            %s\n", opset_note.c_str());
+  if (raised_opset > 0 && !keep_original)
+    out << Format("            written at opset %lld: the rewrites produced operators of that opset\n",
+                  static_cast<long long>(raised_opset));
   if (!report.empty()) out << Format("report:     %s\n", report.c_str());
   return out.str();
 }
@@ -618,6 +647,7 @@ std::string PipelineResult::ReportJson() const {
   j["output"] = output;
   j["wrote_original"] = keep_original;
   j["opset_note"] = opset_note;
+  j["raised_opset"] = raised_opset;
   j["unchanged"] = unchanged;
   j["search"] = Json{{"strategy", search},
                      {"budget", options.budget},

@@ -53,6 +53,11 @@ struct PipelineOptions {
   int measure_runs = 0;  // 0: auto (10 to 40 pairs)
   uint64_t seed = 1;
   int free_dim = 1;
+  // The newest default-domain opset the written model may be raised to, so
+  // that rules may produce operators of that opset (HardSwish: 14,
+  // LayerNormalization: 17). 0: the model's own opset, or the newest rlflow
+  // writes (17) with --device=ort (the runtime the model is for runs it).
+  int target_opset = 0;
   // --input_shape: the shapes the model will run at, by graph input name
   // (ParseInputShapes); symbolic dimensions not covered get free_dim.
   std::map<std::string, std::vector<int64_t>> input_shapes;
@@ -89,6 +94,7 @@ struct PipelineResult {
   bool general_ok = true;      // right at another binding of the symbolic dimensions
   bool keep_original = false;  // the original was written
   std::string general_note, opset_note;
+  int64_t raised_opset = 0;  // the opset the optimised graph was raised to (0: not raised)
   double max_error = 0;
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;

@@ -31,7 +31,11 @@ TEST_P(RuleDatabase, EveryRuleHoldsOnLargeShapes) {
   const SymbolBinding large = {{"n", 2},  {"c", 16}, {"d", 8},  {"h", 32}, {"w", 32},
                                {"m", 16}, {"k", 32}, {"j", 24}, {"l", 8}};
   int failures = 0, generic = 0, generic_checks = 0;
-  auto check = [&](const rules::Rule& r, const SymbolBinding& binding, const std::string& what) {
+  auto check = [&](const rules::Rule& r, const SymbolBinding& given, const std::string& what) {
+    // Symbols of written rules (d1, d2, ... of rank-generic ones) that the
+    // table above does not name: 6.
+    SymbolBinding binding = given;
+    for (const std::string& sym : RuleSymbols(r)) binding.emplace(sym, 6);
     Graph src = InstantiatePattern(r, r.source(), binding, DType::kFloat64);
     Graph tgt = InstantiatePattern(r, r.target(), binding, DType::kFloat64);
     std::vector<at::Tensor> in = RandomInputs(src, HashString(r.id()));
@@ -40,7 +44,8 @@ TEST_P(RuleDatabase, EveryRuleHoldsOnLargeShapes) {
     ASSERT_EQ(a.size(), b.size()) << r.id();
     double worst = 0;
     for (size_t k = 0; k < a.size(); ++k) worst = std::max(worst, RelativeError(a[k], b[k]));
-    if (!(worst <= 1e-9)) {
+    // Rules proved within a tolerance (float32 attributes) hold within it.
+    if (!(worst <= std::max(1e-9, 10 * r.tolerance()))) {
       ++failures;
       ADD_FAILURE() << r.id() << " " << RuleToString(r) << what << ": relative error " << worst;
     }

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/op_registry.h"
 #include "core/ops/kernel.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
@@ -316,6 +317,14 @@ class OrtBackend : public TimingBackend {
       write.at_graph_opset = true;
       paths_.push_back(p);
       if (WritesExternalData(g, write)) paths_.push_back(p + ".data");
+      // A graph a rewrite gave a newer operator (HardSwish) is timed at
+      // the opset that has it, as it will be written.
+      if (const int64_t needed = OpsetNeeded(g); needed > g.opset()) {
+        Graph raised = g;
+        raised.info().opsets[""] = needed;
+        WriteOnnxFile(raised, p, nullptr, write);
+        return p;
+      }
       WriteOnnxFile(g, p, nullptr, write);
       return p;
     }

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -241,6 +242,10 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
   simp.set("som", true);
   simp.set("arith_lhs", true);
   z3::expr_vector differ(z3);
+  // A rule with a tolerance (a float32 attribute standing for a real
+  // number) is proved to hold within tolerance * (1 + |source|) per element.
+  const bool approximate = rule.tolerance() > 0;
+  const z3::expr tol = ExactReal(z3, rule.tolerance());
   for (size_t k = 0; k < a.size(); ++k) {
     if (a[k].shape != b[k].shape) {
       *detail = "output shapes differ";
@@ -249,13 +254,16 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
     for (size_t i = 0; i < a[k].v.size(); ++i) {
       z3::expr d = (a[k].v[i] - b[k].v[i]).simplify(simp);
       if (d.is_numeral()) {
-        if (d.get_decimal_string(6) != "0") {
+        if (d.get_decimal_string(6) != "0" && !approximate) {
           *detail = "output " + std::to_string(k) + " element " + std::to_string(i) + " differs by a constant";
           return Outcome::kRefutedZ3;
         }
-        continue;
+        if (d.get_decimal_string(6) == "0") continue;
       }
-      differ.push_back(a[k].v[i] != b[k].v[i]);
+      if (approximate)
+        differ.push_back(z3::abs(a[k].v[i] - b[k].v[i]) > tol * (z3.real_val(1) + z3::abs(a[k].v[i])));
+      else
+        differ.push_back(a[k].v[i] != b[k].v[i]);
     }
   }
   if (differ.empty()) {
@@ -480,15 +488,19 @@ Result VerifyOne(const rules::Rule& candidate, const Options& options) {
   try {
     for (const SymbolBinding& b : CheckBindings(candidate)) {
       double err = NumericError(candidate, b, RuleSeed(candidate));
-      if (!(err <= kNumericTolerance)) {
+      if (!(err <= std::max(kNumericTolerance, 10 * candidate.tolerance()))) {
         r.detail = "relative error " + std::to_string(err);
         return done(Outcome::kRefutedNumeric);
       }
     }
-    Common common = CommonSubgraph(candidate);
-    if (common == Common::kFactored) return done(Outcome::kPrunedCommonSubgraph);
-    if (common == Common::kComposite) return done(Outcome::kPrunedComposite);
-    if (CommonContext(candidate)) return done(Outcome::kPrunedCommonContext);
+    // Written rules are wanted as written: only the generator's candidates
+    // are pruned for being implied by smaller ones.
+    if (candidate.written_name().empty()) {
+      Common common = CommonSubgraph(candidate);
+      if (common == Common::kFactored) return done(Outcome::kPrunedCommonSubgraph);
+      if (common == Common::kComposite) return done(Outcome::kPrunedComposite);
+      if (CommonContext(candidate)) return done(Outcome::kPrunedCommonContext);
+    }
     uint64_t rlimit = 0;
     bool all_simplified = true;
     rules::Provenance* prov = r.rule.mutable_provenance();

@@ -2,6 +2,10 @@
 #include "verifier/verify.h"
 
 #include <gtest/gtest.h>
+#include <z3++.h>
+
+#include "core/rules/written.h"
+#include "core/symbolic.h"
 
 namespace rlflow::verifier {
 namespace {
@@ -290,6 +294,65 @@ TEST(Verifier, DuplicatesUpToRenamingCollapse) {
   rules::RuleDatabase db = Assemble(rules::GeneratorSettings(), {r1, r2}, &dups);
   EXPECT_EQ(db.rules_size(), 1);
   EXPECT_EQ(dups, 1);
+}
+
+// Written rules: proved exactly, refuted when wrong (a constant off, the
+// epsilons of the two sides differ), and a float32 attribute standing for
+// 1/6 proved within its tolerance but not exactly.
+Outcome VerifyText(const std::string& text) {
+  std::vector<rules::Rule> r = ParseWrittenRules(text, "t.rules");
+  EXPECT_EQ(r.size(), 1u);
+  Result res = VerifyOne(r.at(0), Options{});
+  return res.outcome;
+}
+
+TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
+  const std::string hs =
+      "rule hs\n  input X: float32[n, c]\n  source Div(Mul(X, Clip(Add(X, %s), 0.0, 6.0)), 6.0)\n"
+      "  target HardSwish(X)\n";
+  auto with = [&](const std::string& three) {
+    std::string t = hs;
+    t.replace(t.find("%s"), 2, three);
+    return t;
+  };
+  EXPECT_EQ(VerifyText(with("3.0")), Outcome::kProved);
+  EXPECT_NE(VerifyText(with("4.0")), Outcome::kProved);
+  const std::string ln =
+      "rule ln\n  input X: float32[n, d]\n  let D = Sub(X, ReduceMean(X, axes=[-1]))\n"
+      "  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))\n"
+      "  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=%s)\n";
+  auto eps = [&](const std::string& e) {
+    std::string t = ln;
+    t.replace(t.find("%s"), 2, e);
+    return t;
+  };
+  EXPECT_EQ(VerifyText(eps("1e-05")), Outcome::kProved);
+  // Refuted by the float64 check first; Z3 would too (Sqrt is uninterpreted:
+  // only the same argument gives the same root).
+  EXPECT_NE(VerifyText(eps("1e-06")), Outcome::kProved);
+  const std::string sig =
+      "rule sig\n  input X: float32[n]\n  source Clip(Add(Div(X, 6.0), 0.5), 0.0, 1.0)\n"
+      "  target HardSigmoid(X, alpha=0.16666667, beta=0.5)\n";
+  EXPECT_EQ(VerifyText(sig + "  tolerance 1e-7\n"), Outcome::kProved);
+  EXPECT_NE(VerifyText(sig), Outcome::kProved);  // not exactly: 1/6 is not a float32
+}
+
+// Constants reach Z3 as exact rationals (decimal text in exponent form is
+// read by Z3 as 1/0).
+TEST(Verifier, ConstantsAreExactRationals) {
+  z3::context z3;
+  EXPECT_EQ(ExactReal(z3, 0.5).get_decimal_string(3), "0.5");
+  // float32(1e-5) = 2748779 / 2^38 exactly.
+  EXPECT_TRUE((ExactReal(z3, 1e-5f) == z3.real_val("2748779/274877906944")).simplify().is_true());
+  EXPECT_TRUE(
+      (ExactReal(z3, 1e-12) == z3.real_val("4951760157141521/4951760157141521099596496896")).simplify().is_true());
+  z3::expr tiny = ExactReal(z3, 1e-12);
+  EXPECT_TRUE(tiny.is_numeral());
+  z3::solver s(z3);
+  s.add(tiny <= z3.real_val(0) || tiny >= z3.real_val("0.000000001"));
+  EXPECT_EQ(s.check(), z3::unsat);
+  EXPECT_TRUE((ExactReal(z3, -3.0) == z3.real_val(-3)).simplify().is_true());
+  EXPECT_TRUE((ExactReal(z3, 6.0e20) == z3.real_val("600000000000000000000")).simplify().is_true());
 }
 
 }  // namespace

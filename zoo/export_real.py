@@ -6,7 +6,10 @@ its users get it (torch.onnx.export, random weights from --seed), with the
 properties that break optimisers: old opsets (9), dynamic height and width,
 hard-swish and squeeze-excitation (mobile CNNs), activations written by
 formula (as other frameworks' converters write them), upsampling (FPN
-detectors), control flow (If, Loop), shifted-window attention (Swin). Run with Debian's Python:
+detectors), control flow (If, Loop), shifted-window attention (Swin), and
+activations and normalisations written in the forms ONNX Runtime does not
+fuse (hard-swish and hard-sigmoid by formula, layer norm without scale and
+shift). Run with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
 
@@ -134,6 +137,70 @@ def mobilenet_v3_small():
     return randomise(torchvision.models.mobilenet_v3_small(weights=None))
 
 
+class HardSwishByFormula(nn.Module):
+    """x * clip(x + 3, 0, 6) / 6: hard-swish as paddle2onnx and tf2onnx write
+    it (torch writes HardSwish, or x * HardSigmoid(x) below opset 14)."""
+
+    def forward(self, x):
+        return x * torch.clamp(x + 3.0, 0.0, 6.0) / 6.0
+
+
+class HardSigmoidByFormula(nn.Module):
+    """clip(x / 6 + 0.5, 0, 1): the squeeze-excitation gate by formula."""
+
+    def forward(self, x):
+        return torch.clamp(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+def mobilenet_v3_formula():
+    """MobileNetV3-small with its activations written by formula, as a
+    detector or classifier converted from another framework has them."""
+    model = torchvision.models.mobilenet_v3_small(weights=None)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, nn.Hardswish):
+                setattr(parent, name, HardSwishByFormula())
+            elif isinstance(child, nn.Hardsigmoid):
+                setattr(parent, name, HardSigmoidByFormula())
+    return randomise(model)
+
+
+class LayerNormNoAffine(nn.Module):
+    """A layer normalisation without scale and shift, written out (mean,
+    centred input, mean square, epsilon, square root)."""
+
+    def forward(self, x):
+        mu = x.mean(dim=-1, keepdim=True)
+        d = x - mu
+        return d / torch.sqrt((d ** 2).mean(dim=-1, keepdim=True) + 1e-5)
+
+
+class FormulaEncoder(nn.Module):
+    """A small pre-norm transformer encoder (4 layers, width 128, 4 heads,
+    sequence 64) whose normalisations are layer norms without scale and shift
+    written out, as converted models from other frameworks have them."""
+
+    def __init__(self, width=128, heads=4, layers=4):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Linear(32, width)
+        self.qkv = nn.ModuleList([nn.Linear(width, 3 * width) for _ in range(layers)])
+        self.proj = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+        self.fc1 = nn.ModuleList([nn.Linear(width, 4 * width) for _ in range(layers)])
+        self.fc2 = nn.ModuleList([nn.Linear(4 * width, width) for _ in range(layers)])
+        self.norm = LayerNormNoAffine()
+
+    def forward(self, x):
+        h = self.embed(x)
+        n, s, w = h.shape
+        for qkv, proj, fc1, fc2 in zip(self.qkv, self.proj, self.fc1, self.fc2):
+            q, k, v = qkv(self.norm(h)).reshape(n, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+            a = torch.softmax(q @ k.transpose(-1, -2) / (w // self.heads) ** 0.5, dim=-1)
+            h = h + proj((a @ v).transpose(1, 2).reshape(n, s, w))
+            h = h + fc2(F.gelu(fc1(self.norm(h))))
+        return self.norm(h)
+
+
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)
@@ -146,6 +213,13 @@ MODELS = {
     "mobilenet_v3_small_op13": (mobilenet_v3_small, (1, 3, 96, 96), 13, DYN_IMAGE, "x:1,3,96,96", "x:2,3,128,160",
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
+    # Activations and normalisations in the forms ONNX Runtime does not fuse.
+    "mobilenet_v3_formula_op13": (mobilenet_v3_formula, (1, 3, 224, 224), 13, DYN_IMAGE, "x:1,3,224,224",
+                                  "x:2,3,160,192", False),
+    "mobilenet_v3_formula_op11": (mobilenet_v3_formula, (1, 3, 224, 224), 11, DYN_IMAGE, "x:1,3,224,224",
+                                  "x:2,3,160,192", False),
+    "encoder_formula_op13": (FormulaEncoder, (1, 64, 32), 13, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
+                             False),
     # Static height and width (window arithmetic on them), dynamic batch.
     "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),

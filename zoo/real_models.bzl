@@ -3,12 +3,15 @@ genrule //zoo:real_models and the per-model tests in //optimiser."""
 
 REAL_MODELS = [
     "control_flow_op13",
+    "encoder_formula_op13",
     "formula_acts_op13",
     "fpn_op9",
     "fpn_op11",
     "fpn_op11_external",
     "fpn_op13",
     "mobilenet_v3_small_op9",
+    "mobilenet_v3_formula_op11",
+    "mobilenet_v3_formula_op13",
     "mobilenet_v3_small_op13",
     "swin_tiny_op13",
 ]

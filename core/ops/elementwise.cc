@@ -1,5 +1,8 @@
 // Element-wise operators: unary maths, binary arithmetic with broadcasting,
 // comparisons, Where, Clip, Cast, Identity and inference-mode Dropout.
+#include <cmath>
+#include <optional>
+
 #include "core/error.h"
 #include "core/ops/helpers.h"
 #include "core/symbolic.h"
@@ -44,7 +47,7 @@ RLFLOW_UNARY(Relu, at::relu(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x > 0, x, x.ct
 RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4, false, nullptr);
 RLFLOW_UNARY(Tanh, at::tanh(x), 4, false, nullptr);
 RLFLOW_UNARY(Erf, at::erf(x), 8, false, nullptr);
-RLFLOW_UNARY(Sqrt, at::sqrt(x), 4, false, nullptr);
+RLFLOW_UNARY(Sqrt, at::sqrt(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Sqrt", {x})));
 RLFLOW_UNARY(Exp, at::exp(x), 4, false, nullptr);
 RLFLOW_UNARY(Log, at::log(x), 4, false, nullptr);
 RLFLOW_UNARY(Neg, at::neg(x), 1, true, RLFLOW_SYM_UNARY(-x));
@@ -143,8 +146,34 @@ OpDef ModDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(ModDef());
-RLFLOW_REGISTER_OP(Binary("Pow",
-                          [](KernelContext& c) { c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())}; }));
+// Pow: a constant small integer exponent is a product; otherwise an
+// uninterpreted function of base and exponent.
+OpDef PowDef() {
+  OpDef d = Binary("Pow", [](KernelContext& c) { c.outputs = {at::pow(c.in(0), c.in(1)).to(c.in(0).scalar_type())}; });
+  d.symbolic = [](SymbolicContext& c) {
+    const TensorData* e = c.constants.size() > 1 ? c.constants[1] : nullptr;
+    if (e != nullptr && e->NumElements() == 1) {
+      const double p = e->ToDouble()[0];
+      if (p == std::floor(p) && p >= 1 && p <= 4) {
+        SymTensor out = c.in(0);
+        for (z3::expr& x : out.v) {
+          z3::expr y = x;
+          for (int k = 1; k < static_cast<int>(p); ++k) y = y * x;
+          x = y;
+        }
+        out.shape = BroadcastShapes(c.in(0).shape, c.in(1).shape, c);
+        if (out.shape != c.in(0).shape) c.Fail("a broadcast by the exponent is not modelled");
+        c.outputs = {out};
+        return;
+      }
+    }
+    c.outputs = {SymBroadcast(c, c.in(0), c.in(1), [](const z3::expr& a, const z3::expr& b) {
+      return SymApply(a.ctx(), "Pow", {a, b});
+    })};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(PowDef());
 RLFLOW_REGISTER_OP(Binary(
     "Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }, false, SymMax,
     RLFLOW_SYM_BINARY(SymMax)));
@@ -223,6 +252,21 @@ OpDef ClipDef() {
     c.outputs = {lo || hi ? at::clamp(c.in(0), lo, hi) : c.in(0)};
   };
   d.flops = PerOutputElement(2.0);
+  // Scalar bounds (constants in patterns): the clamp as if-then-else.
+  d.symbolic = [](SymbolicContext& c) {
+    auto bound = [&](int i) -> std::optional<z3::expr> {
+      if (!c.has(i)) return std::nullopt;
+      if (c.in(i).numel() != 1) c.Fail("Clip bounds must be scalars");
+      return c.in(i).v[0];
+    };
+    std::optional<z3::expr> lo = bound(1), hi = bound(2);
+    SymTensor out = c.in(0);
+    for (z3::expr& x : out.v) {
+      if (lo) x = z3::ite(x < *lo, *lo, x);
+      if (hi) x = z3::ite(x > *hi, *hi, x);
+    }
+    c.outputs = {out};
+  };
   return d;
 }
 RLFLOW_REGISTER_OP(ClipDef());

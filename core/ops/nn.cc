@@ -800,6 +800,13 @@ OpDef SoftmaxDef() {
 }
 RLFLOW_REGISTER_OP(SoftmaxDef());
 
+// The mean of symbolic elements (ReduceMean, LayerNormalization).
+z3::expr SymMean(const std::vector<z3::expr>& xs) {
+  z3::expr sum = xs.front();
+  for (size_t k = 1; k < xs.size(); ++k) sum = sum + xs[k];
+  return sum / xs.front().ctx().real_val(static_cast<int64_t>(xs.size()));
+}
+
 OpDef LayerNormDef() {
   OpDef d;
   d.name = "LayerNormalization";
@@ -823,6 +830,40 @@ OpDef LayerNormDef() {
     c.outputs = {at::layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"), false)};
   };
   d.flops = PerOutputElement(8.0);
+  // (x - mean) / Sqrt(mean((x - mean)^2) + epsilon) * scale + bias over the
+  // trailing axes from `axis`, Sqrt uninterpreted (as the Sqrt operator's).
+  d.symbolic = [](SymbolicContext& c) {
+    const SymTensor& x = c.in(0);
+    const int64_t rank = static_cast<int64_t>(x.shape.size());
+    const int64_t axis = NormalizeAxis(c.Int("axis"), rank, c);
+    const Shape norm(x.shape.begin() + axis, x.shape.end());
+    const int64_t n = NumElements(norm);
+    if (n <= 0) c.Fail("an empty normalisation is not modelled");
+    auto per_norm = [&](const SymTensor& t, int64_t j) -> z3::expr {
+      // Scale and bias broadcast against the normalised shape.
+      if (t.numel() == 1) return t.v[0];
+      if (t.numel() != n) c.Fail("scale and bias must have the normalised shape");
+      return t.v[static_cast<size_t>(j)];
+    };
+    SymTensor out;
+    out.shape = x.shape;
+    out.v.reserve(x.v.size());
+    z3::context& z3 = c.z3;
+    const z3::expr eps = c.Real(c.Float("epsilon"));
+    for (int64_t row = 0; row < x.numel() / n; ++row) {
+      std::vector<z3::expr> xs(x.v.begin() + row * n, x.v.begin() + (row + 1) * n);
+      z3::expr mean = SymMean(xs);
+      std::vector<z3::expr> sq;
+      for (const z3::expr& v : xs) sq.push_back((v - mean) * (v - mean));
+      z3::expr denom = SymApply(z3, "Sqrt", {SymMean(sq) + eps});
+      for (int64_t j = 0; j < n; ++j) {
+        z3::expr y = (xs[static_cast<size_t>(j)] - mean) / denom * per_norm(c.in(1), j);
+        if (c.has(2)) y = y + per_norm(c.in(2), j);
+        out.v.push_back(y);
+      }
+    }
+    c.outputs = {out};
+  };
   return d;
 }
 RLFLOW_REGISTER_OP(LayerNormDef());
@@ -865,9 +906,18 @@ OpDef ReduceDef(const std::string& name, KernelFn kernel) {
   d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
   return d;
 }
-RLFLOW_REGISTER_OP(ReduceDef("ReduceMean", [](KernelContext& c) {
-  c.outputs = {c.in(0).mean(ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
-}));
+OpDef ReduceMeanDef() {
+  OpDef d = ReduceDef("ReduceMean", [](KernelContext& c) {
+    c.outputs = {c.in(0).mean(ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
+  });
+  d.symbolic = [](SymbolicContext& c) {
+    const SymTensor& x = c.in(0);
+    if (x.numel() == 0) c.Fail("an empty reduction is not modelled");
+    c.outputs = {SymReduce(x, ReduceAxes(c, static_cast<int64_t>(x.shape.size())), c.Int("keepdims") != 0, SymMean)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ReduceMeanDef());
 RLFLOW_REGISTER_OP(ReduceDef("ReduceMax", [](KernelContext& c) {
   c.outputs = {at::amax(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
 }));

@@ -549,15 +549,19 @@ TEST(OpConformance, SymbolicSemanticsMatchTheKernels) {
       for (size_t k = 0; k < n.outputs.size(); ++k) vals[n.outputs[k]] = outs[k];
     }
     if (!covered) continue;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) ops_checked.insert(g.node(id).op);
     at::Tensor expected = Executor(g).Run(inputs)[0].to(at::kDouble).contiguous();
     const SymTensor& got = vals[g.outputs()[0]];
     ASSERT_EQ(got.shape, Shape(expected.sizes().begin(), expected.sizes().end()));
+    // Semantics with uninterpreted functions (Sqrt) have no numbers to compare.
+    bool numeric = true;
+    for (const z3::expr& e : got.v) numeric = numeric && e.simplify().is_numeral();
+    if (!numeric) continue;
     for (int64_t i = 0; i < expected.numel(); ++i) {
       std::string text = got.v[i].simplify().get_decimal_string(9);
       if (!text.empty() && text.back() == '?') text.pop_back();
       ASSERT_NEAR(std::stod(text), expected.data_ptr<double>()[i], 1e-4) << "element " << i;
     }
+    for (NodeId id = 0; id < g.num_nodes(); ++id) ops_checked.insert(g.node(id).op);
     ++checked;
     cases_checked.insert(oc.name);
   }
@@ -567,7 +571,8 @@ TEST(OpConformance, SymbolicSemanticsMatchTheKernels) {
     EXPECT_TRUE(cases_checked.count(name)) << name << " was not checked";
   for (const char* name : {"Gemm_trans_alpha_beta", "Gemm_no_bias", "Div_broadcast"})
     EXPECT_TRUE(cases_checked.count(name)) << name << " was not checked";
-  for (const char* op : {"MatMul", "Gemm", "Div", "Transpose", "Conv", "Split", "Concat", "Reshape"})
+  for (const char* op : {"MatMul", "Gemm", "Div", "Transpose", "Conv", "Split", "Concat", "Reshape", "Clip", "Pow",
+                         "ReduceMean", "HardSwish", "HardSigmoid"})
     EXPECT_TRUE(ops_checked.count(op)) << op << " has symbolic semantics but no case checked them";
 }
 

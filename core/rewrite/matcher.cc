@@ -115,9 +115,33 @@ bool BindInput(State& s, int input, ValueId v) {
   return true;
 }
 
+// Floating values compared exactly in the graph constant's type (the
+// pattern's 3.0 is the graph's 3.0f).
+bool FloatValuesEqual(const TensorData& t, const std::vector<double>& want) {
+  if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64) return false;
+  std::vector<double> have = t.ToDouble();
+  if (have.size() != want.size()) return false;
+  for (size_t k = 0; k < have.size(); ++k) {
+    const double w = t.dtype() == DType::kFloat32 ? static_cast<double>(static_cast<float>(want[k])) : want[k];
+    if (have[k] != w) return false;
+  }
+  return true;
+}
+
 bool ConstantMatches(const State& s, const rules::Constant& c, ValueId v) {
   if (!s.g.IsConstant(v)) return false;
   const TensorData& t = *s.g.value(v).initializer;
+  if (IsFloatConstant(c)) {
+    // A scalar matches a one-element constant of any rank ([] or [1]); the
+    // rewrite's shape check refuses a result whose shape would change.
+    if (c.dims_size() > 0 && t.shape() != Shape(c.dims().begin(), c.dims().end())) return false;
+    return FloatValuesEqual(t, std::vector<double>(c.float_values().begin(), c.float_values().end()));
+  }
+  if (IsFilledConstant(c)) {
+    // Its shape is checked once every symbol is bound (DimsHold).
+    if (t.shape().size() != static_cast<size_t>(c.fill_shape_size())) return false;
+    return FloatValuesEqual(t, std::vector<double>(static_cast<size_t>(t.NumElements()), c.fill_value()));
+  }
   if (!IsInteger(t.dtype())) return false;
   if (IsSymbolicConstant(c)) return t.NumElements() == c.dim_values_size();  // values: DimsHold
   std::vector<int64_t> values = t.ToInt64();
@@ -143,6 +167,7 @@ bool Holds(const rules::Dim& d, int64_t actual, const SymbolBinding& symbols) {
 bool DimsHold(State& s) {
   for (const auto& [c, v] : s.symbolic_constants) {
     const rules::Constant& constant = s.p.constants(c);
+    if (IsFilledConstant(constant)) continue;
     std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();
     for (int k = 0; k < constant.dim_values_size(); ++k) {
       const rules::Dim& d = constant.dim_values(k);
@@ -162,6 +187,12 @@ bool DimsHold(State& s) {
   }
   for (const auto& [c, v] : s.symbolic_constants) {
     const rules::Constant& constant = s.p.constants(c);
+    if (IsFilledConstant(constant)) {
+      const Shape& shape = s.g.value(v).initializer->shape();
+      for (int k = 0; k < constant.fill_shape_size(); ++k)
+        if (!Holds(constant.fill_shape(k), shape[k], s.symbols)) return false;
+      continue;
+    }
     std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();
     for (int k = 0; k < constant.dim_values_size(); ++k)
       if (!Holds(constant.dim_values(k), values[k], s.symbols)) return false;
@@ -246,7 +277,8 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
     case rules::Ref::kOmitted: return v == kNoValue && k();
     case rules::Ref::kConstant: {
       if (v == kNoValue || !ConstantMatches(s, s.p.constants(r.constant()), v)) return false;
-      if (!IsSymbolicConstant(s.p.constants(r.constant()))) return k();
+      if (!IsSymbolicConstant(s.p.constants(r.constant())) && !IsFilledConstant(s.p.constants(r.constant())))
+        return k();
       s.symbolic_constants.push_back({r.constant(), v});
       if (k()) return true;
       s.symbolic_constants.pop_back();
@@ -784,13 +816,16 @@ namespace {
 std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::Pattern& to,
                                 const std::vector<ValueId>& inputs, const AttrBinding& bound,
                                 const SymbolBinding& symbols) {
+  // Floating constants take the element type of the match's first
+  // floating input.
+  DType float_dtype = DType::kUndefined;
+  for (ValueId in : inputs)
+    if (float_dtype == DType::kUndefined && in != kNoValue && IsFloatingPoint(g.value(in).type.dtype))
+      float_dtype = g.value(in).type.dtype;
   std::vector<ValueId> constants;
-  for (int k = 0; k < to.constants_size(); ++k) {
-    const rules::Constant& c = to.constants(k);
-    std::vector<int64_t> v = ConstantValues(c, symbols);
-    constants.push_back(g.AddInitializer(g.UniqueName("rule_const"),
-                                         TensorData::FromInt64(v, Shape(c.dims().begin(), c.dims().end()))));
-  }
+  for (int k = 0; k < to.constants_size(); ++k)
+    constants.push_back(
+        g.AddInitializer(g.UniqueName("rule_const"), ConstantData(to.constants(k), symbols, float_dtype)));
   std::vector<std::vector<ValueId>> outs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {
     switch (r.kind_case()) {

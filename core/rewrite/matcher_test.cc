@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/lower_batchnorm.h"
+#include "core/rules/written.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "zoo/zoo.h"
@@ -438,6 +439,58 @@ TEST(Matcher, MatchesOfALongChainGrowLinearly) {
   size_t m400 = m.FindAll(ReluChain(400)).size();
   EXPECT_GT(m200, 200u);  // there are matches (Relu(Relu(x)) = Relu(x), merges of neighbours)
   EXPECT_LE(static_cast<double>(m400), 2.1 * static_cast<double>(m200)) << m200 << " -> " << m400;
+}
+
+// Written rules with floating constants: 3.0 matches the graph's 3.0f
+// constant exactly (3.5 does not); the hard-swish formula becomes one
+// HardSwish node computing the same; the layer norm's unit scale is made
+// at the matched width.
+TEST(Matcher, FloatConstantsMatchExactlyAndWrittenRulesApply) {
+  std::vector<rules::Rule> hs = ParseWrittenRules(
+      "rule hs\n  input X: float32[*]\n  source Div(Mul(X, Clip(Add(X, 3.0), 0.0, 6.0)), 6.0)\n"
+      "  target HardSwish(X)\n",
+      "t.rules");
+  auto formula = [](float three) {
+    GraphBuilder b(7);
+    ValueId x = b.Op("Relu", {b.Input("x", {1, 8, 5, 5})});
+    ValueId gate = b.Op("Clip", {b.Op("Add", {x, b.ConstFloat(three)}), b.ConstFloat(0.0f), b.ConstFloat(6.0f)});
+    return b.Build({b.Op("Div", {b.Op("Mul", {x, gate}), b.ConstFloat(6.0f)})});
+  };
+  Matcher m(hs);
+  Graph g = formula(3.0f);
+  std::vector<Match> found = m.FindAll(g);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_FALSE(found[0].reverse);
+  Graph out = m.Apply(g, found[0]);
+  EXPECT_EQ(out.OpCounts()["HardSwish"], 1);
+  EXPECT_EQ(out.num_nodes(), 2);  // Relu, HardSwish
+  EXPECT_LE(Diff(g, out), 1e-6);
+  EXPECT_TRUE(m.FindAll(formula(3.5f)).empty());
+
+  std::vector<rules::Rule> ln = ParseWrittenRules(
+      "rule ln\n  input X: float32[b, n, d]\n  let D = Sub(X, ReduceMean(X, axes=[-1]))\n"
+      "  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))\n"
+      "  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=1e-05)\n",
+      "t.rules");
+  GraphBuilder b(8);
+  ValueId x = b.Input("x", {2, 3, 6});
+  ValueId d = b.Op("Sub", {x, b.Op("ReduceMean", {x}, {{"axes", Attribute::Ints({-1})}})});
+  ValueId var = b.Op("ReduceMean", {b.Op("Pow", {d, b.ConstFloat(2.0f)})}, {{"axes", Attribute::Ints({-1})}});
+  Graph norm = b.Build({b.Op("Div", {d, b.Op("Sqrt", {b.Op("Add", {var, b.ConstFloat(1e-5f)})})})});
+  Matcher lm(ln);
+  found = lm.FindAll(norm);
+  ASSERT_EQ(found.size(), 1u);
+  Graph fused = lm.Apply(norm, found[0]);
+  ASSERT_EQ(fused.num_nodes(), 1);
+  const Node& n = fused.node(0);
+  EXPECT_EQ(n.op, "LayerNormalization");
+  EXPECT_EQ(fused.value(n.inputs[1]).initializer->shape(), (Shape{6}));
+  EXPECT_LE(Diff(norm, fused), 1e-5);
+  // Reversed: a LayerNormalization whose scale is all ones is the formula.
+  found = lm.FindAll(fused);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].reverse);
+  EXPECT_LE(Diff(fused, lm.Apply(fused, found[0])), 1e-5);
 }
 
 }  // namespace

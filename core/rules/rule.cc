@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -232,19 +233,62 @@ std::string AttrText(const rules::Attribute& a) {
   return a.name() + "=" + AttributeFromProto(a).ToString();
 }
 
+std::string FloatText(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  std::string t = os.str();
+  if (t.find_first_of(".e") == std::string::npos && t.find("inf") == std::string::npos &&
+      t.find("nan") == std::string::npos)
+    t += ".0";
+  return t;
+}
+
 std::string ConstantText(const rules::Constant& c) {
+  if (IsFilledConstant(c)) {
+    std::string s = "fill(" + FloatText(c.fill_value()) + ", [";
+    for (int k = 0; k < c.fill_shape_size(); ++k) s += (k ? "," : "") + DimToString(c.fill_shape(k));
+    return s + "])";
+  }
+  if (IsFloatConstant(c) && c.dims_size() == 0 && c.float_values_size() == 1) return FloatText(c.float_values(0));
   std::string s = "[";
   for (int k = 0; k < c.int_values_size(); ++k) s += (k ? "," : "") + std::to_string(c.int_values(k));
   for (int k = 0; k < c.dim_values_size(); ++k) s += (k ? "," : "") + DimToString(c.dim_values(k));
+  for (int k = 0; k < c.float_values_size(); ++k) s += (k ? "," : "") + FloatText(c.float_values(k));
   return s + "]";
 }
 }  // namespace
 
 std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBinding& binding) {
+  if (IsFloatConstant(c) || IsFilledConstant(c)) Fail("a floating-point rule constant has no integer values");
   if (!IsSymbolicConstant(c)) return std::vector<int64_t>(c.int_values().begin(), c.int_values().end());
   std::vector<int64_t> out;
   for (const auto& d : c.dim_values()) out.push_back(EvalDim(d, binding));
   return out;
+}
+
+TensorData ConstantData(const rules::Constant& c, const SymbolBinding& binding, DType float_dtype) {
+  if (IsFloatConstant(c) || IsFilledConstant(c)) {
+    Shape dims(c.dims().begin(), c.dims().end());
+    std::vector<double> values(c.float_values().begin(), c.float_values().end());
+    if (IsFilledConstant(c)) {
+      dims.clear();
+      for (const auto& d : c.fill_shape()) dims.push_back(EvalDim(d, binding));
+      values.assign(static_cast<size_t>(NumElements(dims)), c.fill_value());
+    }
+    if (static_cast<int64_t>(values.size()) != NumElements(dims))
+      Fail("a rule constant has ", values.size(), " values for shape ", ShapeToString(dims));
+    if (float_dtype == DType::kFloat64) {
+      std::string bytes(values.size() * sizeof(double), '\0');
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      return TensorData(DType::kFloat64, dims, std::move(bytes));
+    }
+    std::vector<float> f(values.begin(), values.end());
+    TensorData t = TensorData::FromFloat(f, dims);
+    if (float_dtype == DType::kUndefined || float_dtype == DType::kFloat32) return t;
+    Fail("a floating-point rule constant cannot be made as ", DTypeName(float_dtype));
+  }
+  return TensorData::FromInt64(ConstantValues(c, binding), Shape(c.dims().begin(), c.dims().end()));
 }
 
 int PatternOpCount(const rules::Pattern& p) { return p.nodes_size(); }
@@ -261,12 +305,14 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
       if (d <= 0) Fail("rule ", rule.id(), ": input ", in.name(), " has non-positive dimension at this binding");
     inputs.push_back(g.AddInput(in.name(), t));
   }
-  for (int k = 0; k < p.constants_size(); ++k) {
-    const rules::Constant& c = p.constants(k);
-    Shape dims(c.dims().begin(), c.dims().end());
+  // Floating constants take the inputs' element type (float64 for checks).
+  DType float_dtype = dtype;
+  for (const auto& in : rule.inputs())
+    if (float_dtype == DType::kUndefined && IsFloatingPoint(DTypeFromCode(in.dtype())))
+      float_dtype = DTypeFromCode(in.dtype());
+  for (int k = 0; k < p.constants_size(); ++k)
     constants.push_back(
-        g.AddInitializer("const" + std::to_string(k), TensorData::FromInt64(ConstantValues(c, binding), dims)));
-  }
+        g.AddInitializer("const" + std::to_string(k), ConstantData(p.constants(k), binding, float_dtype)));
   std::vector<std::vector<ValueId>> node_outputs;
   auto resolve = [&](const rules::Ref& r) -> ValueId {
     switch (r.kind_case()) {
@@ -466,6 +512,14 @@ void ValidateRule(const rules::Rule& rule) {
       Fail("rule ", rule.id(), ": output ", k, " types differ between source and target");
 }
 
+int64_t RuleOpset(const rules::Rule& rule) {
+  int64_t opset = 1;
+  for (const auto* p : {&rule.source(), &rule.target()})
+    for (const auto& n : p->nodes())
+      if (const OpDef* def = OpRegistry::Global().Find("", n.op())) opset = std::max<int64_t>(opset, def->since_opset);
+  return opset;
+}
+
 // ---- files ----
 std::string SerializeDeterministic(const google::protobuf::Message& message) {
   std::string out;
@@ -491,8 +545,9 @@ void ParseRulesBytes(const std::string& bytes, const std::string& path, const st
   std::string got = refl->GetString(*message, desc->FindFieldByName("magic"));
   if (got != magic) Fail(what, " '", path, "' is not a ", magic, " file");
   uint32_t version = refl->GetUInt32(*message, desc->FindFieldByName("format_version"));
-  if (version != kRuleFormatVersion)
-    Fail(what, " '", path, "' has format version ", version, "; this build reads version ", kRuleFormatVersion);
+  if (version < kOldestRuleFormatVersion || version > kRuleFormatVersion)
+    Fail(what, " '", path, "' has format version ", version, "; this build reads versions ", kOldestRuleFormatVersion,
+         " to ", kRuleFormatVersion);
 }
 
 void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,

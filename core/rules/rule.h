@@ -18,8 +18,12 @@ constexpr char kGraphShardMagic[] = "rlflow.graphs";
 // 2: attribute variables (attribute-generic rules). 3: constants with
 // symbolic values (Constant.dim_values). 4: Div (and Gemm) in patterns; a
 // rule that divides by one of its inputs holds where that input has no zero
-// element, and matchers must check it (DivisorInputs).
-constexpr uint32_t kRuleFormatVersion = 4;
+// element, and matchers must check it (DivisorInputs). 5: written rules
+// (Rule.written_name, Rule.tolerance) and floating constants
+// (Constant.float_values, fill_shape/fill_value). Files of version 4 are
+// read as they are (a subset).
+constexpr uint32_t kRuleFormatVersion = 5;
+constexpr uint32_t kOldestRuleFormatVersion = 4;
 
 using SymbolBinding = std::map<std::string, int64_t>;
 // Attribute variable -> value.
@@ -54,6 +58,12 @@ std::string ShapeToString(const rules::TensorVar& var);
 // its int_values); throws if a symbol is unbound.
 std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBinding& binding);
 inline bool IsSymbolicConstant(const rules::Constant& c) { return c.dim_values_size() > 0; }
+inline bool IsFloatConstant(const rules::Constant& c) { return c.float_values_size() > 0; }
+inline bool IsFilledConstant(const rules::Constant& c) { return c.fill_shape_size() > 0; }
+// A constant's data at `binding`: integer constants as int64; floating ones
+// (float_values, fill) in `float_dtype` (float32 when undefined; float64
+// for checks).
+TensorData ConstantData(const rules::Constant& c, const SymbolBinding& binding, DType float_dtype = DType::kUndefined);
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
 // Rule inputs that a Div on either side divides by: the rule is proved
@@ -102,6 +112,10 @@ std::string RuleId(const rules::Rule& rule);
 // Checks references, arity and operators against the registry; throws
 // rlflow::Error naming the rule.
 void ValidateRule(const rules::Rule& rule);
+// The lowest default-domain opset that has every operator of both sides
+// (OpDef::since_opset): a model written at a lower opset cannot hold the
+// side this rule produces.
+int64_t RuleOpset(const rules::Rule& rule);
 
 // ---- files ----
 std::string SerializeDeterministic(const google::protobuf::Message& message);

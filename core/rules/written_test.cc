@@ -1,0 +1,103 @@
+// The written-rules format: what a text becomes (inputs, shared lets,
+// constants, rank-generic expansion) and one-line errors naming the line.
+#include "core/rules/written.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace rlflow {
+namespace {
+
+std::string ErrorOf(const std::string& text) {
+  try {
+    ParseWrittenRules(text, "t.rules");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WrittenRules, ParsesPatternsConstantsAndLets) {
+  std::vector<rules::Rule> r = ParseWrittenRules(R"(
+# a comment
+rule layernorm   # trailing comment
+  input X: float32[n, d]
+  let D = Sub(X, ReduceMean(X, axes=[-1]))
+  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))
+  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=1e-05)
+)",
+                                                 "t.rules");
+  ASSERT_EQ(r.size(), 1u);
+  const rules::Rule& rule = r[0];
+  EXPECT_EQ(rule.written_name(), "layernorm");
+  EXPECT_EQ(rule.id(), RuleId(rule));
+  ASSERT_EQ(rule.inputs_size(), 1);
+  EXPECT_EQ(ShapeToString(rule.inputs(0)), "[n,d]");
+  // The let is one Sub node, read by Pow and by Div.
+  int subs = 0, readers = 0, sub_index = -1;
+  for (int k = 0; k < rule.source().nodes_size(); ++k)
+    if (rule.source().nodes(k).op() == "Sub") ++subs, sub_index = k;
+  for (const auto& n : rule.source().nodes())
+    for (const auto& in : n.inputs()) readers += in.kind_case() == rules::Ref::kNode && in.node().node() == sub_index;
+  EXPECT_EQ(subs, 1);
+  EXPECT_EQ(readers, 2);
+  EXPECT_EQ(rule.source().nodes_size(), 7);  // ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div
+  // Constants: 2.0 and 1e-05 floats; the fill of shape [d].
+  int floats = 0;
+  for (const auto& c : rule.source().constants()) floats += IsFloatConstant(c);
+  EXPECT_EQ(floats, 2);
+  ASSERT_EQ(rule.target().constants_size(), 1);
+  EXPECT_TRUE(IsFilledConstant(rule.target().constants(0)));
+  EXPECT_EQ(rule.target().constants(0).fill_value(), 1.0);
+  EXPECT_EQ(PatternToString(rule, rule.target()), "LayerNormalization[axis=-1,epsilon=1e-05](X,fill(1.0, [d]))");
+  // Attributes are stored sorted by name.
+  const rules::Node& ln = rule.target().nodes(0);
+  ASSERT_EQ(ln.attrs_size(), 2);
+  EXPECT_EQ(ln.attrs(0).name(), "axis");
+  EXPECT_EQ(ln.attrs(1).name(), "epsilon");
+  EXPECT_FLOAT_EQ(ln.attrs(1).f(), 1e-5f);
+}
+
+TEST(WrittenRules, RankGenericRulesExpandAndToleranceIsKept) {
+  std::vector<rules::Rule> r = ParseWrittenRules(R"(
+rule hs
+  input X: float32[*]
+  source Mul(X, Div(Clip(Add(X, 3.0), 0.0, 6.0), 6.0))
+  target HardSwish(X)
+  tolerance 1e-7
+)",
+                                                 "t.rules");
+  ASSERT_EQ(r.size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(r[k].written_name(), "hs/rank" + std::to_string(k + 1));
+    EXPECT_EQ(r[k].inputs(0).shape_size(), k + 1);
+    EXPECT_DOUBLE_EQ(r[k].tolerance(), 1e-7);
+  }
+  EXPECT_NE(r[0].id(), r[1].id());
+}
+
+TEST(WrittenRules, ErrorsNameTheLine) {
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Frobnicate(X)\n  target X\n")
+                .find("t.rules:3: rule 'a' (source): 'Frobnicate' is not a registry operator"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Relu(Y)\n  target X\n").find("'Y' is neither"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Relu(X)\n").find("needs a source and a target"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  sauce Relu(X)\n").find("t.rules:3: unknown keyword 'sauce'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("  input X: float32[n]\n").find("t.rules:1: 'input' before the first 'rule'"), std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Relu(X\n  target X\n").find("t.rules:3: expected ')'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: floaty[n]\n  source X\n  target X\n").find("unknown element type 'floaty'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n input X: float32[n]\n source X\n target X\nrule a\n").find("defined twice"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule t\n  input X: float32[n]\n  source Relu(X)\n  target Relu(X)\n  tolerance 0.5\n")
+                .find("tolerance must be in (0, 0.01)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlflow
