@@ -468,6 +468,56 @@ TEST_F(OptimiserCli, SequenceValuesAreOptimisedAround) {
   EXPECT_TRUE(ops.count("SplitToSequence") && ops.count("ConcatFromSequence"));
 }
 
+// A written rule that produces an operator newer than the model's opset
+// (HardSwish, 14) is not used by default; with --target_opset=14 it is, and
+// the model is written at opset 14. A --target_opset outside the model's
+// opset and 17 is a one-line error.
+TEST_F(OptimiserCli, TargetOpsetGatesNewerOperators) {
+  onnx::ModelProto m = BaseModel(13);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 8, 16, 16});
+  auto scalar = [&](const std::string& name, float v) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+  };
+  scalar("three", 3.0f);
+  scalar("zero", 0.0f);
+  scalar("six", 6.0f);
+  AddNode(m, "Relu", {"x"}, {"r"}, "relu0");
+  AddNode(m, "Add", {"r", "three"}, {"a"}, "add0");
+  AddNode(m, "Clip", {"a", "zero", "six"}, {"c"}, "clip0");
+  AddNode(m, "Mul", {"r", "c"}, {"p"}, "mul0");
+  AddNode(m, "Div", {"p", "six"}, {"y"}, "div0");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 8, 16, 16});
+  const std::string model = Save(m, "hardswish_formula.onnx");
+  auto ops_and_opset = [&](const std::string& path, int64_t* opset) {
+    onnx::ModelProto w;
+    EXPECT_TRUE(w.ParseFromString(ReadFile(path)));
+    for (const auto& imp : w.opset_import())
+      if (imp.domain().empty()) *opset = imp.version();
+    std::set<std::string> ops;
+    for (const auto& n : w.graph().node()) ops.insert(n.op_type());
+    return ops;
+  };
+  const std::string flags = " --search=greedy --timing_cache=none --force_optimised --output=" + out_;
+  RunResult r = RunOptimiser("--model=" + model + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rules need an opset above 13"), std::string::npos) << r.err;
+  int64_t opset = 0;
+  EXPECT_FALSE(ops_and_opset(out_, &opset).count("HardSwish"));
+  EXPECT_EQ(opset, 13);
+  r = RunOptimiser("--model=" + model + flags + " --target_opset=14");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> ops = ops_and_opset(out_, &opset);
+  EXPECT_TRUE(ops.count("HardSwish")) << r.out;
+  EXPECT_FALSE(ops.count("Clip"));
+  EXPECT_EQ(opset, 14);
+  EXPECT_NE(r.out.find("written at opset 14"), std::string::npos) << r.out;
+  ExpectCleanFailure("--model=" + model + " --target_opset=12", out_, "--target_opset=12 is outside 13");
+  ExpectCleanFailure("--model=" + model + " --target_opset=18", out_, "--target_opset=18 is outside 13");
+}
+
 TEST_F(OptimiserCli, PathsAndFlagValues) {
   std::string model = TempDir() + "/ok3.onnx";
   WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);

@@ -175,6 +175,39 @@ class LayerNormNoAffine(nn.Module):
         return d / torch.sqrt((d ** 2).mean(dim=-1, keepdim=True) + 1e-5)
 
 
+class FormulaVariants(nn.Module):
+    """The other ways converters write the same activations and
+    normalisations (one each, between convolutions and a projection):
+    hard-swish with the gate divided first and with a multiplication by
+    1/6, the hard-sigmoid gate as relu6(x + 3) / 6, layer norms with the
+    square as a product and with epsilons 1e-6 and 1e-12 (TensorFlow
+    ports), on rank-2 and rank-3 activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 16)
+
+    @staticmethod
+    def norm(x, eps, product):
+        d = x - x.mean(dim=-1, keepdim=True)
+        sq = d * d if product else d ** 2
+        return d / torch.sqrt(sq.mean(dim=-1, keepdim=True) + eps)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = y * (torch.clamp(y + 3.0, 0.0, 6.0) / 6.0)
+        y = self.c2(y)
+        y = y * torch.clamp(y + 3.0, 0.0, 6.0) * 0.16666667
+        g = torch.clamp(y.mean(dim=(2, 3), keepdim=True) + 3.0, 0.0, 6.0) / 6.0
+        t = (y * g).mean(dim=(2, 3))  # [n, 8]
+        t = self.norm(t, 1e-5, True)
+        s = self.fc(t).reshape(t.shape[0], 4, 4)  # [n, 4, 4]
+        # Three different tensors: the exporter merges equal subexpressions.
+        return self.norm(s, 1e-5, True) + self.norm(s * 2.0, 1e-6, False) + self.norm(s + 1.0, 1e-12, False)
+
+
 class FormulaEncoder(nn.Module):
     """A small pre-norm transformer encoder (4 layers, width 128, 4 heads,
     sequence 64) whose normalisations are layer norms without scale and shift
@@ -218,6 +251,7 @@ MODELS = {
                                   "x:2,3,160,192", False),
     "mobilenet_v3_formula_op11": (mobilenet_v3_formula, (1, 3, 224, 224), 11, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),
+    "formula_variants_op13": (FormulaVariants, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", False),
     "encoder_formula_op13": (FormulaEncoder, (1, 64, 32), 13, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
                              False),
     # Static height and width (window arithmetic on them), dynamic batch.

@@ -5,6 +5,7 @@ REAL_MODELS = [
     "control_flow_op13",
     "encoder_formula_op13",
     "formula_acts_op13",
+    "formula_variants_op13",
     "fpn_op9",
     "fpn_op11",
     "fpn_op11_external",
