@@ -86,7 +86,9 @@ GraphNetImpl::GraphNetImpl(int node_features, int edge_features, int global_feat
     query_->push_back(nn::Linear(h, h));
     key_->push_back(nn::Linear(2 * h, h));  // [source, edge]
     value_->push_back(nn::Linear(2 * h, h));
-    attention_->push_back(nn::Linear(h, 1));
+    // No bias: a constant added to every score of a destination cancels in
+    // its softmax, so a bias would be a parameter that never learns.
+    attention_->push_back(nn::Linear(nn::LinearOptions(h, 1).bias(false)));
     node_mlp_->push_back(Mlp(3 * h, h, h));    // [node, messages, global]
     global_mlp_->push_back(Mlp(3 * h, h, h));  // [global, mean node, mean edge]
   }
