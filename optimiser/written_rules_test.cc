@@ -13,8 +13,10 @@
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "core/rules/written.h"
+#include "optimiser/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "runtime/table_cost_testing.h"
 
 namespace rlflow {
 namespace {
@@ -66,6 +68,46 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
   }
   EXPECT_GE(models, 4);
   for (const std::string& f : families) EXPECT_GT(fired[f], 0) << f << " fires on no corpus model";
+}
+
+// Issue #22's multi-step case: hard-swish written with the 1/6 on the other
+// factor, `(x / 6) * clip(x + 3, 0, 6)` (corpus model
+// hardswish_scale_first_op13, two of them). No written rule matches that
+// form; a generated rule moving the division (`Mul(M1, Div(M2, s)) =>
+// Div(Mul(M1, M2), s)`) makes it the written form at no gain, and only then
+// does the fusion into HardSwish pay. Greedy descent never takes the
+// neutral step; taso (alpha 1.05) does. Every operator costs 1 and a conv 10
+// + 0.1 per kernel element (TableCost), so the decisions are deterministic.
+TEST(WrittenRules, AnEnablingRewriteUnlocksTheFusionGreedyMisses) {
+  ImportOptions at;
+  at.input_shapes = ParseInputShapes("x:1,3,64,64");
+  Graph g = ImportOnnxFile(FindRunfile("zoo/real_models/hardswish_scale_first_op13.onnx"), at);
+  ASSERT_EQ(g.OpCounts()["HardSwish"], 0);
+  // The rules the optimiser uses at opset 14 (HardSwish's), as --target_opset=14 keeps them.
+  std::vector<rules::Rule> usable;
+  for (const auto& r : testing::DefaultRules().rules())
+    if (RuleOpset(r) <= 14) usable.push_back(r);
+  Matcher matcher(usable);
+  testing::TableCost cost;
+  auto run = [&](const std::string& name) {
+    SearchOptions o;
+    o.matcher = &matcher;
+    o.cost = &cost;
+    o.budget = 200;
+    return MakeSearch(name)->Run(g, o);
+  };
+  SearchResult greedy = run("greedy");
+  SearchResult taso = run("taso");
+  EXPECT_EQ(greedy.graph.OpCounts()["HardSwish"], 0) << "greedy found the fusion: the case is not multi-step";
+  EXPECT_DOUBLE_EQ(greedy.final_cost, greedy.initial_cost);
+  EXPECT_EQ(taso.graph.OpCounts()["HardSwish"], 2);
+  // 2 convs (10.9 each) + 2 HardSwish, from 2 convs + 2 x (Div, Add, Clip, Mul).
+  EXPECT_DOUBLE_EQ(taso.initial_cost, 2 * 10.9 + 8);
+  EXPECT_DOUBLE_EQ(taso.final_cost, 2 * 10.9 + 2);
+  std::vector<at::Tensor> inputs = RandomInputs(g, 3);
+  std::vector<at::Tensor> want = Executor(g).Run(inputs), got = Executor(taso.graph).Run(inputs);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LE(RelativeError(got[0], want[0]), 1e-5);
 }
 
 }  // namespace

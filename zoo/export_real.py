@@ -175,6 +175,24 @@ class LayerNormNoAffine(nn.Module):
         return d / torch.sqrt((d ** 2).mean(dim=-1, keepdim=True) + 1e-5)
 
 
+class HardSwishScaleFirst(nn.Module):
+    """Hard-swish with the 1/6 on the other factor, `(x / 6) * clip(x + 3,
+    0, 6)`, after two convolutions: no written rule matches it as written;
+    a generated rule that moves the division (cost-neutral alone) must come
+    first (issue #22's multi-step case: greedy never takes it, taso does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x):
+        y = self.c1(x)
+        y = (y / 6.0) * torch.clamp(y + 3.0, 0.0, 6.0)
+        y = self.c2(y)
+        return (y / 6.0) * torch.clamp(y + 3.0, 0.0, 6.0)
+
+
 class FormulaVariants(nn.Module):
     """The other ways converters write the same activations and
     normalisations (one each, between convolutions and a projection):
@@ -252,6 +270,8 @@ MODELS = {
     "mobilenet_v3_formula_op11": (mobilenet_v3_formula, (1, 3, 224, 224), 11, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),
     "formula_variants_op13": (FormulaVariants, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", False),
+    "hardswish_scale_first_op13": (HardSwishScaleFirst, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64",
+                                   "x:2,3,48,40", False),
     "encoder_formula_op13": (FormulaEncoder, (1, 64, 32), 13, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
                              False),
     # Static height and width (window arithmetic on them), dynamic batch.
