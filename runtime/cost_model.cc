@@ -268,7 +268,7 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
   }
   std::string key = NodeKeyText(g, id);
   double base;
-  auto ctx = cache_.find(fingerprint_ + "|ctx|" + key);
+  auto ctx = cache_.find(ContextKey("|ctx|") + key);
   if (ctx != cache_.end()) {
     ++hits_;
     base = ctx->second;
@@ -298,7 +298,7 @@ double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
   std::string key = NodeKeyText(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
-  auto it = cache_.find(fingerprint_ + "|spread|" + key);
+  auto it = cache_.find(ContextKey("|spread|") + key);
   return it == cache_.end() ? -1 : it->second;
 }
 
@@ -307,8 +307,8 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   std::vector<char> weight_only = WeightOnlyNodes(g);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
-  const std::string ctx_prefix = fingerprint_ + "|ctx|", spread_prefix = fingerprint_ + "|spread|";
-  const std::string overhead_key = fingerprint_ + "|overhead";
+  const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
+  const std::string overhead_key = ContextKey("|overhead");
   std::vector<std::string> keys(g.num_nodes());
   std::map<std::string, std::vector<NodeId>> by_key;
   int executed = 0;
@@ -430,7 +430,7 @@ double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, c
 void MeasuredCostModel::Derive() {
   // From the cache alone (every key timed both in context and alone, from
   // any graph), so that the same cache always gives the same costs.
-  const std::string ctx_prefix = fingerprint_ + "|ctx|", spread_prefix = fingerprint_ + "|spread|";
+  const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
   std::map<std::string, std::vector<double>> ratios, spreads;
   std::vector<double> all;
   auto op_of = [](const std::string& key) { return key.substr(0, key.find('#')); };
@@ -450,9 +450,23 @@ void MeasuredCostModel::Derive() {
   default_factor_ = all.empty() ? 1.0 : Median(all);
   op_spread_.clear();
   for (const auto& [op, v] : spreads) op_spread_[op] = Median(v);
-  auto oh = cache_.find(fingerprint_ + "|overhead");
+  auto oh = cache_.find(ContextKey("|overhead"));
   overhead_ms_ = oh == cache_.end() ? 0.0 : oh->second;
   derived_ = true;
+}
+
+void MeasuredCostModel::SetContext(const Graph& model) {
+  std::string context;
+  if (backend_->context_sensitive()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "@%016llx", static_cast<unsigned long long>(model.StructuralHash()));
+    context = buf;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (context == context_) return;
+  context_ = context;
+  derived_ = false;
+  fast_.clear();
 }
 
 static const char kCacheMagic[] = "rlflow-timing-cache 1";

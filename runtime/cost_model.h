@@ -75,6 +75,12 @@ class TimingBackend {
   virtual PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) = 0;
   // Every node timed in place during `runs` warm whole-graph runs.
   virtual InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) = 0;
+  // Whether a node's in-context time depends on the graph around it beyond
+  // its own key: ONNX Runtime fuses neighbours into one kernel (a Conv and
+  // the Clip after it run as one FusedConv, timed as the Conv), so the same
+  // Conv key costs differently in another model. MeasuredCostModel then
+  // keeps in-context timings per model (SetContext).
+  virtual bool context_sensitive() const { return false; }
 };
 
 // Device names accepted by MakeTimingBackend.
@@ -186,6 +192,14 @@ class MeasuredCostModel : public CostModel {
   void LoadCacheText(const std::string& text, const std::string& path);
   void SaveCache(const std::string& path) const;
 
+  // The model whose graphs are costed next (the original, before the
+  // search). With a context-sensitive backend, in-context times, spreads,
+  // the per-node overhead and the in-context/isolated ratios are read and
+  // written under this model's structural hash only, so that one model's
+  // fusions never price another's nodes; isolated times and A/B outcomes
+  // stay shared. Without one (the executor) nothing changes.
+  void SetContext(const Graph& model);
+
   int64_t hits() const { return hits_; }
   int64_t measurements() const { return measured_; }
   size_t cache_size() const { return cache_.size(); }
@@ -195,7 +209,10 @@ class MeasuredCostModel : public CostModel {
   TimingOptions options_;
   mutable std::mutex mu_;
   double NodeTime(const Graph& graph, NodeId id);
-  std::string fingerprint_;                                                    // the backend's, taken at the first use
+  std::string fingerprint_;  // the backend's, taken at the first use
+  std::string context_;      // "@<model hash>" with a context-sensitive backend after SetContext, else ""
+  // Key prefix of in-context entries of `kind` ("|ctx|", "|spread|", "|overhead"); mu_ held.
+  std::string ContextKey(const char* kind) const { return fingerprint_ + context_ + kind; }
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
   void Derive();  // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;

@@ -328,6 +328,54 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_DOUBLE_EQ(third.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 + 1.0);
 }
 
+// A backend whose fusions make in-context times depend on the model (ONNX
+// Runtime): each model's in-context times, overhead and ratios are its own;
+// isolated times stay shared. Without the trait, a key timed in one model
+// prices it in every other (the executor's behaviour, unchanged).
+TEST(CostModel, InContextTimesArePerModelForContextSensitiveBackends) {
+  struct Fusing : ScriptedBackend {
+    bool sensitive = true;
+    bool context_sensitive() const override { return sensitive; }
+  };
+  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
+  GraphBuilder b(3);  // the first Conv of Small() (same key) with an Add after it
+  ValueId x = b.Input("x", {1, 4, 16, 16});
+  ValueId conv = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph h = b.Build({b.Op("Add", {conv, b.Weight("t", {8, 1, 1}, 0.1f)})});
+  ASSERT_EQ(NodeKeyText(g, Find(g, "Conv")), NodeKeyText(h, Find(h, "Conv")));
+  for (bool sensitive : {true, false}) {
+    Fusing backend;
+    backend.sensitive = sensitive;
+    MeasuredCostModel model(&backend);
+    model.SetContext(g);
+    model.Calibrate(g);
+    EXPECT_DOUBLE_EQ(model.NodeMs(g, Find(g, "Conv")), 1.8 + 1.0);
+    // In h the runtime fuses the Add into the Conv: the Conv takes longer, the Add nothing.
+    backend.in_context["Conv"] = 2.5;
+    backend.in_context["Add"] = 0.0;
+    model.SetContext(h);
+    CalibrationReport r = model.Calibrate(h);
+    EXPECT_EQ(backend.context_runs, 2) << "h has a new key (its Add) either way";
+    EXPECT_EQ(r.new_keys, sensitive ? 2 : 1);
+    EXPECT_DOUBLE_EQ(model.NodeMs(h, Find(h, "Conv")), (sensitive ? 2.5 : 1.8) + 1.0) << sensitive;
+    // Back to g: its own times, untouched by h's.
+    model.SetContext(g);
+    EXPECT_EQ(model.Calibrate(g).new_keys, 0);
+    EXPECT_DOUBLE_EQ(model.NodeMs(g, Find(g, "Conv")), 1.8 + 1.0);
+    EXPECT_DOUBLE_EQ(model.NodeMs(g, Find(g, "Add")), 0.2 + 1.0);
+    // Persisted: a fresh model with the saved cache prices each model as before.
+    std::string path = TempDir() + "/per_model_cache_" + std::to_string(sensitive) + ".txt";
+    model.SaveCache(path);
+    Fusing idle;
+    idle.sensitive = sensitive;
+    MeasuredCostModel warm(&idle);
+    warm.LoadCache(path);
+    warm.SetContext(h);
+    EXPECT_DOUBLE_EQ(warm.NodeMs(h, Find(h, "Conv")), (sensitive ? 2.5 : 1.8) + 1.0);
+    EXPECT_EQ(idle.context_runs, 0);
+  }
+}
+
 // The noise rule's A/B timing: faster keeps the estimate, no difference is
 // 0, slower is the measured (negative) difference; cached, persisted.
 TEST(CostModel, ResolveGainTimesPairsOnceAndPersists) {

@@ -236,6 +236,7 @@ class OrtBackend : public TimingBackend {
   }
 
   std::string name() const override { return "ort"; }
+  bool context_sensitive() const override { return true; }
   std::string fingerprint() const override {
     return "ort" + server_->version() + "/t" + std::to_string(options_.threads) + "/" + options_.level;
   }
