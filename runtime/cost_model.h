@@ -215,8 +215,9 @@ class MeasuredCostModel : public CostModel {
   std::string ContextKey(const char* kind) const { return fingerprint_ + context_ + kind; }
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
   void Derive();  // factors, spreads and overhead from the cache; mu_ held
-  // fingerprint|key -> isolated ms; fingerprint|ctx|key -> in-context ms;
-  // fingerprint|spread|key -> in-context relative spread; fingerprint|overhead;
+  // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
+  // fingerprint<context>|spread|key -> in-context relative spread;
+  // fingerprint<context>|overhead (<context>: context_, "" or "@<model hash>");
   // fingerprint|ab|key -> outcome of a pair timed against each other (1
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;

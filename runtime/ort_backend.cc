@@ -303,8 +303,8 @@ class OrtBackend : public TimingBackend {
     InContextTimes t = SummariseInContext(samples, run_ms);
     // ORT's profiler costs time per kernel event: a profiled run of a graph
     // of many small kernels is several times slower than a plain one (a
-    // small Swin: 3 ms plain, 20 ms profiled), and the per-node overhead
-    // derived from it with it. The run time is the plain run's, timed on the
+    // small Swin: 3 ms plain, 20 ms profiled), which would inflate the
+    // per-node overhead derived from it too. The run time is the plain run's, timed on the
     // same model and inputs, and the kernels are scaled down if their
     // profiled times add up to more.
     TimingOptions plain = o;
