@@ -635,6 +635,7 @@ TEST_F(OptimiserCli, HappyPathSearchReportAndTimingCache) {
   EXPECT_TRUE(json["verdict"]["wall"]["median"].is_number()) << json;
   EXPECT_TRUE(json["verdict"]["cpu_clock"].is_string()) << json;
   EXPECT_TRUE(json["cost_model"]["overhead_ms_per_node"].is_number()) << json;
+  EXPECT_GE(json["cost_model"]["fixed_ms_per_run"].get<double>(), 0.0) << json;
   ASSERT_FALSE(json["cost_model"]["per_op"].empty()) << json;
   EXPECT_TRUE(json["cost_model"]["per_op"].begin().value()["context_factor"].is_number()) << json;
   // A changed graph is measured in 3 pairs, too few for an interval. (Whether

@@ -323,8 +323,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       for (const auto& [op, p] : c.per_op)
         if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
     }
-    info(Format("cost model calibrated in context: %d operator keys (%d timed now), per-node overhead %g us, in %g s",
-                calibration.keys, calibration.new_keys, calibration.overhead_ms * 1e3, Seconds(t_cal)));
+    info(Format("cost model calibrated in context: %d operator keys (%d timed now), per-node overhead %g us, "
+                "per-run cost %g us, in %g s",
+                calibration.keys, calibration.new_keys, calibration.overhead_ms * 1e3, calibration.fixed_ms * 1e3,
+                Seconds(t_cal)));
   }
 
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
@@ -694,7 +696,9 @@ std::string PipelineResult::ReportJson() const {
                       {"cpu_clock", verdict.cpu_clock},
                       {"before_cpu_ms", verdict.a_cpu_ms},
                       {"after_cpu_ms", verdict.b_cpu_ms}};
-  j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms}, {"keys_calibrated", calibration.keys},
+  j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms},
+                         {"fixed_ms_per_run", calibration.fixed_ms},
+                         {"keys_calibrated", calibration.keys},
                          {"keys_timed_now", calibration.new_keys},          {"time_base", calibration.time_base},
                          {"time_base_known", calibration.time_base_known},  {"per_op", per_op}};
   j["estimated_speedup"] = before_estimate / after_estimate;

@@ -45,7 +45,7 @@ double CostModel::GraphCost(const Graph& g) {
   double total = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     if (!weight_only[id]) total += NodeMs(g, id);
-  return total;
+  return total + RunFixedMs();
 }
 
 Graph ExtractNode(const Graph& g, NodeId id) {
@@ -308,7 +308,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
-  const std::string overhead_key = ContextKey("|overhead");
+  const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
   std::vector<std::string> keys(g.num_nodes());
   std::map<std::string, std::vector<NodeId>> by_key;
   int executed = 0;
@@ -321,7 +321,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     ++report.nodes;
   }
   report.keys = static_cast<int>(by_key.size());
-  bool missing = !cache_.count(overhead_key);
+  bool missing = !cache_.count(overhead_key) || !cache_.count(fixed_key);
   for (const auto& [key, ids] : by_key) missing |= !cache_.count(ctx_prefix + key);
   if (missing && executed > 0) {
     InContextTimes t = backend_->TimeNodesInContext(g, runs, options_);
@@ -359,12 +359,17 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
       cache_.emplace(spread_prefix + key, Median(spread));
       ++report.new_keys;
     }
-    if (!cache_.count(overhead_key)) {
-      // What a run costs beyond its nodes' own times (binding inputs, the
-      // loop itself; frees are in the nodes' times now); per node.
+    if (!cache_.count(overhead_key) || !cache_.count(fixed_key)) {
+      // What a run costs beyond its nodes' own times: the part every graph
+      // with these inputs and outputs pays (the backend's fixed_ms) once
+      // per run, the rest (dispatching each node) per node. Both or
+      // neither, so that they always split one measurement.
       double kernels = 0;
       for (NodeId id = 0; id < g.num_nodes(); ++id) kernels += t.node_ms[id];
-      cache_.emplace(overhead_key, std::max(0.0, (t.run_ms - kernels) / executed) * report.time_base);
+      const double beyond = std::max(0.0, t.run_ms - kernels);
+      const double fixed = std::min(std::max(0.0, t.fixed_ms), beyond);
+      cache_[fixed_key] = fixed * report.time_base;
+      cache_[overhead_key] = (beyond - fixed) / executed * report.time_base;
     }
   }
   // Isolated times of the same keys, for the in-context / isolated ratios.
@@ -372,6 +377,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   Derive();
   fast_.clear();
   report.overhead_ms = overhead_ms_;
+  report.fixed_ms = fixed_ms_;
   std::map<std::string, std::vector<double>> spreads;
   for (const auto& [key, ids] : by_key) {
     const std::string& op = g.node(ids.front()).op;
@@ -385,6 +391,13 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   }
   for (auto& [op, v] : spreads) report.per_op[op].spread = Median(v);
   return report;
+}
+
+double MeasuredCostModel::RunFixedMs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  if (!derived_) Derive();
+  return fixed_ms_;
 }
 
 double MeasuredCostModel::NodeNoiseMs(const Graph& g, NodeId id) {
@@ -452,6 +465,8 @@ void MeasuredCostModel::Derive() {
   for (const auto& [op, v] : spreads) op_spread_[op] = Median(v);
   auto oh = cache_.find(ContextKey("|overhead"));
   overhead_ms_ = oh == cache_.end() ? 0.0 : oh->second;
+  auto fixed = cache_.find(ContextKey("|fixed"));
+  fixed_ms_ = fixed == cache_.end() ? 0.0 : fixed->second;
   derived_ = true;
 }
 

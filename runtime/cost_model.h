@@ -46,6 +46,11 @@ struct InContextTimes {
   std::vector<double> node_ms;      // share of a median run (SummariseInContext); 0 for nodes that do not run
   std::vector<double> node_spread;  // interquartile range / median over the runs
   double run_ms = 0;                // median whole-run time
+  // Of run_ms, the time spent outside every node that any graph with the
+  // same inputs and outputs spends too (taking the inputs, handing the
+  // outputs back): a drop-in replacement costs it unchanged, so it is a
+  // cost per run, not per node. 0 where the backend does not measure it.
+  double fixed_ms = 0;
   int runs = 0;
 };
 
@@ -102,8 +107,12 @@ class CostModel {
   virtual OpCost NodeCost(const Graph& graph, NodeId id) = 0;
   // NodeCost(...).ms, possibly faster.
   virtual double NodeMs(const Graph& graph, NodeId id) { return NodeCost(graph, id).ms; }
-  // Sum of NodeMs over the nodes that run at inference time.
+  // Sum of NodeMs over the nodes that run at inference time, plus
+  // RunFixedMs().
   virtual double GraphCost(const Graph& graph);
+  // What every run costs beyond its nodes, the same for the model and any
+  // drop-in replacement of it (InContextTimes::fixed_ms); 0 by default.
+  virtual double RunFixedMs() { return 0; }
   // How far NodeMs may be off (ms, about the interquartile range of its
   // measurements); 0 for exact (analytical) models.
   virtual double NodeNoiseMs(const Graph& graph, NodeId id) {
@@ -137,6 +146,7 @@ struct CalibrationReport {
   int new_keys = 0;        // keys timed in context by this call (the others came from the cache)
   double run_ms = 0;       // measured whole-run time (0 if nothing was run)
   double overhead_ms = 0;  // per-node executor overhead used
+  double fixed_ms = 0;     // per-run cost used (RunFixedMs)
   // Cached / current time of the keys this run timed that were cached
   // already (their total times), used where they are at least 3 keys and
   // a fifth of the run's node time (else 1, time_base_known false): new
@@ -174,6 +184,7 @@ class MeasuredCostModel : public CostModel {
   // The node's relative spread (its key's, else its op type's median, else
   // 5%; at least 1%) x NodeMs.
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
+  double RunFixedMs() override;
   // Times `before` and `after` in 60 interleaved pairs (each sample >= 1
   // ms; thread CPU time with one compute thread, else wall time), cached in
   // the timing cache under `key`.
@@ -211,13 +222,14 @@ class MeasuredCostModel : public CostModel {
   double NodeTime(const Graph& graph, NodeId id);
   std::string fingerprint_;  // the backend's, taken at the first use
   std::string context_;      // "@<model hash>" with a context-sensitive backend after SetContext, else ""
-  // Key prefix of in-context entries of `kind` ("|ctx|", "|spread|", "|overhead"); mu_ held.
+  // Key prefix of in-context entries of `kind` ("|ctx|", "|spread|", "|overhead", "|fixed"); mu_ held.
   std::string ContextKey(const char* kind) const { return fingerprint_ + context_ + kind; }
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
   void Derive();  // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
   // fingerprint<context>|spread|key -> in-context relative spread;
-  // fingerprint<context>|overhead (<context>: context_, "" or "@<model hash>");
+  // fingerprint<context>|overhead -> per-node overhead;
+  // fingerprint<context>|fixed -> per-run cost (<context>: context_, "" or "@<model hash>");
   // fingerprint|ab|key -> outcome of a pair timed against each other (1
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
@@ -227,7 +239,7 @@ class MeasuredCostModel : public CostModel {
   std::map<std::string, double> op_spread_;    // op type -> median relative spread
   int64_t resolved_ = 0;
   int resolve_pairs_ = 60;
-  double default_factor_ = 1, overhead_ms_ = 0;
+  double default_factor_ = 1, overhead_ms_ = 0, fixed_ms_ = 0;
   int64_t hits_ = 0, measured_ = 0;
 };
 

@@ -214,6 +214,7 @@ class ScriptedBackend : public TimingBackend {
   std::map<std::string, double> isolated = {{"Conv", 2.0}, {"Relu", 0.1}, {"Add", 0.1}, {"Mul", 0.1}, {"Sigmoid", 0.3}};
   std::map<std::string, double> in_context = {{"Conv", 1.8}, {"Relu", 0.3}, {"Add", 0.2}, {"Mul", 0.4}};
   int context_runs = 0, graphs_timed = 0;
+  double fixed_ms = 0;  // added to every whole run, reported as its cost per run
   std::string name() const override { return "scripted"; }
   std::string fingerprint() const override { return "scripted"; }
   double TimeGraph(const Graph& g, const TimingOptions&) override {
@@ -245,6 +246,8 @@ class ScriptedBackend : public TimingBackend {
       t.node_spread.push_back(0.02);
       t.run_ms += t.node_ms.back() + 1.0;
     }
+    t.run_ms += fixed_ms;
+    t.fixed_ms = fixed_ms;
     return t;
   }
 };
@@ -326,6 +329,57 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_FALSE(r4.time_base_known);  // 2.3 * 3 = 6.9 of 46.9 ms
   EXPECT_DOUBLE_EQ(r4.time_base, 1.0);
   EXPECT_DOUBLE_EQ(third.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 + 1.0);
+}
+
+// A backend that measures a cost per run (ONNX Runtime: inputs in, outputs
+// out): it is charged once per graph, not spread over the nodes, so a
+// drop-in replacement with fewer nodes still pays all of it.
+TEST(CostModel, TheCostPerRunIsChargedOncePerGraph) {
+  ScriptedBackend backend;
+  backend.fixed_ms = 3.0;
+  MeasuredCostModel model(&backend);
+  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
+  CalibrationReport r = model.Calibrate(g);
+  EXPECT_DOUBLE_EQ(r.run_ms, 3.6 + 0.3 + 0.2 + 0.4 + 5 * 1.0 + 3.0);
+  EXPECT_DOUBLE_EQ(r.fixed_ms, 3.0);
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);  // not (5 + 3) / 5
+  EXPECT_DOUBLE_EQ(model.RunFixedMs(), 3.0);
+  EXPECT_DOUBLE_EQ(model.GraphCost(g), 1.8 + 0.3 + 1.8 + 0.2 + 4 * 1.0 + 3.0);
+  // The Relu's graph without it: one node less, the cost per run unchanged.
+  GraphBuilder b(2);
+  ValueId x = b.Input("x", {1, 4, 16, 16});
+  ValueId conv = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph one = b.Build({conv});
+  EXPECT_DOUBLE_EQ(model.GraphCost(one), 1.8 + 1.0 + 3.0);
+  // A reported cost per run above what the run spends beyond its nodes is
+  // capped there: nothing is left per node.
+  struct Overstating : ScriptedBackend {
+    InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+      InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+      t.fixed_ms += 10.0;
+      return t;
+    }
+  } over;
+  over.fixed_ms = 3.0;
+  MeasuredCostModel capped(&over);
+  CalibrationReport c = capped.Calibrate(g);
+  EXPECT_DOUBLE_EQ(c.overhead_ms, 0.0);
+  EXPECT_DOUBLE_EQ(c.fixed_ms, 5 * 1.0 + 3.0);
+  // A cache written before the cost per run was measured (an overhead but
+  // no cost per run) is calibrated again, and both are then replaced.
+  std::string path = TempDir() + "/old_overhead_cache.txt";
+  {
+    std::ofstream f(path);
+    f << "rlflow-timing-cache 1\n2.6\tscripted|overhead\n";
+  }
+  ScriptedBackend again;
+  again.fixed_ms = 3.0;
+  MeasuredCostModel migrated(&again);
+  migrated.LoadCache(path);
+  CalibrationReport m = migrated.Calibrate(g);
+  EXPECT_EQ(again.context_runs, 1);
+  EXPECT_DOUBLE_EQ(m.overhead_ms, 1.0);
+  EXPECT_DOUBLE_EQ(m.fixed_ms, 3.0);
 }
 
 // A backend whose fusions make in-context times depend on the model (ONNX
