@@ -323,10 +323,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       for (const auto& [op, p] : c.per_op)
         if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
     }
-    info(Format("cost model calibrated in context: %d operator keys (%d timed now), per-node overhead %g us, "
+    info(Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
                 "per-run cost %g us, in %g s",
-                calibration.keys, calibration.new_keys, calibration.overhead_ms * 1e3, calibration.fixed_ms * 1e3,
-                Seconds(t_cal)));
+                calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
+                calibration.fixed_ms * 1e3, Seconds(t_cal)));
   }
 
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
