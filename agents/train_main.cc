@@ -21,6 +21,9 @@
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/load.h"
 #include "optimiser/pipeline.h"
@@ -82,7 +85,10 @@ int Run() {
       FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0()) : ResolveUserPath(FLAGS_rules);
   if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
-  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  // Trained for any ONNX runtime: rules that produce a runtime's own
+  // operators are left out (kept in the list: the actions are the database's).
+  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
+  Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
 
   // The training graphs, canonical, and the cost model.
   std::vector<Graph> graphs;

@@ -23,6 +23,9 @@
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
 #include "optimiser/batchnorm_cost.h"
 #include "optimiser/load.h"
 #include "optimiser/rule_passes.h"
@@ -95,7 +98,10 @@ int Run() {
       FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0()) : ResolveUserPath(FLAGS_rules);
   if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
-  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  // Trained for any ONNX runtime: rules that produce a runtime's own
+  // operators are left out (kept in the list: the actions are the database's).
+  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
+  Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
   AnalyticalCostModel analytical;
   BatchNormAwareCost cost(&analytical);
   PassRegistry registry = FLAGS_rule_families ? PassesWithRuleFamilies(matcher, &cost) : PassRegistry::Builtin();

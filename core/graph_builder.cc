@@ -72,9 +72,10 @@ ValueId GraphBuilder::Op(const std::string& op, const std::vector<ValueId>& inpu
 
 std::vector<ValueId> GraphBuilder::OpN(const std::string& op, const std::vector<ValueId>& inputs, int num_outputs,
                                        AttributeMap attrs, const std::string& name) {
-  NodeId id = graph_.AddNode(op, inputs, num_outputs, std::move(attrs), name.empty() ? Fresh(op) : name);
-  const OpDef* def = OpRegistry::Global().Find("", op);
+  const OpDef* def = OpRegistry::Global().FindQualified(op);
   if (def == nullptr) Fail("GraphBuilder: operator '", op, "' is not in the registry");
+  NodeId id = graph_.AddNode(def->name, inputs, num_outputs, std::move(attrs), name.empty() ? Fresh(def->name) : name);
+  graph_.mutable_node(id).domain = def->domain;
   CheckNodeAgainstDef(graph_.node(id), *def);
   return graph_.node(id).outputs;
 }

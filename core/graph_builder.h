@@ -24,7 +24,8 @@ class GraphBuilder {
   ValueId ConstFloat(float value, const std::string& name = "");
   ValueId Const(TensorData data, const std::string& name = "");
 
-  // One-output operator.
+  // One-output operator; `op` as rules name it (QualifiedOp: "Relu",
+  // "com.microsoft.SkipLayerNormalization").
   ValueId Op(const std::string& op, const std::vector<ValueId>& inputs, AttributeMap attrs = {},
              const std::string& name = "");
   // Multi-output operator.

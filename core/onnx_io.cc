@@ -1273,7 +1273,14 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   model->set_producer_name(info.producer_name.empty() ? "rlflow" : info.producer_name);
   model->set_producer_version(info.producer_name.empty() ? "0.1" : info.producer_version);
   if (!info.doc.empty()) model->set_doc_string(info.doc);
-  for (const auto& [domain, version] : info.opsets) {
+  // Opset imports: the model's, and version 1 of every other domain a
+  // node is in (a rewrite gave the graph a com.microsoft operator).
+  std::map<std::string, int64_t> opsets(info.opsets.begin(), info.opsets.end());
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const std::string& d = g.node(id).domain;
+    if (!d.empty() && d != "ai.onnx") opsets.emplace(d, 1);
+  }
+  for (const auto& [domain, version] : opsets) {
     auto* imp = model->add_opset_import();
     imp->set_domain(domain);
     imp->set_version(version);

@@ -105,6 +105,36 @@ const OpDef* OpRegistry::Find(const std::string& domain, const std::string& op) 
   return it == ops_.end() ? nullptr : it->second.get();
 }
 
+const OpDef* OpRegistry::FindQualified(const std::string& qualified) const {
+  auto [domain, op] = SplitQualifiedOp(qualified);
+  return Find(domain, op);
+}
+
+bool OpDef::RunsOn(const std::string& target) const {
+  return targets.empty() || std::find(targets.begin(), targets.end(), target) != targets.end();
+}
+
+const std::vector<std::string>& KnownTargets() {
+  static const std::vector<std::string> targets = {"onnx", "ort"};
+  return targets;
+}
+
+std::string QualifiedOp(const std::string& domain, const std::string& op) {
+  return domain.empty() || domain == "ai.onnx" ? op : domain + "." + op;
+}
+
+std::pair<std::string, std::string> SplitQualifiedOp(const std::string& qualified) {
+  const size_t dot = qualified.rfind('.');
+  if (dot == std::string::npos) return {"", qualified};
+  return {qualified.substr(0, dot), qualified.substr(dot + 1)};
+}
+
+bool IsQualifiedOp(const std::string& domain, const std::string& op, const std::string& qualified) {
+  if (domain.empty() || domain == "ai.onnx") return op == qualified;
+  return qualified.size() == domain.size() + 1 + op.size() && qualified.compare(0, domain.size(), domain) == 0 &&
+         qualified[domain.size()] == '.' && qualified.compare(domain.size() + 1, op.size(), op) == 0;
+}
+
 std::vector<const OpDef*> OpRegistry::All() const {
   std::vector<const OpDef*> out;
   for (const auto& [key, def] : ops_) out.push_back(def.get());

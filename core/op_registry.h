@@ -5,6 +5,8 @@
 //   - its shape rule,
 //   - its CPU kernel (ATen; see core/ops/kernel.h),
 //   - its cost facts (FLOPs),
+//   - the targets (runtimes) that run it: every ONNX runtime for the
+//     standard operators, only ONNX Runtime for its contrib operators,
 // and, added by later components to the same entry, the generator's integer
 // fingerprint semantics and the verifier's symbolic semantics.
 // Entries live in core/ops/*.cc and register themselves statically.
@@ -123,6 +125,14 @@ struct OpDef {
   // matcher tries both operand orders, the generator enumerates one).
   bool commutative = false;
 
+  // The deployment targets (KnownTargets) that run this operator besides
+  // rlflow's executor; empty: every target (a standard ONNX operator). A
+  // rule that produces an operator is used only when optimising for a
+  // target that runs it (RuleRunsOn), so that a model for another runtime
+  // never receives it. ONNX Runtime's contrib operators: {"ort"}.
+  std::vector<std::string> targets;
+  bool RunsOn(const std::string& target) const;
+
   bool HasFingerprint() const { return exact_on_integers || fingerprint != nullptr; }
 
   const AttrSpec* FindAttr(const std::string& name) const;
@@ -134,6 +144,8 @@ class OpRegistry {
   void Register(OpDef def);
   // nullptr if the operator is not modelled (it is then kept opaque).
   const OpDef* Find(const std::string& domain, const std::string& op) const;
+  // The same by qualified name (QualifiedOp).
+  const OpDef* FindQualified(const std::string& qualified) const;
   std::vector<const OpDef*> All() const;
 
  private:
@@ -149,6 +161,19 @@ struct OpRegistrar {
 // RLFLOW_REGISTER_OP(MakeConvDef()) at namespace scope in core/ops/*.cc.
 #define RLFLOW_REGISTER_OP(def_expr) \
   static ::rlflow::OpRegistrar RLFLOW_OP_CONCAT(rlflow_op_registrar_, __LINE__)(def_expr)
+
+// Deployment targets: "onnx" (any ONNX runtime: standard operators only)
+// and "ort" (ONNX Runtime: its contrib operators too).
+const std::vector<std::string>& KnownTargets();
+
+// How rules name an operator: its op type in the default ONNX domain
+// ("Relu"), else "<domain>.<op type>" ("com.microsoft.SkipLayerNormalization";
+// op types have no '.').
+std::string QualifiedOp(const std::string& domain, const std::string& op);
+// {domain, op type} of a qualified name (split at its last '.').
+std::pair<std::string, std::string> SplitQualifiedOp(const std::string& qualified);
+// QualifiedOp(domain, op) == qualified, without building the string.
+bool IsQualifiedOp(const std::string& domain, const std::string& op, const std::string& qualified);
 
 // Runs the entry's shape rule for node `id` with the graph's current types.
 std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def);

@@ -64,6 +64,10 @@ DEFINE_int32(target_opset, 0,
              "newest ONNX opset the written model may be raised to, so that rewrites may produce operators of "
              "that opset (HardSwish: 14, LayerNormalization: 17); 0: the model's own opset, or 17 with "
              "--device=ort");
+DEFINE_string(target, "",
+              "the runtime the written model is for: onnx (any ONNX runtime; standard operators only) or ort "
+              "(ONNX Runtime; rewrites may produce its com.microsoft contrib operators); default: ort with "
+              "--device=ort, else onnx");
 DEFINE_string(input_shape, "",
               "shapes the model will run at, NAME:D1,D2,...[;NAME2:...] (e.g. images:1,3,640,640): the search, the "
               "check and the verdict run at them; the written model keeps its symbolic dimensions "
@@ -115,6 +119,7 @@ int Main() {
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
   o.target_opset = FLAGS_target_opset;
+  o.target = FLAGS_target;
   o.input_shapes = ParseInputShapes(FLAGS_input_shape);
   o.input_data = ParseInputData(FLAGS_input_data);
   o.tolerance = FLAGS_tolerance;

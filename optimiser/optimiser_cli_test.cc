@@ -518,6 +518,44 @@ TEST_F(OptimiserCli, TargetOpsetGatesNewerOperators) {
   ExpectCleanFailure("--model=" + model + " --target_opset=18", out_, "--target_opset=18 is outside 13");
 }
 
+// ONNX Runtime's contrib operators reach only models for ONNX Runtime: by
+// default (--device=cpu: --target=onnx) the rules that produce them are left
+// out and the written model has no com.microsoft node or opset import;
+// --target=ort keeps them; an unknown --target is a one-line error.
+TEST_F(OptimiserCli, ContribOperatorsOnlyForTargetOrt) {
+  onnx::ModelProto m = BaseModel(17);
+  AddValueInfo(m.mutable_graph()->add_input(), "a", {1, 8, 16});
+  AddValueInfo(m.mutable_graph()->add_input(), "b", {1, 8, 16});
+  for (const char* name : {"gamma", "beta"}) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(16);
+    for (int k = 0; k < 16; ++k) t->add_float_data(name[0] == 'g' ? 1.0f + 0.01f * k : 0.02f * k);
+  }
+  AddNode(m, "Add", {"a", "b"}, {"s"}, "add0");
+  AddNode(m, "LayerNormalization", {"s", "gamma", "beta"}, {"y"}, "ln0");
+  auto* eps = m.mutable_graph()->mutable_node(1)->add_attribute();
+  eps->set_name("epsilon");
+  eps->set_type(onnx::AttributeProto::FLOAT);
+  eps->set_f(1e-5f);
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 8, 16});
+  const std::string model = Save(m, "add_layernorm.onnx");
+  const std::string flags = " --search=greedy --timing_cache=none --force_optimised --output=" + out_;
+  RunResult r = RunOptimiser("--model=" + model + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("rules produce operators that --target=onnx does not run: not used"), std::string::npos)
+      << r.err;
+  onnx::ModelProto w;
+  ASSERT_TRUE(w.ParseFromString(ReadFile(out_)));
+  for (const auto& n : w.graph().node()) EXPECT_EQ(n.domain(), "") << n.op_type();
+  for (const auto& imp : w.opset_import()) EXPECT_TRUE(imp.domain().empty()) << imp.domain();
+  r = RunOptimiser("--model=" + model + flags + " --target=ort");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("does not run: not used"), std::string::npos) << r.err;
+  ExpectCleanFailure("--model=" + model + " --target=tensorrt", out_, "--target: unknown target 'tensorrt'");
+}
+
 TEST_F(OptimiserCli, PathsAndFlagValues) {
   std::string model = TempDir() + "/ok3.onnx";
   WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);

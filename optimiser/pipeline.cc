@@ -4,12 +4,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -163,6 +165,12 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (o.device != "cpu" && o.device != "ort" && o.device != "cuda")
     Fail("unknown device '", o.device, "' (available: cpu, ort)");
   if (o.device != "ort" && !o.ort_level.empty()) Fail("--ort_level applies to --device=ort only");
+  res.target = o.target.empty() ? (o.device == "ort" ? "ort" : "onnx") : o.target;
+  {
+    const std::vector<std::string>& known = KnownTargets();
+    if (std::find(known.begin(), known.end(), res.target) == known.end())
+      Fail("--target: unknown target '", res.target, "' (known: onnx, ort)");
+  }
   OrtOptions ort;
   ort.threads = o.threads;
   if (!o.ort_level.empty()) ort.level = o.ort_level;
@@ -225,20 +233,31 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   res.model_source = model.source;
   for (const auto& note : model.notes) info(note);
   // Rules that would produce an operator newer than the opset the written
-  // model may have are left out.
+  // model may have, or one the target runtime lacks, are left out (kept in
+  // the list, never matched: rule numbers stay the database's).
+  std::vector<char> enabled(rule_db.rules_size(), 1);
   {
     const int64_t model_opset =
         model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
     const int64_t target_opset = o.target_opset > 0 ? o.target_opset : o.device == "ort" ? kMaxOpset : model_opset;
     if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > kMaxOpset))
       Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", kMaxOpset);
-    google::protobuf::RepeatedPtrField<rules::Rule> kept;
-    for (const auto& r : rule_db.rules())
-      if (RuleOpset(r) <= target_opset) *kept.Add() = r;
-    if (kept.size() < rule_db.rules_size())
-      info(Format("%d rules need an opset above %lld (the written model's): not used",
-                  rule_db.rules_size() - kept.size(), static_cast<long long>(target_opset)));
-    rule_db.mutable_rules()->Swap(&kept);
+    int newer = 0, elsewhere = 0;
+    for (int k = 0; k < rule_db.rules_size(); ++k) {
+      const rules::Rule& r = rule_db.rules(k);
+      if (RuleOpset(r) > target_opset) {
+        enabled[k] = 0;
+        ++newer;
+      } else if (!RuleRunsOn(r, res.target)) {
+        enabled[k] = 0;
+        ++elsewhere;
+      }
+    }
+    if (newer > 0)
+      info(Format("%d rules need an opset above %lld (the written model's): not used", newer,
+                  static_cast<long long>(target_opset)));
+    if (elsewhere > 0)
+      info(Format("%d rules produce operators that --target=%s does not run: not used", elsewhere, res.target.c_str()));
   }
   const std::string output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
   res.output = output;
@@ -323,14 +342,15 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       for (const auto& [op, p] : c.per_op)
         if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
     }
-    info(Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
-                "per-run cost %g us, in %g s",
-                calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
-                calibration.fixed_ms * 1e3, Seconds(t_cal)));
+    info(
+        Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
+               "per-run cost %g us, in %g s",
+               calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
+               calibration.fixed_ms * 1e3, Seconds(t_cal)));
   }
 
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
-  Matcher matcher(rule_list);
+  Matcher matcher(rule_list, /*both_directions=*/true, enabled);
   SearchOptions options;
   options.seed = o.seed;
   options.budget = o.budget;
@@ -418,6 +438,21 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
     res.raised_opset = needed;
     info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
+  }
+
+  // No target receives an operator it cannot run: the rules that produce
+  // one were left out above; this holds the line for every other path.
+  {
+    std::set<std::string> had;
+    for (NodeId id = 0; id < original.num_nodes(); ++id)
+      had.insert(QualifiedOp(original.node(id).domain, original.node(id).op));
+    for (NodeId id = 0; id < optimised.num_nodes(); ++id) {
+      const Node& n = optimised.node(id);
+      const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
+      if (def != nullptr && !def->RunsOn(res.target) && !had.count(QualifiedOp(n.domain, n.op)))
+        Fail("internal error: the optimised graph has a ", QualifiedOp(n.domain, n.op),
+             " node, which --target=", res.target, " does not run");
+    }
   }
 
   // The written model keeps the original's interface: input and output
@@ -684,6 +719,7 @@ std::string PipelineResult::ReportJson() const {
                               {"filled", in.filled}});
   j["inputs"] = input_list;
   j["device"] = device;
+  j["target"] = target;
   j["threads"] = threads;
   j["before"] = SummaryJson(before, before_estimate, before_ms);
   j["after"] = SummaryJson(after, after_estimate, after_ms);
@@ -699,8 +735,10 @@ std::string PipelineResult::ReportJson() const {
   j["cost_model"] = Json{{"overhead_ms_per_node", calibration.overhead_ms},
                          {"fixed_ms_per_run", calibration.fixed_ms},
                          {"keys_calibrated", calibration.keys},
-                         {"keys_timed_now", calibration.new_keys},          {"time_base", calibration.time_base},
-                         {"time_base_known", calibration.time_base_known},  {"per_op", per_op}};
+                         {"keys_timed_now", calibration.new_keys},
+                         {"time_base", calibration.time_base},
+                         {"time_base_known", calibration.time_base_known},
+                         {"per_op", per_op}};
   j["estimated_speedup"] = before_estimate / after_estimate;
   j["predicted_after_ms"] = PredictedAfterMs();
   j["predicted_after_error"] = (PredictedAfterMs() - after_ms) / after_ms;

@@ -58,6 +58,10 @@ struct PipelineOptions {
   // LayerNormalization: 17). 0: the model's own opset, or the newest rlflow
   // writes (17) with --device=ort (the runtime the model is for runs it).
   int target_opset = 0;
+  // The runtime the written model is for (KnownTargets): "onnx" (any ONNX
+  // runtime: standard operators only) or "ort" (ONNX Runtime: its contrib
+  // operators too). "": "ort" with --device=ort, else "onnx".
+  std::string target;
   // --input_shape: the shapes the model will run at, by graph input name
   // (ParseInputShapes); symbolic dimensions not covered get free_dim.
   std::map<std::string, std::vector<int64_t>> input_shapes;
@@ -81,6 +85,7 @@ struct PipelineResult {
   int rule_count = 0;
   std::string search;  // strategy name
   std::string device;  // the timing backend's name
+  std::string target;  // the runtime the written model is for (PipelineOptions::target, resolved)
   int threads = 0;
   int search_rounds = 0;
   double search_s = 0;

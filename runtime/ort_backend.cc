@@ -278,13 +278,24 @@ class OrtBackend : public TimingBackend {
     Graph named = Tagged(g);
     Files f(this);
     std::string model = f.Model(named), inputs = f.Inputs(named, o.seed);
+    const std::string optimized = f.Optimized();
     Json r = server_->Request({{"op", "profile"},
                                {"model", model},
                                {"inputs", inputs},
                                {"runs", std::max(runs, 1)},
                                {"warmup", std::max(o.warmup, 1)},
-                               {"prefix", dir_ + "/profile" + std::to_string(++seq_)}},
+                               {"prefix", dir_ + "/profile" + std::to_string(++seq_)},
+                               {"optimized", optimized}},
                               "profiling a graph");
+    // ORT's node name -> its outputs, in its optimised graph (weights apart).
+    std::unordered_map<std::string, std::vector<std::string>> ort_outputs;
+    {
+      onnx::ModelProto opt;
+      std::ifstream in(optimized, std::ios::binary);
+      if (in && opt.ParseFromIstream(&in))
+        for (const auto& n : opt.graph().node())
+          ort_outputs[n.name()] = std::vector<std::string>(n.output().begin(), n.output().end());
+    }
     std::vector<double> run_ms = r.at("run_ms").get<std::vector<double>>();
     const Json& kernels = r.at("kernels");
     if (run_ms.empty() || kernels.size() != run_ms.size()) Fail("ONNX Runtime backend: the profile has no timed runs");
@@ -293,9 +304,13 @@ class OrtBackend : public TimingBackend {
     for (const Json& run : kernels) {
       std::vector<double> ms(g.num_nodes(), 0.0);
       for (const Json& k : run) {
-        OrtKernel kernel{k.at("name").get<std::string>(), k.at("op").get<std::string>(), k.at("ms").get<double>()};
+        OrtKernel kernel{k.at("name").get<std::string>(), k.at("op").get<std::string>(), k.at("ms").get<double>(), {}};
         auto it = attributed.find(kernel.name);
-        if (it == attributed.end()) it = attributed.emplace(kernel.name, AttributeOrtKernel(named, kernel)).first;
+        if (it == attributed.end()) {
+          auto outs = ort_outputs.find(kernel.name);
+          if (outs != ort_outputs.end()) kernel.outputs = outs->second;
+          it = attributed.emplace(kernel.name, AttributeOrtKernel(named, kernel)).first;
+        }
         if (it->second != kNoNode) ms[it->second] += kernel.ms;
       }
       for (NodeId id = 0; id < g.num_nodes(); ++id) samples[id].push_back(ms[id]);
@@ -351,6 +366,13 @@ class OrtBackend : public TimingBackend {
         return p;
       }
       WriteOnnxFile(g, p, nullptr, write);
+      return p;
+    }
+    // Where ORT writes its optimised graph (and its weights, apart).
+    std::string Optimized() {
+      std::string p = b_->dir_ + "/optimized" + std::to_string(++b_->seq_) + ".onnx";
+      paths_.push_back(p);
+      paths_.push_back(p + ".weights");
       return p;
     }
     std::string Inputs(const Graph& g, uint64_t seed) {
@@ -446,6 +468,17 @@ NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel) {
         best = name.size();
         node = graph.value(v).producer;
       }
+    }
+  }
+  // A node ORT made (a fusion with a name of its own): the producer of the
+  // value it writes.
+  for (size_t k = 0; node == kNoNode && k < kernel.outputs.size(); ++k) {
+    const std::string& out = kernel.outputs[k];
+    if (FindTagged(out, "rlflow_v", &id) && id < graph.num_values()) {
+      node = graph.value(id).producer;
+    } else {
+      for (ValueId v : graph.outputs())
+        if (graph.value(v).name == out) node = graph.value(v).producer;
     }
   }
   if (node == kNoNode) return kNoNode;

@@ -53,6 +53,10 @@ struct OrtKernel {
   std::string name;  // ORT's node name
   std::string op;    // the operator it ran (e.g. "Conv" for a fused Conv+Relu)
   double ms = 0;
+  // The outputs of ORT's node of that name in its optimised graph, where
+  // known: a node ORT made by fusing has a name of its own but writes the
+  // value of the last node it replaced.
+  std::vector<std::string> outputs;
 };
 // The rlflow node an ORT kernel ran, for a graph exported by the backend
 // (nodes named "rlflow_n<id>", computed values "rlflow_v<id>"); kNoNode when

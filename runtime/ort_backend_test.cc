@@ -53,19 +53,26 @@ TEST(OrtBackend, AttributesKernelsByTaggedNames) {
   Chain c = MakeChain();
   const Graph& g = c.g;
   // A kernel that kept its node's name.
-  EXPECT_EQ(AttributeOrtKernel(g, {N(c.conv2), "Conv", 1}), c.conv2);
-  EXPECT_EQ(AttributeOrtKernel(g, {N(c.relu), "Relu", 1}), c.relu);
+  EXPECT_EQ(AttributeOrtKernel(g, {N(c.conv2), "Conv", 1, {}}), c.conv2);
+  EXPECT_EQ(AttributeOrtKernel(g, {N(c.relu), "Relu", 1, {}}), c.relu);
   // Conv + Mul + Add + Relu fused (ORT names it by the Relu's output, NCHWc
   // layout suffix): charged to the Conv, whose operator it runs.
-  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.relu) + "_nchwc", "Conv", 1}), c.conv);
-  EXPECT_EQ(AttributeOrtKernel(g, {"fused " + N(c.relu), "FusedConv", 1}), c.conv);
+  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.relu) + "_nchwc", "Conv", 1, {}}), c.conv);
+  EXPECT_EQ(AttributeOrtKernel(g, {"fused " + N(c.relu), "FusedConv", 1, {}}), c.conv);
   // A kernel whose operator none of the chain runs stays with the named node.
-  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.add), "Sum", 1}), c.add);
+  EXPECT_EQ(AttributeOrtKernel(g, {V(g, c.add), "Sum", 1, {}}), c.add);
   // Reorders ORT inserts name no rlflow node.
-  EXPECT_EQ(AttributeOrtKernel(g, {"ReorderOutput", "ReorderOutput", 1}), kNoNode);
+  EXPECT_EQ(AttributeOrtKernel(g, {"ReorderOutput", "ReorderOutput", 1, {}}), kNoNode);
   // Named after the graph output.
   std::string out = g.value(g.outputs()[0]).name;
-  EXPECT_EQ(AttributeOrtKernel(g, {out + "_nchwc", "Conv", 1}), c.conv2);
+  EXPECT_EQ(AttributeOrtKernel(g, {out + "_nchwc", "Conv", 1, {}}), c.conv2);
+  // A node ORT made by fusing, with a name of its own (no tag): the
+  // producer of the value it writes (in its optimised graph), or the member
+  // whose operator it runs.
+  EXPECT_EQ(AttributeOrtKernel(g, {"Relu_token_48", "Relu", 1, {V(g, c.relu)}}), c.relu);
+  EXPECT_EQ(AttributeOrtKernel(g, {"ConvFusion_3", "Conv", 1, {V(g, c.relu)}}), c.conv);
+  EXPECT_EQ(AttributeOrtKernel(g, {"MatMulFusion_1", "Conv", 1, {out}}), c.conv2);
+  EXPECT_EQ(AttributeOrtKernel(g, {"Fusion_7", "Conv", 1, {"some_value"}}), kNoNode);
 }
 
 class Live : public ::testing::Test {

@@ -9,7 +9,7 @@ formula (as other frameworks' converters write them), upsampling (FPN
 detectors), control flow (If, Loop), shifted-window attention (Swin), and
 activations and normalisations written in the forms ONNX Runtime does not
 fuse (hard-swish and hard-sigmoid by formula, layer norm without scale and
-shift). Run with Debian's Python:
+shift, a residual sum normalised by a layer norm on the CPU). Run with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
 
@@ -252,6 +252,37 @@ class FormulaEncoder(nn.Module):
         return self.norm(h)
 
 
+class PostNormEncoder(nn.Module):
+    """A small post-norm transformer encoder (the original Transformer's and
+    BERT's order: each residual sum normalised, 4 layers, width 128, 4 heads,
+    sequence 64), exported at opset 17 with LayerNormalization nodes: each
+    residual Add feeds a LayerNormalization and nothing else (epsilons 1e-5,
+    1e-6 and 1e-12, as different exporters write them)."""
+
+    def __init__(self, width=128, heads=4, layers=4):
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Linear(32, width)
+        self.qkv = nn.ModuleList([nn.Linear(width, 3 * width) for _ in range(layers)])
+        self.proj = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+        self.fc1 = nn.ModuleList([nn.Linear(width, 4 * width) for _ in range(layers)])
+        self.fc2 = nn.ModuleList([nn.Linear(4 * width, width) for _ in range(layers)])
+        # The epsilons of common exports: torch's default, T5's, BERT's.
+        eps = [1e-5, 1e-6, 1e-12, 1e-5]
+        self.norm1 = nn.ModuleList([nn.LayerNorm(width, eps=eps[i % 4]) for i in range(layers)])
+        self.norm2 = nn.ModuleList([nn.LayerNorm(width, eps=eps[(i + 1) % 4]) for i in range(layers)])
+
+    def forward(self, x):
+        h = self.embed(x)
+        n, s, w = h.shape
+        for qkv, proj, fc1, fc2, norm1, norm2 in zip(self.qkv, self.proj, self.fc1, self.fc2, self.norm1, self.norm2):
+            q, k, v = qkv(h).reshape(n, s, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+            a = torch.softmax(q @ k.transpose(-1, -2) / (w // self.heads) ** 0.5, dim=-1)
+            h = norm1(h + proj((a @ v).transpose(1, 2).reshape(n, s, w)))
+            h = norm2(h + fc2(F.gelu(fc1(h))))
+        return h
+
+
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)
@@ -274,6 +305,8 @@ MODELS = {
                                    "x:2,3,48,40", False),
     "encoder_formula_op13": (FormulaEncoder, (1, 64, 32), 13, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
                              False),
+    "post_norm_encoder_op17": (PostNormEncoder, (1, 64, 32), 17, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
+                               False),
     # Static height and width (window arithmetic on them), dynamic batch.
     "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),

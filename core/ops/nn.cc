@@ -807,6 +807,48 @@ z3::expr SymMean(const std::vector<z3::expr>& xs) {
   return sum / xs.front().ctx().real_val(static_cast<int64_t>(xs.size()));
 }
 
+// (x - mean) / Sqrt(mean((x - mean)^2) + epsilon) * scale + bias over the
+// trailing axes from `axis`, Sqrt uninterpreted (as the Sqrt operator's);
+// scale and bias (nullptr: none) have the normalised shape or one element.
+// `mean` / `inv_std` (optional): per row, shape x's up to `axis` then 1s.
+SymTensor SymLayerNorm(const SymbolicContext& c, const SymTensor& x, int64_t axis, const SymTensor& scale,
+                       const SymTensor* bias, float epsilon, SymTensor* mean_out = nullptr,
+                       SymTensor* inv_std_out = nullptr) {
+  const Shape norm(x.shape.begin() + axis, x.shape.end());
+  const int64_t n = NumElements(norm);
+  if (n <= 0) c.Fail("an empty normalisation is not modelled");
+  auto per_norm = [&](const SymTensor& t, int64_t j) -> z3::expr {
+    // Scale and bias broadcast against the normalised shape.
+    if (t.numel() == 1) return t.v[0];
+    if (t.numel() != n) c.Fail("scale and bias must have the normalised shape");
+    return t.v[static_cast<size_t>(j)];
+  };
+  SymTensor out;
+  out.shape = x.shape;
+  out.v.reserve(x.v.size());
+  Shape row_shape(x.shape.begin(), x.shape.begin() + axis);
+  row_shape.resize(x.shape.size(), 1);
+  if (mean_out != nullptr) *mean_out = SymTensor{row_shape, {}};
+  if (inv_std_out != nullptr) *inv_std_out = SymTensor{row_shape, {}};
+  z3::context& z3 = c.z3;
+  const z3::expr eps = c.Real(epsilon);
+  for (int64_t row = 0; row < x.numel() / n; ++row) {
+    std::vector<z3::expr> xs(x.v.begin() + row * n, x.v.begin() + (row + 1) * n);
+    z3::expr mean = SymMean(xs);
+    std::vector<z3::expr> sq;
+    for (const z3::expr& v : xs) sq.push_back((v - mean) * (v - mean));
+    z3::expr denom = SymApply(z3, "Sqrt", {SymMean(sq) + eps});
+    if (mean_out != nullptr) mean_out->v.push_back(mean);
+    if (inv_std_out != nullptr) inv_std_out->v.push_back(z3.real_val(1) / denom);
+    for (int64_t j = 0; j < n; ++j) {
+      z3::expr y = (xs[static_cast<size_t>(j)] - mean) / denom * per_norm(scale, j);
+      if (bias != nullptr) y = y + per_norm(*bias, j);
+      out.v.push_back(y);
+    }
+  }
+  return out;
+}
+
 OpDef LayerNormDef() {
   OpDef d;
   d.name = "LayerNormalization";
@@ -830,43 +872,72 @@ OpDef LayerNormDef() {
     c.outputs = {at::layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"), false)};
   };
   d.flops = PerOutputElement(8.0);
-  // (x - mean) / Sqrt(mean((x - mean)^2) + epsilon) * scale + bias over the
-  // trailing axes from `axis`, Sqrt uninterpreted (as the Sqrt operator's).
   d.symbolic = [](SymbolicContext& c) {
     const SymTensor& x = c.in(0);
-    const int64_t rank = static_cast<int64_t>(x.shape.size());
-    const int64_t axis = NormalizeAxis(c.Int("axis"), rank, c);
-    const Shape norm(x.shape.begin() + axis, x.shape.end());
-    const int64_t n = NumElements(norm);
-    if (n <= 0) c.Fail("an empty normalisation is not modelled");
-    auto per_norm = [&](const SymTensor& t, int64_t j) -> z3::expr {
-      // Scale and bias broadcast against the normalised shape.
-      if (t.numel() == 1) return t.v[0];
-      if (t.numel() != n) c.Fail("scale and bias must have the normalised shape");
-      return t.v[static_cast<size_t>(j)];
-    };
-    SymTensor out;
-    out.shape = x.shape;
-    out.v.reserve(x.v.size());
-    z3::context& z3 = c.z3;
-    const z3::expr eps = c.Real(c.Float("epsilon"));
-    for (int64_t row = 0; row < x.numel() / n; ++row) {
-      std::vector<z3::expr> xs(x.v.begin() + row * n, x.v.begin() + (row + 1) * n);
-      z3::expr mean = SymMean(xs);
-      std::vector<z3::expr> sq;
-      for (const z3::expr& v : xs) sq.push_back((v - mean) * (v - mean));
-      z3::expr denom = SymApply(z3, "Sqrt", {SymMean(sq) + eps});
-      for (int64_t j = 0; j < n; ++j) {
-        z3::expr y = (xs[static_cast<size_t>(j)] - mean) / denom * per_norm(c.in(1), j);
-        if (c.has(2)) y = y + per_norm(c.in(2), j);
-        out.v.push_back(y);
-      }
-    }
-    c.outputs = {out};
+    const int64_t axis = NormalizeAxis(c.Int("axis"), static_cast<int64_t>(x.shape.size()), c);
+    c.outputs = {SymLayerNorm(c, x, axis, c.in(1), c.has(2) ? &c.in(2) : nullptr, c.Float("epsilon"))};
   };
   return d;
 }
 RLFLOW_REGISTER_OP(LayerNormDef());
+
+// ---- ONNX Runtime's contrib SkipLayerNormalization (com.microsoft, v1) ----
+// sum = input + skip (+ bias); output = LayerNormalization(sum, gamma,
+// beta) over the last axis; optional outputs: the rows' mean and inverse
+// standard deviation (float, the input's shape with a last dimension of 1)
+// and the sum itself. Only ONNX Runtime runs it (targets {"ort"}).
+OpDef SkipLayerNormDef() {
+  OpDef d;
+  d.name = "SkipLayerNormalization";
+  d.domain = "com.microsoft";
+  d.targets = {"ort"};
+  d.min_inputs = 3;
+  d.max_inputs = 5;
+  d.max_outputs = 4;
+  d.attrs = {FloatAttr("epsilon", 1e-12f)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const int64_t rank = RankOf(c, 0);
+    if (rank != 2 && rank != 3) c.Fail("input must be 2-D or 3-D, got " + x.ToString());
+    if (c.input(1).rank() != rank || (x.IsStatic() && c.input(1).IsStatic() && c.input(1).shape != x.shape))
+      c.Unsupported("a skip of another shape than the input (" + c.input(1).ToString() + " vs " + x.ToString() +
+                    ") is not modelled");
+    const int64_t hidden = x.shape.back();
+    for (int i : {2, 3, 4})
+      if (c.has_input(i) &&
+          (c.input(i).rank() != 1 || (hidden >= 0 && c.input(i).shape[0] >= 0 && c.input(i).shape[0] != hidden)))
+        c.Fail("gamma, beta and bias must be 1-D of the hidden size " + std::to_string(hidden) + ", got " +
+               c.input(i).ToString());
+    Shape row = x.shape;
+    row.back() = 1;
+    return std::vector<TensorType>{x, Type(DType::kFloat32, row), Type(DType::kFloat32, row), x};
+  };
+  d.kernel = [](KernelContext& c) {
+    at::Tensor sum = c.in(0) + c.in(1);
+    if (c.has(4)) sum = sum + c.in(4);
+    const int64_t hidden = sum.size(-1);
+    auto [y, mean, rstd] =
+        at::native_layer_norm(sum, {hidden}, c.in(2), c.has(3) ? c.in(3) : at::Tensor(), c.Float("epsilon"));
+    std::vector<int64_t> row(sum.sizes().begin(), sum.sizes().end());
+    row.back() = 1;
+    std::vector<at::Tensor> all = {y, mean.reshape(row), rstd.reshape(row), sum};
+    c.outputs.assign(all.begin(), all.begin() + c.num_outputs());
+  };
+  d.flops = PerOutputElement(10.0);
+  d.symbolic = [](SymbolicContext& c) {
+    auto add = +[](const z3::expr& a, const z3::expr& b) { return a + b; };
+    SymTensor sum = SymBroadcast(c, c.in(0), c.in(1), add);
+    if (c.has(4)) sum = SymBroadcast(c, sum, c.in(4), add);
+    const int64_t axis = static_cast<int64_t>(sum.shape.size()) - 1;
+    SymTensor mean, inv_std;
+    SymTensor y =
+        SymLayerNorm(c, sum, axis, c.in(2), c.has(3) ? &c.in(3) : nullptr, c.Float("epsilon"), &mean, &inv_std);
+    std::vector<SymTensor> all = {y, mean, inv_std, sum};
+    c.outputs.assign(all.begin(), all.begin() + c.num_outputs());
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(SkipLayerNormDef());
 
 // ---- reductions (opset 13 forms) ----
 std::vector<int64_t> ReduceAxes(const AttrReader& a, int64_t rank) {

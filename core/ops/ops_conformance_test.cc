@@ -355,6 +355,24 @@ std::vector<OpCase> Cases() {
                      {in(b, "ln_x", {2, 3, 4}), b.Uniform("ln_g", {3, 4}, 0.5f, 1.5f), b.Weight("ln_b", {3, 4}, 0.2f)},
                      A({{"axis", I(-2)}, {"epsilon", F(1e-4f)}}));
                }});
+  // ONNX Runtime's contrib operator (com.microsoft): with every optional
+  // input, and with all four outputs (the output, the rows' mean and
+  // inverse standard deviation, the sum) combined into one.
+  c.push_back({"SkipLayerNormalization", [in](B& b) {
+                 return b.Op(
+                     "com.microsoft.SkipLayerNormalization",
+                     {in(b, "skln_x", {2, 3, 8}), in(b, "skln_s", {2, 3, 8}), b.Uniform("skln_g", {8}, 0.5f, 1.5f),
+                      b.Weight("skln_b", {8}, 0.2f), b.Weight("skln_bias", {8}, 0.3f)},
+                     A({{"epsilon", F(1e-5f)}}));
+               }});
+  c.push_back({"SkipLayerNormalization_outputs", [in](B& b) {
+                 std::vector<ValueId> o =
+                     b.OpN("com.microsoft.SkipLayerNormalization",
+                           {in(b, "sln4_x", {4, 16}), in(b, "sln4_s", {4, 16}), b.Uniform("sln4_g", {16}, 0.5f, 1.5f)},
+                           4, A({{"epsilon", F(1e-6f)}}));
+                 ValueId stats = b.Op("Add", {o[1], b.Op("Mul", {o[2], b.ConstFloat(0.01f)})});
+                 return b.Op("Add", {b.Op("Add", {o[0], stats}), o[3]});
+               }});
   c.push_back({"ReduceMean", [in](B& b) {
                  return b.Op("ReduceMean", {in(b, "rm_x", {2, 3, 4})}, A({{"axes", Is({0, -1})}, {"keepdims", I(0)}}));
                }});

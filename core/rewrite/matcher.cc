@@ -222,7 +222,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   if (s.Used(gn)) return false;
   const Node& n = s.g.node(gn);
   const rules::Node& pat = s.p.nodes(pn);
-  if (n.opaque() || n.op != pat.op() || !n.domain.empty()) return false;
+  if (n.opaque() || !IsQualifiedOp(n.domain, n.op, pat.op())) return false;
   if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
     return false;
   const CompiledNode& cn = s.compiled[pn];
@@ -310,7 +310,7 @@ bool MatchRef(State& s, const rules::Ref& r, ValueId v, const std::function<bool
 bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<CompiledNode>& compiled, int pn, NodeId gn) {
   const Node& n = g.node(gn);
   const CompiledNode& cn = compiled[pn];
-  if (n.opaque() || !n.domain.empty() || n.op != cn.op) return false;
+  if (n.opaque() || !IsQualifiedOp(n.domain, n.op, cn.op)) return false;
   const int arity = static_cast<int>(cn.operands.size());
   if (static_cast<int>(n.inputs.size()) != arity || static_cast<int>(n.outputs.size()) != cn.num_outputs) return false;
   if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
@@ -457,14 +457,17 @@ bool Closed(const State& s) {
 
 }  // namespace
 
-Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : rules_(rules), both_(both_directions) {
+Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, std::vector<char> enabled)
+    : rules_(rules), both_(both_directions) {
+  RLFLOW_CHECK(enabled.empty() || enabled.size() == rules_.size(), "Matcher: ", enabled.size(), " enabled flags for ",
+               rules_.size(), " rules");
   for (const rules::Rule& rule : rules_) {
     std::array<std::vector<CompiledNode>, 2> sides;
     for (int side = 0; side < 2; ++side) {
       const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
       for (const auto& pn : p.nodes()) {
         CompiledNode cn;
-        cn.def = OpRegistry::Global().Find("", pn.op());
+        cn.def = OpRegistry::Global().FindQualified(pn.op());
         cn.op = pn.op();
         cn.num_outputs = pn.num_outputs();
         for (const auto& r : pn.inputs()) {
@@ -490,7 +493,7 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions) : 
     std::array<int, 2> anchor{-1, -1};
     for (int side = 0; side < 2; ++side) {
       const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
-      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0;
+      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0 && (enabled.empty() || enabled[matchable_.size()]);
       for (const auto& r : p.outputs()) matchable[side] = matchable[side] && r.kind_case() == rules::Ref::kNode;
       if (matchable[side]) anchor[side] = p.outputs(0).node().node();
     }
@@ -570,7 +573,7 @@ void Matcher::FindRule(const Graph& g, int rule_index, bool reverse, std::vector
 Matcher::GraphIndex Matcher::Index(const Graph& g) {
   GraphIndex index;
   for (NodeId n = 0; n < g.num_nodes(); ++n)
-    if (!g.node(n).opaque() && g.node(n).domain.empty()) index.by_op[g.node(n).op].push_back(n);
+    if (!g.node(n).opaque()) index.by_op[QualifiedOp(g.node(n).domain, g.node(n).op)].push_back(n);
   index.consumers = g.Consumers();
   index.topo_pos.assign(g.num_nodes(), 0);
   std::vector<NodeId> order = g.TopologicalOrder();
@@ -849,9 +852,10 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
       if (it == bound.end()) Fail("rule ", rule.id(), ": attribute variable $", a.var(), " is not bound by the match");
       attrs[a.name()] = it->second;
     }
-    NodeId id = g.AddNode(pn.op(), ins, pn.num_outputs(), std::move(attrs), g.UniqueName(pn.op() + "_rw"));
-    const OpDef* def = OpRegistry::Global().Find("", pn.op());
+    const OpDef* def = OpRegistry::Global().FindQualified(pn.op());
     if (def == nullptr) Fail("rule ", rule.id(), ": unknown operator ", pn.op());
+    NodeId id = g.AddNode(def->name, ins, pn.num_outputs(), std::move(attrs), g.UniqueName(def->name + "_rw"));
+    g.mutable_node(id).domain = def->domain;
     InferAndSetNodeShapes(g, id, *def);
     outs.push_back(g.node(id).outputs);
   }

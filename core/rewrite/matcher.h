@@ -54,7 +54,11 @@ struct ApplyInfo {
 class Matcher {
  public:
   // `both_directions`: also match target patterns (rules are equalities).
-  Matcher(const std::vector<rules::Rule>& rules, bool both_directions = true);
+  // `enabled` (one flag per rule; empty: all): rules whose flag is 0 never
+  // match (a rule the target cannot run, or one needing a newer opset),
+  // but keep their index, so that rule numbers (the agents' actions) are
+  // those of the database whatever is left out.
+  Matcher(const std::vector<rules::Rule>& rules, bool both_directions = true, std::vector<char> enabled = {});
 
   // Every match of every rule in `graph`, in a deterministic order.
   std::vector<Match> FindAll(const Graph& graph) const;

@@ -145,6 +145,24 @@ TEST(Matcher, IntermediateUsedElsewhereBlocksTheMatch) {
   EXPECT_TRUE(m.FindAll(g).empty());
 }
 
+// A rule left out (the target cannot run it, or it needs a newer opset)
+// never matches, and every rule keeps its number.
+TEST(Matcher, RulesLeftOutNeverMatchAndKeepTheirNumbers) {
+  GraphBuilder b(4);
+  ValueId a = b.Input("a", {5, 7});
+  ValueId ap = b.Op("MatMul", {a, b.Weight("p", {7, 3}, 0.5f)});
+  Graph g = b.Build({b.Op("MatMul", {ap, b.Weight("q", {3, 6}, 0.5f)})});
+  const rules::Rule assoc = RuleById("18e294aae308");
+  Matcher on({assoc, assoc}, /*both_directions=*/false);
+  Matcher off({assoc, assoc}, /*both_directions=*/false, {0, 1});
+  std::vector<Match> all = on.FindAll(g), kept = off.FindAll(g);
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(off.rules().size(), 2u);
+  ASSERT_EQ(kept.size() * 2, all.size());
+  for (const Match& m : kept) EXPECT_EQ(m.rule, 1);
+  EXPECT_THROW(Matcher({assoc}, true, {1, 1}), Error);
+}
+
 TEST(Matcher, ShapesMustBindConsistently) {
   // Merging parallel convs needs both weights of the same shape.
   GraphBuilder b(4);

@@ -335,7 +335,7 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
   const OpRegistry& reg = OpRegistry::Global();
   for (int k = 0; k < p.nodes_size(); ++k) {
     const rules::Node& n = p.nodes(k);
-    const OpDef* def = reg.Find("", n.op());
+    const OpDef* def = reg.FindQualified(n.op());
     if (def == nullptr) Fail("rule ", rule.id(), ": operator '", n.op(), "' is not in the registry");
     // Arity before anything is allocated: a corrupt count (2^31-1 outputs)
     // must be refused, not built.
@@ -349,7 +349,8 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
     for (const auto& r : n.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;
     for (const auto& a : n.attrs()) attrs[a.name()] = AttributeFromProto(a);
-    NodeId id = g.AddNode(n.op(), ins, n.num_outputs(), std::move(attrs), "n" + std::to_string(k));
+    NodeId id = g.AddNode(def->name, ins, n.num_outputs(), std::move(attrs), "n" + std::to_string(k));
+    g.mutable_node(id).domain = def->domain;
     CheckNodeAgainstDef(g.node(id), *def);
     node_outputs.push_back(g.node(id).outputs);
   }
@@ -516,8 +517,25 @@ int64_t RuleOpset(const rules::Rule& rule) {
   int64_t opset = 1;
   for (const auto* p : {&rule.source(), &rule.target()})
     for (const auto& n : p->nodes())
-      if (const OpDef* def = OpRegistry::Global().Find("", n.op())) opset = std::max<int64_t>(opset, def->since_opset);
+      if (const OpDef* def = OpRegistry::Global().FindQualified(n.op()))
+        opset = std::max<int64_t>(opset, def->since_opset);
   return opset;
+}
+
+std::vector<char> RulesEnabledFor(const std::vector<rules::Rule>& rules, const std::string& target, int64_t max_opset) {
+  std::vector<char> enabled;
+  enabled.reserve(rules.size());
+  for (const rules::Rule& r : rules) enabled.push_back(RuleRunsOn(r, target) && RuleOpset(r) <= max_opset);
+  return enabled;
+}
+
+bool RuleRunsOn(const rules::Rule& rule, const std::string& target) {
+  for (const auto* p : {&rule.source(), &rule.target()})
+    for (const auto& n : p->nodes()) {
+      const OpDef* def = OpRegistry::Global().FindQualified(n.op());
+      if (def != nullptr && !def->RunsOn(target)) return false;
+    }
+  return true;
 }
 
 // ---- files ----

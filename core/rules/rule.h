@@ -116,6 +116,13 @@ void ValidateRule(const rules::Rule& rule);
 // (OpDef::since_opset): a model written at a lower opset cannot hold the
 // side this rule produces.
 int64_t RuleOpset(const rules::Rule& rule);
+// Whether every operator of both sides runs on `target` (OpDef::RunsOn): a
+// rule is used in both directions, so neither side may hold an operator
+// the target lacks.
+bool RuleRunsOn(const rules::Rule& rule, const std::string& target);
+// One flag per rule (Matcher's `enabled`): it runs on `target` and needs no
+// opset above `max_opset`.
+std::vector<char> RulesEnabledFor(const std::vector<rules::Rule>& rules, const std::string& target, int64_t max_opset);
 
 // ---- files ----
 std::string SerializeDeterministic(const google::protobuf::Message& message);

@@ -31,7 +31,14 @@ class Lexer {
     char c = s_[pos_];
     size_t start = pos_;
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+      // Letters, digits, '_', and '.' before a letter (qualified operator
+      // names: com.microsoft.SkipLayerNormalization).
+      auto ident_char = [&](size_t i) {
+        const unsigned char ch = static_cast<unsigned char>(s_[i]);
+        return std::isalnum(ch) || ch == '_' ||
+               (ch == '.' && i + 1 < s_.size() && std::isalpha(static_cast<unsigned char>(s_[i + 1])));
+      };
+      while (pos_ < s_.size() && ident_char(pos_)) ++pos_;
       t.kind = Token::kIdent;
     } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
       ++pos_;
@@ -401,7 +408,7 @@ class SideBuilder {
         return r;
       }
       case Expr::kCall: {
-        const OpDef* def = OpRegistry::Global().Find("", e.name);
+        const OpDef* def = OpRegistry::Global().FindQualified(e.name);
         if (def == nullptr) Fail(where_, ": '", e.name, "' is not a registry operator");
         std::vector<rules::Ref> operands;
         for (const Expr& a : e.args) operands.push_back(Build(a));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/op_registry.h"
 
 namespace rlflow {
 namespace {
@@ -75,6 +76,49 @@ rule hs
     EXPECT_DOUBLE_EQ(r[k].tolerance(), 1e-7);
   }
   EXPECT_NE(r[0].id(), r[1].id());
+}
+
+// Operators outside the default domain are named with it; a rule holding
+// one runs only on the targets of that operator's entry.
+TEST(WrittenRules, QualifiedOperatorsAndTheirTargets) {
+  EXPECT_EQ(QualifiedOp("", "Relu"), "Relu");
+  EXPECT_EQ(QualifiedOp("ai.onnx", "Relu"), "Relu");
+  EXPECT_EQ(QualifiedOp("com.microsoft", "FusedConv"), "com.microsoft.FusedConv");
+  EXPECT_EQ(SplitQualifiedOp("com.microsoft.FusedConv"),
+            std::make_pair(std::string("com.microsoft"), std::string("FusedConv")));
+  EXPECT_EQ(SplitQualifiedOp("Relu"), std::make_pair(std::string(""), std::string("Relu")));
+  EXPECT_TRUE(IsQualifiedOp("com.microsoft", "FusedConv", "com.microsoft.FusedConv"));
+  EXPECT_FALSE(IsQualifiedOp("com.microsoft", "FusedConv", "FusedConv"));
+  EXPECT_FALSE(IsQualifiedOp("", "FusedConv", "com.microsoft.FusedConv"));
+  EXPECT_FALSE(IsQualifiedOp("com.microsof", "tFusedConv", "com.microsoft.FusedConv"));
+  std::vector<rules::Rule> r = ParseWrittenRules(R"(
+rule skip
+  input A: float32[b, n, d]
+  input B: float32[b, n, d]
+  input G: float32[d]
+  source LayerNormalization(Add(A, B), G, axis=-1, epsilon=1e-05)
+  target com.microsoft.SkipLayerNormalization(A, B, G, epsilon=1e-05)
+rule plain
+  input X: float32[n]
+  source Relu(Relu(X))
+  target Relu(X)
+)",
+                                                 "t.rules");
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].target().nodes_size(), 1);
+  EXPECT_EQ(r[0].target().nodes(0).op(), "com.microsoft.SkipLayerNormalization");
+  EXPECT_TRUE(RuleRunsOn(r[0], "ort"));
+  EXPECT_FALSE(RuleRunsOn(r[0], "onnx"));
+  EXPECT_TRUE(RuleRunsOn(r[1], "onnx"));
+  EXPECT_TRUE(RuleRunsOn(r[1], "ort"));
+  EXPECT_EQ(RuleOpset(r[0]), 17);  // LayerNormalization's
+  EXPECT_EQ(RulesEnabledFor(r, "onnx", 17), (std::vector<char>{0, 1}));
+  EXPECT_EQ(RulesEnabledFor(r, "ort", 17), (std::vector<char>{1, 1}));
+  EXPECT_EQ(RulesEnabledFor(r, "ort", 16), (std::vector<char>{0, 1}));
+  // An operator of a domain the registry lacks is an error naming it.
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source com.example.Frob(X)\n  target X\n")
+                .find("'com.example.Frob' is not a registry operator"),
+            std::string::npos);
 }
 
 TEST(WrittenRules, ErrorsNameTheLine) {

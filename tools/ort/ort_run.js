@@ -19,7 +19,7 @@
 //   {"op":"paired","a":A,"b":B,"inputs":DIR,"pairs":N,"warmup":W,"min_ms":T}
 //     -> {"wall_a":[..],"wall_b":[..],"cpu_a":[..],"cpu_b":[..]} (ms per run;
 //        CPU = the process's user + system time)
-//   {"op":"profile","model":M,"inputs":DIR,"runs":N,"warmup":W,"prefix":P}
+//   {"op":"profile","model":M,"inputs":DIR,"runs":N,"warmup":W,"prefix":P[,"optimized":PATH]}
 //     -> {"run_ms":[..],"kernels":[[{"name","op","ms"}, ..] per run]}
 //        from ORT's profiler (kernel events of each timed run)
 // A failed request answers {"error": message}; the server goes on.
@@ -135,7 +135,15 @@ async function serve(threads, level) {
       return out;
     },
     async profile(q) {
-      const s = await ort.InferenceSession.create(q.model, Object.assign({}, base, {enableProfiling: true, profileFilePrefix: q.prefix}));
+      const opts = Object.assign({}, base, {enableProfiling: true, profileFilePrefix: q.prefix});
+      if (q.optimized) {
+        // ORT's optimised graph, weights apart: the names of the nodes it
+        // made by fusing (the profile names kernels by node) and their outputs.
+        opts.optimizedModelFilePath = q.optimized;
+        opts.extra = {session: {optimized_model_external_initializers_file_name: path.basename(q.optimized) + '.weights',
+                                optimized_model_external_initializers_min_size_in_bytes: '64'}};
+      }
+      const s = await ort.InferenceSession.create(q.model, opts);
       const feeds = feedsOf(q.inputs);
       const warmup = Math.max(1, q.warmup);
       for (let k = 0; k < warmup + Math.max(1, q.runs); ++k) await s.run(feeds);
