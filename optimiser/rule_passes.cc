@@ -70,8 +70,13 @@ PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost) {
   const std::vector<rules::Rule>& all = matcher.rules();
   for (const auto& [name, indices] : RuleFamilies(all)) {
     std::vector<rules::Rule> subset;
-    for (int k : indices) subset.push_back(all[k]);
-    auto m = std::make_shared<const Matcher>(subset);
+    std::vector<char> enabled;
+    for (int k : indices) {
+      subset.push_back(all[k]);
+      enabled.push_back(matcher.enabled(k));
+    }
+    // The rules `matcher` leaves out (a target's, a newer opset's) stay out.
+    auto m = std::make_shared<const Matcher>(subset, /*both_directions=*/true, enabled);
     std::string desc = RuleFamilyPass(name, m, cost).Description();
     registry.Add(
         PassInfo{name, desc, [name, m, cost] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost)); }});

@@ -458,9 +458,9 @@ bool Closed(const State& s) {
 }  // namespace
 
 Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, std::vector<char> enabled)
-    : rules_(rules), both_(both_directions) {
-  RLFLOW_CHECK(enabled.empty() || enabled.size() == rules_.size(), "Matcher: ", enabled.size(), " enabled flags for ",
-               rules_.size(), " rules");
+    : rules_(rules), enabled_(std::move(enabled)), both_(both_directions) {
+  RLFLOW_CHECK(enabled_.empty() || enabled_.size() == rules_.size(), "Matcher: ", enabled_.size(),
+               " enabled flags for ", rules_.size(), " rules");
   for (const rules::Rule& rule : rules_) {
     std::array<std::vector<CompiledNode>, 2> sides;
     for (int side = 0; side < 2; ++side) {
@@ -493,7 +493,7 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, st
     std::array<int, 2> anchor{-1, -1};
     for (int side = 0; side < 2; ++side) {
       const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
-      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0 && (enabled.empty() || enabled[matchable_.size()]);
+      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0 && this->enabled(static_cast<int>(matchable_.size()));
       for (const auto& r : p.outputs()) matchable[side] = matchable[side] && r.kind_case() == rules::Ref::kNode;
       if (matchable[side]) anchor[side] = p.outputs(0).node().node();
     }

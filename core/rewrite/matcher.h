@@ -92,6 +92,8 @@ class Matcher {
   Graph Matched(const Graph& graph, const Match& match, const std::vector<TensorDataPtr>* constants = nullptr) const;
 
   const std::vector<rules::Rule>& rules() const { return rules_; }
+  // Whether rule `rule` may match (the constructor's `enabled`).
+  bool enabled(int rule) const { return enabled_.empty() || enabled_.at(rule) != 0; }
 
  private:
   Graph Side(const Graph& graph, const Match& match, bool replacement,
@@ -116,6 +118,7 @@ class Matcher {
   NodeId Anchor(const Match& m) const;
 
   std::vector<rules::Rule> rules_;
+  std::vector<char> enabled_;                                        // per rule (empty: all)
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
   std::vector<std::array<bool, 2>> connected_;                      // per rule: source, target
   std::vector<std::array<bool, 2>> matchable_;   // per rule side: has nodes, and every output is a node's
