@@ -493,7 +493,8 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, st
     std::array<int, 2> anchor{-1, -1};
     for (int side = 0; side < 2; ++side) {
       const rules::Pattern& p = side == 0 ? rule.source() : rule.target();
-      matchable[side] = p.nodes_size() > 0 && p.outputs_size() > 0 && this->enabled(static_cast<int>(matchable_.size()));
+      matchable[side] =
+          p.nodes_size() > 0 && p.outputs_size() > 0 && this->enabled(static_cast<int>(matchable_.size()));
       for (const auto& r : p.outputs()) matchable[side] = matchable[side] && r.kind_case() == rules::Ref::kNode;
       if (matchable[side]) anchor[side] = p.outputs(0).node().node();
     }

@@ -118,7 +118,7 @@ class Matcher {
   NodeId Anchor(const Match& m) const;
 
   std::vector<rules::Rule> rules_;
-  std::vector<char> enabled_;                                        // per rule (empty: all)
+  std::vector<char> enabled_;                                       // per rule (empty: all)
   std::vector<std::array<std::vector<CompiledNode>, 2>> compiled_;  // per rule: source, target
   std::vector<std::array<bool, 2>> connected_;                      // per rule: source, target
   std::vector<std::array<bool, 2>> matchable_;   // per rule side: has nodes, and every output is a node's
