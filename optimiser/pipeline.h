@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,11 @@ struct PipelineOptions {
   std::string ort_level;            // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
   int measure_runs = 0;  // 0: auto (10 to 40 pairs)
+  // When the verdict does not find the optimised graph faster and its
+  // rewrites come from several rules: searches again leaving out one
+  // applied rule at a time (the least applied first), at most this many
+  // times, and keeps the first graph the verdict finds faster.
+  int retries = 2;
   uint64_t seed = 1;
   int free_dim = 1;
   // The newest default-domain opset the written model may be raised to, so
@@ -75,6 +81,8 @@ struct PipelineOptions {
   std::function<void(bool warning, const std::string&)> log;
   // When set and true, the search stops and its best graph is checked and written.
   const std::atomic<bool>* interrupted = nullptr;
+  // Tests: makes the timing backend instead of `device` (a scripted one).
+  std::function<std::unique_ptr<TimingBackend>()> make_backend;
 };
 
 struct PipelineResult {
@@ -112,6 +120,15 @@ struct PipelineResult {
     std::string filled;  // how the check and the timings filled it
   };
   std::vector<InputRecord> inputs;
+  // Each search run again without one applied rule (PipelineOptions::retries).
+  struct Retry {
+    std::string left_out;  // the rule's id
+    int applied = 0;       // rewrites applied without it
+    std::string outcome;   // the verdict's ("faster", ...), or "unchanged"
+    double speedup = 1;    // measured (wall median)
+    double seconds = 0;    // search, check and verdict
+  };
+  std::vector<Retry> retries;
   CalibrationReport calibration;
   std::string timing_cache;  // path ("" if none)
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;
