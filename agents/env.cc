@@ -160,6 +160,7 @@ double RewriteEnv::MemoryAccess(const Graph& g) const {
 }
 
 double RewriteEnv::Measure(const Graph& g) {
+  ++counters_->measurements;
   Graph folded = g;
   FoldOptions fold;
   fold.max_elements = std::numeric_limits<int64_t>::max();
@@ -190,6 +191,7 @@ double RewriteEnv::Reward(double before_cost, double after_cost, double before_m
 }
 
 StepResult RewriteEnv::Step(int action) {
+  ++counters_->steps;
   StepResult r;
   r.observation = &obs_;
   r.info.cost_ms = state_.shared_graph() ? state_.cost() : 0.0;

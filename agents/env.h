@@ -12,6 +12,7 @@
 // graph is unchanged and `info` says why.
 //
 // No flags, no I/O: the agents' binaries own those.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -132,6 +133,12 @@ class RewriteEnv {
   double initial_cost() const { return initial_cost_; }
   int steps() const { return steps_; }
   bool done() const { return done_; }
+  // Real work of this environment and its forks together, since it was
+  // made: Step calls (every action, the stop action and invalid ones
+  // included) and end-to-end measurements (graph runs timed on the
+  // backend, RewardKind::kEndToEnd). What a world model's dream saves.
+  int64_t real_steps() const { return counters_->steps; }
+  int64_t real_measurements() const { return counters_->measurements; }
   const EnvOptions& options() const { return o_; }
 
  private:
@@ -153,6 +160,10 @@ class RewriteEnv {
   double initial_ms_ = 0, last_ms_ = 0;
   int steps_ = 0, last_measured_step_ = 0;
   bool done_ = true;
+  struct Counters {
+    std::atomic<int64_t> steps{0}, measurements{0};
+  };
+  std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();  // shared with forks
 };
 
 }  // namespace rlflow::agents

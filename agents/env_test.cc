@@ -258,6 +258,13 @@ TEST(RewriteEnv, ForksAreIndependentAndDeterministic) {
   EXPECT_EQ(env.observation().node_features, fork.observation().node_features);
   EXPECT_EQ(env.observation().edge_src, fork.observation().edge_src);
   EXPECT_EQ(env.observation().candidates.size(), fork.observation().candidates.size());
+  // Real work is counted for the environment and its forks together: three
+  // steps (two on it, one on the fork), no measurement (a table cost).
+  EXPECT_EQ(env.real_steps(), 3);
+  EXPECT_EQ(fork.real_steps(), 3);
+  EXPECT_EQ(env.real_measurements(), 0);
+  RewriteEnv other(&F().matcher, &F().cost);
+  EXPECT_EQ(other.real_steps(), 0);  // another environment counts its own
 }
 
 TEST(RewriteEnv, CandidateCapKeepsTheCheapest) {
@@ -295,6 +302,9 @@ TEST(RewriteEnv, EndToEndRewardMeasures) {
   EXPECT_TRUE(std::isfinite(r2.reward));
   EXPECT_GT(r2.info.measured_ms, 0);
   EXPECT_NE(r2.info.measured_ms, first);  // measured again
+  // Measured at the reset and after the second step; two real steps.
+  EXPECT_EQ(env.real_measurements(), 2);
+  EXPECT_EQ(env.real_steps(), 2);
 }
 
 TEST(RewriteEnv, BadOptions) {

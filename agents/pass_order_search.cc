@@ -41,6 +41,7 @@ class PassOrderSearch : public Search {
     r.initial_cost = o.cost->GraphCost(graph);
     PassEpisode ep = RunPassEpisode(policy.get(), env, start, /*greedy=*/true);
     r.graphs_explored = env.steps();
+    r.real_steps = env.steps();
     for (const std::string& p : ep.applied) {
       r.applied.push_back("pass " + p);
       if (o.progress) o.progress("pass_order: ran " + p);

@@ -73,6 +73,7 @@ class PpoSearch : public Search {
         o.progress("ppo episode " + std::to_string(e) + (e == 0 ? " (greedy)" : " (sampled)") + ": cost " +
                    std::to_string(ep.initial_cost) + " -> " + std::to_string(ep.best_cost) + " ms");
     }
+    r.real_steps = env.real_steps();  // fine-tuning and episodes
     if (!have) {
       r.graph = graph;
       r.initial_cost = r.final_cost = o.cost->GraphCost(graph);
@@ -96,6 +97,7 @@ class PpoSearch : public Search {
       }
       r.graphs_explored += f.graphs_explored;
       r.rewrites_costed += f.rewrites_costed;
+      r.real_steps += f.real_steps;
       if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
         r.stop_reason = f.stop_reason;
     }

@@ -36,6 +36,9 @@ TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
     EXPECT_LE(r.applied.size(), 20u) << model;
     EXPECT_EQ(r.finish_applied, 0) << model;
     EXPECT_GE(r.graphs_explored, 1) << model;
+    // Every environment step is a real one (the stop actions too).
+    EXPECT_GE(r.real_steps, r.graphs_explored) << model;
+    EXPECT_LE(r.real_steps, 3 * 20) << model;  // three episodes of at most 20 steps
     std::vector<at::Tensor> in = RandomInputs(original, 3);
     EXPECT_LT(RelativeError(Executor(r.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
 

@@ -6,7 +6,9 @@
 // training.png (gnuplot), DIR/checkpoint.pt (policy, optimiser, counters and
 // the sampler's state, written atomically after every update),
 // DIR/config.txt, and at the end DIR/agent.pt (the policy alone, for
-// `--search=ppo --agent=`). Started again with the same command after a crash or kill
+// `--search=ppo --agent=`) and DIR/summary.json (updates, environment
+// steps, and this invocation's real work: real environment steps and graphs
+// timed on the device). Started again with the same command after a crash or kill
 // -9, it resumes from the last checkpoint: at most one update is lost (the
 // episode in progress restarts). A different configuration in an existing
 // DIR is an error.
@@ -14,6 +16,7 @@
 #include <glog/logging.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "agents/env.h"
@@ -98,16 +101,19 @@ int Run() {
     graphs.push_back(CanonicalForm(LoadModel(m, lo).graph));
     LOG(INFO) << "training graph " << m << ": " << graphs.back().num_nodes() << " nodes";
   }
-  std::unique_ptr<TimingBackend> backend = MakeTimingBackend("cpu");
+  std::unique_ptr<TimingBackend> device = MakeTimingBackend("cpu");
+  // Every graph timed on the device counts (the summary's real measurements).
+  CountingBackend counted(device.get());
+  TimingBackend* backend = &counted;
   AnalyticalCostModel analytical;
-  MeasuredCostModel measured(backend.get());
+  MeasuredCostModel measured(backend);
   CostModel* base = &analytical;
   if (FLAGS_cost == "measured") {
     for (const Graph& g : graphs) measured.Calibrate(g, 3);
     base = &measured;
   }
   BatchNormAwareCost cost(base);
-  agents::RewriteEnv env(&matcher, &cost, eo, backend.get());
+  agents::RewriteEnv env(&matcher, &cost, eo, backend);
 
   torch::manual_seed(FLAGS_seed);
   agents::GnnOptions go{FLAGS_hidden, FLAGS_gnn_steps};
@@ -125,8 +131,17 @@ int Run() {
   train::RunTraining(run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()); });
   // The policy alone, for --search=ppo --agent=DIR/agent.pt.
   agents::SavePolicy(*policy, run.dir + "/agent.pt");
-  std::printf("done: %lld updates, %lld environment steps; %s\n", static_cast<long long>(trainer.updates()),
-              static_cast<long long>(trainer.env_steps()), run.dir.c_str());
+  // Real work of this invocation (a resumed run counts from its restart).
+  nlohmann::json summary = {{"updates", trainer.updates()},
+                            {"env_steps", trainer.env_steps()},
+                            {"real_steps", env.real_steps()},
+                            {"real_measurements", counted.measurements()},
+                            {"resumed", resume}};
+  WriteFileAtomically(run.dir + "/summary.json", summary.dump(2) + "\n");
+  std::printf(
+      "done: %lld updates, %lld environment steps; this run: %lld real steps, %lld graphs timed on the device; %s\n",
+      static_cast<long long>(trainer.updates()), static_cast<long long>(trainer.env_steps()),
+      static_cast<long long>(env.real_steps()), static_cast<long long>(counted.measurements()), run.dir.c_str());
   return 0;
 }
 

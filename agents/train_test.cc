@@ -46,6 +46,13 @@ TEST(Train, WritesMetricsPlotAndCheckpoint) {
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(1, 3), "PNG");
   EXPECT_NE(ReadFile(log).find("done: 2 updates"), std::string::npos) << ReadFile(log);
+  // Real work: every environment step was a real one; the analytical cost
+  // model (the default) and the normalised reward time nothing on the device.
+  std::string summary = ReadFile(out + "/summary.json");
+  EXPECT_NE(summary.find("\"env_steps\": 32"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"real_steps\": 32"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"real_measurements\": 0"), std::string::npos) << summary;
+  EXPECT_NE(ReadFile(log).find("this run: 32 real steps"), std::string::npos) << ReadFile(log);
 }
 
 TEST(Train, ResumesAfterSigkill) {

@@ -73,6 +73,7 @@ class SearchRun {
     result.applied = best.Applied();
     const EngineStats& st = engine_.stats();
     result.rewrites_rejected = st.rewrites_rejected;
+    result.real_steps = st.rewrites_applied;
     result.gains_resolved = st.gains_resolved;
     result.gains_confirmed = st.gains_confirmed;
     result.noise_rule = st.noise_rule;

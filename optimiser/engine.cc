@@ -104,6 +104,7 @@ std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) cons
     ++engine_->stats_.rewrites_rejected;
     return std::nullopt;
   }
+  ++engine_->stats_.rewrites_applied;
   RewriteState s;
   s.engine_ = engine_;
   s.graph_ = std::move(next);

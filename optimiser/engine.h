@@ -59,6 +59,9 @@ struct EngineOptions {
 
 // What the engine did, over all states it served.
 struct EngineStats {
+  // Rewrites applied to a graph (RewriteState::Apply that succeeded): the
+  // steps taken in the real environment, the currency a world model saves.
+  int64_t rewrites_applied = 0;
   int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, shape or type change)
   int64_t gains_resolved = 0;           // noise rule: kinds of rewrite whose estimated gain was within noise, timed A/B
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain

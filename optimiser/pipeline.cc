@@ -189,7 +189,9 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       if (!PassRegistry::Builtin().Has(p) && !families.count(p))
         Fail("unknown pass '", p, "' in --passes (--list_passes prints them)");
   }
-  MeasuredCostModel cost(backend.get());
+  // Every graph timed on the device is counted (the report's real work).
+  CountingBackend counted(backend.get());
+  MeasuredCostModel cost(&counted);
   res.timing_cache = TimingCachePath(o.timing_cache);
   if (!res.timing_cache.empty()) {
     cost.LoadCache(res.timing_cache);
@@ -354,6 +356,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
 
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
   Graph optimised;
+  int64_t real_steps = 0;  // every attempt's
   // One attempt: the search with the rules `mask` enables, the finishing
   // passes, the check against the original and the verdict (its interval at
   // `level`), into `res` and `optimised`.
@@ -380,6 +383,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     res.before_estimate = cost.GraphCost(original);
     info("searching (" + search->name() + ") ...");
     auto t2 = Clock::now();
+    const int64_t measured_before_search = counted.measurements();
     SearchResult& result = res.result;
     result = search->Run(canonical, options);
     // Operators the search created (a conv with a folded bias, a merged conv)
@@ -414,6 +418,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       result.noise_rule = std::move(noise);
     }
     res.search_s = Seconds(t2);
+    res.search_measurements = counted.measurements() - measured_before_search;
+    real_steps += result.real_steps;
     if (result.stop_reason == StopReason::kInterrupted)
       warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
     info(Format("search cost estimate %g -> %g ms", result.initial_cost, result.final_cost));
@@ -531,14 +537,14 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     if (res.unchanged) {
       info("measuring the (unchanged) graph end to end (" + std::to_string(res.pairs) + " runs)");
       timing.samples = res.pairs;
-      res.before_ms = res.after_ms = backend->TimeGraph(original_cut, timing);
+      res.before_ms = res.after_ms = counted.TimeGraph(original_cut, timing);
     } else {
       if (res.pairs < MinPairsFor(level))
         warn("--measure_runs=" + std::to_string(res.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
              "% interval (at least " +
              std::to_string(MinPairsFor(level)) + "): the verdict can only be 'within noise'");
       info("measuring original and optimised graphs end to end (" + std::to_string(res.pairs) + " interleaved pairs)");
-      res.verdict = Judge(backend->TimePaired(original_cut, optimised_cut, res.pairs, timing), level);
+      res.verdict = Judge(counted.TimePaired(original_cut, optimised_cut, res.pairs, timing), level);
       res.before_ms = res.verdict.a_ms;
       res.after_ms = res.verdict.b_ms;
       info(res.verdict.ToString());
@@ -606,6 +612,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     }
   }
   const Graph& written = res.keep_original ? original : optimised;
+  res.real_steps = real_steps;
+  res.real_measurements = counted.measurements();
   if (!res.timing_cache.empty()) {
     try {
       cost.SaveCache(res.timing_cache);
@@ -700,6 +708,9 @@ std::string PipelineResult::Summary() const {
   else
     out << Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", before_ms, after_ms, pairs,
                   verdict.ToString().c_str());
+  out << Format("real work:  %lld rewrites applied to real graphs, %lld graphs timed on %s (%lld by the search)\n",
+                static_cast<long long>(real_steps), static_cast<long long>(real_measurements), device.c_str(),
+                static_cast<long long>(search_measurements));
   for (const auto& r : retries)
     out << Format("retry:      without rule %s: %d rewrites applied, %s (%.3fx), %.1f s\n", r.left_out.c_str(),
                   r.applied, r.outcome.c_str(), r.speedup, r.seconds);
@@ -804,6 +815,10 @@ std::string PipelineResult::ReportJson() const {
                               {"speedup", r.speedup},
                               {"seconds", r.seconds}});
   j["retries"] = retry_list;
+  j["real_work"] = Json{{"steps", real_steps},
+                        {"search_steps", result.real_steps},
+                        {"measurements", real_measurements},
+                        {"search_measurements", search_measurements}};
   j["verdict"] = Json{{"outcome", unchanged ? std::string("unchanged") : verdict.OutcomeName()},
                       {"pairs", unchanged ? 0 : verdict.wall.n},
                       {"level", unchanged ? 0.95 : verdict.wall.level},

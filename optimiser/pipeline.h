@@ -129,6 +129,11 @@ struct PipelineResult {
     double seconds = 0;    // search, check and verdict
   };
   std::vector<Retry> retries;
+  // Real work (what a learned world model would save): rewrites applied to
+  // real graphs by every search of the run (retries included), and graphs
+  // timed on the device (CountingBackend) by the whole run and by the
+  // search that was kept (its recalibration rounds included).
+  int64_t real_steps = 0, real_measurements = 0, search_measurements = 0;
   CalibrationReport calibration;
   std::string timing_cache;  // path ("" if none)
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;

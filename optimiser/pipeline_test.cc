@@ -81,6 +81,15 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   }
   EXPECT_EQ(j["before"]["op_counts"]["BatchNormalization"], 2);
   EXPECT_EQ(j["verdict"]["pairs"], r.unchanged ? 0 : 8);
+  // Real work: every rewrite applied counts (the search applies more than
+  // it keeps), every graph timed on the device counts (the calibration,
+  // each operator alone, the verdict).
+  EXPECT_GE(r.result.real_steps, static_cast<int64_t>(r.result.applied.size()));
+  EXPECT_EQ(r.real_steps, r.result.real_steps);  // no retry (forced)
+  EXPECT_GE(r.real_measurements, r.search_measurements + 3);
+  EXPECT_EQ(j["real_work"]["steps"], r.real_steps);
+  EXPECT_EQ(j["real_work"]["measurements"], r.real_measurements);
+  EXPECT_EQ(j["real_work"]["search_measurements"], r.search_measurements);
   // The summary names what was written.
   std::string summary = r.Summary();
   EXPECT_NE(summary.find("written:    " + o.output), std::string::npos) << summary;
@@ -224,6 +233,7 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
       continue;
     }
     ASSERT_FALSE(r.retries.empty());
+    EXPECT_GT(r.real_steps, r.result.real_steps);  // the first search's steps count too
     EXPECT_EQ(r.retries.back().left_out, "0a73e9f3f3a1");
     EXPECT_EQ(r.retries.back().outcome, "faster");
     EXPECT_EQ(r.retries.back().applied, 1);

@@ -107,6 +107,7 @@ class PassesSearch : public Search {
     po.should_stop = [&] { return o.interrupted != nullptr && o.interrupted->load(); };
     RunPasses(registry, list, r.graph, po);
     r.final_cost = o.cost->GraphCost(r.graph);
+    r.real_steps = r.graphs_explored;  // each pass run on the real graph
     r.stop_reason = po.should_stop() ? StopReason::kInterrupted : StopReason::kExhausted;
     return r;
   }

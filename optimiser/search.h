@@ -57,6 +57,9 @@ struct SearchResult {
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
   int64_t finish_applied = 0;           // taso: rewrites (the last of `applied`) applied by the greedy finish
+  // Steps in the real environment: rewrites applied to real graphs
+  // (EngineStats::rewrites_applied; the environment's steps for the agents).
+  int64_t real_steps = 0;
   double initial_cost = 0;              // cost-model estimate (ms)
   double final_cost = 0;
   StopReason stop_reason = StopReason::kNone;

@@ -98,6 +98,12 @@ TEST(Search, ForcedSequenceFoundByBoth) {
     std::vector<std::string> want = {std::string(kMulFold1x1) + " (reversed)",
                                      std::string(kBiasFold1x1) + " (reversed)"};
     EXPECT_EQ(r.applied, want) << name;
+    // Real steps: greedy applies what it keeps and nothing else; taso also
+    // builds graphs it does not keep.
+    if (name == "greedy") {
+      EXPECT_EQ(r.real_steps, 2);
+    }
+    EXPECT_GE(r.real_steps, 2) << name;
     EXPECT_DOUBLE_EQ(r.final_cost, 10.1) << name;
     EXPECT_DOUBLE_EQ(cost.GraphCost(r.graph), r.final_cost) << name;
     Graph folded = r.graph;

@@ -10,6 +10,7 @@
 // Backends implement TimingBackend; the CPU backend runs the ATen executor.
 // A CUDA backend plugs in through MakeTimingBackend without changes to the
 // callers. No flags, no I/O except the explicit cache Load/Save calls.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -86,6 +87,37 @@ class TimingBackend {
   // Conv key costs differently in another model. MeasuredCostModel then
   // keeps in-context timings per model (SetContext).
   virtual bool context_sensitive() const { return false; }
+};
+
+// Counts the real measurements made on a backend: every TimeGraph,
+// TimePaired and TimeNodesInContext call is one (a graph timed on the
+// device), whoever makes it (the cost model's calibration and isolated
+// timings, the noise rule's A/B pairs, the verdict, an environment's
+// end-to-end reward). Forwards everything to `inner`, which must outlive
+// it. Thread-safe.
+class CountingBackend : public TimingBackend {
+ public:
+  explicit CountingBackend(TimingBackend* inner) : inner_(inner) {}
+  std::string name() const override { return inner_->name(); }
+  std::string fingerprint() const override { return inner_->fingerprint(); }
+  double TimeGraph(const Graph& graph, const TimingOptions& options) override {
+    ++measurements_;
+    return inner_->TimeGraph(graph, options);
+  }
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) override {
+    ++measurements_;
+    return inner_->TimePaired(a, b, pairs, options);
+  }
+  InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) override {
+    ++measurements_;
+    return inner_->TimeNodesInContext(graph, runs, options);
+  }
+  bool context_sensitive() const override { return inner_->context_sensitive(); }
+  int64_t measurements() const { return measurements_.load(); }
+
+ private:
+  TimingBackend* inner_;
+  std::atomic<int64_t> measurements_{0};
 };
 
 // Device names accepted by MakeTimingBackend.

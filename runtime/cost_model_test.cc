@@ -458,5 +458,29 @@ TEST(CostModel, ResolveGainTimesPairsOnceAndPersists) {
   EXPECT_THROW(warm.LoadCache(path), Error);
 }
 
+// Real measurements (issue #23's currency): every graph timed on the
+// backend counts once, whichever call made it; cache hits count nothing.
+TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
+  ScriptedBackend inner;
+  CountingBackend counted(&inner);
+  EXPECT_EQ(counted.name(), "scripted");
+  EXPECT_EQ(counted.fingerprint(), inner.fingerprint());
+  MeasuredCostModel model(&counted);
+  Graph g = Small();
+  model.Calibrate(g);  // one in-context run, then each key alone
+  model.ResolveGain(g, Small(4), "ab", 0.1);
+  const int64_t inner_total = inner.graphs_timed + inner.pairs_timed + inner.context_runs;
+  EXPECT_EQ(inner.context_runs, 1);
+  EXPECT_EQ(inner.pairs_timed, 1);
+  EXPECT_GE(inner.graphs_timed, 3);  // Conv, Relu, Add alone
+  EXPECT_EQ(counted.measurements(), inner_total);
+  model.Calibrate(g);  // all cached: nothing runs
+  model.GraphCost(g);
+  model.ResolveGain(g, Small(4), "ab", 0.1);
+  EXPECT_EQ(counted.measurements(), inner_total);
+  counted.TimeGraph(g, {});
+  EXPECT_EQ(counted.measurements(), inner_total + 1);
+}
+
 }  // namespace
 }  // namespace rlflow
