@@ -175,7 +175,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   OrtOptions ort;
   ort.threads = o.threads;
   if (!o.ort_level.empty()) ort.level = o.ort_level;
-  std::unique_ptr<TimingBackend> backend = o.make_backend     ? o.make_backend()
+  std::unique_ptr<TimingBackend> backend = o.make_backend      ? o.make_backend()
                                            : o.device == "ort" ? MakeOrtBackend(ort)
                                                                : MakeTimingBackend(o.device);
   res.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
@@ -438,7 +438,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
       if (name == "raise_batchnorm") {
         if (!(cost.GraphCost(next) < cost.GraphCost(optimised))) continue;
-        info("raised " + std::to_string(nodes - next.num_nodes()) + " unfolded Mul/Add pairs back to BatchNormalization");
+        info("raised " + std::to_string(nodes - next.num_nodes()) +
+             " unfolded Mul/Add pairs back to BatchNormalization");
       } else if (name == "fold_constants") {
         info("folded " + std::to_string(nodes - next.num_nodes()) + " weight-only nodes into initializers");
       }
@@ -485,8 +486,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     res.opaque_nodes = check.opaque_nodes;
     res.symbolic_dims = original.info().symbolic_dims;
     if (check.max_error > o.tolerance)
-      Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance, " at '",
-           check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
+      Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance,
+           " at '", check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
 
     res.unchanged = optimised.StructuralHash() == original.StructuralHash();
     // A model with symbolic dimensions was optimised at one binding
@@ -541,8 +542,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     } else {
       if (res.pairs < MinPairsFor(level))
         warn("--measure_runs=" + std::to_string(res.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
-             "% interval (at least " +
-             std::to_string(MinPairsFor(level)) + "): the verdict can only be 'within noise'");
+             "% interval (at least " + std::to_string(MinPairsFor(level)) +
+             "): the verdict can only be 'within noise'");
       info("measuring original and optimised graphs end to end (" + std::to_string(res.pairs) + " interleaved pairs)");
       res.verdict = Judge(counted.TimePaired(original_cut, optimised_cut, res.pairs, timing), level);
       res.before_ms = res.verdict.a_ms;
@@ -585,9 +586,10 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
         std::vector<char> mask = enabled;
         for (int k = 0; k < rule_db.rules_size(); ++k)
           if (rule_db.rules(k).id() == id) mask[k] = 0;
-        info(Format("the verdict does not find the optimised graph faster: searching again without rule %s (applied "
-                    "%d times; retry %d of %d, verdict at %g%%)",
-                    id.c_str(), count, t + 1, tries, level * 100));
+        info(
+            Format("the verdict does not find the optimised graph faster: searching again without rule %s (applied "
+                   "%d times; retry %d of %d, verdict at %g%%)",
+                   id.c_str(), count, t + 1, tries, level * 100));
         PipelineResult saved = res;
         Graph saved_optimised = optimised;
         auto t_retry = Clock::now();

@@ -60,7 +60,7 @@ struct SearchResult {
   // Steps in the real environment: rewrites applied to real graphs
   // (EngineStats::rewrites_applied; the environment's steps for the agents).
   int64_t real_steps = 0;
-  double initial_cost = 0;              // cost-model estimate (ms)
+  double initial_cost = 0;  // cost-model estimate (ms)
   double final_cost = 0;
   StopReason stop_reason = StopReason::kNone;
 };
