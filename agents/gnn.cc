@@ -129,7 +129,7 @@ GraphNetImpl::Output GraphNetImpl::forward(const GraphBatch& b) {
   return {h, u};
 }
 
-PolicyImpl::PolicyImpl(int rule_actions, GnnOptions options) : rule_actions_(rule_actions) {
+PolicyImpl::PolicyImpl(int rule_actions, GnnOptions options) : rule_actions_(rule_actions), hidden_(options.hidden) {
   if (rule_actions < 1) Fail("policy: rule_actions must be >= 1");
   const int h = options.hidden;
   gnn_ = register_module("gnn", GraphNet(NodeFeatureSize(), kEdgeFeatureSize, kGlobalFeatureSize, options));
@@ -149,6 +149,10 @@ PolicyImpl::PolicyImpl(int rule_actions, GnnOptions options) : rule_actions_(rul
     torch::NoGradGuard no_grad;
     torch::nn::init::orthogonal_(last->weight, 1.0);
   }
+}
+
+torch::Tensor PolicyImpl::Embed(const std::vector<const Observation*>& observations) {
+  return gnn_->forward(MakeBatch(observations)).global;
 }
 
 PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& observations) {

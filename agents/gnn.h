@@ -66,10 +66,14 @@ class PolicyImpl : public torch::nn::Module {
     torch::Tensor value;   // [B]
   };
   Output forward(const std::vector<const Observation*>& observations);
+  // The GNN's global embedding of each observation, [B, hidden]: the graph
+  // as the policy sees it (the world model's latent, world_model/encoder.h).
+  torch::Tensor Embed(const std::vector<const Observation*>& observations);
   int rule_actions() const { return rule_actions_; }
+  int hidden() const { return hidden_; }
 
  private:
-  int rule_actions_;
+  int rule_actions_, hidden_;
   GraphNet gnn_{nullptr};
   torch::nn::Embedding rule_embedding_{nullptr};
   torch::nn::Sequential score_{nullptr}, stop_{nullptr}, value_{nullptr};

@@ -39,7 +39,7 @@ std::string Verdict::ToString() const {
     return std::string(buf);
   };
   char tail[64];
-  std::snprintf(tail, sizeof tail, " (%.0f%%, %d pairs): ", 100 * wall.level, wall.n);
+  std::snprintf(tail, sizeof tail, " (%g%%, %d pairs): ", 100 * wall.level, wall.n);
   return "speedup " + interval(wall) + " wall, " + interval(cpu) + " " + cpu_clock + " CPU" + tail + OutcomeName();
 }
 

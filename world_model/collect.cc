@@ -1,0 +1,226 @@
+#include "world_model/collect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "agents/env.h"
+#include "agents/gnn.h"
+#include "agents/ppo.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
+#include "optimiser/batchnorm_cost.h"
+#include "optimiser/load.h"
+#include "optimiser/pipeline.h"
+#include "runtime/cost_model.h"
+#include "world_model/encoder.h"
+#include "world_model/rollouts.h"
+
+namespace rlflow::world_model {
+namespace {
+
+ValidActions ValidOf(const agents::Observation& o) {
+  ValidActions v;
+  v.set_rule_mask(PackMask(o.rule_mask));
+  for (size_t a = 0; a < o.rule_mask.size(); ++a)
+    if (o.rule_mask[a]) v.add_locations(static_cast<uint32_t>(o.locations[a].size()));
+  v.set_stop_only(o.candidates.empty());
+  return v;
+}
+
+// The database's identity: its rule count and a hash of its rule ids.
+std::string RulesId(const std::vector<rules::Rule>& rules) {
+  uint64_t h = 1469598103934665603ull;
+  for (const rules::Rule& r : rules)
+    for (char c : r.id() + "\n") h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%zu rules, ids %016llx", rules.size(), static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// The episode's own seed: a function of (seed, episode) only.
+uint64_t EpisodeSeed(uint64_t seed, int episode) {
+  std::seed_seq s{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(episode)};
+  std::mt19937_64 g(s);
+  return g();
+}
+
+// The dream action (rule action, location) of flat action `flat`; the
+// stop action is (-1, -1). A candidate beyond the location cap is not in
+// the dream's action space: the rule action's first location stands for it.
+std::pair<int, int> DreamAction(const agents::Observation& o, int flat) {
+  if (flat >= o.stop_action()) return {-1, -1};
+  const int a = o.candidates[flat].rule_action;
+  const std::vector<int32_t>& l = o.locations[a];
+  auto it = std::find(l.begin(), l.end(), flat);
+  return {a, it == l.end() ? 0 : static_cast<int>(it - l.begin())};
+}
+
+}  // namespace
+
+CollectResult Collect(const CollectOptions& o) {
+  if (o.models.empty()) Fail("--model is required (zoo names such as resnet18, or ONNX files)");
+  if (o.out.empty()) Fail("--out is required (the rollout file to write)");
+  if (o.episodes < 1) Fail("--episodes must be >= 1, got ", o.episodes);
+  if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
+  if (o.cost != "analytical" && o.cost != "measured") Fail("--cost must be analytical or measured, got '", o.cost, "'");
+  agents::EnvOptions eo;
+  eo.reward = agents::ParseRewardKind(o.reward);
+  eo.horizon = o.horizon;
+  eo.seed = o.seed;
+  const std::string out = ResolveUserPath(o.out);
+  CheckWritablePath(out, "--out");
+
+  std::string rules_path = o.rules.empty() ? FindRunfile("rules/default.rules.pb", o.argv0) : ResolveUserPath(o.rules);
+  if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
+  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
+  // As the agents: rules that produce a runtime's own operators are left out.
+  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
+  Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
+  const int rule_actions = 2 * static_cast<int>(rule_list.size());
+
+  std::string encoder_path = o.encoder.empty() ? FindRunfile("agents/zoo_agent.pt", o.argv0) : ResolveUserPath(o.encoder);
+  if (encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
+  LatentEncoder encoder(encoder_path, rule_actions);
+  agents::Policy policy{nullptr};
+  if (o.policy != "random") {
+    policy = agents::LoadPolicy(ResolveUserPath(o.policy), rule_actions);
+    policy->eval();
+  }
+
+  std::vector<Graph> graphs;
+  for (const std::string& m : o.models) {
+    LoadOptions lo;
+    lo.zoo_seed = o.seed;
+    graphs.push_back(CanonicalForm(LoadModel(m, lo).graph));
+  }
+  std::unique_ptr<TimingBackend> device = MakeTimingBackend("cpu");
+  CountingBackend counted(device.get());
+  AnalyticalCostModel analytical;
+  MeasuredCostModel measured(&counted);
+  CostModel* base = &analytical;
+  if (o.cost == "measured") {
+    for (const Graph& g : graphs) measured.Calibrate(g, 3);
+    base = &measured;
+  }
+  BatchNormAwareCost cost(base);
+  agents::RewriteEnv env(&matcher, &cost, eo, &counted);
+
+  RolloutHeader header;
+  header.set_latent_size(encoder.size());
+  header.set_rule_actions(rule_actions);
+  header.set_rules_id(RulesId(rule_list));
+  header.set_max_locations(eo.max_locations);
+  header.set_encoder(encoder.description());
+  header.set_policy(o.policy);
+  header.set_seed(o.seed);
+  header.set_horizon(o.horizon);
+  header.set_reward(o.reward);
+  for (const std::string& m : o.models) header.add_models(m);
+  RolloutWriter writer(out, header);
+  CollectResult r;
+  const int resumed = writer.episodes();
+  if (resumed > 0 && o.progress)
+    o.progress("resuming " + out + ".partial: " + std::to_string(resumed) + " episodes already written");
+  if (resumed > o.episodes)
+    Fail("'", out, ".partial' already holds ", resumed, " episodes, more than --episodes=", o.episodes);
+
+  for (int k = resumed; k < o.episodes; ++k) {
+    if (o.interrupted != nullptr && o.interrupted->load()) break;
+    const size_t m = static_cast<size_t>(k) % graphs.size();
+    const uint64_t seed = EpisodeSeed(o.seed, k);
+    std::mt19937_64 rng(seed);
+    Episode e;
+    e.set_model(o.models[m]);
+    e.set_seed(seed);
+    env.Reset(graphs[m]);
+    e.set_initial_cost_ms(env.state().cost());
+    *e.mutable_initial_valid() = ValidOf(env.observation());
+    while (!env.done()) {
+      const agents::Observation& obs = env.observation();
+      Step* s = e.add_steps();
+      for (float v : encoder.Encode(obs)) s->add_latent(v);
+      int flat = obs.stop_action();
+      if (!policy.is_empty()) {
+        torch::NoGradGuard no_grad;
+        agents::PolicyImpl::Output p = policy->forward({&obs});
+        torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];
+        flat = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
+      } else {
+        // Uniform over the valid rule actions and stop, then over the
+        // chosen rule action's locations.
+        std::vector<int> valid;
+        for (size_t a = 0; a < obs.rule_mask.size(); ++a)
+          if (obs.rule_mask[a]) valid.push_back(static_cast<int>(a));
+        const int pick = std::uniform_int_distribution<int>(0, static_cast<int>(valid.size()))(rng);
+        if (pick < static_cast<int>(valid.size())) {
+          const int a = valid[pick];
+          const int loc = std::uniform_int_distribution<int>(0, static_cast<int>(obs.locations[a].size()) - 1)(rng);
+          flat = env.FlatAction(a, loc);
+        }
+      }
+      const auto [rule_action, location] = DreamAction(obs, flat);
+      if (rule_action >= 0) flat = env.FlatAction(rule_action, location);
+      s->set_rule_action(rule_action);
+      s->set_location(location);
+      agents::StepResult step = env.Step(flat);
+      s->set_reward(static_cast<float>(step.reward));
+      s->set_done(step.done);
+      s->set_cost_ms(step.info.cost_ms);
+      *s->mutable_next_valid() = ValidOf(env.observation());
+    }
+    for (float v : encoder.Encode(env.observation())) e.add_final_latent(v);
+    writer.Append(e);
+    ++r.new_episodes;
+    if (o.progress)
+      o.progress("episode " + std::to_string(k + 1) + "/" + std::to_string(o.episodes) + " (" + o.models[m] +
+                 "): " + std::to_string(e.steps_size()) + " steps, cost " + std::to_string(e.initial_cost_ms()) +
+                 " -> " + std::to_string(env.state().cost()) + " ms");
+  }
+  r.real_steps = env.real_steps();
+  r.real_measurements = counted.measurements();
+  if (writer.episodes() < o.episodes) {
+    r.episodes = writer.episodes();
+    return r;  // interrupted: PATH.partial keeps what was written
+  }
+  writer.Finish();
+  r.finished = true;
+
+  // Read back (the file checks), and measure how the latent separates
+  // states of one model by cost.
+  Rollouts data = ReadRollouts(out);
+  r.episodes = static_cast<int>(data.episodes.size());
+  std::map<std::string, std::vector<std::pair<double, const google::protobuf::RepeatedField<float>*>>> states;
+  for (const Episode& e : data.episodes) {
+    double c = e.initial_cost_ms();
+    for (const Step& s : e.steps()) {
+      states[e.model()].push_back({c, &s.latent()});
+      c = s.cost_ms();
+    }
+    r.steps += e.steps_size();
+  }
+  std::mt19937_64 rng(o.seed);
+  std::vector<double> dz, dc;
+  for (const auto& [model, list] : states) {
+    if (list.size() < 2) continue;
+    std::uniform_int_distribution<size_t> pick(0, list.size() - 1);
+    for (int i = 0; i < 1000; ++i) {
+      const auto& [ca, za] = list[pick(rng)];
+      const auto& [cb, zb] = list[pick(rng)];
+      double d = 0;
+      for (int j = 0; j < za->size(); ++j) d += ((*za)[j] - (*zb)[j]) * ((*za)[j] - (*zb)[j]);
+      dz.push_back(std::sqrt(d));
+      dc.push_back(std::fabs(ca - cb));
+    }
+  }
+  r.pairs = static_cast<int>(dz.size());
+  r.latent_cost_correlation = RankCorrelation(dz, dc);
+  return r;
+}
+
+}  // namespace rlflow::world_model

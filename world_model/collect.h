@@ -1,0 +1,59 @@
+#pragma once
+// Rollouts of the real rewrite environment for the world model (issue #23):
+// episodes on the given models, acted by a uniform random policy or a
+// trained agent, each step recorded with the latent of the state it was
+// taken in, the action in the dream's action space (rule action, location),
+// the reward, done and the valid actions of the next state
+// (world_model/rollouts.h for the file).
+//
+// The dream's action space is RLFlow's hierarchical one: a rule action
+// (2 x rule + reverse) that is valid in the state, then one of its
+// locations (at most EnvOptions::max_locations, in the environment's
+// order), or stop. A dream action maps to the real environment's flat
+// action with RewriteEnv::FlatAction(rule_action, location).
+//
+// Episode k uses model k mod M and a seed derived from (seed, k) alone, so
+// a collection resumed after a kill writes what an uninterrupted one would.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace rlflow::world_model {
+
+struct CollectOptions {
+  std::vector<std::string> models;  // zoo names or ONNX files
+  int episodes = 16;
+  std::string policy = "random";  // "random" or an agent (agent.pt of //agents:train)
+  std::string out;                // the rollout file
+  uint64_t seed = 1;
+  int horizon = 50;
+  std::string encoder;  // agent whose GNN makes the latents ("": agents/zoo_agent.pt)
+  std::string rules;    // "": the checked-in database
+  std::string cost = "analytical";  // or "measured" (operators timed on this machine)
+  std::string reward = "normalised";
+  std::string argv0;  // for runfiles
+  std::function<void(const std::string&)> progress;
+  const std::atomic<bool>* interrupted = nullptr;  // stops after the episode in progress is written
+};
+
+struct CollectResult {
+  int episodes = 0;      // in the file
+  int new_episodes = 0;  // collected by this call (the others were resumed)
+  int64_t steps = 0;     // in the file
+  // Real work of this call: environment steps and graphs timed on the device.
+  int64_t real_steps = 0, real_measurements = 0;
+  bool finished = false;  // the file was completed (not interrupted)
+  // How well the latent separates states of one model that differ in cost:
+  // Spearman's rank correlation between latent distance and cost
+  // difference over `pairs` random pairs of states of the same model.
+  double latent_cost_correlation = 0;
+  int pairs = 0;
+};
+
+// rlflow::Error on bad options, models or files (nothing but PATH.partial
+// is written before the first episode completes).
+CollectResult Collect(const CollectOptions& options);
+
+}  // namespace rlflow::world_model

@@ -1,0 +1,140 @@
+// The collector: every recorded step is consistent with the environment it
+// came from (the action was valid in the state before, the location within
+// that rule action's locations, the reward follows the normalised
+// definition, the episode ends on `done`); a collection interrupted after
+// two episodes keeps them in FILE.partial, and resuming it writes exactly
+// what an uninterrupted collection writes; bad flags of the binary are
+// one-line errors.
+#include "world_model/collect.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "world_model/rollouts.h"
+
+namespace rlflow::world_model {
+namespace {
+
+CollectOptions Options(const std::string& out, int episodes) {
+  CollectOptions o;
+  o.models = {"squeezenet1_1"};
+  o.episodes = episodes;
+  o.horizon = 6;
+  o.out = out;
+  o.seed = 3;
+  return o;
+}
+
+TEST(Collect, StepsAreConsistentWithTheEnvironment) {
+  std::string out = MakeTempDir("collect_") + "/r.rollouts";
+  CollectResult r = Collect(Options(out, 3));
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.episodes, 3);
+  EXPECT_EQ(r.new_episodes, 3);
+  EXPECT_FALSE(FileExists(out + ".partial"));
+  Rollouts data = ReadRollouts(out);
+  EXPECT_EQ(data.header.latent_size(), 32u);
+  EXPECT_EQ(data.header.policy(), "random");
+  const int actions = static_cast<int>(data.header.rule_actions());
+  ASSERT_EQ(data.episodes.size(), 3u);
+  int64_t steps = 0;
+  for (const Episode& e : data.episodes) {
+    ASSERT_GT(e.steps_size(), 0);
+    EXPECT_LE(e.steps_size(), 6);
+    steps += e.steps_size();
+    ValidActions valid = e.initial_valid();
+    double cost = e.initial_cost_ms();
+    for (int t = 0; t < e.steps_size(); ++t) {
+      const Step& s = e.steps(t);
+      EXPECT_EQ(s.latent_size(), 32);
+      std::vector<uint8_t> mask = UnpackMask(valid.rule_mask(), actions);
+      if (s.rule_action() >= 0) {
+        ASSERT_TRUE(mask[s.rule_action()]) << "step " << t << ": rule action not valid in the state";
+        int index = 0;  // the rule action's place among the valid ones
+        for (int a = 0; a < s.rule_action(); ++a) index += mask[a];
+        ASSERT_LT(s.location(), static_cast<int>(valid.locations(index)));
+      } else {
+        EXPECT_EQ(s.location(), -1);
+      }
+      EXPECT_NEAR(s.reward(), 100.0 * (cost - s.cost_ms()) / e.initial_cost_ms(), 1e-3);
+      EXPECT_EQ(s.done(), t + 1 == e.steps_size());
+      valid = s.next_valid();
+      cost = s.cost_ms();
+    }
+    EXPECT_EQ(e.final_latent_size(), 32);
+  }
+  EXPECT_EQ(r.steps, steps);
+  EXPECT_EQ(r.real_steps, steps);  // every step was a real one
+  EXPECT_EQ(r.real_measurements, 0);  // analytical cost, normalised reward
+  EXPECT_GT(r.pairs, 0);
+  EXPECT_GE(r.latent_cost_correlation, -1.0);
+  EXPECT_LE(r.latent_cost_correlation, 1.0);
+}
+
+TEST(Collect, AnInterruptedCollectionResumesToTheSameFile) {
+  std::string dir = MakeTempDir("collect_resume_");
+  CollectResult whole = Collect(Options(dir + "/whole.rollouts", 4));
+  ASSERT_TRUE(whole.finished);
+
+  std::atomic<bool> stop{false};
+  CollectOptions o = Options(dir + "/part.rollouts", 4);
+  o.interrupted = &stop;
+  int seen = 0;
+  o.progress = [&](const std::string& line) {
+    if (line.rfind("episode ", 0) == 0 && ++seen == 2) stop = true;
+  };
+  CollectResult first = Collect(o);
+  EXPECT_FALSE(first.finished);
+  EXPECT_EQ(first.episodes, 2);
+  EXPECT_FALSE(FileExists(dir + "/part.rollouts"));
+  ASSERT_TRUE(FileExists(dir + "/part.rollouts.partial"));
+
+  stop = false;
+  o.progress = nullptr;
+  CollectResult second = Collect(o);
+  ASSERT_TRUE(second.finished);
+  EXPECT_EQ(second.episodes, 4);
+  EXPECT_EQ(second.new_episodes, 2);
+  EXPECT_EQ(ReadFile(dir + "/part.rollouts"), ReadFile(dir + "/whole.rollouts"));
+
+  // A partial file of another collection is not taken over.
+  CollectOptions other = Options(dir + "/other.rollouts", 4);
+  other.interrupted = &stop;
+  other.progress = [&](const std::string&) { stop = true; };
+  EXPECT_FALSE(Collect(other).finished);
+  stop = false;
+  other.progress = nullptr;
+  other.seed = 4;
+  EXPECT_THROW(Collect(other), Error);
+}
+
+TEST(Collect, BadFlagsAreOneLineErrors) {
+  const std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/world_model/collect";
+  const std::string dir = MakeTempDir("collect_bad_");
+  struct Case {
+    std::string flags, needle;
+  };
+  for (const Case& c : std::vector<Case>{{"--model=squeezenet1_1", "--out"},
+                                          {"--out=" + dir + "/x", "--model"},
+                                          {"--model=squeezenet1_1 --out=" + dir + "/x --cost=magic", "--cost"},
+                                          {"--model=squeezenet1_1 --out=" + dir + "/x --episodes=0", "--episodes"},
+                                          {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
+                                          {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt",
+                                           "none.pt"}}) {
+    const std::string err = dir + "/err.txt";
+    const int rc = std::system((bin + " " + c.flags + " > /dev/null 2> " + err + " < /dev/null").c_str());
+    EXPECT_NE(rc, 0) << c.flags;
+    std::string text = ReadFile(err);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    EXPECT_NE(text.find(c.needle), std::string::npos) << c.flags << ": " << text;
+    EXPECT_EQ(text.find('\n'), std::string::npos) << c.flags << ": " << text;
+    EXPECT_FALSE(FileExists(dir + "/x")) << c.flags;
+  }
+}
+
+}  // namespace
+}  // namespace rlflow::world_model
