@@ -84,7 +84,8 @@ CollectResult Collect(const CollectOptions& o) {
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
   const int rule_actions = 2 * static_cast<int>(rule_list.size());
 
-  std::string encoder_path = o.encoder.empty() ? FindRunfile("agents/zoo_agent.pt", o.argv0) : ResolveUserPath(o.encoder);
+  std::string encoder_path =
+      o.encoder.empty() ? FindRunfile("agents/zoo_agent.pt", o.argv0) : ResolveUserPath(o.encoder);
   if (encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
   LatentEncoder encoder(encoder_path, rule_actions);
   agents::Policy policy{nullptr};

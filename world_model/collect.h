@@ -29,8 +29,8 @@ struct CollectOptions {
   std::string out;                // the rollout file
   uint64_t seed = 1;
   int horizon = 50;
-  std::string encoder;  // agent whose GNN makes the latents ("": agents/zoo_agent.pt)
-  std::string rules;    // "": the checked-in database
+  std::string encoder;              // agent whose GNN makes the latents ("": agents/zoo_agent.pt)
+  std::string rules;                // "": the checked-in database
   std::string cost = "analytical";  // or "measured" (operators timed on this machine)
   std::string reward = "normalised";
   std::string argv0;  // for runfiles

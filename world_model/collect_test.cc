@@ -68,7 +68,7 @@ TEST(Collect, StepsAreConsistentWithTheEnvironment) {
     EXPECT_EQ(e.final_latent_size(), 32);
   }
   EXPECT_EQ(r.steps, steps);
-  EXPECT_EQ(r.real_steps, steps);  // every step was a real one
+  EXPECT_EQ(r.real_steps, steps);     // every step was a real one
   EXPECT_EQ(r.real_measurements, 0);  // analytical cost, normalised reward
   EXPECT_GT(r.pairs, 0);
   EXPECT_GE(r.latent_cost_correlation, -1.0);
@@ -118,13 +118,13 @@ TEST(Collect, BadFlagsAreOneLineErrors) {
   struct Case {
     std::string flags, needle;
   };
-  for (const Case& c : std::vector<Case>{{"--model=squeezenet1_1", "--out"},
-                                          {"--out=" + dir + "/x", "--model"},
-                                          {"--model=squeezenet1_1 --out=" + dir + "/x --cost=magic", "--cost"},
-                                          {"--model=squeezenet1_1 --out=" + dir + "/x --episodes=0", "--episodes"},
-                                          {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
-                                          {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt",
-                                           "none.pt"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"--model=squeezenet1_1", "--out"},
+                         {"--out=" + dir + "/x", "--model"},
+                         {"--model=squeezenet1_1 --out=" + dir + "/x --cost=magic", "--cost"},
+                         {"--model=squeezenet1_1 --out=" + dir + "/x --episodes=0", "--episodes"},
+                         {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
+                         {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt", "none.pt"}}) {
     const std::string err = dir + "/err.txt";
     const int rc = std::system((bin + " " + c.flags + " > /dev/null 2> " + err + " < /dev/null").c_str());
     EXPECT_NE(rc, 0) << c.flags;

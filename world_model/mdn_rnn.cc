@@ -19,7 +19,7 @@ MdnRnnImpl::MdnRnnImpl(MdnRnnOptions o) : o_(o) {
   query_ = register_module("query", nn::Linear(h, e));
   count_ = register_module("count", nn::Linear(h, e));
   reward_ = register_module("reward", nn::Sequential(nn::Linear(h + z + e + 1, 128), nn::Tanh(), nn::Linear(128, 64),
-                                                      nn::Tanh(), nn::Linear(64, 1)));
+                                                     nn::Tanh(), nn::Linear(64, 1)));
   mask_bias_ = register_parameter("mask_bias", torch::zeros({a}));
   count_bias_ = register_parameter("count_bias", torch::zeros({a}));
   torch::NoGradGuard no_grad;

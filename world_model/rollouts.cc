@@ -84,7 +84,8 @@ RolloutHeader ParseHeader(const std::vector<std::string>& records, const std::st
     Fail("rollout file '", path, "' has a corrupt header");
   if (h.version() != kRolloutVersion)
     Fail("rollout file '", path, "' has format version ", h.version(), "; this build reads version ", kRolloutVersion);
-  if (h.latent_size() == 0 || h.rule_actions() == 0) Fail("rollout file '", path, "' has an empty latent or action space");
+  if (h.latent_size() == 0 || h.rule_actions() == 0)
+    Fail("rollout file '", path, "' has an empty latent or action space");
   return h;
 }
 
@@ -94,7 +95,8 @@ void CheckEpisode(const Episode& e, const RolloutHeader& h, const std::string& p
   if (static_cast<size_t>(e.final_latent_size()) != z) bad("has a final latent of the wrong size");
   for (const Step& s : e.steps()) {
     if (static_cast<size_t>(s.latent_size()) != z) bad("has a latent of the wrong size");
-    if (s.rule_action() < -1 || s.rule_action() >= static_cast<int>(h.rule_actions())) bad("has an action outside the rule actions");
+    if (s.rule_action() < -1 || s.rule_action() >= static_cast<int>(h.rule_actions()))
+      bad("has an action outside the rule actions");
     if ((s.rule_action() < 0) != (s.location() < 0)) bad("has a stop action with a location");
   }
 }
