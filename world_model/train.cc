@@ -1,0 +1,366 @@
+#include "world_model/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "tools/train/training_run.h"
+
+namespace rlflow::world_model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char kCsvHeader[] =
+    "epoch,seconds,train_loss,heldout_nll,latent_error_1,latent_error_5,reward_mae,done_accuracy,mask_precision,"
+    "mask_recall,location_mae\n";
+
+// Episodes as padded [T, B, ...] tensors; `valid` [T, B] marks real steps.
+struct Batch {
+  torch::Tensor z, next, action, location, reward, done, valid, mask, counts;
+};
+
+Batch MakeBatch(const std::vector<const Episode*>& eps, int latent, int actions) {
+  int64_t t_max = 0;
+  for (const Episode* e : eps) t_max = std::max<int64_t>(t_max, e->steps_size());
+  const int64_t b = static_cast<int64_t>(eps.size());
+  Batch x;
+  x.z = torch::zeros({t_max, b, latent});
+  x.next = torch::zeros({t_max, b, latent});
+  x.action = torch::full({t_max, b}, -1, torch::kInt64);
+  x.location = torch::full({t_max, b}, -1, torch::kInt64);
+  x.reward = torch::zeros({t_max, b});
+  x.done = torch::zeros({t_max, b});
+  x.valid = torch::zeros({t_max, b});
+  x.mask = torch::zeros({t_max, b, actions});
+  x.counts = torch::zeros({t_max, b, actions});
+  auto z = x.z.accessor<float, 3>(), next = x.next.accessor<float, 3>(), mask = x.mask.accessor<float, 3>(),
+       counts = x.counts.accessor<float, 3>();
+  auto action = x.action.accessor<int64_t, 2>(), location = x.location.accessor<int64_t, 2>();
+  auto reward = x.reward.accessor<float, 2>(), done = x.done.accessor<float, 2>(), valid = x.valid.accessor<float, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    const Episode& e = *eps[i];
+    for (int t = 0; t < e.steps_size(); ++t) {
+      const Step& s = e.steps(t);
+      const auto& target = t + 1 < e.steps_size() ? e.steps(t + 1).latent() : e.final_latent();
+      for (int d = 0; d < latent; ++d) {
+        z[t][i][d] = s.latent(d);
+        next[t][i][d] = target.Get(d);
+      }
+      action[t][i] = s.rule_action();
+      location[t][i] = s.location();
+      reward[t][i] = s.reward();
+      done[t][i] = s.done() ? 1.0f : 0.0f;
+      valid[t][i] = 1.0f;
+      std::vector<uint8_t> m = UnpackMask(s.next_valid().rule_mask(), actions);
+      int k = 0;
+      for (int a = 0; a < actions; ++a) {
+        if (!m[a]) continue;
+        mask[t][i][a] = 1.0f;
+        if (k < s.next_valid().locations_size()) counts[t][i][a] = std::log1p(s.next_valid().locations(k));
+        ++k;
+      }
+    }
+  }
+  return x;
+}
+
+struct Losses {
+  torch::Tensor total, nll, reward, done, mask, counts;
+};
+
+Losses Loss(MdnRnnImpl& model, const Batch& x) {
+  MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
+  const torch::Tensor n = x.valid.sum().clamp_min(1.0);
+  Losses l;
+  l.nll = (MixtureNll(out, x.next) * x.valid).sum() / n / model.options().latent;
+  l.reward = ((out.reward - x.reward).pow(2) * x.valid).sum() / n;
+  l.done = (torch::binary_cross_entropy_with_logits(out.done_logit, x.done, {}, {}, at::Reduction::None) * x.valid)
+               .sum() /
+           n;
+  // Summed over the rule actions (a handful of a state's thousands are
+  // valid: a mean would drown them), per step.
+  l.mask = (torch::binary_cross_entropy_with_logits(out.mask_logits, x.mask, {}, {}, at::Reduction::None).sum(-1) *
+            x.valid)
+               .sum() /
+           n;
+  l.counts = ((out.log_locations - x.counts).pow(2) * x.mask).sum() / x.mask.sum().clamp_min(1.0);
+  l.total = l.nll + l.reward + l.done + 0.1 * l.mask + l.counts;
+  return l;
+}
+
+// The mean of the most likely component at each step: [T, B, Z].
+torch::Tensor Predicted(const MdnRnnImpl::Output& out) {
+  torch::Tensor k = out.pi_logits.argmax(-1);  // [T, B]
+  torch::Tensor idx = k.unsqueeze(-1).unsqueeze(-1).expand({k.size(0), k.size(1), 1, out.mu.size(3)});
+  return out.mu.gather(2, idx).squeeze(2);
+}
+
+void Save(MdnRnnImpl& model, torch::optim::Adam* opt, int epoch, const std::string& path) {
+  torch::serialize::OutputArchive a;
+  model.save(a);
+  const MdnRnnOptions& o = model.options();
+  a.write("sizes", torch::tensor(std::vector<int64_t>{o.latent, o.rule_actions, o.embedding, o.hidden, o.mixtures,
+                                                      o.max_locations}));
+  a.write("epoch", torch::tensor(static_cast<int64_t>(epoch)));
+  if (opt != nullptr) {
+    torch::serialize::OutputArchive oa;
+    opt->save(oa);
+    a.write("optimizer", oa);
+  }
+  std::string tmp = path + ".tmp";
+  a.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
+}
+
+void Plot(const std::string& dir) {
+  std::string script = dir + "/plot.gp";
+  std::ofstream gp(script);
+  gp << "set terminal png size 900,900\nset output '" << dir << "/curves.png.tmp'\n"
+     << "set datafile separator ','\nset key autotitle columnhead\nset multiplot layout 3,1\nset xlabel 'epoch'\n"
+     << "plot '" << dir << "/metrics.csv' using 1:3 with lines title 'training loss', '' using 1:4 with lines title "
+     << "'held-out latent NLL / dim'\n"
+     << "plot '" << dir << "/metrics.csv' using 1:5 with lines title 'latent error, 1 step', '' using 1:6 with lines "
+     << "title 'latent error, 5 steps', '' using 1:7 with lines title 'reward MAE'\n"
+     << "set yrange [0:1]\nplot '" << dir << "/metrics.csv' using 1:8 with lines title 'done accuracy', '' using 1:9 "
+     << "with lines title 'mask precision', '' using 1:10 with lines title 'mask recall'\nunset multiplot\n";
+  gp.close();
+  if (std::system(("gnuplot '" + script + "' >/dev/null 2>&1").c_str()) == 0)
+    std::rename((dir + "/curves.png.tmp").c_str(), (dir + "/curves.png").c_str());
+}
+
+nlohmann::json MetricsJson(const HeldOutMetrics& m) {
+  return {{"episodes", m.episodes},         {"steps", m.steps},
+          {"latent_nll", m.nll},            {"latent_error_1", m.latent_error_1},
+          {"latent_error_5", m.latent_error_5}, {"reward_mae", m.reward_mae},
+          {"done_accuracy", m.done_accuracy}, {"mask_precision", m.mask_precision},
+          {"mask_recall", m.mask_recall},   {"location_mae", m.location_mae}};
+}
+
+}  // namespace
+
+HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes, int rule_actions) {
+  torch::NoGradGuard no_grad;
+  HeldOutMetrics m;
+  m.episodes = static_cast<int>(episodes.size());
+  if (episodes.empty()) return m;
+  const int latent = model.options().latent;
+  Batch x = MakeBatch(episodes, latent, rule_actions);
+  MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
+  const double n = x.valid.sum().item<double>();
+  m.steps = static_cast<int64_t>(n);
+  m.nll = (MixtureNll(out, x.next) * x.valid).sum().item<double>() / n;
+  m.latent_error_1 = ((Predicted(out) - x.next).pow(2).mean(-1) * x.valid).sum().item<double>() / n;
+  m.reward_mae = ((out.reward - x.reward).abs() * x.valid).sum().item<double>() / n;
+  m.done_accuracy = (((out.done_logit > 0).to(torch::kFloat32) == x.done).to(torch::kFloat32) * x.valid)
+                        .sum()
+                        .item<double>() /
+                    n;
+  torch::Tensor v = x.valid.unsqueeze(-1);
+  torch::Tensor predicted = (out.mask_logits > 0).to(torch::kFloat32) * v;
+  const double tp = (predicted * x.mask).sum().item<double>();
+  const double pp = predicted.sum().item<double>(), ap = x.mask.sum().item<double>();
+  m.mask_precision = pp > 0 ? tp / pp : 1.0;
+  m.mask_recall = ap > 0 ? tp / ap : 1.0;
+  m.location_mae =
+      ap > 0 ? ((torch::round(torch::expm1(out.log_locations.clamp_min(0))) - torch::round(torch::expm1(x.counts))).abs() *
+                x.mask)
+                       .sum()
+                       .item<double>() /
+                   ap
+             : 0.0;
+  // 5 steps open-loop from every step that has 5 after it.
+  double err5 = 0;
+  int64_t count5 = 0;
+  for (size_t i = 0; i < episodes.size(); ++i) {
+    const int64_t steps = episodes[i]->steps_size();
+    if (steps < 5) continue;
+    torch::Tensor z = x.z.narrow(1, static_cast<int64_t>(i), 1), a = x.action.narrow(1, static_cast<int64_t>(i), 1),
+                  l = x.location.narrow(1, static_cast<int64_t>(i), 1), target = x.next.narrow(1, static_cast<int64_t>(i), 1);
+    std::vector<MdnRnnImpl::State> state(steps + 1);
+    for (int64_t t = 0; t < steps; ++t) {
+      MdnRnnImpl::Output o = model.forward(z.narrow(0, t, 1), a.narrow(0, t, 1), l.narrow(0, t, 1),
+                                           t == 0 ? nullptr : &state[t]);
+      state[t + 1] = o.state;
+    }
+    for (int64_t t = 0; t + 5 <= steps; ++t) {
+      torch::Tensor zt = z.narrow(0, t, 1);
+      MdnRnnImpl::State s = state[t];
+      for (int64_t k = 0; k < 5; ++k) {
+        MdnRnnImpl::Output o = model.forward(zt, a.narrow(0, t + k, 1), l.narrow(0, t + k, 1), t + k == 0 ? nullptr : &s);
+        s = o.state;
+        zt = Predicted(o);
+      }
+      err5 += (zt - target.narrow(0, t + 4, 1)).pow(2).mean().item<double>();
+      ++count5;
+    }
+  }
+  m.latent_error_5 = count5 > 0 ? err5 / count5 : 0.0;
+  return m;
+}
+
+MdnRnn LoadWorldModel(const std::string& path) {
+  torch::serialize::InputArchive a;
+  try {
+    a.load_from(path);
+  } catch (const std::exception&) {
+    Fail("cannot load the world model '", path, "' (missing or not a saved world model)");
+  }
+  torch::Tensor sizes;
+  if (!a.try_read("sizes", sizes) || sizes.numel() != 6) Fail("'", path, "' holds no world model");
+  MdnRnnOptions o;
+  o.latent = static_cast<int>(sizes[0].item<int64_t>());
+  o.rule_actions = static_cast<int>(sizes[1].item<int64_t>());
+  o.embedding = static_cast<int>(sizes[2].item<int64_t>());
+  o.hidden = static_cast<int>(sizes[3].item<int64_t>());
+  o.mixtures = static_cast<int>(sizes[4].item<int64_t>());
+  o.max_locations = static_cast<int>(sizes[5].item<int64_t>());
+  MdnRnn model(o);
+  try {
+    model->load(a);
+  } catch (const std::exception& e) {
+    Fail("the world model '", path, "' is corrupt (", e.what(), ")");
+  }
+  return model;
+}
+
+TrainResult TrainWorldModel(const TrainOptions& o) {
+  if (o.data.empty()) Fail("--data is required (a rollout file of //world_model:collect)");
+  if (o.out.empty()) Fail("--out is required (a directory for metrics, curves and checkpoints)");
+  if (o.epochs < 1) Fail("--epochs must be >= 1, got ", o.epochs);
+  if (o.batch < 1) Fail("--batch must be >= 1, got ", o.batch);
+  if (!(o.lr > 0)) Fail("--lr must be > 0");
+  if (!(o.held_out > 0 && o.held_out < 1)) Fail("--held_out must be in (0, 1), got ", o.held_out);
+  const std::string data_path = ResolveUserPath(o.data);
+  Rollouts data = ReadRollouts(data_path);
+  if (data.episodes.size() < 2) Fail("rollout file '", data_path, "' has ", data.episodes.size(), " episodes; need at least 2");
+  const int actions = static_cast<int>(data.header.rule_actions());
+  torch::set_num_threads(std::max(1, o.threads));
+
+  std::ostringstream config;
+  config << "data=" << data_path << "\ndata_bytes=" << ReadFile(data_path).size() << "\nbatch=" << o.batch
+         << "\nlr=" << o.lr << "\nheld_out=" << o.held_out << "\nseed=" << o.seed << "\nhidden=" << o.hidden
+         << "\nmixtures=" << o.mixtures << "\n";
+  train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.epochs};
+  TrainResult r;
+  r.resumed = train::PrepareRun(run);
+
+  // Held-out episodes: a seeded shuffle.
+  std::vector<size_t> order(data.episodes.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed));
+  const size_t held = std::max<size_t>(1, static_cast<size_t>(std::lround(o.held_out * order.size())));
+  std::vector<const Episode*> test, train;
+  for (size_t k = 0; k < order.size(); ++k) (k < held ? test : train).push_back(&data.episodes[order[k]]);
+
+  torch::manual_seed(o.seed);
+  MdnRnnOptions mo;
+  mo.latent = static_cast<int>(data.header.latent_size());
+  mo.rule_actions = actions;
+  mo.hidden = o.hidden;
+  mo.mixtures = o.mixtures;
+  mo.max_locations = static_cast<int>(data.header.max_locations());
+  MdnRnn model(mo);
+  torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(o.lr));
+  for (const auto& p : model->parameters()) r.parameters += p.numel();
+
+  const std::string ckpt = run.dir + "/checkpoint.pt", csv = run.dir + "/metrics.csv";
+  int start = 0;
+  if (r.resumed) {
+    torch::serialize::InputArchive a;
+    try {
+      a.load_from(ckpt);
+      model->load(a);
+      torch::serialize::InputArchive oa;
+      a.read("optimizer", oa);
+      opt.load(oa);
+      torch::Tensor e;
+      a.read("epoch", e);
+      start = static_cast<int>(e.item<int64_t>());
+    } catch (const std::exception&) {
+      Fail("cannot read the checkpoint ", ckpt, " (corrupt or truncated; remove it to start again)");
+    }
+    std::ifstream in(csv);
+    std::string line, kept = kCsvHeader;
+    std::getline(in, line);
+    while (std::getline(in, line))
+      if (!line.empty() && std::stoll(line.substr(0, line.find(','))) <= start) kept += line + "\n";
+    WriteFileAtomically(csv, kept);
+    if (o.progress) o.progress("resumed from " + ckpt + ": epoch " + std::to_string(start));
+  } else {
+    WriteFileAtomically(csv, kCsvHeader);
+  }
+  double seconds = 0;
+  auto t0 = Clock::now();
+  std::ofstream metrics(csv, std::ios::app);
+  for (int epoch = start + 1; epoch <= o.epochs; ++epoch) {
+    if (o.interrupted != nullptr && o.interrupted->load()) break;
+    std::vector<const Episode*> shuffled = train;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(o.seed * 1000003 + epoch));
+    model->train();
+    double loss_sum = 0;
+    int batches = 0;
+    for (size_t at = 0; at < shuffled.size(); at += o.batch) {
+      std::vector<const Episode*> b(shuffled.begin() + at,
+                                    shuffled.begin() + std::min(shuffled.size(), at + static_cast<size_t>(o.batch)));
+      Losses l = Loss(*model, MakeBatch(b, mo.latent, actions));
+      opt.zero_grad();
+      l.total.backward();
+      torch::nn::utils::clip_grad_norm_(model->parameters(), 5.0);
+      opt.step();
+      loss_sum += l.total.item<double>();
+      ++batches;
+    }
+    model->eval();
+    HeldOutMetrics m = Evaluate(*model, test, actions);
+    seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.train_loss = loss_sum / std::max(1, batches);
+    char row[512];
+    std::snprintf(row, sizeof row, "%d,%.2f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n", epoch, seconds,
+                  r.train_loss, m.nll / mo.latent, m.latent_error_1, m.latent_error_5, m.reward_mae, m.done_accuracy,
+                  m.mask_precision, m.mask_recall, m.location_mae);
+    metrics << row;
+    metrics.flush();
+    Save(*model, &opt, epoch, ckpt);
+    Plot(run.dir);
+    r.epochs = epoch;
+    if (o.progress)
+      o.progress("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs) + ": loss " +
+                 std::to_string(r.train_loss) + ", held-out NLL/dim " + std::to_string(m.nll / mo.latent) +
+                 ", latent error 1/5 steps " + std::to_string(m.latent_error_1) + "/" +
+                 std::to_string(m.latent_error_5) + ", reward MAE " + std::to_string(m.reward_mae) + ", mask P/R " +
+                 std::to_string(m.mask_precision) + "/" + std::to_string(m.mask_recall));
+  }
+  r.epochs = std::max(r.epochs, start);
+  if (r.epochs < o.epochs) return r;  // interrupted: the checkpoint is kept
+  r.finished = true;
+  model->eval();
+  r.held_out = Evaluate(*model, test, actions);
+  std::map<std::string, std::vector<const Episode*>> by_model;
+  for (const Episode* e : test) by_model[e->model()].push_back(e);
+  nlohmann::json per = nlohmann::json::object();
+  for (const auto& [name, eps] : by_model) {
+    r.per_model[name] = Evaluate(*model, eps, actions);
+    per[name] = MetricsJson(r.per_model[name]);
+  }
+  Save(*model, nullptr, r.epochs, run.dir + "/world_model.pt");
+  nlohmann::json j = {{"data", data_path},
+                      {"epochs", r.epochs},
+                      {"parameters", r.parameters},
+                      {"train_episodes", train.size()},
+                      {"held_out", MetricsJson(r.held_out)},
+                      {"per_model", per}};
+  WriteFileAtomically(run.dir + "/eval.json", j.dump(2) + "\n");
+  return r;
+}
+
+}  // namespace rlflow::world_model

@@ -1,0 +1,74 @@
+#pragma once
+// Training the world model on rollouts (issue #23), the library behind
+// //world_model:train. An output directory like the agents' training runs
+// (tools/train/training_run.h): config.txt (another configuration in an
+// existing directory is an error), metrics.csv (one row per epoch:
+// training loss and the held-out metrics below), curves.png (gnuplot),
+// checkpoint.pt (model, optimiser, epoch; written atomically after every
+// epoch) and, at the end, world_model.pt (the model alone) and eval.json
+// (the held-out metrics per model). Started again with the same command
+// after a kill -9 it resumes from the last checkpoint: at most one epoch is
+// lost, and the result is the one an uninterrupted run gives (the
+// episodes' order in each epoch is a function of the seed and the epoch).
+//
+// Held-out metrics (episodes split off by a seeded shuffle):
+//  - latent NLL (nats per step) of z_{t+1} under the mixture;
+//  - 1-step and 5-step latent error: mean squared error per latent
+//    dimension between z_{t+k} and the model's prediction (the mean of its
+//    most likely component), the 5-step one rolled out open-loop on its own
+//    predictions with the recorded actions;
+//  - reward mean absolute error; done accuracy;
+//  - precision and recall of the next state's valid rule actions (logit >
+//    0) and the mean absolute error of their location counts.
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "world_model/mdn_rnn.h"
+#include "world_model/rollouts.h"
+
+namespace rlflow::world_model {
+
+struct TrainOptions {
+  std::string data;  // a rollout file
+  std::string out;   // the run directory
+  int epochs = 30;
+  int batch = 16;  // episodes per minibatch
+  double lr = 1e-3;
+  double held_out = 0.2;  // fraction of the episodes (at least one)
+  uint64_t seed = 1;
+  int hidden = 256;
+  int mixtures = 8;
+  int threads = 1;
+  std::function<void(const std::string&)> progress;
+  const std::atomic<bool>* interrupted = nullptr;  // stops after the epoch in progress (checkpoint kept)
+};
+
+struct HeldOutMetrics {
+  int episodes = 0;
+  int64_t steps = 0;
+  double nll = 0, latent_error_1 = 0, latent_error_5 = 0, reward_mae = 0, done_accuracy = 0;
+  double mask_precision = 0, mask_recall = 0, location_mae = 0;
+};
+
+struct TrainResult {
+  int epochs = 0;           // trained in total (resumed ones included)
+  bool resumed = false;
+  bool finished = false;    // reached TrainOptions::epochs
+  double train_loss = 0;    // the last epoch's
+  HeldOutMetrics held_out;  // all held-out episodes, after the last epoch
+  std::map<std::string, HeldOutMetrics> per_model;
+  int64_t parameters = 0;
+};
+
+// rlflow::Error on bad options or data.
+TrainResult TrainWorldModel(const TrainOptions& options);
+
+// The held-out metrics of `model` on `episodes` (all of them together).
+HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes, int rule_actions);
+
+// Loads world_model.pt (or a checkpoint) written by TrainWorldModel.
+MdnRnn LoadWorldModel(const std::string& path);
+
+}  // namespace rlflow::world_model

@@ -1,0 +1,94 @@
+// World-model training as a user runs it: a short run writes metrics,
+// curves, checkpoint, the model and its evaluation; interrupted after its
+// first epoch and started again, it resumes and ends with exactly the
+// model an uninterrupted run gives; bad options are errors.
+#include "world_model/train.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "world_model/collect.h"
+
+namespace rlflow::world_model {
+namespace {
+
+std::string Data(const std::string& dir) {
+  CollectOptions c;
+  c.models = {"squeezenet1_1"};
+  c.episodes = 8;
+  c.horizon = 8;
+  c.out = dir + "/data.rollouts";
+  EXPECT_TRUE(Collect(c).finished);
+  return c.out;
+}
+
+TrainOptions Options(const std::string& data, const std::string& out) {
+  TrainOptions o;
+  o.data = data;
+  o.out = out;
+  o.epochs = 3;
+  o.batch = 4;
+  o.hidden = 32;
+  o.mixtures = 2;
+  o.held_out = 0.25;
+  return o;
+}
+
+TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
+  std::string dir = MakeTempDir("wm_train_");
+  std::string data = Data(dir);
+  TrainResult whole = TrainWorldModel(Options(data, dir + "/whole"));
+  ASSERT_TRUE(whole.finished);
+  EXPECT_EQ(whole.epochs, 3);
+  EXPECT_FALSE(whole.resumed);
+  EXPECT_EQ(whole.held_out.episodes, 2);
+  EXPECT_GT(whole.held_out.steps, 0);
+  EXPECT_GE(whole.held_out.mask_recall, 0.0);
+  EXPECT_LE(whole.held_out.mask_recall, 1.0);
+  EXPECT_EQ(whole.per_model.count("squeezenet1_1"), 1u);
+  for (const char* f : {"config.txt", "metrics.csv", "checkpoint.pt", "world_model.pt", "eval.json"})
+    EXPECT_TRUE(FileExists(dir + "/whole/" + f)) << f;
+  std::string csv = ReadFile(dir + "/whole/metrics.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // header + 3 epochs
+  MdnRnn loaded = LoadWorldModel(dir + "/whole/world_model.pt");
+  EXPECT_EQ(loaded->options().hidden, 32);
+  EXPECT_EQ(loaded->options().latent, 32);
+
+  // Interrupted after epoch 1, then resumed.
+  std::atomic<bool> stop{false};
+  TrainOptions o = Options(data, dir + "/part");
+  o.interrupted = &stop;
+  o.progress = [&](const std::string& line) {
+    if (line.rfind("epoch 1/", 0) == 0) stop = true;
+  };
+  TrainResult first = TrainWorldModel(o);
+  EXPECT_FALSE(first.finished);
+  EXPECT_EQ(first.epochs, 1);
+  EXPECT_FALSE(FileExists(dir + "/part/world_model.pt"));
+  stop = false;
+  o.progress = nullptr;
+  TrainResult second = TrainWorldModel(o);
+  ASSERT_TRUE(second.finished);
+  EXPECT_TRUE(second.resumed);
+  EXPECT_EQ(second.epochs, 3);
+  MdnRnn a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+  EXPECT_DOUBLE_EQ(second.held_out.nll, whole.held_out.nll);
+
+  // Another configuration in the same directory, and bad options.
+  TrainOptions other = Options(data, dir + "/whole");
+  other.lr = 0.5;
+  EXPECT_THROW(TrainWorldModel(other), Error);
+  TrainOptions bad = Options(data, dir + "/bad");
+  bad.held_out = 1.0;
+  EXPECT_THROW(TrainWorldModel(bad), Error);
+  bad = Options(dir + "/missing.rollouts", dir + "/bad2");
+  EXPECT_THROW(TrainWorldModel(bad), Error);
+  EXPECT_THROW(LoadWorldModel(dir + "/missing.pt"), Error);
+}
+
+}  // namespace
+}  // namespace rlflow::world_model
