@@ -1,5 +1,6 @@
 #include "world_model/mdn_rnn.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -8,26 +9,42 @@ namespace rlflow::world_model {
 
 namespace nn = torch::nn;
 
-MdnRnnImpl::MdnRnnImpl(MdnRnnOptions o) : o_(o) {
-  if (o.latent < 1 || o.rule_actions < 1 || o.embedding < 1 || o.hidden < 1 || o.mixtures < 1)
-    Fail("world model: sizes must be positive (latent ", o.latent, ", rule actions ", o.rule_actions, ")");
-  const int a = o.rule_actions, e = o.embedding, h = o.hidden, k = o.mixtures, z = o.latent;
-  action_ = register_module("action", nn::Embedding(a + 1, e));
+MdnRnnImpl::MdnRnnImpl(MdnRnnOptions o) : o_(std::move(o)) {
+  if (o_.latent < 1 || o_.rule_actions < 1 || o_.embedding < 1 || o_.hidden < 1 || o_.mixtures < 1)
+    Fail("world model: sizes must be positive (latent ", o_.latent, ", rule actions ", o_.rule_actions, ")");
+  if (o_.vocabulary.empty())
+    for (int64_t r = 0; r < o_.rule_actions; ++r) o_.vocabulary.push_back(r);
+  const int v = vocabulary_size(), e = o_.embedding, h = o_.hidden, k = o_.mixtures, z = o_.latent;
+  std::vector<int64_t> lookup(o_.rule_actions + 1, v + 1);
+  lookup[0] = 0;
+  for (int i = 0; i < v; ++i) {
+    const int64_t r = o_.vocabulary[i];
+    if (r < 0 || r >= o_.rule_actions || (i > 0 && r <= o_.vocabulary[i - 1]))
+      Fail("world model: the vocabulary must be increasing rule actions below ", o_.rule_actions);
+    lookup[r + 1] = i + 1;
+  }
+  lookup_ = register_buffer("lookup", torch::tensor(lookup));
+  action_ = register_module("action", nn::Embedding(v + 2, e));
   lstm_ = register_module("lstm", nn::LSTM(nn::LSTMOptions(z + e + 1, h)));
   mdn_ = register_module("mdn", nn::Linear(h, k * (1 + 2 * z)));
-  done_ = register_module("done", nn::Linear(h, 1));
+  done_ = register_module("done", nn::Linear(h + e + 1, 1));
   query_ = register_module("query", nn::Linear(h, e));
   count_ = register_module("count", nn::Linear(h, e));
   reward_ = register_module("reward", nn::Sequential(nn::Linear(h + z + e + 1, 128), nn::Tanh(), nn::Linear(128, 64),
                                                      nn::Tanh(), nn::Linear(64, 1)));
-  mask_bias_ = register_parameter("mask_bias", torch::zeros({a}));
-  count_bias_ = register_parameter("count_bias", torch::zeros({a}));
+  mask_bias_ = register_parameter("mask_bias", torch::zeros({v}));
+  count_bias_ = register_parameter("count_bias", torch::zeros({v}));
   torch::NoGradGuard no_grad;
   action_->weight.normal_(0, 0.1);
 }
 
+int64_t MdnRnnImpl::VocabularyIndex(int64_t rule_action) const {
+  auto it = std::lower_bound(o_.vocabulary.begin(), o_.vocabulary.end(), rule_action);
+  return it != o_.vocabulary.end() && *it == rule_action ? it - o_.vocabulary.begin() : -1;
+}
+
 torch::Tensor MdnRnnImpl::ActionInput(const torch::Tensor& rule_action, const torch::Tensor& location) {
-  torch::Tensor emb = action_->forward(rule_action + 1);  // stop (-1) -> 0
+  torch::Tensor emb = action_->forward(lookup_.index_select(0, (rule_action + 1).flatten()).view(rule_action.sizes()));
   torch::Tensor loc = torch::log1p(location.clamp_min(0).to(torch::kFloat32)) / std::log1p(o_.max_locations);
   return torch::cat({emb, loc.unsqueeze(-1)}, -1);
 }
@@ -45,9 +62,9 @@ MdnRnnImpl::Output MdnRnnImpl::forward(const torch::Tensor& z, const torch::Tens
   out.pi_logits = m.narrow(-1, 0, k);
   out.mu = m.narrow(-1, k, k * zs).view({t, b, k, zs});
   out.log_sigma = m.narrow(-1, k + k * zs, k * zs).view({t, b, k, zs}).clamp(-7.0, 3.0);
-  out.done_logit = done_->forward(h).squeeze(-1);
+  out.done_logit = done_->forward(torch::cat({h, act}, -1)).squeeze(-1);
   out.reward = reward_->forward(torch::cat({h, z, act}, -1)).squeeze(-1);
-  torch::Tensor rules = action_->weight.narrow(0, 1, o_.rule_actions);  // [A, E]
+  torch::Tensor rules = action_->weight.narrow(0, 1, vocabulary_size());  // [V, E]
   out.mask_logits = torch::matmul(query_->forward(h), rules.t()) + mask_bias_;
   out.log_locations = torch::matmul(count_->forward(h), rules.t()) + count_bias_;
   return out;
@@ -65,30 +82,21 @@ torch::Tensor MixtureNll(const MdnRnnImpl::Output& out, const torch::Tensor& tar
 torch::Tensor SampleLatent(const MdnRnnImpl::Output& out, int64_t t, double tau, std::mt19937_64& generator) {
   if (!(tau > 0)) Fail("world model: the temperature must be > 0, got ", tau);
   torch::NoGradGuard no_grad;
-  torch::Tensor logits = out.pi_logits[t] / tau;  // [B, K]
-  torch::Tensor probs = torch::softmax(logits, -1).to(torch::kFloat64).contiguous();
-  torch::Tensor mu = out.mu[t], sigma = torch::exp(out.log_sigma[t]);  // [B, K, Z]
+  torch::Tensor probs = torch::softmax(out.pi_logits[t].to(torch::kFloat64) / tau, -1);  // [B, K]
+  torch::Tensor mu = out.mu[t], sigma = torch::exp(out.log_sigma[t]);                    // [B, K, Z]
   const int64_t b = probs.size(0), k = probs.size(1), z = mu.size(2);
+  // The component: the first whose cumulative probability exceeds a uniform draw.
+  torch::Tensor u = torch::empty({b, 1}, torch::kFloat64);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  double* up = u.data_ptr<double>();
+  for (int64_t i = 0; i < b; ++i) up[i] = uniform(generator);
+  torch::Tensor c = (probs.cumsum(-1) <= u).sum(-1).clamp_max(k - 1);  // [B]
+  torch::Tensor idx = c.view({b, 1, 1}).expand({b, 1, z});
+  torch::Tensor eps = torch::empty({b, z});
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  torch::Tensor sample = torch::empty({b, z});
-  const double* p = probs.data_ptr<double>();
-  for (int64_t i = 0; i < b; ++i) {
-    double u = uniform(generator), acc = 0;
-    int64_t c = k - 1;
-    for (int64_t j = 0; j < k; ++j) {
-      acc += p[i * k + j];
-      if (u < acc) {
-        c = j;
-        break;
-      }
-    }
-    torch::Tensor eps = torch::empty({z});
-    float* e = eps.data_ptr<float>();
-    for (int64_t d = 0; d < z; ++d) e[d] = normal(generator);
-    sample[i] = mu[i][c] + sigma[i][c] * std::sqrt(tau) * eps;
-  }
-  return sample;
+  float* ep = eps.data_ptr<float>();
+  for (int64_t i = 0; i < b * z; ++i) ep[i] = normal(generator);
+  return mu.gather(1, idx).squeeze(1) + sigma.gather(1, idx).squeeze(1) * std::sqrt(tau) * eps;
 }
 
 }  // namespace rlflow::world_model

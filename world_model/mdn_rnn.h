@@ -9,12 +9,17 @@
 //    means, log standard deviations;
 //  - the reward r_t: its own network (an MLP over h_t, z_t and the action),
 //    as RLFlow's results suggest;
-//  - done: a logit;
+//  - done: a logit (from h_t and the action: stopping ends an episode);
 //  - the valid actions of the next state, factored through the action
 //    embedding: rule action a is valid with logit <q(h_t), e_a> + b_a, and
 //    has about exp(<p(h_t), e_a> + c_a) - 1 locations (the dream picks one
 //    uniformly). Scoring by the embedding keeps the model small: one
-//    [A + 1, 32] table instead of a [256, A] layer per head.
+//    [V + 2, 32] table instead of a [256, V] layer per head.
+// The model knows a vocabulary of V rule actions (those seen valid or taken
+// in its training data; a rule that never matched there cannot be
+// predicted to): the dream's action space. Its outputs over rule actions
+// are in vocabulary order; its inputs are the database's rule actions (one
+// outside the vocabulary shares an "other" embedding).
 // Sampling at temperature tau divides the mixture logits by tau and scales
 // the Gaussian noise by sqrt(tau) (World Models, RLFlow).
 #include <torch/torch.h>
@@ -22,14 +27,17 @@
 #include <cstdint>
 #include <random>
 #include <tuple>
+#include <vector>
 
 namespace rlflow::world_model {
 
 struct MdnRnnOptions {
   int latent = 32;
-  int rule_actions = 0;  // 2 x rules (the stop action is one more)
-  int embedding = 32;    // action embedding
-  int hidden = 256;      // LSTM
+  int rule_actions = 0;  // the database's: 2 x rules (the stop action is one more)
+  // The rule actions the model knows, increasing (empty: all of them).
+  std::vector<int64_t> vocabulary;
+  int embedding = 32;  // action embedding
+  int hidden = 256;    // LSTM
   int mixtures = 8;
   int max_locations = 200;  // EnvOptions::max_locations: scales the location input
 };
@@ -44,8 +52,8 @@ class MdnRnnImpl : public torch::nn::Module {
     torch::Tensor log_sigma;      // [T, B, K, Z]
     torch::Tensor reward;         // [T, B]
     torch::Tensor done_logit;     // [T, B]
-    torch::Tensor mask_logits;    // [T, B, A]: rule action a valid in the next state
-    torch::Tensor log_locations;  // [T, B, A]: log(1 + its number of locations)
+    torch::Tensor mask_logits;    // [T, B, V]: vocabulary action v valid in the next state
+    torch::Tensor log_locations;  // [T, B, V]: log(1 + its number of locations)
     State state;                  // after the last step
   };
   // z [T, B, Z] float; rule_action, location [T, B] int64 (-1 for stop).
@@ -53,11 +61,16 @@ class MdnRnnImpl : public torch::nn::Module {
   Output forward(const torch::Tensor& z, const torch::Tensor& rule_action, const torch::Tensor& location,
                  const State* state = nullptr);
   const MdnRnnOptions& options() const { return o_; }
+  // Vocabulary size V, and the vocabulary index of a database rule action
+  // (-1 if the model does not know it).
+  int vocabulary_size() const { return static_cast<int>(o_.vocabulary.size()); }
+  int64_t VocabularyIndex(int64_t rule_action) const;
 
  private:
   torch::Tensor ActionInput(const torch::Tensor& rule_action, const torch::Tensor& location);
   MdnRnnOptions o_;
-  torch::nn::Embedding action_{nullptr};  // [A + 1, E]: index 0 is stop, a + 1 is rule action a
+  torch::nn::Embedding action_{nullptr};  // [V + 2, E]: 0 stop, v + 1 vocabulary action v, V + 1 other
+  torch::Tensor lookup_;                  // [A + 1]: embedding index of rule action a at a + 1 (stop at 0)
   torch::nn::LSTM lstm_{nullptr};
   torch::nn::Linear mdn_{nullptr}, done_{nullptr}, query_{nullptr}, count_{nullptr};
   torch::nn::Sequential reward_{nullptr};

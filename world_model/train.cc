@@ -24,12 +24,15 @@ const char kCsvHeader[] =
     "epoch,seconds,train_loss,heldout_nll,latent_error_1,latent_error_5,reward_mae,done_accuracy,mask_precision,"
     "mask_recall,location_mae\n";
 
-// Episodes as padded [T, B, ...] tensors; `valid` [T, B] marks real steps.
+// Episodes as padded [T, B, ...] tensors; `valid` [T, B] marks real steps;
+// masks and counts over the model's vocabulary; `missed` [T, B]: valid rule
+// actions of the next state outside the vocabulary.
 struct Batch {
-  torch::Tensor z, next, action, location, reward, done, valid, mask, counts;
+  torch::Tensor z, next, action, location, reward, done, valid, mask, counts, missed;
 };
 
-Batch MakeBatch(const std::vector<const Episode*>& eps, int latent, int actions) {
+Batch MakeBatch(const std::vector<const Episode*>& eps, const MdnRnnImpl& model) {
+  const int latent = model.options().latent, actions = model.options().rule_actions, v = model.vocabulary_size();
   int64_t t_max = 0;
   for (const Episode* e : eps) t_max = std::max<int64_t>(t_max, e->steps_size());
   const int64_t b = static_cast<int64_t>(eps.size());
@@ -41,12 +44,14 @@ Batch MakeBatch(const std::vector<const Episode*>& eps, int latent, int actions)
   x.reward = torch::zeros({t_max, b});
   x.done = torch::zeros({t_max, b});
   x.valid = torch::zeros({t_max, b});
-  x.mask = torch::zeros({t_max, b, actions});
-  x.counts = torch::zeros({t_max, b, actions});
+  x.mask = torch::zeros({t_max, b, v});
+  x.counts = torch::zeros({t_max, b, v});
+  x.missed = torch::zeros({t_max, b});
   auto z = x.z.accessor<float, 3>(), next = x.next.accessor<float, 3>(), mask = x.mask.accessor<float, 3>(),
        counts = x.counts.accessor<float, 3>();
   auto action = x.action.accessor<int64_t, 2>(), location = x.location.accessor<int64_t, 2>();
-  auto reward = x.reward.accessor<float, 2>(), done = x.done.accessor<float, 2>(), valid = x.valid.accessor<float, 2>();
+  auto reward = x.reward.accessor<float, 2>(), done = x.done.accessor<float, 2>(), valid = x.valid.accessor<float, 2>(),
+       missed = x.missed.accessor<float, 2>();
   for (int64_t i = 0; i < b; ++i) {
     const Episode& e = *eps[i];
     for (int t = 0; t < e.steps_size(); ++t) {
@@ -65,8 +70,13 @@ Batch MakeBatch(const std::vector<const Episode*>& eps, int latent, int actions)
       int k = 0;
       for (int a = 0; a < actions; ++a) {
         if (!m[a]) continue;
-        mask[t][i][a] = 1.0f;
-        if (k < s.next_valid().locations_size()) counts[t][i][a] = std::log1p(s.next_valid().locations(k));
+        const int64_t j = model.VocabularyIndex(a);
+        if (j < 0) {
+          missed[t][i] += 1.0f;
+        } else {
+          mask[t][i][j] = 1.0f;
+          if (k < s.next_valid().locations_size()) counts[t][i][j] = std::log1p(s.next_valid().locations(k));
+        }
         ++k;
       }
     }
@@ -84,15 +94,15 @@ Losses Loss(MdnRnnImpl& model, const Batch& x) {
   Losses l;
   l.nll = (MixtureNll(out, x.next) * x.valid).sum() / n / model.options().latent;
   l.reward = ((out.reward - x.reward).pow(2) * x.valid).sum() / n;
-  l.done = (torch::binary_cross_entropy_with_logits(out.done_logit, x.done, {}, {}, at::Reduction::None) * x.valid)
-               .sum() /
-           n;
+  l.done =
+      (torch::binary_cross_entropy_with_logits(out.done_logit, x.done, {}, {}, at::Reduction::None) * x.valid).sum() /
+      n;
   // Summed over the rule actions (a handful of a state's thousands are
   // valid: a mean would drown them), per step.
-  l.mask = (torch::binary_cross_entropy_with_logits(out.mask_logits, x.mask, {}, {}, at::Reduction::None).sum(-1) *
-            x.valid)
-               .sum() /
-           n;
+  l.mask =
+      (torch::binary_cross_entropy_with_logits(out.mask_logits, x.mask, {}, {}, at::Reduction::None).sum(-1) * x.valid)
+          .sum() /
+      n;
   l.counts = ((out.log_locations - x.counts).pow(2) * x.mask).sum() / x.mask.sum().clamp_min(1.0);
   l.total = l.nll + l.reward + l.done + 0.1 * l.mask + l.counts;
   return l;
@@ -111,6 +121,7 @@ void Save(MdnRnnImpl& model, torch::optim::Adam* opt, int epoch, const std::stri
   const MdnRnnOptions& o = model.options();
   a.write("sizes", torch::tensor(std::vector<int64_t>{o.latent, o.rule_actions, o.embedding, o.hidden, o.mixtures,
                                                       o.max_locations}));
+  a.write("vocabulary", torch::tensor(o.vocabulary));
   a.write("epoch", torch::tensor(static_cast<int64_t>(epoch)));
   if (opt != nullptr) {
     torch::serialize::OutputArchive oa;
@@ -139,45 +150,57 @@ void Plot(const std::string& dir) {
 }
 
 nlohmann::json MetricsJson(const HeldOutMetrics& m) {
-  return {{"episodes", m.episodes},         {"steps", m.steps},
-          {"latent_nll", m.nll},            {"latent_error_1", m.latent_error_1},
-          {"latent_error_5", m.latent_error_5}, {"reward_mae", m.reward_mae},
-          {"done_accuracy", m.done_accuracy}, {"mask_precision", m.mask_precision},
-          {"mask_recall", m.mask_recall},   {"location_mae", m.location_mae}};
+  return {{"episodes", m.episodes},
+          {"steps", m.steps},
+          {"latent_nll", m.nll},
+          {"latent_error_1", m.latent_error_1},
+          {"latent_error_5", m.latent_error_5},
+          {"reward_mae", m.reward_mae},
+          {"done_accuracy", m.done_accuracy},
+          {"mask_precision", m.mask_precision},
+          {"mask_recall", m.mask_recall},
+          {"location_mae", m.location_mae},
+          {"reward_mae_of_zero", m.reward_mae_zero},
+          {"done_accuracy_of_never", m.done_accuracy_never},
+          {"reward_rmse", m.reward_rmse},
+          {"reward_rmse_of_zero", m.reward_rmse_zero}};
 }
 
 }  // namespace
 
-HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes, int rule_actions) {
+HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes) {
   torch::NoGradGuard no_grad;
   HeldOutMetrics m;
   m.episodes = static_cast<int>(episodes.size());
   if (episodes.empty()) return m;
-  const int latent = model.options().latent;
-  Batch x = MakeBatch(episodes, latent, rule_actions);
+  Batch x = MakeBatch(episodes, model);
   MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
   const double n = x.valid.sum().item<double>();
   m.steps = static_cast<int64_t>(n);
   m.nll = (MixtureNll(out, x.next) * x.valid).sum().item<double>() / n;
   m.latent_error_1 = ((Predicted(out) - x.next).pow(2).mean(-1) * x.valid).sum().item<double>() / n;
   m.reward_mae = ((out.reward - x.reward).abs() * x.valid).sum().item<double>() / n;
-  m.done_accuracy = (((out.done_logit > 0).to(torch::kFloat32) == x.done).to(torch::kFloat32) * x.valid)
-                        .sum()
-                        .item<double>() /
-                    n;
+  m.reward_mae_zero = (x.reward.abs() * x.valid).sum().item<double>() / n;
+  m.reward_rmse = std::sqrt(((out.reward - x.reward).pow(2) * x.valid).sum().item<double>() / n);
+  m.reward_rmse_zero = std::sqrt((x.reward.pow(2) * x.valid).sum().item<double>() / n);
+  m.done_accuracy_never = 1.0 - (x.done * x.valid).sum().item<double>() / n;
+  m.done_accuracy =
+      (((out.done_logit > 0).to(torch::kFloat32) == x.done).to(torch::kFloat32) * x.valid).sum().item<double>() / n;
   torch::Tensor v = x.valid.unsqueeze(-1);
   torch::Tensor predicted = (out.mask_logits > 0).to(torch::kFloat32) * v;
   const double tp = (predicted * x.mask).sum().item<double>();
   const double pp = predicted.sum().item<double>(), ap = x.mask.sum().item<double>();
+  const double missed = (x.missed * x.valid).sum().item<double>();  // outside the vocabulary: never predicted
   m.mask_precision = pp > 0 ? tp / pp : 1.0;
-  m.mask_recall = ap > 0 ? tp / ap : 1.0;
+  m.mask_recall = ap + missed > 0 ? tp / (ap + missed) : 1.0;
   m.location_mae =
-      ap > 0 ? ((torch::round(torch::expm1(out.log_locations.clamp_min(0))) - torch::round(torch::expm1(x.counts))).abs() *
-                x.mask)
-                       .sum()
-                       .item<double>() /
-                   ap
-             : 0.0;
+      ap > 0
+          ? ((torch::round(torch::expm1(out.log_locations.clamp_min(0))) - torch::round(torch::expm1(x.counts))).abs() *
+             x.mask)
+                    .sum()
+                    .item<double>() /
+                ap
+          : 0.0;
   // 5 steps open-loop from every step that has 5 after it.
   double err5 = 0;
   int64_t count5 = 0;
@@ -185,18 +208,20 @@ HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& ep
     const int64_t steps = episodes[i]->steps_size();
     if (steps < 5) continue;
     torch::Tensor z = x.z.narrow(1, static_cast<int64_t>(i), 1), a = x.action.narrow(1, static_cast<int64_t>(i), 1),
-                  l = x.location.narrow(1, static_cast<int64_t>(i), 1), target = x.next.narrow(1, static_cast<int64_t>(i), 1);
+                  l = x.location.narrow(1, static_cast<int64_t>(i), 1),
+                  target = x.next.narrow(1, static_cast<int64_t>(i), 1);
     std::vector<MdnRnnImpl::State> state(steps + 1);
     for (int64_t t = 0; t < steps; ++t) {
-      MdnRnnImpl::Output o = model.forward(z.narrow(0, t, 1), a.narrow(0, t, 1), l.narrow(0, t, 1),
-                                           t == 0 ? nullptr : &state[t]);
+      MdnRnnImpl::Output o =
+          model.forward(z.narrow(0, t, 1), a.narrow(0, t, 1), l.narrow(0, t, 1), t == 0 ? nullptr : &state[t]);
       state[t + 1] = o.state;
     }
     for (int64_t t = 0; t + 5 <= steps; ++t) {
       torch::Tensor zt = z.narrow(0, t, 1);
       MdnRnnImpl::State s = state[t];
       for (int64_t k = 0; k < 5; ++k) {
-        MdnRnnImpl::Output o = model.forward(zt, a.narrow(0, t + k, 1), l.narrow(0, t + k, 1), t + k == 0 ? nullptr : &s);
+        MdnRnnImpl::Output o =
+            model.forward(zt, a.narrow(0, t + k, 1), l.narrow(0, t + k, 1), t + k == 0 ? nullptr : &s);
         s = o.state;
         zt = Predicted(o);
       }
@@ -218,6 +243,10 @@ MdnRnn LoadWorldModel(const std::string& path) {
   torch::Tensor sizes;
   if (!a.try_read("sizes", sizes) || sizes.numel() != 6) Fail("'", path, "' holds no world model");
   MdnRnnOptions o;
+  torch::Tensor vocabulary;
+  if (!a.try_read("vocabulary", vocabulary)) Fail("'", path, "' holds no world model vocabulary");
+  vocabulary = vocabulary.to(torch::kInt64).contiguous();
+  o.vocabulary.assign(vocabulary.data_ptr<int64_t>(), vocabulary.data_ptr<int64_t>() + vocabulary.numel());
   o.latent = static_cast<int>(sizes[0].item<int64_t>());
   o.rule_actions = static_cast<int>(sizes[1].item<int64_t>());
   o.embedding = static_cast<int>(sizes[2].item<int64_t>());
@@ -242,7 +271,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   if (!(o.held_out > 0 && o.held_out < 1)) Fail("--held_out must be in (0, 1), got ", o.held_out);
   const std::string data_path = ResolveUserPath(o.data);
   Rollouts data = ReadRollouts(data_path);
-  if (data.episodes.size() < 2) Fail("rollout file '", data_path, "' has ", data.episodes.size(), " episodes; need at least 2");
+  if (data.episodes.size() < 2)
+    Fail("rollout file '", data_path, "' has ", data.episodes.size(), " episodes; need at least 2");
   const int actions = static_cast<int>(data.header.rule_actions());
   torch::set_num_threads(std::max(1, o.threads));
 
@@ -269,6 +299,25 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   mo.hidden = o.hidden;
   mo.mixtures = o.mixtures;
   mo.max_locations = static_cast<int>(data.header.max_locations());
+  // The vocabulary: every rule action taken or valid in a training episode.
+  {
+    std::vector<uint8_t> seen(actions, 0);
+    auto add = [&](const ValidActions& v) {
+      std::vector<uint8_t> m = UnpackMask(v.rule_mask(), actions);
+      for (int a = 0; a < actions; ++a) seen[a] |= m[a];
+    };
+    for (const Episode* e : train) {
+      add(e->initial_valid());
+      for (const Step& s : e->steps()) {
+        add(s.next_valid());
+        if (s.rule_action() >= 0) seen[s.rule_action()] = 1;
+      }
+    }
+    for (int a = 0; a < actions; ++a)
+      if (seen[a]) mo.vocabulary.push_back(a);
+    if (mo.vocabulary.empty())
+      Fail("rollout file '", data_path, "': no rule action is ever valid in its training episodes");
+  }
   MdnRnn model(mo);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(o.lr));
   for (const auto& p : model->parameters()) r.parameters += p.numel();
@@ -312,7 +361,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
     for (size_t at = 0; at < shuffled.size(); at += o.batch) {
       std::vector<const Episode*> b(shuffled.begin() + at,
                                     shuffled.begin() + std::min(shuffled.size(), at + static_cast<size_t>(o.batch)));
-      Losses l = Loss(*model, MakeBatch(b, mo.latent, actions));
+      Losses l = Loss(*model, MakeBatch(b, *model));
       opt.zero_grad();
       l.total.backward();
       torch::nn::utils::clip_grad_norm_(model->parameters(), 5.0);
@@ -321,7 +370,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
       ++batches;
     }
     model->eval();
-    HeldOutMetrics m = Evaluate(*model, test, actions);
+    HeldOutMetrics m = Evaluate(*model, test);
     seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     r.train_loss = loss_sum / std::max(1, batches);
     char row[512];
@@ -344,18 +393,19 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   if (r.epochs < o.epochs) return r;  // interrupted: the checkpoint is kept
   r.finished = true;
   model->eval();
-  r.held_out = Evaluate(*model, test, actions);
+  r.held_out = Evaluate(*model, test);
   std::map<std::string, std::vector<const Episode*>> by_model;
   for (const Episode* e : test) by_model[e->model()].push_back(e);
   nlohmann::json per = nlohmann::json::object();
   for (const auto& [name, eps] : by_model) {
-    r.per_model[name] = Evaluate(*model, eps, actions);
+    r.per_model[name] = Evaluate(*model, eps);
     per[name] = MetricsJson(r.per_model[name]);
   }
   Save(*model, nullptr, r.epochs, run.dir + "/world_model.pt");
   nlohmann::json j = {{"data", data_path},
                       {"epochs", r.epochs},
                       {"parameters", r.parameters},
+                      {"vocabulary", model->vocabulary_size()},
                       {"train_episodes", train.size()},
                       {"held_out", MetricsJson(r.held_out)},
                       {"per_model", per}};

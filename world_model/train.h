@@ -19,7 +19,8 @@
 //    predictions with the recorded actions;
 //  - reward mean absolute error; done accuracy;
 //  - precision and recall of the next state's valid rule actions (logit >
-//    0) and the mean absolute error of their location counts.
+//    0; a valid one outside the model's vocabulary counts as missed) and
+//    the mean absolute error of their location counts.
 #include <atomic>
 #include <functional>
 #include <map>
@@ -50,10 +51,14 @@ struct HeldOutMetrics {
   int64_t steps = 0;
   double nll = 0, latent_error_1 = 0, latent_error_5 = 0, reward_mae = 0, done_accuracy = 0;
   double mask_precision = 0, mask_recall = 0, location_mae = 0;
+  // Baselines: the reward MAE of always predicting 0, the done accuracy of
+  // always predicting "not done".
+  double reward_mae_zero = 0, done_accuracy_never = 0;
+  double reward_rmse = 0, reward_rmse_zero = 0;  // root mean squared error, the model's and of predicting 0
 };
 
 struct TrainResult {
-  int epochs = 0;           // trained in total (resumed ones included)
+  int epochs = 0;  // trained in total (resumed ones included)
   bool resumed = false;
   bool finished = false;    // reached TrainOptions::epochs
   double train_loss = 0;    // the last epoch's
@@ -66,7 +71,7 @@ struct TrainResult {
 TrainResult TrainWorldModel(const TrainOptions& options);
 
 // The held-out metrics of `model` on `episodes` (all of them together).
-HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes, int rule_actions);
+HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes);
 
 // Loads world_model.pt (or a checkpoint) written by TrainWorldModel.
 MdnRnn LoadWorldModel(const std::string& path);

@@ -56,10 +56,12 @@ int Run() {
   const world_model::HeldOutMetrics& m = r.held_out;
   std::printf(
       "done: %d epochs, %lld parameters; held out (%d episodes, %lld steps): latent NLL %.3f nats/step, latent error "
-      "%.4f (1 step) %.4f (5 steps), reward MAE %.4f, done accuracy %.3f, mask precision %.3f recall %.3f; %s\n",
+      "%.4f (1 step) %.4f (5 steps), reward MAE %.4f (predicting 0: %.4f) RMSE %.4f (%.4f), done accuracy %.3f "
+      "(never done: %.3f), "
+      "mask precision %.3f recall %.3f; %s\n",
       r.epochs, static_cast<long long>(r.parameters), m.episodes, static_cast<long long>(m.steps), m.nll,
-      m.latent_error_1, m.latent_error_5, m.reward_mae, m.done_accuracy, m.mask_precision, m.mask_recall,
-      FLAGS_out.c_str());
+      m.latent_error_1, m.latent_error_5, m.reward_mae, m.reward_mae_zero, m.reward_rmse, m.reward_rmse_zero,
+      m.done_accuracy, m.done_accuracy_never, m.mask_precision, m.mask_recall, FLAGS_out.c_str());
   return 0;
 }
 
@@ -67,6 +69,5 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv, "train: ./bazelw run //world_model:train -- --data=FILE --out=DIR",
-                           rlflow::Run);
+  return rlflow::cli::Main(argc, argv, "train: ./bazelw run //world_model:train -- --data=FILE --out=DIR", rlflow::Run);
 }
