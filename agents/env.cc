@@ -190,8 +190,15 @@ double RewriteEnv::Reward(double before_cost, double after_cost, double before_m
   return 0;
 }
 
+namespace {
+std::atomic<int64_t> process_steps{0};
+}  // namespace
+
+int64_t RewriteEnv::ProcessSteps() { return process_steps.load(); }
+
 StepResult RewriteEnv::Step(int action) {
   ++counters_->steps;
+  ++process_steps;
   StepResult r;
   r.observation = &obs_;
   r.info.cost_ms = state_.shared_graph() ? state_.cost() : 0.0;

@@ -139,6 +139,9 @@ class RewriteEnv {
   // backend, RewardKind::kEndToEnd). What a world model's dream saves.
   int64_t real_steps() const { return counters_->steps; }
   int64_t real_measurements() const { return counters_->measurements; }
+  // Step calls of every rewrite environment of this process: what a test
+  // of dream training checks stays unchanged.
+  static int64_t ProcessSteps();
   const EnvOptions& options() const { return o_; }
 
  private:

@@ -128,15 +128,17 @@ class PpoTrainerBase {
 // done, ...} and observation() -> const Obs&, and a policy module whose
 // forward(std::vector<const Obs*>) gives {logits [B, A], mask [B, A] bool,
 // value [B]}: the rewrite environment with the GNN policy (PpoTrainer), the
-// pass-ordering environment with its MLP policy (agents/pass_env.h).
-template <class Env, class Net>
+// pass-ordering environment with its MLP policy (agents/pass_env.h), the
+// world model's dream with its controller (world_model/dream.h, whose
+// episodes start from a recorded state, `Start`, instead of a graph).
+template <class Env, class Net, class Start = Graph>
 class BasicPpoTrainer : public PpoTrainerBase {
  public:
   using Obs = std::decay_t<decltype(std::declval<Env&>().observation())>;
 
-  // `next_graph` gives the graph of each new episode (e.g. round robin over
-  // the training models); `seed` seeds action sampling.
-  BasicPpoTrainer(Net policy, Env* env, std::function<Graph()> next_graph, PpoOptions options, uint64_t seed)
+  // `next_graph` gives the graph (start) of each new episode (e.g. round
+  // robin over the training models); `seed` seeds action sampling.
+  BasicPpoTrainer(Net policy, Env* env, std::function<Start()> next_graph, PpoOptions options, uint64_t seed)
       : PpoTrainerBase(options, seed), policy_(std::move(policy)), env_(env), next_graph_(std::move(next_graph)) {
     if (env_ == nullptr || !next_graph_) Fail("PPO: no environment or graph source");
     optimizer_ =
@@ -257,7 +259,7 @@ class BasicPpoTrainer : public PpoTrainerBase {
 
   Net policy_;
   Env* env_;
-  std::function<Graph()> next_graph_;
+  std::function<Start()> next_graph_;
 };
 
 using PpoTrainer = BasicPpoTrainer<RewriteEnv, Policy>;

@@ -22,15 +22,17 @@ DEFINE_string(output, "",
               "where to write the optimised ONNX model (default: <model>.rlflow.onnx beside the input, "
               "or in the working directory for a zoo model)");
 DEFINE_string(search, "taso",
-              "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), "
-              "passes (a list of graph passes, --passes), pass_order (a trained pass-ordering agent), none");
+              "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), world_model (a "
+              "controller trained in a world model's dream), passes (a list of graph passes, --passes), pass_order "
+              "(a trained pass-ordering agent), none");
 DEFINE_string(passes, "",
               "run these passes in this order (comma-separated; implies --search=passes; default order "
               "without it: see --list_passes and the README)");
 DEFINE_bool(list_passes, false, "print the registered passes (name and one-line description) and exit");
 DEFINE_string(agent, "",
-              "--search=ppo / pass_order: the trained agent (default: the checked-in agents/zoo_agent.pt / "
-              "agents/pass_agent.pt)");
+              "--search=ppo / pass_order / world_model: the trained agent (default: the checked-in "
+              "agents/zoo_agent.pt / agents/pass_agent.pt / world_model/agent/, a directory with controller.pt and "
+              "world_model.pt)");
 DEFINE_int32(episodes, 8, "--search=ppo: sampled episodes after the greedy one; the cheapest graph is kept");
 DEFINE_int32(horizon, 100, "--search=ppo: steps per episode");
 DEFINE_int64(train_steps, 0, "--search=ppo: environment steps of fine-tuning on the input graph first");

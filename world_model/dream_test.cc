@@ -1,0 +1,138 @@
+// The dream: a controller trained by PPO inside a world model steps only
+// the dream (no rewrite environment of the process is stepped); dreams are
+// reproducible from their seed; their valid actions come from the mask
+// head; the controller saves and loads.
+#include "world_model/dream.h"
+
+#include <gtest/gtest.h>
+
+#include "agents/env.h"
+#include "agents/ppo.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/rewrite/matcher.h"
+#include "runtime/cost_model.h"
+#include "world_model/collect.h"
+#include "world_model/train.h"
+
+namespace rlflow::world_model {
+namespace {
+
+struct Fixture {
+  Rollouts data;
+  MdnRnn model{nullptr};
+};
+
+// Rollouts of squeezenet and a small world model trained on them (once).
+Fixture& F() {
+  static Fixture* f = [] {
+    auto* f = new Fixture();
+    std::string dir = MakeTempDir("dream_");
+    CollectOptions c;
+    c.models = {"squeezenet1_1"};
+    c.episodes = 8;
+    c.horizon = 8;
+    c.out = dir + "/data.rollouts";
+    Collect(c);
+    TrainOptions t;
+    t.data = c.out;
+    t.out = dir + "/wm";
+    t.epochs = 3;
+    t.hidden = 32;
+    t.mixtures = 2;
+    t.batch = 4;
+    TrainWorldModel(t);
+    f->data = ReadRollouts(c.out);
+    f->model = LoadWorldModel(dir + "/wm/world_model.pt");
+    return f;
+  }();
+  return *f;
+}
+
+TEST(Dream, ControllerTrainingNeverStepsTheRealEnvironment) {
+  std::vector<DreamStart> starts = DreamStarts(F().data, *F().model);
+  ASSERT_EQ(starts.size(), 1u);  // one model
+  EXPECT_EQ(starts[0].state.latent.size(), 32u);
+  const int64_t real_before = agents::RewriteEnv::ProcessSteps();
+  DreamOptions o;
+  o.horizon = 10;
+  DreamEnv env(F().model, o);
+  torch::manual_seed(1);
+  Controller controller(32, F().model->vocabulary_size(), 16);
+  agents::PpoOptions po;
+  po.rollout_steps = 32;
+  po.minibatches = 2;
+  po.epochs = 2;
+  agents::BasicPpoTrainer<DreamEnv, Controller, DreamStart> trainer(
+      controller, &env, [&] { return starts[0]; }, po, 1);
+  for (int k = 0; k < 3; ++k) trainer.Iterate();
+  EXPECT_EQ(trainer.env_steps(), 96);
+  EXPECT_GT(env.steps(), 0);
+  EXPECT_EQ(agents::RewriteEnv::ProcessSteps(), real_before);  // no real step while dreaming
+  // The counter does count real steps (so the check above can fail).
+  Matcher matcher(std::vector<rules::Rule>{});
+  AnalyticalCostModel cost;
+  agents::RewriteEnv real(&matcher, &cost);
+  real.Reset(Graph());
+  real.Step(0);
+  EXPECT_EQ(agents::RewriteEnv::ProcessSteps(), real_before + 1);
+}
+
+TEST(Dream, DreamsAreReproducibleAndFollowTheMaskHead) {
+  std::vector<DreamStart> starts = DreamStarts(F().data, *F().model);
+  DreamOptions o;
+  o.seed = 9;
+  o.horizon = 6;
+  auto rollout = [&](double tau) {
+    o.tau = tau;
+    DreamEnv env(F().model, o);
+    env.Reset(starts[0]);
+    std::vector<float> trace;
+    for (int t = 0; t < 6; ++t) {
+      const DreamObservation& obs = env.observation();
+      int action = env.actions() - 1;  // stop unless a rule action is valid
+      for (int j = 0; j < env.actions() - 1; ++j)
+        if (obs.valid[j]) {
+          action = j;
+          break;
+        }
+      DreamStepResult r = env.Step(action);
+      trace.insert(trace.end(), env.observation().latent.begin(), env.observation().latent.end());
+      trace.push_back(static_cast<float>(r.reward));
+      if (r.done) break;
+    }
+    return trace;
+  };
+  EXPECT_EQ(rollout(1.0), rollout(1.0));
+  EXPECT_NE(rollout(1.0), rollout(1.5));
+  // An action the mask head does not allow ends the dream with no reward.
+  DreamEnv env(F().model, o);
+  env.Reset(starts[0]);
+  int invalid = -1;
+  for (int j = 0; j < env.actions() - 1; ++j)
+    if (!env.observation().valid[j]) invalid = j;
+  ASSERT_GE(invalid, 0);
+  DreamStepResult r = env.Step(invalid);
+  EXPECT_TRUE(r.done);
+  EXPECT_EQ(r.reward, 0.0);
+  EXPECT_EQ(env.steps(), 0);
+  EXPECT_THROW(DreamEnv(F().model, DreamOptions{0.0, 5, 1}), Error);
+}
+
+TEST(Dream, TheControllerSavesAndLoads) {
+  torch::manual_seed(4);
+  Controller c(32, F().model->vocabulary_size(), 16);
+  std::string path = MakeTempDir("controller_") + "/controller.pt";
+  SaveController(*c, path);
+  Controller d = LoadController(path);
+  std::vector<DreamStart> starts = DreamStarts(F().data, *F().model);
+  std::vector<const DreamObservation*> obs = {&starts[0].state};
+  ControllerImpl::Output a = c->forward(obs), b = d->forward(obs);
+  EXPECT_TRUE(torch::equal(a.logits, b.logits));
+  EXPECT_TRUE(torch::equal(a.mask, b.mask));
+  EXPECT_TRUE(a.mask[0][F().model->vocabulary_size()].item<bool>());  // stop is always valid
+  EXPECT_THROW(LoadController(path + ".missing"), Error);
+}
+
+}  // namespace
+}  // namespace rlflow::world_model

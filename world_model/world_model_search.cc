@@ -1,0 +1,128 @@
+// --search=world_model: the controller trained in the world model's dream
+// (//world_model:dream) acts in the real rewrite environment. Each step the
+// state's latent (the same frozen encoder the world model was trained on)
+// goes to the controller; its choices are restricted to the rule actions
+// valid in the real state (the real mask: "real masks only keep its actions
+// valid there"), and the chosen rule action is applied at the location the
+// cost model estimates best. One greedy episode (the controller's most
+// likely action each step); the cheapest graph reached is the result,
+// finished by greedy descent like taso's and ppo's (--greedy_finish). The
+// agent is a directory with controller.pt and world_model.pt (default: the
+// checked-in world_model/agent/).
+#include <algorithm>
+
+#include "agents/env.h"
+#include "core/error.h"
+#include "core/file_util.h"
+#include "optimiser/search.h"
+#include "world_model/dream.h"
+#include "world_model/encoder.h"
+#include "world_model/train.h"
+
+namespace rlflow::world_model {
+namespace {
+
+class WorldModelSearch : public Search {
+ public:
+  std::string name() const override { return "world_model"; }
+
+  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+    CheckSearchOptions(o);
+    if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
+    std::string dir = o.agent;
+    if (dir.empty()) {
+      std::string c = FindRunfile("world_model/agent/controller.pt");
+      if (c.empty()) Fail("no trained controller: pass --agent=DIR (see //world_model:dream)");
+      dir = c.substr(0, c.rfind('/'));
+    }
+    if (!FileExists(dir + "/controller.pt") || !FileExists(dir + "/world_model.pt"))
+      Fail("--agent=", dir, " must be a directory with controller.pt and world_model.pt (of //world_model:dream)");
+    MdnRnn model = LoadWorldModel(dir + "/world_model.pt");
+    Controller controller = LoadController(dir + "/controller.pt");
+    controller->eval();
+    const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
+    if (model->options().rule_actions != rule_actions)
+      Fail("the world model in ", dir, " was trained with ", model->options().rule_actions / 2,
+           " rules, the rule database has ", rule_actions / 2, ": train it on this database");
+    if (controller->vocabulary() != model->vocabulary_size())
+      Fail("the controller in ", dir, " does not belong to its world model (vocabulary ", controller->vocabulary(),
+           " vs ", model->vocabulary_size(), ")");
+    std::string encoder_path = FindRunfile("agents/zoo_agent.pt");
+    if (encoder_path.empty()) Fail("the encoder agents/zoo_agent.pt was not found");
+    LatentEncoder encoder(encoder_path, rule_actions);
+    const std::vector<int64_t>& vocabulary = model->options().vocabulary;
+    const int v = model->vocabulary_size();
+
+    agents::EnvOptions eo;
+    eo.horizon = o.horizon;
+    eo.max_growth = o.max_growth;
+    eo.seed = o.seed;
+    agents::RewriteEnv env(o.matcher, o.cost, eo);
+    env.Reset(graph);
+    SearchResult r;
+    r.initial_cost = r.final_cost = env.state().cost();
+    RewriteState best = env.state();
+    r.stop_reason = StopReason::kStopAction;
+    torch::NoGradGuard no_grad;
+    while (!env.done()) {
+      if (o.interrupted != nullptr && o.interrupted->load()) {
+        r.stop_reason = StopReason::kInterrupted;
+        break;
+      }
+      const agents::Observation& obs = env.observation();
+      DreamObservation d;
+      d.latent = encoder.Encode(obs);
+      d.valid.assign(v, 0);
+      d.locations.assign(v, 0);
+      for (int j = 0; j < v; ++j) {
+        d.valid[j] = obs.rule_mask[vocabulary[j]];
+        d.locations[j] = static_cast<int>(obs.locations[vocabulary[j]].size());
+      }
+      d.step_fraction = static_cast<float>(env.steps()) / o.horizon;
+      ControllerImpl::Output out = controller->forward({&d});
+      torch::Tensor logits = out.logits[0].masked_fill(out.mask[0].logical_not(), -1e30);
+      const int a = static_cast<int>(logits.argmax().item<int64_t>());
+      int flat = obs.stop_action();
+      if (a < v) {
+        // The location the cost model estimates best.
+        const std::vector<int32_t>& locs = obs.locations[vocabulary[a]];
+        flat = *std::max_element(locs.begin(), locs.end(), [&](int32_t x, int32_t y) {
+          return obs.candidates[x].estimated_gain < obs.candidates[y].estimated_gain;
+        });
+      }
+      agents::StepResult s = env.Step(flat);
+      ++r.graphs_explored;
+      if (s.info.valid && env.state().cost() < r.final_cost) {
+        r.final_cost = env.state().cost();
+        best = env.state();
+      }
+      if (env.done() && env.steps() >= o.horizon) r.stop_reason = StopReason::kHorizon;
+    }
+    r.real_steps = env.real_steps();
+    r.graph = best.graph();
+    r.applied = best.Applied();
+    if (o.progress)
+      o.progress("world_model controller: " + std::to_string(env.steps()) + " steps, cost " +
+                 std::to_string(r.initial_cost) + " -> " + std::to_string(r.final_cost) + " ms");
+    if (o.greedy_finish && r.stop_reason != StopReason::kInterrupted) {
+      SearchResult f = MakeSearch("greedy")->Run(r.graph, o);
+      if (f.final_cost < r.final_cost) {
+        r.graph = std::move(f.graph);
+        r.applied.insert(r.applied.end(), f.applied.begin(), f.applied.end());
+        r.finish_applied = static_cast<int64_t>(f.applied.size());
+        r.final_cost -= f.initial_cost - f.final_cost;
+      }
+      r.graphs_explored += f.graphs_explored;
+      r.rewrites_costed += f.rewrites_costed;
+      r.real_steps += f.real_steps;
+      if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
+        r.stop_reason = f.stop_reason;
+    }
+    return r;
+  }
+};
+
+RLFLOW_REGISTER_SEARCH("world_model", WorldModelSearch);
+
+}  // namespace
+}  // namespace rlflow::world_model

@@ -1,0 +1,55 @@
+// --search=world_model with the checked-in controller and world model: on
+// zoo graphs (the cost model the agents were trained with) it returns a
+// graph no costlier than the input that computes the same, counts its real
+// steps, and finished by greedy descent leaves no improving rewrite; a
+// missing or mismatched agent directory is an error.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "optimiser/batchnorm_cost.h"
+#include "optimiser/pipeline.h"
+#include "optimiser/search.h"
+#include "rules/testing.h"
+#include "runtime/cost_model.h"
+#include "runtime/equivalence.h"
+#include "zoo/zoo.h"
+
+namespace rlflow {
+namespace {
+
+TEST(WorldModelSearch, TheCheckedInControllerSearchesZooGraphs) {
+  ASSERT_FALSE(FindRunfile("world_model/agent/controller.pt").empty()) << "world_model/agent/ is not checked in";
+  Matcher matcher(testing::AllRules());
+  AnalyticalCostModel analytical;
+  BatchNormAwareCost cost(&analytical);
+  for (const char* model : {"squeezenet1_1", "resnet18"}) {
+    Graph original = zoo::Build(model, 1);
+    Graph g = CanonicalForm(original);
+    SearchOptions o;
+    o.matcher = &matcher;
+    o.cost = &cost;
+    o.horizon = 20;
+    o.greedy_finish = false;
+    SearchResult r = MakeSearch("world_model")->Run(g, o);
+    EXPECT_LE(r.final_cost, r.initial_cost + 1e-9) << model;
+    EXPECT_NEAR(r.final_cost, cost.GraphCost(r.graph), 1e-9 * r.final_cost) << model;
+    EXPECT_LE(r.applied.size(), 20u) << model;
+    EXPECT_GE(r.real_steps, 1) << model;  // at least the stop action
+    EXPECT_LT(CompareGraphs(original, r.graph, 3).max_error, 1e-4) << model;
+    o.greedy_finish = true;
+    SearchResult f = MakeSearch("world_model")->Run(g, o);
+    EXPECT_LE(f.final_cost, r.final_cost + 1e-9) << model;
+    EXPECT_TRUE(MakeSearch("greedy")->Run(f.graph, o).applied.empty()) << model;
+    std::printf("%s: controller %zu rewrites (cost %.3f -> %.3f), finished %.3f\n", model, r.applied.size(),
+                r.initial_cost, r.final_cost, f.final_cost);
+  }
+  SearchOptions bad;
+  bad.matcher = &matcher;
+  bad.cost = &cost;
+  bad.agent = MakeTempDir("no_agent_");
+  EXPECT_THROW(MakeSearch("world_model")->Run(CanonicalForm(zoo::Build("squeezenet1_1", 1)), bad), Error);
+}
+
+}  // namespace
+}  // namespace rlflow
