@@ -1,8 +1,9 @@
 // Every search on zoo models, through the optimise pipeline library: taso
 // (budget 1000), greedy, ppo with the checked-in agent alone (no greedy
 // finish: what the agent finds by itself), the same finished by greedy
-// descent (the optimiser's default), and ppo fine-tuned on the graph first
-// (--train_steps) and finished. Per row: cost-model estimate before ->
+// descent (the optimiser's default), ppo fine-tuned on the graph first
+// (--train_steps) and finished, and the world model's controller
+// (--search=world_model, world_model/agent) alone and finished. Per row: cost-model estimate before ->
 // after, search time, rewrites, the search's real work (rewrites applied to
 // real graphs, graphs timed on the device), and the measured end-to-end
 // speedup with its 95% interval. Prints the README's Markdown table.
@@ -50,7 +51,9 @@ int Run() {
     for (const Row& row :
          {Row{"taso", "taso", 0, true}, Row{"greedy", "greedy", 0, true}, Row{"ppo (zoo agent alone)", "ppo", 0, false},
           Row{"ppo (zoo agent) + greedy finish", "ppo", 0, true},
-          Row{"ppo, fine-tuned, + greedy finish", "ppo", FLAGS_train_steps, true}}) {
+          Row{"ppo, fine-tuned, + greedy finish", "ppo", FLAGS_train_steps, true},
+          Row{"world_model (controller alone)", "world_model", 0, false},
+          Row{"world_model + greedy finish", "world_model", 0, true}}) {
       PipelineOptions o;
       o.model = model + ".onnx";
       o.output = dir + "/" + model + ".onnx";
@@ -67,7 +70,10 @@ int Run() {
           LOG(INFO) << line;
       };
       PipelineResult r = RunPipeline(o);
-      std::string trained = row.search != "ppo" ? "-" : row.train_steps > 0 ? "yes (fine-tuned)" : seen ? "yes" : "no";
+      std::string trained = row.search != "ppo" && row.search != "world_model" ? "-"
+                            : row.train_steps > 0                             ? "yes (fine-tuned)"
+                            : seen                                            ? "yes"
+                                                                              : "no";
       char speed[96];
       if (r.unchanged)
         std::snprintf(speed, sizeof speed, "1.000x (same graph)");
