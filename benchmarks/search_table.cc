@@ -71,9 +71,9 @@ int Run() {
       };
       PipelineResult r = RunPipeline(o);
       std::string trained = row.search != "ppo" && row.search != "world_model" ? "-"
-                            : row.train_steps > 0                             ? "yes (fine-tuned)"
-                            : seen                                            ? "yes"
-                                                                              : "no";
+                            : row.train_steps > 0                              ? "yes (fine-tuned)"
+                            : seen                                             ? "yes"
+                                                                               : "no";
       char speed[96];
       if (r.unchanged)
         std::snprintf(speed, sizeof speed, "1.000x (same graph)");

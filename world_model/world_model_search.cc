@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "optimiser/search.h"
+#include "world_model/controller_episode.h"
 #include "world_model/dream.h"
 #include "world_model/encoder.h"
 #include "world_model/train.h"
@@ -50,54 +51,20 @@ class WorldModelSearch : public Search {
     std::string encoder_path = FindRunfile("agents/zoo_agent.pt");
     if (encoder_path.empty()) Fail("the encoder agents/zoo_agent.pt was not found");
     LatentEncoder encoder(encoder_path, rule_actions);
-    const std::vector<int64_t>& vocabulary = model->options().vocabulary;
-    const int v = model->vocabulary_size();
-
     agents::EnvOptions eo;
     eo.horizon = o.horizon;
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
     agents::RewriteEnv env(o.matcher, o.cost, eo);
-    env.Reset(graph);
+    ControllerEpisode ep = RunControllerEpisode(*controller, *model, encoder, env, graph, o.interrupted);
     SearchResult r;
-    r.initial_cost = r.final_cost = env.state().cost();
-    RewriteState best = env.state();
-    r.stop_reason = StopReason::kStopAction;
-    torch::NoGradGuard no_grad;
-    while (!env.done()) {
-      if (o.interrupted != nullptr && o.interrupted->load()) {
-        r.stop_reason = StopReason::kInterrupted;
-        break;
-      }
-      const agents::Observation& obs = env.observation();
-      DreamObservation d;
-      d.latent = encoder.Encode(obs);
-      d.valid.assign(v, 0);
-      d.locations.assign(v, 0);
-      for (int j = 0; j < v; ++j) {
-        d.valid[j] = obs.rule_mask[vocabulary[j]];
-        d.locations[j] = static_cast<int>(obs.locations[vocabulary[j]].size());
-      }
-      d.step_fraction = static_cast<float>(env.steps()) / o.horizon;
-      ControllerImpl::Output out = controller->forward({&d});
-      torch::Tensor logits = out.logits[0].masked_fill(out.mask[0].logical_not(), -1e30);
-      const int a = static_cast<int>(logits.argmax().item<int64_t>());
-      int flat = obs.stop_action();
-      if (a < v) {
-        // The location the cost model estimates best.
-        const std::vector<int32_t>& locs = obs.locations[vocabulary[a]];
-        flat = *std::max_element(locs.begin(), locs.end(), [&](int32_t x, int32_t y) {
-          return obs.candidates[x].estimated_gain < obs.candidates[y].estimated_gain;
-        });
-      }
-      agents::StepResult s = env.Step(flat);
-      ++r.graphs_explored;
-      if (s.info.valid && env.state().cost() < r.final_cost) {
-        r.final_cost = env.state().cost();
-        best = env.state();
-      }
-      if (env.done() && env.steps() >= o.horizon) r.stop_reason = StopReason::kHorizon;
-    }
+    r.initial_cost = ep.initial_cost;
+    r.final_cost = ep.best_cost;
+    r.graphs_explored = ep.steps;
+    r.stop_reason = ep.interrupted             ? StopReason::kInterrupted
+                    : env.steps() >= o.horizon ? StopReason::kHorizon
+                                               : StopReason::kStopAction;
+    RewriteState best = ep.best;
     r.real_steps = env.real_steps();
     r.graph = best.graph();
     r.applied = best.Applied();
