@@ -60,11 +60,12 @@ DEFINE_int32(measure_runs, 0,
              "end-to-end verdict: pairs of interleaved runs of the original and the optimised graph "
              "(0: auto, 10 to 40 pairs, about 2 s of runs per graph); fewer than 6 pairs give no 95% "
              "interval, so the original is written unless --force_optimised");
-DEFINE_int32(retries, 2,
+DEFINE_int32(retries, -1,
              "when the verdict does not find the optimised graph faster and its rewrites come from "
              "several rules: search again leaving out one applied rule at a time (the least applied "
              "first), at most this many times, and keep the first graph found faster (each such "
-             "verdict at 1 - 0.05/N); 0: never");
+             "verdict at 1 - 0.05/N); 0: never; -1 (auto): 2 with --device=ort (whose fusions "
+             "per-node costs cannot see), 0 otherwise");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
 DEFINE_int32(target_opset, 0,

@@ -156,7 +156,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (!(o.alpha >= 1.0)) Fail("--alpha must be >= 1, got ", o.alpha);
   if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
   if (o.measure_runs < 0) Fail("--measure_runs must be >= 0, got ", o.measure_runs);
-  if (o.retries < 0) Fail("--retries must be >= 0, got ", o.retries);
+  if (o.retries < -1) Fail("--retries must be >= 0 (or -1: auto), got ", o.retries);
   ThreadPinning pinned = SetComputeThreads(o.threads);
   SetSteadyAllocation();
   if (o.threads > 0 && !pinned.blas_pinned)
@@ -563,7 +563,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // time (the least applied first), at most --retries times; the first
   // graph found faster is kept. Each retry's verdict is at level 1 - 0.05/N
   // (N retries), so that the retries together are held to 95%.
-  if (o.retries > 0 && !res.unchanged && res.general_ok && !res.verdict.faster() && !o.force_optimised &&
+  const int retries = o.retries >= 0 ? o.retries : backend->context_sensitive() ? 2 : 0;
+  if (retries > 0 && !res.unchanged && res.general_ok && !res.verdict.faster() && !o.force_optimised &&
       res.result.stop_reason != StopReason::kInterrupted) {
     std::vector<std::pair<int, std::string>> by_count;  // (applications, rule id), first applied first
     for (const std::string& name : res.result.applied) {
@@ -575,7 +576,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
         ++it->first;
     }
     std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    const int tries = std::min<int>(o.retries, static_cast<int>(by_count.size()));
+    const int tries = std::min<int>(retries, static_cast<int>(by_count.size()));
     const double level = 1.0 - 0.05 / std::max(tries, 1);
     // Too few pairs for that level: a retry could only be 'within noise'.
     if (by_count.size() >= 2 && res.pairs >= MinPairsFor(level)) {
