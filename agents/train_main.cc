@@ -149,22 +149,7 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  // --model may be repeated: gflags keeps only the last, so join them first.
-  std::vector<std::string> args(argv, argv + argc), models;
-  std::vector<char*> kept;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i > 0 && a.rfind("--model=", 0) == 0)
-      models.push_back(a.substr(8));
-    else
-      kept.push_back(argv[i]);
-  }
-  std::string joined;
-  for (const std::string& m : models) joined += (joined.empty() ? "" : ",") + m;
-  std::string flag = "--model=" + joined;
-  if (!models.empty()) kept.push_back(flag.data());
-  int n = static_cast<int>(kept.size());
-  return rlflow::cli::Main(n, kept.data(),
+  return rlflow::cli::Main(argc, argv, {"model"},
                            "train: ./bazelw run //agents:train -- --model=M [--model=M2 ...] --steps=N --out=DIR",
                            rlflow::Run);
 }

@@ -18,8 +18,11 @@
 #include "optimiser/load.h"
 #include "optimiser/pipeline.h"
 #include "runtime/cost_model.h"
+#include "world_model/controller_episode.h"
+#include "world_model/dream.h"
 #include "world_model/encoder.h"
 #include "world_model/rollouts.h"
+#include "world_model/train.h"
 
 namespace rlflow::world_model {
 namespace {
@@ -68,6 +71,7 @@ CollectResult Collect(const CollectOptions& o) {
   if (o.out.empty()) Fail("--out is required (the rollout file to write)");
   if (o.episodes < 1) Fail("--episodes must be >= 1, got ", o.episodes);
   if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
+  if (o.first_episode < 0) Fail("first episode must be >= 0, got ", o.first_episode);
   if (o.cost != "analytical" && o.cost != "measured") Fail("--cost must be analytical or measured, got '", o.cost, "'");
   agents::EnvOptions eo;
   eo.reward = agents::ParseRewardKind(o.reward);
@@ -89,7 +93,18 @@ CollectResult Collect(const CollectOptions& o) {
   if (encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
   LatentEncoder encoder(encoder_path, rule_actions);
   agents::Policy policy{nullptr};
-  if (o.policy != "random") {
+  Controller controller{nullptr};
+  MdnRnn controller_model{nullptr};
+  if (!o.controller.empty()) {
+    if (!(o.epsilon >= 0 && o.epsilon <= 1)) Fail("--epsilon must be in [0, 1], got ", o.epsilon);
+    const std::string dir = ResolveUserPath(o.controller);
+    controller = LoadController(dir + "/controller.pt");
+    controller_model = LoadWorldModel(dir + "/world_model.pt");
+    if (controller->vocabulary() != controller_model->vocabulary_size() || controller->latent() != encoder.size())
+      Fail("controller '", dir, "' does not fit its world model or the encoder (vocabulary ", controller->vocabulary(),
+           " vs ", controller_model->vocabulary_size(), ", latent ", controller->latent(), " vs ", encoder.size(), ")");
+    controller->eval();
+  } else if (o.policy != "random") {
     policy = agents::LoadPolicy(ResolveUserPath(o.policy), rule_actions);
     policy->eval();
   }
@@ -118,9 +133,12 @@ CollectResult Collect(const CollectOptions& o) {
   header.set_rules_id(RulesId(rule_list));
   header.set_max_locations(eo.max_locations);
   header.set_encoder(encoder.description());
-  header.set_policy(o.policy);
+  header.set_policy(o.controller.empty()
+                        ? o.policy
+                        : "controller:" + ResolveUserPath(o.controller) + " epsilon=" + std::to_string(o.epsilon));
   header.set_seed(o.seed);
   header.set_horizon(o.horizon);
+  header.set_first_episode(static_cast<uint32_t>(o.first_episode));
   header.set_reward(o.reward);
   for (const std::string& m : o.models) header.add_models(m);
   RolloutWriter writer(out, header);
@@ -133,8 +151,8 @@ CollectResult Collect(const CollectOptions& o) {
 
   for (int k = resumed; k < o.episodes; ++k) {
     if (o.interrupted != nullptr && o.interrupted->load()) break;
-    const size_t m = static_cast<size_t>(k) % graphs.size();
-    const uint64_t seed = EpisodeSeed(o.seed, k);
+    const size_t m = static_cast<size_t>(o.first_episode + k) % graphs.size();
+    const uint64_t seed = EpisodeSeed(o.seed, o.first_episode + k);
     std::mt19937_64 rng(seed);
     Episode e;
     e.set_model(o.models[m]);
@@ -147,7 +165,21 @@ CollectResult Collect(const CollectOptions& o) {
       Step* s = e.add_steps();
       for (float v : encoder.Encode(obs)) s->add_latent(v);
       int flat = obs.stop_action();
-      if (!policy.is_empty()) {
+      const bool explore = controller.is_empty() || std::uniform_real_distribution<double>(0, 1)(rng) < o.epsilon;
+      if (!explore) {
+        torch::NoGradGuard no_grad;
+        std::vector<float> latent(s->latent().begin(), s->latent().end());
+        DreamObservation d =
+            ObserveReal(obs, *controller_model, std::move(latent), static_cast<float>(env.steps()) / eo.horizon);
+        ControllerImpl::Output p = controller->forward({&d});
+        torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];
+        const int a = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
+        if (a < controller_model->vocabulary_size()) {
+          const int rule = static_cast<int>(controller_model->options().vocabulary[a]);
+          const int loc = std::uniform_int_distribution<int>(0, static_cast<int>(obs.locations[rule].size()) - 1)(rng);
+          flat = env.FlatAction(rule, loc);
+        }
+      } else if (!policy.is_empty()) {
         torch::NoGradGuard no_grad;
         agents::PolicyImpl::Output p = policy->forward({&obs});
         torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];

@@ -26,7 +26,18 @@ struct CollectOptions {
   std::vector<std::string> models;  // zoo names or ONNX files
   int episodes = 16;
   std::string policy = "random";  // "random" or an agent (agent.pt of //agents:train)
-  std::string out;                // the rollout file
+  // Or a dream-trained controller (a directory with controller.pt and
+  // world_model.pt, //world_model:dream), the loop's later rounds: its rule
+  // action sampled from its distribution over the valid ones in its
+  // vocabulary (or stop), at a location drawn uniformly, as the dream draws
+  // them; with probability `epsilon` a uniform random action instead, so
+  // that actions outside its vocabulary are still tried. Overrides policy.
+  std::string controller;
+  double epsilon = 0.2;
+  // The file's episode k is the collection's episode first_episode + k:
+  // model (first_episode + k) mod M, seed from (seed, first_episode + k).
+  int first_episode = 0;
+  std::string out;  // the rollout file
   uint64_t seed = 1;
   int horizon = 50;
   std::string encoder;              // agent whose GNN makes the latents ("": agents/zoo_agent.pt)

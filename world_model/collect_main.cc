@@ -19,6 +19,10 @@
 DEFINE_string(model, "", "models: zoo names or ONNX files (repeat --model or separate with commas)");
 DEFINE_int32(episodes, 16, "episodes in the file (a resumed file counts its own)");
 DEFINE_string(policy, "random", "random (uniform over valid rule actions and stop, then locations) or an agent.pt");
+DEFINE_string(controller, "",
+              "a dream-trained controller's directory (controller.pt, world_model.pt of //world_model:dream) as the "
+              "policy instead, epsilon-greedy");
+DEFINE_double(epsilon, 0.2, "with --controller: the probability of a uniform random action instead");
 DEFINE_string(out, "", "the rollout file to write; required");
 DEFINE_uint64(seed, 1, "seed of the episodes' sampling and of zoo model weights");
 DEFINE_int32(horizon, 50, "steps per episode");
@@ -36,6 +40,8 @@ int Run() {
   o.models = cli::SplitList(FLAGS_model);
   o.episodes = FLAGS_episodes;
   o.policy = FLAGS_policy;
+  o.controller = FLAGS_controller;
+  o.epsilon = FLAGS_epsilon;
   o.out = FLAGS_out;
   o.seed = FLAGS_seed;
   o.horizon = FLAGS_horizon;
@@ -67,21 +73,8 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  // --model may be repeated: gflags keeps only the last, so join them first.
-  std::vector<char*> kept;
-  std::string joined;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (i > 0 && a.rfind("--model=", 0) == 0)
-      joined += (joined.empty() ? "" : ",") + a.substr(8);
-    else
-      kept.push_back(argv[i]);
-  }
-  std::string flag = "--model=" + joined;
-  if (!joined.empty()) kept.push_back(flag.data());
-  int n = static_cast<int>(kept.size());
   return rlflow::cli::Main(
-      n, kept.data(),
+      argc, argv, {"model"},
       "collect: ./bazelw run //world_model:collect -- --model=M [--model=M2 ...] --episodes=N --policy=random|PATH "
       "--out=FILE",
       rlflow::Run);

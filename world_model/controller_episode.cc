@@ -4,6 +4,22 @@
 
 namespace rlflow::world_model {
 
+DreamObservation ObserveReal(const agents::Observation& obs, const MdnRnnImpl& model, std::vector<float> latent,
+                             float step_fraction) {
+  const std::vector<int64_t>& vocabulary = model.options().vocabulary;
+  const int v = model.vocabulary_size();
+  DreamObservation d;
+  d.latent = std::move(latent);
+  d.valid.assign(v, 0);
+  d.locations.assign(v, 0);
+  for (int j = 0; j < v; ++j) {
+    d.valid[j] = obs.rule_mask[vocabulary[j]];
+    d.locations[j] = static_cast<int>(obs.locations[vocabulary[j]].size());
+  }
+  d.step_fraction = step_fraction;
+  return d;
+}
+
 ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const MdnRnnImpl& model, LatentEncoder& encoder,
                                        agents::RewriteEnv& env, const Graph& graph,
                                        const std::atomic<bool>* interrupted) {
@@ -20,15 +36,8 @@ ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const MdnRnnI
       break;
     }
     const agents::Observation& obs = env.observation();
-    DreamObservation d;
-    d.latent = encoder.Encode(obs);
-    d.valid.assign(v, 0);
-    d.locations.assign(v, 0);
-    for (int j = 0; j < v; ++j) {
-      d.valid[j] = obs.rule_mask[vocabulary[j]];
-      d.locations[j] = static_cast<int>(obs.locations[vocabulary[j]].size());
-    }
-    d.step_fraction = static_cast<float>(env.steps()) / env.options().horizon;
+    DreamObservation d =
+        ObserveReal(obs, model, encoder.Encode(obs), static_cast<float>(env.steps()) / env.options().horizon);
     ControllerImpl::Output out = controller.forward({&d});
     const int a =
         static_cast<int>(out.logits[0].masked_fill(out.mask[0].logical_not(), -1e30).argmax().item<int64_t>());

@@ -18,6 +18,12 @@ struct ControllerEpisode {
   bool interrupted = false;
 };
 
+// The controller's observation of a real state: `latent` (the encoder's
+// for `obs`), the real valid actions and location counts in `model`'s
+// vocabulary, and the step fraction.
+DreamObservation ObserveReal(const agents::Observation& obs, const MdnRnnImpl& model, std::vector<float> latent,
+                             float step_fraction);
+
 // Runs one greedy episode from `graph` (reset) until the controller stops,
 // the horizon, or `interrupted`. The controller's vocabulary is `model`'s.
 ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const MdnRnnImpl& model, LatentEncoder& encoder,

@@ -82,6 +82,29 @@ std::string CheckFlags(int argc, char** argv) {
 }
 }  // namespace
 
+int Main(int argc, char** argv, const std::vector<std::string>& repeated, const char* usage,
+         const std::function<int()>& body) {
+  std::vector<char*> kept;
+  std::vector<std::string> joined(repeated.size()), flags(repeated.size());
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool taken = false;
+    for (size_t r = 0; r < repeated.size() && i > 0 && !taken; ++r) {
+      const std::string prefix = "--" + repeated[r] + "=";
+      if (a.rfind(prefix, 0) != 0) continue;
+      joined[r] += (joined[r].empty() ? "" : ",") + a.substr(prefix.size());
+      taken = true;
+    }
+    if (!taken) kept.push_back(argv[i]);
+  }
+  for (size_t r = 0; r < repeated.size(); ++r) {
+    if (joined[r].empty()) continue;
+    flags[r] = "--" + repeated[r] + "=" + joined[r];
+    kept.push_back(flags[r].data());
+  }
+  return Main(static_cast<int>(kept.size()), kept.data(), usage, body);
+}
+
 int Main(int argc, char** argv, const char* usage, const std::function<int()>& body) {
   gflags::SetUsageMessage(usage);
   std::string flag_error = CheckFlags(argc, argv);

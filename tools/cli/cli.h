@@ -12,6 +12,11 @@ namespace rlflow::cli {
 // Parses gflags, sets up glog (to stderr), rejects positional arguments,
 // runs `body` and turns exceptions into one-line errors. Returns the exit code.
 int Main(int argc, char** argv, const char* usage, const std::function<int()>& body);
+// The same, where each flag named in `repeated` may be given several times
+// (--model=a --model=b): gflags keeps only the last, so they are joined
+// into one comma-separated value first (read it with SplitList).
+int Main(int argc, char** argv, const std::vector<std::string>& repeated, const char* usage,
+         const std::function<int()>& body);
 
 // Set by SIGINT/SIGTERM once InstallInterruptHandler() ran; long loops poll
 // it. A second signal terminates the process.
