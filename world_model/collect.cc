@@ -71,6 +71,8 @@ CollectResult Collect(const CollectOptions& o) {
   if (o.out.empty()) Fail("--out is required (the rollout file to write)");
   if (o.episodes < 1) Fail("--episodes must be >= 1, got ", o.episodes);
   if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
+  if (o.locations != "uniform" && o.locations != "best")
+    Fail("--locations must be uniform or best, got '", o.locations, "'");
   if (o.first_episode < 0) Fail("first episode must be >= 0, got ", o.first_episode);
   if (o.cost != "analytical" && o.cost != "measured") Fail("--cost must be analytical or measured, got '", o.cost, "'");
   agents::EnvOptions eo;
@@ -139,6 +141,7 @@ CollectResult Collect(const CollectOptions& o) {
   header.set_seed(o.seed);
   header.set_horizon(o.horizon);
   header.set_first_episode(static_cast<uint32_t>(o.first_episode));
+  if (o.locations != "uniform") header.set_policy(header.policy() + " locations=" + o.locations);
   header.set_reward(o.reward);
   for (const std::string& m : o.models) header.add_models(m);
   RolloutWriter writer(out, header);
@@ -149,6 +152,18 @@ CollectResult Collect(const CollectOptions& o) {
   if (resumed > o.episodes)
     Fail("'", out, ".partial' already holds ", resumed, " episodes, more than --episodes=", o.episodes);
 
+  // A location of rule action `a` (an index into obs.locations[a]).
+  auto pick_location = [&](const agents::Observation& obs, int a, std::mt19937_64& rng) {
+    const std::vector<int32_t>& locs = obs.locations[a];
+    if (o.locations == "best")
+      return static_cast<int>(std::max_element(locs.begin(), locs.end(),
+                                               [&](int32_t x, int32_t y) {
+                                                 return obs.candidates[x].estimated_gain <
+                                                        obs.candidates[y].estimated_gain;
+                                               }) -
+                              locs.begin());
+    return std::uniform_int_distribution<int>(0, static_cast<int>(locs.size()) - 1)(rng);
+  };
   for (int k = resumed; k < o.episodes; ++k) {
     if (o.interrupted != nullptr && o.interrupted->load()) break;
     const size_t m = static_cast<size_t>(o.first_episode + k) % graphs.size();
@@ -176,8 +191,7 @@ CollectResult Collect(const CollectOptions& o) {
         const int a = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
         if (a < controller_model->vocabulary_size()) {
           const int rule = static_cast<int>(controller_model->options().vocabulary[a]);
-          const int loc = std::uniform_int_distribution<int>(0, static_cast<int>(obs.locations[rule].size()) - 1)(rng);
-          flat = env.FlatAction(rule, loc);
+          flat = env.FlatAction(rule, pick_location(obs, rule, rng));
         }
       } else if (!policy.is_empty()) {
         torch::NoGradGuard no_grad;
@@ -193,8 +207,7 @@ CollectResult Collect(const CollectOptions& o) {
         const int pick = std::uniform_int_distribution<int>(0, static_cast<int>(valid.size()))(rng);
         if (pick < static_cast<int>(valid.size())) {
           const int a = valid[pick];
-          const int loc = std::uniform_int_distribution<int>(0, static_cast<int>(obs.locations[a].size()) - 1)(rng);
-          flat = env.FlatAction(a, loc);
+          flat = env.FlatAction(a, pick_location(obs, a, rng));
         }
       }
       const auto [rule_action, location] = DreamAction(obs, flat);

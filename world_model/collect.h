@@ -34,6 +34,10 @@ struct CollectOptions {
   // that actions outside its vocabulary are still tried. Overrides policy.
   std::string controller;
   double epsilon = 0.2;
+  // Where a chosen rule action is applied: "uniform" (any of its
+  // locations, at random) or "best" (the location the cost model estimates
+  // best, as the controller applies it in the real environment).
+  std::string locations = "uniform";
   // The file's episode k is the collection's episode first_episode + k:
   // model (first_episode + k) mod M, seed from (seed, first_episode + k).
   int first_episode = 0;

@@ -23,6 +23,9 @@ DEFINE_string(controller, "",
               "a dream-trained controller's directory (controller.pt, world_model.pt of //world_model:dream) as the "
               "policy instead, epsilon-greedy");
 DEFINE_double(epsilon, 0.2, "with --controller: the probability of a uniform random action instead");
+DEFINE_string(locations, "uniform",
+              "where a chosen rule action is applied: uniform (a random location) or best (the cost model's best, as "
+              "the controller does in the real environment)");
 DEFINE_string(out, "", "the rollout file to write; required");
 DEFINE_uint64(seed, 1, "seed of the episodes' sampling and of zoo model weights");
 DEFINE_int32(horizon, 50, "steps per episode");
@@ -42,6 +45,7 @@ int Run() {
   o.policy = FLAGS_policy;
   o.controller = FLAGS_controller;
   o.epsilon = FLAGS_epsilon;
+  o.locations = FLAGS_locations;
   o.out = FLAGS_out;
   o.seed = FLAGS_seed;
   o.horizon = FLAGS_horizon;

@@ -111,6 +111,7 @@ LoopResult RunLoop(const LoopOptions& o) {
       c.horizon = o.horizon;
       c.cost = o.cost;
       c.reward = o.reward;
+      c.locations = o.locations;
       c.argv0 = o.argv0;
       c.interrupted = o.interrupted;
       if (k > 1) {

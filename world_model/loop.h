@@ -40,6 +40,7 @@ struct LoopOptions {
   int64_t dream_steps = 20480;
   double tau = 1.0;
   std::string cost = "analytical";
+  std::string locations = "uniform";  // CollectOptions::locations
   std::string reward = "normalised";  // the collections' (end_to_end: graphs timed on this machine)
   std::string argv0;                  // for runfiles
   std::function<void(const std::string&)> progress;

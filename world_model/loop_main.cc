@@ -29,6 +29,9 @@ DEFINE_int64(dream_steps, 20480, "dream steps of PPO per round");
 DEFINE_double(tau, 1.0, "the world model's sampling temperature in the dream");
 DEFINE_string(cost, "analytical", "cost model of the rewards: analytical or measured");
 DEFINE_string(reward, "normalised", "reward of the collections: delta, combined, normalised, end_to_end");
+DEFINE_string(locations, "uniform",
+              "where the collections apply a rule action: uniform (a random location) or best (the cost model's "
+              "best, as the controller does)");
 DEFINE_int32(threads, 1, "ATen / OpenBLAS threads");
 
 namespace rlflow {
@@ -48,6 +51,7 @@ int Run() {
   o.tau = FLAGS_tau;
   o.cost = FLAGS_cost;
   o.reward = FLAGS_reward;
+  o.locations = FLAGS_locations;
   o.argv0 = gflags::GetArgv0();
   o.progress = [](const std::string& line) { LOG(INFO) << line; };
   SetComputeThreads(FLAGS_threads);
