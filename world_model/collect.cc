@@ -66,6 +66,39 @@ std::pair<int, int> DreamAction(const agents::Observation& o, int flat) {
 
 }  // namespace
 
+std::unique_ptr<RealWorld> MakeRealWorld(const std::vector<std::string>& models, uint64_t seed, const std::string& cost,
+                                         const std::string& rules, const std::string& encoder,
+                                         const std::string& argv0) {
+  if (cost != "analytical" && cost != "measured") Fail("--cost must be analytical or measured, got '", cost, "'");
+  auto w = std::make_unique<RealWorld>();
+  const std::string rules_path = rules.empty() ? FindRunfile("rules/default.rules.pb", argv0) : ResolveUserPath(rules);
+  if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
+  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
+  // As the agents: rules that produce a runtime's own operators are left out.
+  w->rules.assign(db.rules().begin(), db.rules().end());
+  w->matcher =
+      std::make_unique<Matcher>(w->rules, /*both_directions=*/true, RulesEnabledFor(w->rules, "onnx", kMaxOpset));
+  w->encoder_path = encoder.empty() ? FindRunfile("agents/zoo_agent.pt", argv0) : ResolveUserPath(encoder);
+  if (w->encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
+  w->encoder = std::make_unique<LatentEncoder>(w->encoder_path, w->rule_actions());
+  for (const std::string& m : models) {
+    LoadOptions lo;
+    lo.zoo_seed = seed;
+    w->graphs.push_back(CanonicalForm(LoadModel(m, lo).graph));
+  }
+  w->device = MakeTimingBackend("cpu");
+  w->counted = std::make_unique<CountingBackend>(w->device.get());
+  if (cost == "measured") {
+    auto measured = std::make_unique<MeasuredCostModel>(w->counted.get());
+    for (const Graph& g : w->graphs) measured->Calibrate(g, 3);
+    w->base = std::move(measured);
+  } else {
+    w->base = std::make_unique<AnalyticalCostModel>();
+  }
+  w->cost = std::make_unique<BatchNormAwareCost>(w->base.get());
+  return w;
+}
+
 CollectResult Collect(const CollectOptions& o) {
   if (o.models.empty()) Fail("--model is required (zoo names such as resnet18, or ONNX files)");
   if (o.out.empty()) Fail("--out is required (the rollout file to write)");
@@ -74,7 +107,6 @@ CollectResult Collect(const CollectOptions& o) {
   if (o.locations != "uniform" && o.locations != "best")
     Fail("--locations must be uniform or best, got '", o.locations, "'");
   if (o.first_episode < 0) Fail("first episode must be >= 0, got ", o.first_episode);
-  if (o.cost != "analytical" && o.cost != "measured") Fail("--cost must be analytical or measured, got '", o.cost, "'");
   agents::EnvOptions eo;
   eo.reward = agents::ParseRewardKind(o.reward);
   eo.horizon = o.horizon;
@@ -82,18 +114,12 @@ CollectResult Collect(const CollectOptions& o) {
   const std::string out = ResolveUserPath(o.out);
   CheckWritablePath(out, "--out");
 
-  std::string rules_path = o.rules.empty() ? FindRunfile("rules/default.rules.pb", o.argv0) : ResolveUserPath(o.rules);
-  if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
-  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
-  // As the agents: rules that produce a runtime's own operators are left out.
-  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
-  Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
-  const int rule_actions = 2 * static_cast<int>(rule_list.size());
-
-  std::string encoder_path =
-      o.encoder.empty() ? FindRunfile("agents/zoo_agent.pt", o.argv0) : ResolveUserPath(o.encoder);
-  if (encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
-  LatentEncoder encoder(encoder_path, rule_actions);
+  std::unique_ptr<RealWorld> world = MakeRealWorld(o.models, o.seed, o.cost, o.rules, o.encoder, o.argv0);
+  const std::vector<rules::Rule>& rule_list = world->rules;
+  const int rule_actions = world->rule_actions();
+  LatentEncoder& encoder = *world->encoder;
+  const std::vector<Graph>& graphs = world->graphs;
+  CountingBackend& counted = *world->counted;
   agents::Policy policy{nullptr};
   Controller controller{nullptr};
   MdnRnn controller_model{nullptr};
@@ -111,23 +137,7 @@ CollectResult Collect(const CollectOptions& o) {
     policy->eval();
   }
 
-  std::vector<Graph> graphs;
-  for (const std::string& m : o.models) {
-    LoadOptions lo;
-    lo.zoo_seed = o.seed;
-    graphs.push_back(CanonicalForm(LoadModel(m, lo).graph));
-  }
-  std::unique_ptr<TimingBackend> device = MakeTimingBackend("cpu");
-  CountingBackend counted(device.get());
-  AnalyticalCostModel analytical;
-  MeasuredCostModel measured(&counted);
-  CostModel* base = &analytical;
-  if (o.cost == "measured") {
-    for (const Graph& g : graphs) measured.Calibrate(g, 3);
-    base = &measured;
-  }
-  BatchNormAwareCost cost(base);
-  agents::RewriteEnv env(&matcher, &cost, eo, &counted);
+  agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo, &counted);
 
   RolloutHeader header;
   header.set_latent_size(encoder.size());

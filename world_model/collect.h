@@ -17,8 +17,15 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "core/graph.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
+#include "runtime/cost_model.h"
+#include "world_model/encoder.h"
 
 namespace rlflow::world_model {
 
@@ -70,5 +77,28 @@ struct CollectResult {
 // rlflow::Error on bad options, models or files (nothing but PATH.partial
 // is written before the first episode completes).
 CollectResult Collect(const CollectOptions& options);
+
+// The real environment's parts, as the collection and the loop's
+// evaluation build them: the rule database's rules that produce no
+// runtime's own operators, the frozen encoder, the models in canonical
+// form (zoo weights from `seed`), and the cost model ("analytical", or
+// "measured": each graph calibrated on the CPU) over a counting backend.
+struct RealWorld {
+  std::vector<rules::Rule> rules;
+  std::unique_ptr<Matcher> matcher;
+  std::string encoder_path;
+  std::unique_ptr<LatentEncoder> encoder;
+  std::vector<Graph> graphs;
+  std::unique_ptr<TimingBackend> device;
+  std::unique_ptr<CountingBackend> counted;
+  std::unique_ptr<CostModel> base;  // analytical or measured
+  std::unique_ptr<CostModel> cost;  // batch-norm aware, over `base`
+  int rule_actions() const { return 2 * static_cast<int>(rules.size()); }
+};
+// `rules` and `encoder` "" for the checked-in ones (found from argv0).
+// rlflow::Error on a bad cost kind, missing files or models.
+std::unique_ptr<RealWorld> MakeRealWorld(const std::vector<std::string>& models, uint64_t seed, const std::string& cost,
+                                         const std::string& rules, const std::string& encoder,
+                                         const std::string& argv0);
 
 }  // namespace rlflow::world_model

@@ -10,13 +10,6 @@
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/onnx_io.h"
-#include "core/rewrite/matcher.h"
-#include "core/rules/rule.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/load.h"
-#include "optimiser/pipeline.h"
-#include "runtime/cost_model.h"
 #include "world_model/collect.h"
 #include "world_model/controller_episode.h"
 #include "world_model/dream.h"
@@ -61,29 +54,12 @@ LoopResult RunLoop(const LoopOptions& o) {
     if (o.progress) o.progress(s);
   };
 
-  // The real environment the controllers are evaluated in.
-  const std::string rules_path = FindRunfile("rules/default.rules.pb", o.argv0);
-  if (rules_path.empty()) Fail("the default rule database was not found");
-  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
-  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
-  Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
-  const std::string encoder_path = FindRunfile("agents/zoo_agent.pt", o.argv0);
-  if (encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found");
-  LatentEncoder encoder(encoder_path, 2 * static_cast<int>(rule_list.size()));
-  agents::Policy model_free = agents::LoadPolicy(encoder_path, 2 * static_cast<int>(rule_list.size()));
+  // The real environment the controllers are evaluated in (the
+  // collections build the same).
+  std::unique_ptr<RealWorld> world = MakeRealWorld(o.models, o.seed, o.cost, "", "", o.argv0);
+  const std::vector<Graph>& graphs = world->graphs;
+  agents::Policy model_free = agents::LoadPolicy(world->encoder_path, world->rule_actions());
   model_free->eval();
-  std::vector<Graph> graphs;
-  for (const std::string& m : o.models) {
-    LoadOptions lo;
-    lo.zoo_seed = o.seed;
-    graphs.push_back(CanonicalForm(LoadModel(m, lo).graph));
-  }
-  std::unique_ptr<TimingBackend> device = MakeTimingBackend("cpu");
-  AnalyticalCostModel analytical;
-  MeasuredCostModel measured(device.get());
-  if (o.cost == "measured")
-    for (const Graph& g : graphs) measured.Calibrate(g, 3);
-  BatchNormAwareCost cost(o.cost == "measured" ? static_cast<CostModel*>(&measured) : &analytical);
   agents::EnvOptions eo;
   eo.horizon = o.horizon;
   eo.seed = o.seed;
@@ -182,8 +158,8 @@ LoopResult RunLoop(const LoopOptions& o) {
     nlohmann::json per_model = nlohmann::json::object();
     for (size_t m = 0; m < graphs.size(); ++m) {
       if (r.models.count(o.models[m])) continue;
-      agents::RewriteEnv env(&matcher, &cost, eo);
-      ControllerEpisode ep = RunControllerEpisode(*controller, *model, encoder, env, graphs[m], o.interrupted);
+      agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo);
+      ControllerEpisode ep = RunControllerEpisode(*controller, *model, *world->encoder, env, graphs[m], o.interrupted);
       if (ep.interrupted) return result;
       LoopRound::ModelResult& mr = r.models[o.models[m]];
       mr.initial_cost = ep.initial_cost;
@@ -192,7 +168,7 @@ LoopResult RunLoop(const LoopOptions& o) {
       mr.steps = ep.steps;
       r.eval_real_steps += env.real_steps();
       {
-        agents::RewriteEnv reference(&matcher, &cost, eo);
+        agents::RewriteEnv reference(world->matcher.get(), world->cost.get(), eo);
         torch::NoGradGuard no_grad;
         agents::EpisodeResult e = agents::RunEpisode(*model_free, reference, graphs[m], /*greedy=*/true);
         mr.model_free_improvement = (e.initial_cost - e.best_cost) / e.initial_cost;
