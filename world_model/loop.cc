@@ -125,6 +125,7 @@ LoopResult RunLoop(const LoopOptions& o) {
       t.data = data;
       t.out = wm;
       t.epochs = o.epochs;
+      t.reward_loss = o.reward_loss;
       t.seed = o.seed;
       t.interrupted = o.interrupted;
       if (!TrainWorldModel(t).finished) return result;

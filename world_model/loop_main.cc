@@ -32,6 +32,7 @@ DEFINE_string(reward, "normalised", "reward of the collections: delta, combined,
 DEFINE_string(locations, "uniform",
               "where the collections apply a rule action: uniform (a random location) or best (the cost model's "
               "best, as the controller does)");
+DEFINE_string(reward_loss, "huber", "the world model's reward loss: mse or huber");
 DEFINE_int32(threads, 1, "ATen / OpenBLAS threads");
 
 namespace rlflow {
@@ -52,6 +53,7 @@ int Run() {
   o.cost = FLAGS_cost;
   o.reward = FLAGS_reward;
   o.locations = FLAGS_locations;
+  o.reward_loss = FLAGS_reward_loss;
   o.argv0 = gflags::GetArgv0();
   o.progress = [](const std::string& line) { LOG(INFO) << line; };
   SetComputeThreads(FLAGS_threads);

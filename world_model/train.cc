@@ -88,12 +88,14 @@ struct Losses {
   torch::Tensor total, nll, reward, done, mask, counts;
 };
 
-Losses Loss(MdnRnnImpl& model, const Batch& x) {
+Losses Loss(MdnRnnImpl& model, const Batch& x, bool huber) {
   MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
   const torch::Tensor n = x.valid.sum().clamp_min(1.0);
   Losses l;
   l.nll = (MixtureNll(out, x.next) * x.valid).sum() / n / model.options().latent;
-  l.reward = ((out.reward - x.reward).pow(2) * x.valid).sum() / n;
+  const torch::Tensor reward_error =
+      huber ? torch::huber_loss(out.reward, x.reward, at::Reduction::None, 1.0) : (out.reward - x.reward).pow(2);
+  l.reward = (reward_error * x.valid).sum() / n;
   l.done =
       (torch::binary_cross_entropy_with_logits(out.done_logit, x.done, {}, {}, at::Reduction::None) * x.valid).sum() /
       n;
@@ -268,6 +270,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   if (o.epochs < 1) Fail("--epochs must be >= 1, got ", o.epochs);
   if (o.batch < 1) Fail("--batch must be >= 1, got ", o.batch);
   if (!(o.lr > 0)) Fail("--lr must be > 0");
+  if (o.reward_loss != "mse" && o.reward_loss != "huber")
+    Fail("--reward_loss must be mse or huber, got '", o.reward_loss, "'");
   if (!(o.held_out > 0 && o.held_out < 1)) Fail("--held_out must be in (0, 1), got ", o.held_out);
   const std::string data_path = ResolveUserPath(o.data);
   Rollouts data = ReadRollouts(data_path);
@@ -279,7 +283,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   std::ostringstream config;
   config << "data=" << data_path << "\ndata_bytes=" << ReadFile(data_path).size() << "\nbatch=" << o.batch
          << "\nlr=" << o.lr << "\nheld_out=" << o.held_out << "\nseed=" << o.seed << "\nhidden=" << o.hidden
-         << "\nmixtures=" << o.mixtures << "\n";
+         << "\nmixtures=" << o.mixtures << "\n"
+         << (o.reward_loss == "mse" ? "" : "reward_loss=" + o.reward_loss + "\n");
   train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.epochs};
   TrainResult r;
   r.resumed = train::PrepareRun(run);
@@ -361,7 +366,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
     for (size_t at = 0; at < shuffled.size(); at += o.batch) {
       std::vector<const Episode*> b(shuffled.begin() + at,
                                     shuffled.begin() + std::min(shuffled.size(), at + static_cast<size_t>(o.batch)));
-      Losses l = Loss(*model, MakeBatch(b, *model));
+      Losses l = Loss(*model, MakeBatch(b, *model), o.reward_loss == "huber");
       opt.zero_grad();
       l.total.backward();
       torch::nn::utils::clip_grad_norm_(model->parameters(), 5.0);

@@ -24,6 +24,7 @@ DEFINE_double(held_out, 0.2, "fraction of the episodes held out for the metrics"
 DEFINE_uint64(seed, 1, "seed of the initialisation, the held-out split and the episodes' order");
 DEFINE_int32(hidden, 256, "LSTM hidden size");
 DEFINE_int32(mixtures, 8, "Gaussians in the mixture over the next latent");
+DEFINE_string(reward_loss, "huber", "the reward head's loss: mse or huber");
 DEFINE_int32(threads, 1, "ATen threads");
 
 namespace rlflow {
@@ -40,6 +41,7 @@ int Run() {
   o.seed = FLAGS_seed;
   o.hidden = FLAGS_hidden;
   o.mixtures = FLAGS_mixtures;
+  o.reward_loss = FLAGS_reward_loss;
   o.threads = FLAGS_threads;
   o.progress = [](const std::string& line) {
     std::printf("%s\n", line.c_str());
