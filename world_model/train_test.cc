@@ -82,8 +82,14 @@ TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
   TrainOptions other = Options(data, dir + "/whole");
   other.lr = 0.5;
   EXPECT_THROW(TrainWorldModel(other), Error);
+  other = Options(data, dir + "/whole");
+  other.reward_loss = "mse";  // another loss is another configuration
+  EXPECT_THROW(TrainWorldModel(other), Error);
   TrainOptions bad = Options(data, dir + "/bad");
   bad.held_out = 1.0;
+  EXPECT_THROW(TrainWorldModel(bad), Error);
+  bad = Options(data, dir + "/bad3");
+  bad.reward_loss = "l3";
   EXPECT_THROW(TrainWorldModel(bad), Error);
   bad = Options(dir + "/missing.rollouts", dir + "/bad2");
   EXPECT_THROW(TrainWorldModel(bad), Error);
