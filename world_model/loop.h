@@ -35,8 +35,8 @@ struct LoopOptions {
   std::string out;
   uint64_t seed = 1;
   int horizon = 50;
-  double epsilon = 0.2;             // later rounds: the controller's exploration
-  int epochs = 30;                  // world-model training
+  double epsilon = 0.2;               // later rounds: the controller's exploration
+  int epochs = 30;                    // world-model training
   std::string reward_loss = "huber";  // TrainOptions::reward_loss
   int64_t dream_steps = 20480;
   double tau = 1.0;
