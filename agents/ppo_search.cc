@@ -83,24 +83,7 @@ class PpoSearch : public Search {
     r.applied = best.best.Applied();
     r.initial_cost = best.initial_cost;
     r.final_cost = best.best_cost;
-    // As taso: the agent's best graph is finished by greedy descent (the
-    // registered greedy search, not a copy of its loop), so that an episode
-    // that stopped early never leaves an improving rewrite unapplied.
-    if (o.greedy_finish && r.stop_reason != StopReason::kInterrupted) {
-      SearchResult f = MakeSearch("greedy")->Run(r.graph, o);
-      if (f.final_cost < r.final_cost) {
-        r.graph = std::move(f.graph);
-        r.applied.insert(r.applied.end(), f.applied.begin(), f.applied.end());
-        r.finish_applied = static_cast<int64_t>(f.applied.size());
-        // The greedy search costs from its own start: carry its gain over.
-        r.final_cost -= f.initial_cost - f.final_cost;
-      }
-      r.graphs_explored += f.graphs_explored;
-      r.rewrites_costed += f.rewrites_costed;
-      r.real_steps += f.real_steps;
-      if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
-        r.stop_reason = f.stop_reason;
-    }
+    GreedyFinish(&r, o);
     return r;
   }
 };

@@ -58,4 +58,21 @@ void CheckSearchOptions(const SearchOptions& o) {
   if (!(o.max_growth >= 1.0)) Fail("the node growth limit must be >= 1, got ", o.max_growth);
 }
 
+void GreedyFinish(SearchResult* r, const SearchOptions& o) {
+  if (!o.greedy_finish || r->stop_reason == StopReason::kInterrupted) return;
+  SearchResult f = MakeSearch("greedy")->Run(r->graph, o);
+  if (f.final_cost < r->final_cost) {
+    r->graph = std::move(f.graph);
+    r->applied.insert(r->applied.end(), f.applied.begin(), f.applied.end());
+    r->finish_applied = static_cast<int64_t>(f.applied.size());
+    // The greedy search costs from its own start: carry its gain over.
+    r->final_cost -= f.initial_cost - f.final_cost;
+  }
+  r->graphs_explored += f.graphs_explored;
+  r->rewrites_costed += f.rewrites_costed;
+  r->real_steps += f.real_steps;
+  if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
+    r->stop_reason = f.stop_reason;
+}
+
 }  // namespace rlflow

@@ -88,5 +88,11 @@ std::unique_ptr<Search> MakeSearch(const std::string& name);
 // Helpers shared by search implementations.
 // Checks the options every search needs; throws rlflow::Error.
 void CheckSearchOptions(const SearchOptions& options);
+// A learned search's finish, as taso's: its best graph `r->graph` is
+// finished by the registered greedy search (not a copy of its loop), so that
+// an episode that stopped early never leaves an improving rewrite
+// unapplied. Adds greedy's rewrites, counters and gain to `r`; does nothing
+// unless options.greedy_finish, or after an interrupt.
+void GreedyFinish(SearchResult* r, const SearchOptions& options);
 
 }  // namespace rlflow

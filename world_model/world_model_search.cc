@@ -71,20 +71,7 @@ class WorldModelSearch : public Search {
     if (o.progress)
       o.progress("world_model controller: " + std::to_string(env.steps()) + " steps, cost " +
                  std::to_string(r.initial_cost) + " -> " + std::to_string(r.final_cost) + " ms");
-    if (o.greedy_finish && r.stop_reason != StopReason::kInterrupted) {
-      SearchResult f = MakeSearch("greedy")->Run(r.graph, o);
-      if (f.final_cost < r.final_cost) {
-        r.graph = std::move(f.graph);
-        r.applied.insert(r.applied.end(), f.applied.begin(), f.applied.end());
-        r.finish_applied = static_cast<int64_t>(f.applied.size());
-        r.final_cost -= f.initial_cost - f.final_cost;
-      }
-      r.graphs_explored += f.graphs_explored;
-      r.rewrites_costed += f.rewrites_costed;
-      r.real_steps += f.real_steps;
-      if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
-        r.stop_reason = f.stop_reason;
-    }
+    GreedyFinish(&r, o);
     return r;
   }
 };
