@@ -138,6 +138,7 @@ const Observation& RewriteEnv::Reset(const Graph& graph) {
   e.matcher = matcher_;
   e.cost = cost_;
   e.max_nodes = static_cast<int64_t>(o_.max_growth * graph.num_nodes());
+  e.runner = o_.runner;
   engine_ = std::make_shared<RewriteEngine>(std::move(e));
   state_ = engine_->Start(graph);
   initial_cost_ = state_.cost();
@@ -253,6 +254,12 @@ StepResult RewriteEnv::Step(int action) {
   if (!done_ && steps_ >= o_.horizon) {
     done_ = true;
     r.info.stop = StopReason::kHorizon;
+  }
+  if (!done_ && o_.runner != nullptr) {
+    if (const StopReason why = o_.runner->Check(); why != StopReason::kNone) {
+      done_ = true;
+      r.info.stop = why;
+    }
   }
   obs_.global_features[1] = static_cast<float>(steps_) / static_cast<float>(o_.horizon);
   if (r.info.valid) {

@@ -48,6 +48,10 @@ struct EnvOptions {
   int measure_every = 10;          // kEndToEnd: steps between measurements
   int measure_samples = 5;         // kEndToEnd: runs per measurement (median)
   uint64_t seed = 1;               // kEndToEnd: input data
+  // The run's owner of limits (optional; core/runner.h): once it says stop,
+  // the episode ends (info.stop = its reason) and a state's costing stops
+  // early. Every rewrite applied counts as one of its real steps.
+  Runner* runner = nullptr;
 };
 
 // The op-type vocabulary of the node features: the registry's operators

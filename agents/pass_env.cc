@@ -158,6 +158,7 @@ PassStepResult PassEnv::Step(int action) {
   else
     r.reward = initial_.cost > 0 ? 100.0 * (before.cost - stats_.cost) / initial_.cost : 0.0;
   if (o_.shaping) r.reward += o_.gamma * Potential(stats_) - Potential(before);
+  if (!done_ && o_.runner != nullptr && o_.runner->ShouldStop()) done_ = r.done = true;
   Observe();
   return r;
 }

@@ -39,6 +39,8 @@ struct PassEnvOptions {
   PassReward reward = PassReward::kOpCount;
   bool shaping = false;
   double gamma = 0.99;  // the shaping's discount (use PPO's)
+  // The run's owner of limits (optional): once it says stop, the episode ends.
+  Runner* runner = nullptr;
 };
 
 // Feature layout: log1p op counts (OpVocabulary() order, then opaque), then

@@ -18,20 +18,21 @@ class PassOrderSearch : public Search {
  public:
   std::string name() const override { return "pass_order"; }
 
-  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+  SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
     std::string path = o.agent;
     if (path.empty()) {
       path = FindRunfile("agents/pass_agent.pt");
       if (path.empty()) Fail("no trained pass-ordering agent: pass --agent=PATH (see //agents:train_passes)");
     }
-    PassRegistry registry = PassesWithRuleFamilies(*o.matcher, o.cost);
+    PassRegistry registry = PassesWithRuleFamilies(*o.matcher, o.cost, &runner);
     // The agent's actions must be passes this build has.
     std::vector<std::string> actions = PassPolicyActions(path);
     for (const std::string& a : actions)
       if (!registry.Has(a)) Fail("pass-ordering agent ", path, " uses pass '", a, "', which this build does not have");
     PassEnvOptions eo;
     eo.passes = actions;
+    eo.runner = &runner;
     PassPolicy policy = LoadPassPolicy(path, actions, &eo.horizon);
     policy->eval();
     PassEnv env(&registry, o.cost, eo);
@@ -44,7 +45,7 @@ class PassOrderSearch : public Search {
     r.real_steps = env.steps();
     for (const std::string& p : ep.applied) {
       r.applied.push_back("pass " + p);
-      if (o.progress) o.progress("pass_order: ran " + p);
+      runner.Say("pass_order: ran " + p);
     }
     r.graph = ep.applied.empty() ? graph : std::move(ep.graph);
     r.final_cost = o.cost->GraphCost(r.graph);

@@ -21,7 +21,7 @@ class PpoSearch : public Search {
  public:
   std::string name() const override { return "ppo"; }
 
-  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+  SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
     if (o.episodes < 0) Fail("--episodes must be >= 0, got ", o.episodes);
     if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
@@ -38,6 +38,7 @@ class PpoSearch : public Search {
     eo.horizon = o.horizon;
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
+    eo.runner = &runner;
     RewriteEnv env(o.matcher, o.cost, eo);
     SearchResult r;
     if (o.train_steps > 0) {
@@ -46,11 +47,12 @@ class PpoSearch : public Search {
       PpoTrainer trainer(
           policy, &env, [&] { return graph; }, po, o.seed);
       while (trainer.env_steps() < o.train_steps) {
-        if (o.interrupted != nullptr && o.interrupted->load()) break;
+        if (runner.ShouldStop()) break;
         UpdateStats s = trainer.Iterate();
-        if (o.progress)
-          o.progress("ppo fine-tuning: " + std::to_string(trainer.env_steps()) + " steps, episode return " +
-                     std::to_string(s.episode_return));
+        runner.Report([&] {
+          return "ppo fine-tuning: " + std::to_string(trainer.env_steps()) + " steps, episode return " +
+                 std::to_string(s.episode_return);
+        });
       }
       policy->eval();
     }
@@ -59,19 +61,15 @@ class PpoSearch : public Search {
     bool have = false;
     r.stop_reason = StopReason::kExhausted;
     for (int e = 0; e <= o.episodes; ++e) {
-      if (o.interrupted != nullptr && o.interrupted->load()) {
-        r.stop_reason = StopReason::kInterrupted;
-        break;
-      }
+      if (runner.ShouldStop()) break;  // Search::Run reports the runner's reason
       EpisodeResult ep = RunEpisode(*policy, env, graph, /*greedy=*/e == 0, &rng);
       r.graphs_explored += ep.steps;
       if (!have || ep.best_cost < best.best_cost) {
         best = ep;
         have = true;
       }
-      if (o.progress)
-        o.progress("ppo episode " + std::to_string(e) + (e == 0 ? " (greedy)" : " (sampled)") + ": cost " +
-                   std::to_string(ep.initial_cost) + " -> " + std::to_string(ep.best_cost) + " ms");
+      runner.Say("ppo episode " + std::to_string(e) + (e == 0 ? " (greedy)" : " (sampled)") + ": cost " +
+                 std::to_string(ep.initial_cost) + " -> " + std::to_string(ep.best_cost) + " ms");
     }
     r.real_steps = env.real_steps();  // fine-tuning and episodes
     if (!have) {

@@ -23,23 +23,16 @@ bool SameCost(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.
 // A search's engine, limits, counters, progress lines and seen graphs.
 class SearchRun {
  public:
-  SearchRun(const Graph& original, const SearchOptions& o)
-      : o_(Checked(o)), start_(Clock::now()), engine_(EngineFor(original, o)) {}
+  SearchRun(const Graph& original, const SearchOptions& o, Runner& runner)
+      : o_(Checked(o)), runner_(runner), start_(Clock::now()), engine_(EngineFor(original, o, runner)) {}
 
   RewriteEngine& engine() { return engine_; }
   double Elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-  // kNone if the search may go on, else why it must stop.
-  StopReason MustStop() const {
-    if (o_.interrupted != nullptr && o_.interrupted->load()) return StopReason::kInterrupted;
-    if (o_.time_limit_s > 0 && Elapsed() >= o_.time_limit_s) return StopReason::kTimeLimit;
-    return StopReason::kNone;
-  }
+  // kNone if the search may go on, else why it must stop (the runner's limits).
+  StopReason MustStop() const { return runner_.Check(); }
 
   // The state's candidates (costing them reports progress and stays interruptible).
-  std::vector<Candidate> Candidates(const RewriteState& s) {
-    costing_best_ = s.cost();
-    return s.Candidates();
-  }
+  std::vector<Candidate> Candidates(const RewriteState& s) { return s.Candidates(); }
 
   // Applies a candidate; nullopt if the result is invalid (a cycle) or was
   // seen before. A built state's exact cost is then known.
@@ -54,16 +47,14 @@ class SearchRun {
   void MarkSeen(const Graph& g) { seen_.insert(g.StructuralHash()); }
 
   void Progress(const std::string& what, double best, size_t queue) {
-    if (!o_.progress) return;
-    double now = Elapsed();
-    if (now - last_progress_ < o_.progress_interval_s) return;
-    last_progress_ = now;
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "%s: %.1f s, %lld graphs explored, %lld rewrites costed, queue %zu, best cost %.3f ms (from %.3f)",
-                  what.c_str(), now, static_cast<long long>(result.graphs_explored),
-                  static_cast<long long>(result.rewrites_costed), queue, best, result.initial_cost);
-    o_.progress(buf);
+    runner_.Report([&] {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "%s: %.1f s, %lld graphs explored, %lld rewrites costed, queue %zu, best cost %.3f ms (from %.3f)",
+                    what.c_str(), Elapsed(), static_cast<long long>(result.graphs_explored),
+                    static_cast<long long>(result.rewrites_costed), queue, best, result.initial_cost);
+      return std::string(buf);
+    });
   }
 
   // The result, with the engine's counters.
@@ -87,24 +78,20 @@ class SearchRun {
     CheckSearchOptions(o);
     return o;
   }
-  EngineOptions EngineFor(const Graph& original, const SearchOptions& o) {
+  static EngineOptions EngineFor(const Graph& original, const SearchOptions& o, Runner& runner) {
     EngineOptions e;
     e.matcher = o.matcher;
     e.cost = o.cost;
     e.max_nodes = static_cast<int64_t>(o.max_growth * original.num_nodes());
-    e.should_stop = [this] { return MustStop() != StopReason::kNone; };
-    e.costing_progress = [this](size_t done, size_t all) {
-      Progress("costing rewrites (" + std::to_string(done) + " of " + std::to_string(all) + ")", costing_best_, 0);
-    };
+    e.runner = &runner;
     return e;
   }
 
   const SearchOptions& o_;
+  Runner& runner_;
   Clock::time_point start_;
   RewriteEngine engine_;
   std::unordered_set<uint64_t> seen_;
-  double costing_best_ = 0;
-  double last_progress_ = 0;
 };
 
 // Greedy descent from a state: applies the single best improving rewrite
@@ -153,8 +140,8 @@ class TasoSearch : public Search {
  public:
   std::string name() const override { return "taso"; }
 
-  SearchResult Run(const Graph& original, const SearchOptions& o) override {
-    SearchRun run(original, o);
+  SearchResult Explore(const Graph& original, const SearchOptions& o, Runner& runner) override {
+    SearchRun run(original, o, runner);
     SearchResult& r = run.result;
     // A graph in the queue: a built state, or `candidate` applied to `state`
     // (built when popped).
@@ -262,8 +249,8 @@ class GreedySearch : public Search {
  public:
   std::string name() const override { return "greedy"; }
 
-  SearchResult Run(const Graph& original, const SearchOptions& o) override {
-    SearchRun run(original, o);
+  SearchResult Explore(const Graph& original, const SearchOptions& o, Runner& runner) override {
+    SearchRun run(original, o, runner);
     RewriteState start = run.engine().Start(original);
     run.result.initial_cost = start.cost();
     run.MarkSeen(original);

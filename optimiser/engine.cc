@@ -33,22 +33,6 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
 
 }  // namespace
 
-const char* StopReasonName(StopReason reason) {
-  switch (reason) {
-    case StopReason::kNone: return "";
-    case StopReason::kBudget: return "budget";
-    case StopReason::kExhausted: return "exhausted";
-    case StopReason::kLocalOptimum: return "local optimum";
-    case StopReason::kTimeLimit: return "time limit";
-    case StopReason::kInterrupted: return "interrupted";
-    case StopReason::kNoSearch: return "no search";
-    case StopReason::kStopAction: return "stop action";
-    case StopReason::kHorizon: return "horizon";
-    case StopReason::kNoCandidates: return "no candidates";
-  }
-  return "?";
-}
-
 // ---------------------------------------------------------------- RewriteState
 
 double RewriteState::cost() const {
@@ -80,8 +64,12 @@ std::vector<Candidate> RewriteState::Candidates() const {
     // Long steps (a graph with thousands of matches) stay interruptible and
     // report progress.
     if ((i & 255) == 255) {
-      if (o.should_stop && o.should_stop()) break;
-      if (o.costing_progress) o.costing_progress(i, matches.size());
+      if (o.runner != nullptr) {
+        if (o.runner->ShouldStop()) break;
+        o.runner->Report([&] {
+          return "costing rewrites (" + std::to_string(i) + " of " + std::to_string(matches.size()) + ")";
+        });
+      }
     }
     std::optional<Candidate> c = engine_->Estimate(*this, matches[i], weight_only, &memo);
     if (c) out.push_back(std::move(*c));
@@ -105,6 +93,7 @@ std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) cons
     return std::nullopt;
   }
   ++engine_->stats_.rewrites_applied;
+  if (engine_->o_.runner != nullptr) engine_->o_.runner->CountSteps();
   RewriteState s;
   s.engine_ = engine_;
   s.graph_ = std::move(next);

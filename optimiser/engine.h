@@ -23,26 +23,10 @@
 
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
+#include "core/runner.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow {
-
-// Why a search (or an episode) ended.
-enum class StopReason {
-  kNone,          // still running
-  kBudget,        // taso: the graph budget is spent
-  kExhausted,     // taso: nothing left in the queue
-  kLocalOptimum,  // greedy: no rewrite improves
-  kTimeLimit,
-  kInterrupted,
-  kNoSearch,      // --search=none
-  kStopAction,    // an agent chose to stop
-  kHorizon,       // an episode reached its step limit
-  kNoCandidates,  // no rewrite applies
-};
-// "budget", "exhausted", "local optimum", "time limit", "interrupted", "no search", "stop action", "horizon",
-// "no candidates", "" (kNone).
-const char* StopReasonName(StopReason reason);
 
 struct EngineOptions {
   const Matcher* matcher = nullptr;  // required
@@ -50,11 +34,11 @@ struct EngineOptions {
   // Rewrites that would grow the graph beyond max_nodes nodes are not
   // candidates (0: no limit).
   int64_t max_nodes = 0;
-  // Polled every 256 matches while costing a state's candidates: when it
-  // returns true, Candidates() returns what it has costed so far.
-  std::function<bool()> should_stop;
-  // Called every 256 matches while costing (matches done, matches in all).
-  std::function<void(size_t, size_t)> costing_progress;
+  // The run's owner of limits and progress (optional). Polled every 256
+  // matches while costing a state's candidates: once it says stop,
+  // Candidates() returns what it has costed so far. Every rewrite applied
+  // counts as one of its real steps.
+  Runner* runner = nullptr;
 };
 
 // What the engine did, over all states it served.

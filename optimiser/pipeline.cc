@@ -357,6 +357,16 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
   Graph optimised;
   int64_t real_steps = 0;  // every attempt's
+  // One owner of the search's limits for the whole run: every attempt (the
+  // first, its rounds, its greedy finish, the retries after a slower
+  // verdict) runs against the same deadline, so --time_limit bounds the
+  // search phase as a whole, for every --search alike. The checks, the
+  // verdict and the write that follow are not cut short: they are what
+  // makes the result safe to write.
+  RunnerLimits limits;
+  limits.time_limit_s = o.time_limit_s;
+  limits.interrupted = o.interrupted;
+  Runner runner(limits, info);
   // One attempt: the search with the rules `mask` enables, the finishing
   // passes, the check against the original and the verdict (its interval at
   // `level`), into `res` and `optimised`.
@@ -372,13 +382,11 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     options.horizon = o.horizon;
     options.train_steps = o.train_steps;
     options.passes = o.passes;
-    options.time_limit_s = o.time_limit_s;
     options.matcher = &matcher;
     // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
     BatchNormAwareCost search_cost(&cost);
     options.cost = &search_cost;
-    options.progress = info;
-    options.interrupted = o.interrupted;
+    options.runner = &runner;
     res.search = search->name();
     res.before_estimate = cost.GraphCost(original);
     info("searching (" + search->name() + ") ...");
@@ -393,7 +401,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     // them all: runs with the same cache make the same rewrites.
     int& search_rounds = res.search_rounds;
     search_rounds = 1;
-    for (; search_rounds < 3 && !result.applied.empty() && result.stop_reason != StopReason::kInterrupted;
+    for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop();
          ++search_rounds) {
       Graph chosen = result.graph;
       FoldOptions fold;
@@ -565,7 +573,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // (N retries), so that the retries together are held to 95%.
   const int retries = o.retries >= 0 ? o.retries : backend->context_sensitive() ? 2 : 0;
   if (retries > 0 && !res.unchanged && res.general_ok && !res.verdict.faster() && !o.force_optimised &&
-      res.result.stop_reason != StopReason::kInterrupted) {
+      !runner.ShouldStop()) {
     std::vector<std::pair<int, std::string>> by_count;  // (applications, rule id), first applied first
     for (const std::string& name : res.result.applied) {
       const std::string id = name.substr(0, name.find(' '));
@@ -582,7 +590,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     if (by_count.size() >= 2 && res.pairs >= MinPairsFor(level)) {
       std::vector<PipelineResult::Retry> retries;
       for (int t = 0; t < tries; ++t) {
-        if (o.interrupted != nullptr && o.interrupted->load()) break;
+        if (runner.ShouldStop()) break;
         const auto& [count, id] = by_count[t];
         std::vector<char> mask = enabled;
         for (int k = 0; k < rule_db.rules_size(); ++k)

@@ -40,8 +40,8 @@ namespace {
 
 class RuleFamilyPass : public Pass {
  public:
-  RuleFamilyPass(std::string name, std::shared_ptr<const Matcher> matcher, CostModel* cost)
-      : name_(std::move(name)), matcher_(std::move(matcher)), cost_(cost) {}
+  RuleFamilyPass(std::string name, std::shared_ptr<const Matcher> matcher, CostModel* cost, Runner* runner)
+      : name_(std::move(name)), matcher_(std::move(matcher)), cost_(cost), runner_(runner) {}
   std::string Name() const override { return name_; }
   std::string Description() const override {
     return "the " + std::to_string(matcher_->rules().size()) + " generated rules whose most specific operator is " +
@@ -51,6 +51,7 @@ class RuleFamilyPass : public Pass {
     SearchOptions o;
     o.matcher = matcher_.get();
     o.cost = cost_;
+    o.runner = runner_;
     SearchResult r = MakeSearch("greedy")->Run(g, o);
     if (r.applied.empty()) return false;
     g = std::move(r.graph);
@@ -61,11 +62,12 @@ class RuleFamilyPass : public Pass {
   std::string name_;
   std::shared_ptr<const Matcher> matcher_;
   CostModel* cost_;
+  Runner* runner_;
 };
 
 }  // namespace
 
-PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost) {
+PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost, Runner* runner) {
   PassRegistry registry = PassRegistry::Builtin();
   const std::vector<rules::Rule>& all = matcher.rules();
   for (const auto& [name, indices] : RuleFamilies(all)) {
@@ -77,9 +79,9 @@ PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost) {
     }
     // The rules `matcher` leaves out (a target's, a newer opset's) stay out.
     auto m = std::make_shared<const Matcher>(subset, /*both_directions=*/true, enabled);
-    std::string desc = RuleFamilyPass(name, m, cost).Description();
-    registry.Add(
-        PassInfo{name, desc, [name, m, cost] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost)); }});
+    std::string desc = RuleFamilyPass(name, m, cost, runner).Description();
+    registry.Add(PassInfo{
+        name, desc, [name, m, cost, runner] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost, runner)); }});
   }
   return registry;
 }
@@ -91,9 +93,9 @@ namespace {
 class PassesSearch : public Search {
  public:
   std::string name() const override { return "passes"; }
-  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+  SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
-    PassRegistry registry = PassesWithRuleFamilies(*o.matcher, o.cost);
+    PassRegistry registry = PassesWithRuleFamilies(*o.matcher, o.cost, &runner);
     std::vector<std::string> list = o.passes.empty() ? DefaultPassOrder() : o.passes;
     SearchResult r;
     r.graph = graph;
@@ -102,13 +104,13 @@ class PassesSearch : public Search {
     po.after_pass = [&](const std::string& name, bool changed) {
       ++r.graphs_explored;
       if (changed) r.applied.push_back("pass " + name);
-      if (o.progress) o.progress("pass " + name + (changed ? ": changed the graph" : ": no change"));
+      runner.Say("pass " + name + (changed ? ": changed the graph" : ": no change"));
     };
-    po.should_stop = [&] { return o.interrupted != nullptr && o.interrupted->load(); };
+    po.runner = &runner;
     RunPasses(registry, list, r.graph, po);
     r.final_cost = o.cost->GraphCost(r.graph);
     r.real_steps = r.graphs_explored;  // each pass run on the real graph
-    r.stop_reason = po.should_stop() ? StopReason::kInterrupted : StopReason::kExhausted;
+    r.stop_reason = StopReason::kExhausted;  // Search::Run puts the runner's reason in its place
     return r;
   }
 };

@@ -23,7 +23,9 @@ const std::vector<std::string>& FamilyOps();
 std::map<std::string, std::vector<int>> RuleFamilies(const std::vector<rules::Rule>& rules);
 
 // The builtin passes plus one pass per rule family of `matcher`'s rules,
-// costed with `cost` (both must outlive the registry's passes).
-PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost);
+// costed with `cost`; the family passes' greedy searches run under `runner`
+// when given (the run's deadline and interrupt). All three must outlive the
+// registry's passes.
+PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost, Runner* runner = nullptr);
 
 }  // namespace rlflow

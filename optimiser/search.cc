@@ -16,7 +16,7 @@ std::map<std::string, SearchFactory>& Registry() {
 class NoSearch : public Search {
  public:
   std::string name() const override { return "none"; }
-  SearchResult Run(const Graph& graph, const SearchOptions& options) override {
+  SearchResult Explore(const Graph& graph, const SearchOptions& options, Runner&) override {
     SearchResult r;
     r.graph = graph;
     r.graphs_explored = 1;
@@ -28,6 +28,18 @@ class NoSearch : public Search {
 RLFLOW_REGISTER_SEARCH("none", NoSearch);
 
 }  // namespace
+
+SearchResult Search::Run(const Graph& graph, const SearchOptions& options) {
+  Runner unlimited;
+  Runner& runner = options.runner != nullptr ? *options.runner : unlimited;
+  SearchOptions o = options;
+  o.runner = &runner;
+  SearchResult r = Explore(graph, o, runner);
+  // The runner's limits stop every search the same way, whichever loop
+  // noticed first.
+  if (const StopReason why = runner.Check(); why != StopReason::kNone) r.stop_reason = why;
+  return r;
+}
 
 bool RegisterSearch(const std::string& name, SearchFactory factory) {
   RLFLOW_CHECK(!Registry().count(name), "search '", name, "' registered twice");
@@ -54,12 +66,11 @@ void CheckSearchOptions(const SearchOptions& o) {
   if (o.cost == nullptr) Fail("search: no cost model given");
   if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
   if (!(o.alpha >= 1.0)) Fail("--alpha must be >= 1, got ", o.alpha);
-  if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
   if (!(o.max_growth >= 1.0)) Fail("the node growth limit must be >= 1, got ", o.max_growth);
 }
 
 void GreedyFinish(SearchResult* r, const SearchOptions& o) {
-  if (!o.greedy_finish || r->stop_reason == StopReason::kInterrupted) return;
+  if (!o.greedy_finish || IsRunnerStop(r->stop_reason)) return;
   SearchResult f = MakeSearch("greedy")->Run(r->graph, o);
   if (f.final_cost < r->final_cost) {
     r->graph = std::move(f.graph);
@@ -71,8 +82,7 @@ void GreedyFinish(SearchResult* r, const SearchOptions& o) {
   r->graphs_explored += f.graphs_explored;
   r->rewrites_costed += f.rewrites_costed;
   r->real_steps += f.real_steps;
-  if (f.stop_reason == StopReason::kInterrupted || f.stop_reason == StopReason::kTimeLimit)
-    r->stop_reason = f.stop_reason;
+  if (IsRunnerStop(f.stop_reason)) r->stop_reason = f.stop_reason;
 }
 
 }  // namespace rlflow

@@ -13,6 +13,7 @@
 
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
+#include "core/runner.h"
 #include "optimiser/engine.h"
 #include "runtime/cost_model.h"
 
@@ -21,7 +22,6 @@ namespace rlflow {
 struct SearchOptions {
   uint64_t seed = 1;
   int64_t budget = 1000;    // taso: graphs popped from the queue
-  double time_limit_s = 0;  // 0: none
   double alpha = 1.05;      // taso: keep graphs with cost < alpha x best
   double max_growth = 2.0;  // skip graphs with more than max_growth x the original's nodes
   // taso: when the backtracking ends (budget or queue exhausted), descend
@@ -39,11 +39,11 @@ struct SearchOptions {
   // What a search works with (required).
   const Matcher* matcher = nullptr;
   CostModel* cost = nullptr;
-  // Progress lines (e.g. to the log), at most every progress_interval_s.
-  std::function<void(const std::string&)> progress;
-  double progress_interval_s = 2.0;
-  // When set and true, the search stops and returns its best graph so far.
-  const std::atomic<bool>* interrupted = nullptr;
+  // The owner of the run's deadline, interrupt, step limit and progress
+  // (core/runner.h), shared by every search of one optimise run: a second
+  // search (a later round, the greedy finish) continues against the same
+  // deadline. Null: a Runner with no limits for this Run alone.
+  Runner* runner = nullptr;
 };
 
 struct SearchResult {
@@ -69,8 +69,15 @@ class Search {
  public:
   virtual ~Search() = default;
   virtual std::string name() const = 0;
+  // Runs the search under options.runner (or a Runner of no limits): when
+  // the runner says stop, the search returns its best graph so far with the
+  // runner's reason (time limit, interrupted, step limit) as stop_reason.
   // Throws rlflow::Error on bad options.
-  virtual SearchResult Run(const Graph& graph, const SearchOptions& options) = 0;
+  SearchResult Run(const Graph& graph, const SearchOptions& options);
+
+ protected:
+  // The strategy: polls `runner` at every step and reports through it.
+  virtual SearchResult Explore(const Graph& graph, const SearchOptions& options, Runner& runner) = 0;
 };
 
 using SearchFactory = std::function<std::unique_ptr<Search>()>;

@@ -288,16 +288,20 @@ TEST(Search, InterruptedInsideAStep) {
     TableCost cost;
     std::atomic<bool> stop{false};
     int progress_lines = 0;
+    RunnerLimits limits;
+    limits.interrupted = &stop;
+    // The first progress line (reported from inside the first step) interrupts.
+    Runner runner(
+        limits,
+        [&](const std::string&) {
+          ++progress_lines;
+          stop = true;
+        },
+        /*progress_interval_s=*/0);
     SearchOptions o;
     o.matcher = &m;
     o.cost = &cost;
-    o.interrupted = &stop;
-    o.progress_interval_s = 0;
-    // The first progress line (reported from inside the first step) interrupts.
-    o.progress = [&](const std::string&) {
-      ++progress_lines;
-      stop = true;
-    };
+    o.runner = &runner;
     SearchResult r = MakeSearch(name)->Run(g, o);
     EXPECT_EQ(r.stop_reason, StopReason::kInterrupted) << name;
     EXPECT_LE(r.graphs_explored, 1) << name;

@@ -27,7 +27,7 @@ class WorldModelSearch : public Search {
  public:
   std::string name() const override { return "world_model"; }
 
-  SearchResult Run(const Graph& graph, const SearchOptions& o) override {
+  SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
     if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
     std::string dir = o.agent;
@@ -55,8 +55,9 @@ class WorldModelSearch : public Search {
     eo.horizon = o.horizon;
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
+    eo.runner = &runner;
     agents::RewriteEnv env(o.matcher, o.cost, eo);
-    ControllerEpisode ep = RunControllerEpisode(*controller, *model, encoder, env, graph, o.interrupted);
+    ControllerEpisode ep = RunControllerEpisode(*controller, *model, encoder, env, graph);
     SearchResult r;
     r.initial_cost = ep.initial_cost;
     r.final_cost = ep.best_cost;
@@ -68,9 +69,8 @@ class WorldModelSearch : public Search {
     r.real_steps = env.real_steps();
     r.graph = best.graph();
     r.applied = best.Applied();
-    if (o.progress)
-      o.progress("world_model controller: " + std::to_string(env.steps()) + " steps, cost " +
-                 std::to_string(r.initial_cost) + " -> " + std::to_string(r.final_cost) + " ms");
+    runner.Say("world_model controller: " + std::to_string(env.steps()) + " steps, cost " +
+               std::to_string(r.initial_cost) + " -> " + std::to_string(r.final_cost) + " ms");
     GreedyFinish(&r, o);
     return r;
   }

@@ -47,8 +47,9 @@ PassRunResult RunPasses(const PassRegistry& registry, const std::vector<std::str
     ++r.rounds;
     bool changed = false;
     for (const auto& p : passes) {
-      if (o.should_stop && o.should_stop()) return r;
+      if (o.runner != nullptr && o.runner->ShouldStop()) return r;
       bool c = p->Run(graph);
+      if (o.runner != nullptr) o.runner->CountSteps();
       ++r.passes_run;
       if (c) ++r.passes_changed;
       changed = changed || c;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/runner.h"
 
 namespace rlflow {
 
@@ -77,8 +78,9 @@ struct PassRunOptions {
   int max_rounds = 10;
   // Called after each pass with its name and whether it changed the graph.
   std::function<void(const std::string&, bool)> after_pass;
-  // Checked between passes: when it returns true, the pipeline stops.
-  std::function<bool()> should_stop;
+  // The run's owner of limits (optional): polled between passes; when it
+  // says stop, the pipeline stops. Each pass run counts as a real step.
+  Runner* runner = nullptr;
 };
 
 struct PassRunResult {
