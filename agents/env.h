@@ -1,7 +1,7 @@
 #pragma once
 // A Gym-style environment over graph rewrites (RLFlow's and X-RLflow's),
 // driving the same rewrite engine as --search=taso and greedy
-// (optimiser/engine.h).
+// (search/engine.h).
 //
 // An episode starts from a graph (Reset). Each step applies one candidate
 // rewrite -- a (rule, direction, location) the matcher found, costed by the
@@ -21,7 +21,7 @@
 
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
-#include "optimiser/engine.h"
+#include "search/engine.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow::agents {
@@ -119,7 +119,7 @@ class RewriteEnv {
   RewriteEnv(const Matcher* matcher, CostModel* cost, EnvOptions options = {}, TimingBackend* backend = nullptr);
 
   // Starts an episode from `graph` (used as given: canonicalise it first,
-  // e.g. CanonicalForm from optimiser/pipeline.h).
+  // e.g. CanonicalForm from search/canonical.h).
   const Observation& Reset(const Graph& graph);
   // Applies candidate `action` (0 .. candidates - 1) or stops (== candidates).
   StepResult Step(int action);

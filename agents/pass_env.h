@@ -1,7 +1,7 @@
 #pragma once
 // The pass-ordering environment (shared/seeds 003, XLA Gym, on rlflow's IR):
 // an action runs one whole graph pass (core/passes and the rule-family
-// passes of optimiser/rule_passes.h) or stops; the observation is the
+// passes of search/rule_passes.h) or stops; the observation is the
 // graph's operation counts per op type plus FLOPs, parameters, node count
 // and bytes; the reward is the operation-count reduction (as the seed) or
 // the cost-model runtime reduction, optionally with potential-based shaping

@@ -8,8 +8,8 @@
 #include "agents/pass_policy.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/rule_passes.h"
-#include "optimiser/search.h"
+#include "search/rule_passes.h"
+#include "search/search.h"
 
 namespace rlflow::agents {
 namespace {

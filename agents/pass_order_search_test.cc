@@ -6,9 +6,8 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/pipeline.h"
-#include "optimiser/search.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "zoo/zoo.h"

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow::agents {
 namespace {

@@ -12,7 +12,7 @@
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/search.h"
+#include "search/search.h"
 
 namespace rlflow::agents {
 namespace {

@@ -27,12 +27,11 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/load.h"
-#include "optimiser/pipeline.h"
+#include "search/canonical.h"
+#include "zoo/load.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
-#include "tools/train/training_run.h"
+#include "core/cli.h"
+#include "agents/training_run.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(model, "", "training models: zoo names or ONNX files (repeat --model or separate with commas)");

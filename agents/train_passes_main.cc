@@ -7,7 +7,7 @@
 // Models: zoo names (resnet18), torch-exported zoo models (torch:resnet18,
 // built by //zoo:torch_zoo) or ONNX files. The same run directory,
 // progress, metrics.csv, training.png, atomic checkpoints and resume after
-// kill -9 as //agents:train (tools/train/training_run.h); at the end
+// kill -9 as //agents:train (agents/training_run.h); at the end
 // DIR/agent.pt (for --search=pass_order --agent=) and DIR/eval.md (the
 // evaluation table, also printed).
 #include <gflags/gflags.h>
@@ -26,12 +26,12 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/load.h"
-#include "optimiser/rule_passes.h"
+#include "search/canonical.h"
+#include "zoo/load.h"
+#include "search/rule_passes.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
-#include "tools/train/training_run.h"
+#include "core/cli.h"
+#include "agents/training_run.h"
 
 DEFINE_string(train, "", "training models, comma-separated: zoo names, torch:NAME (torch-exported zoo) or ONNX files");
 DEFINE_string(test, "", "held-out models (disjoint from --train), evaluated at the end");

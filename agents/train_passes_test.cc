@@ -12,8 +12,8 @@
 
 #include "agents/pass_policy.h"
 #include "core/file_util.h"
-#include "tools/ort/ort.h"
-#include "tools/testing/subprocess.h"
+#include "runtime/ort_testing.h"
+#include "core/subprocess.h"
 
 namespace rlflow {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/file_util.h"
-#include "tools/ort/ort.h"
-#include "tools/testing/subprocess.h"
+#include "runtime/ort_testing.h"
+#include "core/subprocess.h"
 
 namespace rlflow {
 namespace {

@@ -17,7 +17,7 @@
 #include "runtime/executor.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");

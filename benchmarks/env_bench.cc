@@ -21,10 +21,10 @@
 #include "agents/env.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/batchnorm_cost.h"
+#include "search/canonical.h"
 #include "optimiser/pipeline.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "resnet50,inception_v3", "comma-separated zoo models");

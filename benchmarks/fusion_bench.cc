@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 
 DEFINE_int32(pairs, 40, "interleaved pairs per comparison");
 

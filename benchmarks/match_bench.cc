@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/rewrite/matcher.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(model, "resnet50", "zoo model");

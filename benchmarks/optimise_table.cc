@@ -31,8 +31,8 @@
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/stats.h"
-#include "tools/cli/cli.h"
-#include "tools/ort/ort.h"
+#include "core/cli.h"
+#include "runtime/ort_testing.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated models (default: all of each source)");

@@ -29,7 +29,7 @@ from onnx import helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE_PATH = os.path.join(ROOT, 'third_party/onnxruntime_node/node_modules')
-ORT_RUN = os.path.join(ROOT, 'tools/ort/ort_run.js')
+ORT_RUN = os.path.join(ROOT, 'runtime/ort_run.js')
 
 
 def blocks(graph):

@@ -17,8 +17,8 @@
 
 #include "core/error.h"
 #include "optimiser/pipeline.h"
-#include "tools/cli/cli.h"
-#include "tools/ort/ort.h"
+#include "core/cli.h"
+#include "runtime/ort_testing.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: the whole zoo)");

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "world_model/mdn_rnn.h"
 #include "world_model/train.h"
 

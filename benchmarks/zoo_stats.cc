@@ -17,7 +17,7 @@
 #include "core/onnx_io.h"
 #include "core/summary.h"
 #include "runtime/executor.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");

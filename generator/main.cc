@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "generator/enumerate.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 
 DEFINE_int32(max_ops, 3, "largest number of operators in an enumerated graph");
 DEFINE_uint64(seed, 1, "seed of the integer fingerprint inputs");

@@ -13,7 +13,7 @@
 #include "core/onnx_io.h"
 #include "core/passes/pass.h"
 #include "optimiser/pipeline.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 
 DEFINE_string(model, "",
               "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "

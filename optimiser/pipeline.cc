@@ -24,9 +24,9 @@
 #include "core/passes/pass.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/load.h"
-#include "optimiser/rule_passes.h"
+#include "search/canonical.h"
+#include "zoo/load.h"
+#include "search/rule_passes.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
@@ -126,17 +126,6 @@ std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& r
   PassRegistry registry = PassesWithRuleFamilies(matcher, &cost);
   for (const PassInfo& p : registry.passes()) out.push_back({p.name, p.description});
   return out;
-}
-
-Graph CanonicalForm(const Graph& graph, int* lowered) {
-  Graph canonical = graph;
-  RunPasses(PassRegistry::Builtin(), CanonicalisePasses(), canonical);
-  if (lowered != nullptr) {
-    auto before = graph.OpCounts(), after = canonical.OpCounts();
-    *lowered = (before.count("BatchNormalization") ? before.at("BatchNormalization") : 0) -
-               (after.count("BatchNormalization") ? after.at("BatchNormalization") : 0);
-  }
-  return canonical;
 }
 
 PipelineResult RunPipeline(const PipelineOptions& o) {

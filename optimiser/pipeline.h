@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/summary.h"
-#include "optimiser/search.h"
+#include "search/search.h"
 #include "runtime/cost_model.h"
 #include "runtime/verdict.h"
 
@@ -151,10 +151,6 @@ struct PipelineResult {
   std::string ReportJson() const;
 };
 
-// The form the rules and the searches work on: batch norms lowered to
-// per-channel Mul/Add (x * S + T), which RaiseBatchNorm turns back after the
-// search; `lowered` receives their number. Cost it with BatchNormAwareCost.
-Graph CanonicalForm(const Graph& graph, int* lowered = nullptr);
 
 // The passes --passes accepts (builtin and rule families of the rule
 // database at `rules`, "" for the checked-in one): name and description.

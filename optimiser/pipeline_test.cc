@@ -18,7 +18,7 @@
 #include "core/passes/pass.h"
 #include "core/rules/rule.h"
 #include "runtime/equivalence.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -23,7 +23,7 @@
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/passes/pass.h"
 #include "core/runner.h"
-#include "optimiser/search.h"
+#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/table_cost_testing.h"
 #include "zoo/zoo.h"

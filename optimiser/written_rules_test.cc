@@ -13,7 +13,7 @@
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "core/rules/written.h"
-#include "optimiser/search.h"
+#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "runtime/table_cost_testing.h"

@@ -430,8 +430,8 @@ std::string OrtNodeModules() {
 }
 
 std::string OrtRunScript() {
-  std::string p = FindRunfile("tools/ort/ort_run.js");
-  if (p.empty()) Fail("tools/ort/ort_run.js not found among the runfiles (run the binary through ./bazelw run)");
+  std::string p = FindRunfile("runtime/ort_run.js");
+  if (p.empty()) Fail("runtime/ort_run.js not found among the runfiles (run the binary through ./bazelw run)");
   return p;
 }
 

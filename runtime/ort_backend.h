@@ -7,7 +7,7 @@
 // Conv+BN / activation fusions, MatMul+Add -> Gemm and, at level "all", the
 // NCHWc blocked layout).
 //
-// One Node.js process (tools/ort/ort_run.js --serve) serves every request of
+// One Node.js process (runtime/ort_run.js --serve) serves every request of
 // a backend; models and inputs go through a private temporary directory that
 // the backend removes. In-context node times come from ORT's profiler: each
 // kernel event is attributed to the rlflow node it ran (by the node and value
@@ -31,7 +31,7 @@ namespace rlflow {
 struct OrtOptions {
   int threads = 1;            // intra-op threads (0: ORT's default)
   std::string level = "all";  // graph optimisation level: disabled, basic, extended, all
-  std::string script;         // the server script (empty: tools/ort/ort_run.js)
+  std::string script;         // the server script (empty: runtime/ort_run.js)
 };
 
 // The backend; throws rlflow::Error (one line) if Node.js or onnxruntime-node

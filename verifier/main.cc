@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/rules/written.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "verifier/verify.h"
 
 DEFINE_string(candidates, "candidates.pb", "candidates file written by //generator");

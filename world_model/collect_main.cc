@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "world_model/collect.h"
 
 DEFINE_string(model, "", "models: zoo names or ONNX files (repeat --model or separate with commas)");

@@ -5,7 +5,7 @@
 // actions go to the controller; its most likely action among them is
 // taken, a rule action at the location the cost model estimates best.
 #include "agents/env.h"
-#include "optimiser/engine.h"
+#include "search/engine.h"
 #include "world_model/dream.h"
 #include "world_model/encoder.h"
 

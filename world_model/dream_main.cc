@@ -14,7 +14,7 @@
 #include <cstdio>
 
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "world_model/dream_train.h"
 
 DEFINE_string(world_model, "", "world_model.pt of //world_model:train, or its directory; required");

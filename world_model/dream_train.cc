@@ -8,7 +8,7 @@
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "tools/train/training_run.h"
+#include "agents/training_run.h"
 #include "world_model/dream.h"
 #include "world_model/train.h"
 

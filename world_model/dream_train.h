@@ -1,7 +1,7 @@
 #pragma once
 // Training a controller in the dream, the library behind //world_model:dream
 // and the loop (//world_model:loop): a TrainingRun directory
-// (tools/train/training_run.h: config.txt, metrics.csv, checkpoint.pt,
+// (agents/training_run.h: config.txt, metrics.csv, checkpoint.pt,
 // resumed after a kill), then controller.pt, a copy of the world model
 // (world_model.pt) and summary.json. The real rewrite environment is never
 // stepped (summary.json's real_steps counts any step of the process while

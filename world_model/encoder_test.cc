@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/pipeline.h"
+#include "search/canonical.h"
 #include "rules/testing.h"
 #include "runtime/cost_model.h"
 #include "zoo/zoo.h"

@@ -14,7 +14,7 @@
 #include <cstdio>
 
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "world_model/loop.h"
 
 DEFINE_string(model, "", "models: zoo names or ONNX files (repeat --model or separate with commas)");

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "tools/train/training_run.h"
+#include "agents/training_run.h"
 
 namespace rlflow::world_model {
 namespace {

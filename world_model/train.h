@@ -1,7 +1,7 @@
 #pragma once
 // Training the world model on rollouts (issue #23), the library behind
 // //world_model:train. An output directory like the agents' training runs
-// (tools/train/training_run.h): config.txt (another configuration in an
+// (agents/training_run.h): config.txt (another configuration in an
 // existing directory is an error), metrics.csv (one row per epoch:
 // training loss and the held-out metrics below), curves.png (gnuplot),
 // checkpoint.pt (model, optimiser, epoch; written atomically after every

@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "runtime/threads.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 #include "world_model/train.h"
 
 DEFINE_string(data, "", "rollout file (//world_model:collect); required");

@@ -14,7 +14,7 @@
 #include "agents/env.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/search.h"
+#include "search/search.h"
 #include "world_model/controller_episode.h"
 #include "world_model/dream.h"
 #include "world_model/encoder.h"

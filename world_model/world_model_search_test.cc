@@ -7,9 +7,8 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/pipeline.h"
-#include "optimiser/search.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/cost_model.h"
 #include "runtime/equivalence.h"

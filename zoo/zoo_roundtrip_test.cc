@@ -13,7 +13,7 @@
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 #include "zoo/zoo.h"
 #include "zoo/zoo_cases.h"
 

@@ -1,4 +1,4 @@
-#include "optimiser/engine.h"
+#include "search/engine.h"
 
 #include <cmath>
 #include <cstdio>

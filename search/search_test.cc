@@ -3,7 +3,7 @@
 // depend on machine timings): a forced two-step sequence both searches find,
 // and a local optimum greedy is trapped in that TASO's backtracking (alpha >
 // 1) escapes.
-#include "optimiser/search.h"
+#include "search/search.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/fold_constants.h"
-#include "optimiser/batchnorm_cost.h"
+#include "search/canonical.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 

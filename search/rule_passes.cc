@@ -1,4 +1,4 @@
-#include "optimiser/rule_passes.h"
+#include "search/rule_passes.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,8 +6,8 @@
 #include <set>
 
 #include "core/error.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/search.h"
+#include "search/canonical.h"
+#include "search/search.h"
 
 namespace rlflow {
 

@@ -1,4 +1,4 @@
-#include "tools/testing/subprocess.h"
+#include "core/subprocess.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -14,7 +14,7 @@
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
 #include "core/runner.h"
-#include "optimiser/engine.h"
+#include "search/engine.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow {

@@ -1,4 +1,4 @@
-#include "optimiser/load.h"
+#include "zoo/load.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "tools/train/training_run.h"
+#include "agents/training_run.h"
 
 #include <glog/logging.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 
 namespace rlflow::train {
 namespace {

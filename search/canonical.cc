@@ -1,9 +1,23 @@
-#include "optimiser/batchnorm_cost.h"
+#include "search/canonical.h"
+
+#include "core/passes/pass.h"
 
 #include "core/op_registry.h"
 #include "core/passes/lower_batchnorm.h"
 
 namespace rlflow {
+
+Graph CanonicalForm(const Graph& graph, int* lowered) {
+  Graph canonical = graph;
+  RunPasses(PassRegistry::Builtin(), CanonicalisePasses(), canonical);
+  if (lowered != nullptr) {
+    auto before = graph.OpCounts(), after = canonical.OpCounts();
+    *lowered = (before.count("BatchNormalization") ? before.at("BatchNormalization") : 0) -
+               (after.count("BatchNormalization") ? after.at("BatchNormalization") : 0);
+  }
+  return canonical;
+}
+
 
 double BatchNormAwareCost::GraphCost(const Graph& g) {
   double total = base_->GraphCost(g);

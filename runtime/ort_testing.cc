@@ -1,4 +1,4 @@
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>

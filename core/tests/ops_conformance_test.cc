@@ -14,7 +14,7 @@
 #include "core/op_registry.h"
 #include "core/symbolic.h"
 #include "runtime/executor.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 // Test helper: runs an ONNX model in ONNX Runtime (npm's onnxruntime-node,
 // installed by ./bazelw into third_party/onnxruntime_node) through
-// tools/ort/ort_run.js.
+// runtime/ort_run.js.
 #include <ATen/ATen.h>
 
 #include <string>

@@ -3,7 +3,7 @@
 // pass keeps the outputs within 1e-5 (relative) and the interface, and
 // lowers (never raises) the cost model's estimate; --search=passes runs the
 // default order through the same registry.
-#include "optimiser/rule_passes.h"
+#include "search/rule_passes.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 
 #include "core/graph_builder.h"
 #include "core/rules/rule.h"
-#include "optimiser/batchnorm_cost.h"
-#include "optimiser/search.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "runtime/table_cost_testing.h"

@@ -1,4 +1,4 @@
-#include "optimiser/search.h"
+#include "search/search.h"
 
 #include <mutex>
 

@@ -1,4 +1,7 @@
 #pragma once
+// The batch-norm canonical form, in one place for every search, agent and
+// the pipeline.
+//
 // The search's cost function when batch norm was lowered for the rules:
 // every Mul/Add pair that RaiseBatchNorm would turn back into one
 // BatchNormalization after the search is costed as that BatchNormalization,
@@ -7,9 +10,15 @@
 #include <map>
 #include <string>
 
+#include "core/graph.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow {
+
+// The form the rules and the searches work on: batch norms lowered to
+// per-channel Mul/Add (x * S + T), which RaiseBatchNorm turns back after the
+// search; `lowered` receives their number. Cost it with BatchNormAwareCost.
+Graph CanonicalForm(const Graph& graph, int* lowered = nullptr);
 
 class BatchNormAwareCost : public CostModel {
  public:

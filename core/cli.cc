@@ -1,4 +1,4 @@
-#include "tools/cli/cli.h"
+#include "core/cli.h"
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>

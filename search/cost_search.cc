@@ -1,6 +1,6 @@
 // The cost-based searches over rule rewrites: TASO's backtracking search
 // (--search=taso) and greedy descent (--search=greedy). Both drive the
-// rewrite engine (optimiser/engine.h): it finds, costs and applies rewrites;
+// rewrite engine (search/engine.h): it finds, costs and applies rewrites;
 // the searches decide which states to expand.
 #include <chrono>
 #include <cmath>
@@ -10,8 +10,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "optimiser/engine.h"
-#include "optimiser/search.h"
+#include "search/engine.h"
+#include "search/search.h"
 
 namespace rlflow {
 namespace {

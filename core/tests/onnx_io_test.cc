@@ -24,7 +24,7 @@
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
 #include "runtime/executor.h"
-#include "tools/ort/ort.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -2,7 +2,7 @@
 // candidates' estimates against the exact cost of the applied graph,
 // incremental matches against a fresh FindAll, forks that stay independent,
 // and the same candidates from Candidates() and EstimateCost().
-#include "optimiser/engine.h"
+#include "search/engine.h"
 
 #include <gtest/gtest.h>
 
