@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "search/canonical.h"
-#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {

@@ -21,17 +21,17 @@
 #include "agents/pass_env.h"
 #include "agents/pass_policy.h"
 #include "agents/ppo.h"
+#include "agents/training_run.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "search/canonical.h"
-#include "zoo/load.h"
-#include "search/rule_passes.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
-#include "agents/training_run.h"
+#include "search/canonical.h"
+#include "search/rule_passes.h"
+#include "zoo/load.h"
 
 DEFINE_string(train, "", "training models, comma-separated: zoo names, torch:NAME (torch-exported zoo) or ONNX files");
 DEFINE_string(test, "", "held-out models (disjoint from --train), evaluated at the end");

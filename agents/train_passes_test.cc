@@ -12,8 +12,8 @@
 
 #include "agents/pass_policy.h"
 #include "core/file_util.h"
-#include "runtime/ort_testing.h"
 #include "core/subprocess.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/file_util.h"
-#include "runtime/ort_testing.h"
 #include "core/subprocess.h"
+#include "runtime/ort_testing.h"
 
 namespace rlflow {
 namespace {

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/cli.h"
 
 namespace rlflow::train {
 namespace {

@@ -11,13 +11,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/passes/lower_batchnorm.h"
 #include "runtime/cost_model.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");

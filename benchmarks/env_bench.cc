@@ -19,12 +19,12 @@
 #include <sstream>
 
 #include "agents/env.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "search/canonical.h"
 #include "optimiser/pipeline.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
+#include "search/canonical.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "resnet50,inception_v3", "comma-separated zoo models");

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "runtime/stats.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
 
 DEFINE_int32(pairs, 40, "interleaved pairs per comparison");
 

@@ -10,9 +10,9 @@
 #include <random>
 #include <set>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/rewrite/matcher.h"
-#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(model, "resnet50", "zoo model");

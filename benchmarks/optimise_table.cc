@@ -25,14 +25,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
-#include "runtime/stats.h"
-#include "core/cli.h"
 #include "runtime/ort_testing.h"
+#include "runtime/stats.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated models (default: all of each source)");

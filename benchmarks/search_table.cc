@@ -15,9 +15,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "optimiser/pipeline.h"
-#include "core/cli.h"
 #include "runtime/ort_testing.h"
 #include "zoo/zoo.h"
 

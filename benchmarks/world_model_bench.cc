@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
-#include "runtime/threads.h"
 #include "core/cli.h"
+#include "runtime/threads.h"
 #include "world_model/mdn_rnn.h"
 #include "world_model/train.h"
 

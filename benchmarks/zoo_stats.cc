@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/summary.h"
 #include "runtime/executor.h"
-#include "core/cli.h"
 #include "zoo/zoo.h"
 
 DEFINE_string(models, "", "comma-separated zoo models (default: all)");

@@ -46,8 +46,8 @@ struct RunnerLimits {
 };
 
 struct RunnerStats {
-  int64_t steps = 0;  // real steps counted with CountSteps
-  int64_t polls = 0;  // Check() calls
+  int64_t steps = 0;                       // real steps counted with CountSteps
+  int64_t polls = 0;                       // Check() calls
   StopReason stopped = StopReason::kNone;  // the first limit that stopped work
   double stopped_at_s = 0;                 // when (seconds from the start)
 };

@@ -65,9 +65,11 @@ TEST(Runner, StepLimit) {
 
 TEST(Runner, ProgressIsRateLimitedAndBuiltOnlyWhenShown) {
   std::vector<std::string> lines;
-  Runner r({}, [&](const std::string& s) { lines.push_back(s); }, /*progress_interval_s=*/3600);
+  Runner r(
+      {}, [&](const std::string& s) { lines.push_back(s); }, /*progress_interval_s=*/3600);
   int built = 0;
-  for (int i = 0; i < 5; ++i) r.Report([&] {
+  for (int i = 0; i < 5; ++i)
+    r.Report([&] {
       ++built;
       return "line " + std::to_string(i);
     });

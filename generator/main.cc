@@ -11,10 +11,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "generator/enumerate.h"
-#include "core/cli.h"
 
 DEFINE_int32(max_ops, 3, "largest number of operators in an enumerated graph");
 DEFINE_uint64(seed, 1, "seed of the integer fingerprint inputs");

@@ -9,11 +9,11 @@
 
 #include <cstdio>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/onnx_io.h"
 #include "core/passes/pass.h"
 #include "optimiser/pipeline.h"
-#include "core/cli.h"
 
 DEFINE_string(model, "",
               "ONNX model to optimise, or a zoo model name (e.g. resnet50.onnx); relative paths are "

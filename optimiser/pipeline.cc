@@ -24,13 +24,13 @@
 #include "core/passes/pass.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "search/canonical.h"
-#include "zoo/load.h"
-#include "search/rule_passes.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/threads.h"
+#include "search/canonical.h"
+#include "search/rule_passes.h"
+#include "zoo/load.h"
 
 namespace rlflow {
 namespace {
@@ -390,8 +390,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     // them all: runs with the same cache make the same rewrites.
     int& search_rounds = res.search_rounds;
     search_rounds = 1;
-    for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop();
-         ++search_rounds) {
+    for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
       Graph chosen = result.graph;
       FoldOptions fold;
       fold.max_elements = std::numeric_limits<int64_t>::max();

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "core/summary.h"
-#include "search/search.h"
 #include "runtime/cost_model.h"
 #include "runtime/verdict.h"
+#include "search/search.h"
 
 namespace rlflow {
 
@@ -150,7 +150,6 @@ struct PipelineResult {
   // The JSON report.
   std::string ReportJson() const;
 };
-
 
 // The passes --passes accepts (builtin and rule families of the rule
 // database at `rules`, "" for the checked-in one): name and description.

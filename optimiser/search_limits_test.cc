@@ -6,15 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "core/passes/pass.h"
 #include "core/runner.h"
-#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/table_cost_testing.h"
+#include "search/search.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {
@@ -38,8 +38,8 @@ class SlowCost : public TableCost {
 
 struct Fixture {
   Graph graph = zoo::InceptionV3(1);
-  Matcher matcher{std::vector<rules::Rule>(testing::DefaultRules().rules().begin(),
-                                           testing::DefaultRules().rules().end())};
+  Matcher matcher{
+      std::vector<rules::Rule>(testing::DefaultRules().rules().begin(), testing::DefaultRules().rules().end())};
   SlowCost cost;
   SearchOptions Options(Runner* runner) {
     SearchOptions o;

@@ -13,10 +13,10 @@
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "core/rules/written.h"
-#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "runtime/table_cost_testing.h"
+#include "search/search.h"
 
 namespace rlflow {
 namespace {

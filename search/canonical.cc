@@ -1,9 +1,8 @@
 #include "search/canonical.h"
 
-#include "core/passes/pass.h"
-
 #include "core/op_registry.h"
 #include "core/passes/lower_batchnorm.h"
+#include "core/passes/pass.h"
 
 namespace rlflow {
 
@@ -17,7 +16,6 @@ Graph CanonicalForm(const Graph& graph, int* lowered) {
   }
   return canonical;
 }
-
 
 double BatchNormAwareCost::GraphCost(const Graph& g) {
   double total = base_->GraphCost(g);

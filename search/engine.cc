@@ -66,9 +66,8 @@ std::vector<Candidate> RewriteState::Candidates() const {
     if ((i & 255) == 255) {
       if (o.runner != nullptr) {
         if (o.runner->ShouldStop()) break;
-        o.runner->Report([&] {
-          return "costing rewrites (" + std::to_string(i) + " of " + std::to_string(matches.size()) + ")";
-        });
+        o.runner->Report(
+            [&] { return "costing rewrites (" + std::to_string(i) + " of " + std::to_string(matches.size()) + ")"; });
       }
     }
     std::optional<Candidate> c = engine_->Estimate(*this, matches[i], weight_only, &memo);

@@ -80,8 +80,9 @@ PassRegistry PassesWithRuleFamilies(const Matcher& matcher, CostModel* cost, Run
     // The rules `matcher` leaves out (a target's, a newer opset's) stay out.
     auto m = std::make_shared<const Matcher>(subset, /*both_directions=*/true, enabled);
     std::string desc = RuleFamilyPass(name, m, cost, runner).Description();
-    registry.Add(PassInfo{
-        name, desc, [name, m, cost, runner] { return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost, runner)); }});
+    registry.Add(PassInfo{name, desc, [name, m, cost, runner] {
+                            return std::unique_ptr<Pass>(new RuleFamilyPass(name, m, cost, runner));
+                          }});
   }
   return registry;
 }
@@ -109,7 +110,7 @@ class PassesSearch : public Search {
     po.runner = &runner;
     RunPasses(registry, list, r.graph, po);
     r.final_cost = o.cost->GraphCost(r.graph);
-    r.real_steps = r.graphs_explored;  // each pass run on the real graph
+    r.real_steps = r.graphs_explored;        // each pass run on the real graph
     r.stop_reason = StopReason::kExhausted;  // Search::Run puts the runner's reason in its place
     return r;
   }

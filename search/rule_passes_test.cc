@@ -11,11 +11,11 @@
 
 #include "core/graph_builder.h"
 #include "core/rules/rule.h"
-#include "search/canonical.h"
-#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
 #include "runtime/table_cost_testing.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {

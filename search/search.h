@@ -14,8 +14,8 @@
 #include "core/graph.h"
 #include "core/rewrite/matcher.h"
 #include "core/runner.h"
-#include "search/engine.h"
 #include "runtime/cost_model.h"
+#include "search/engine.h"
 
 namespace rlflow {
 

@@ -13,9 +13,9 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/fold_constants.h"
-#include "search/canonical.h"
 #include "rules/testing.h"
 #include "runtime/executor.h"
+#include "search/canonical.h"
 
 namespace rlflow {
 namespace {

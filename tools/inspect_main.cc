@@ -12,10 +12,10 @@
 
 #include <cstdio>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
-#include "core/cli.h"
 
 DEFINE_string(model, "", "ONNX file to inspect");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");

@@ -17,10 +17,10 @@
 #include <set>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/rules/written.h"
-#include "core/cli.h"
 #include "verifier/verify.h"
 
 DEFINE_string(candidates, "candidates.pb", "candidates file written by //generator");

@@ -14,14 +14,14 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "search/canonical.h"
-#include "zoo/load.h"
 #include "runtime/cost_model.h"
+#include "search/canonical.h"
 #include "world_model/controller_episode.h"
 #include "world_model/dream.h"
 #include "world_model/encoder.h"
 #include "world_model/rollouts.h"
 #include "world_model/train.h"
+#include "zoo/load.h"
 
 namespace rlflow::world_model {
 namespace {

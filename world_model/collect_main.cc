@@ -11,9 +11,9 @@
 
 #include <cstdio>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
 #include "world_model/collect.h"
 
 DEFINE_string(model, "", "models: zoo names or ONNX files (repeat --model or separate with commas)");

@@ -13,8 +13,8 @@
 
 #include <cstdio>
 
-#include "runtime/threads.h"
 #include "core/cli.h"
+#include "runtime/threads.h"
 #include "world_model/dream_train.h"
 
 DEFINE_string(world_model, "", "world_model.pt of //world_model:train, or its directory; required");

@@ -6,9 +6,9 @@
 
 #include "agents/env.h"
 #include "agents/ppo.h"
+#include "agents/training_run.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "agents/training_run.h"
 #include "world_model/dream.h"
 #include "world_model/train.h"
 

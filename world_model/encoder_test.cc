@@ -10,9 +10,9 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "search/canonical.h"
 #include "rules/testing.h"
 #include "runtime/cost_model.h"
+#include "search/canonical.h"
 #include "zoo/zoo.h"
 
 namespace rlflow::world_model {

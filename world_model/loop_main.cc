@@ -13,8 +13,8 @@
 
 #include <cstdio>
 
-#include "runtime/threads.h"
 #include "core/cli.h"
+#include "runtime/threads.h"
 #include "world_model/loop.h"
 
 DEFINE_string(model, "", "models: zoo names or ONNX files (repeat --model or separate with commas)");

@@ -16,18 +16,18 @@
 
 #include "agents/env.h"
 #include "agents/ppo.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
-#include "search/canonical.h"
-#include "zoo/load.h"
 #include "runtime/threads.h"
-#include "core/cli.h"
+#include "search/canonical.h"
 #include "world_model/controller_episode.h"
 #include "world_model/dream.h"
 #include "world_model/train.h"
+#include "zoo/load.h"
 
 DEFINE_string(world_model, "", "world_model.pt of //world_model:train, or its directory; required");
 DEFINE_string(data, "", "the rollout file it was trained on (the dreams' starts); required");

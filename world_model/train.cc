@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "agents/training_run.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "agents/training_run.h"
 
 namespace rlflow::world_model {
 namespace {

@@ -11,8 +11,8 @@
 
 #include <cstdio>
 
-#include "runtime/threads.h"
 #include "core/cli.h"
+#include "runtime/threads.h"
 #include "world_model/train.h"
 
 DEFINE_string(data, "", "rollout file (//world_model:collect); required");

@@ -7,11 +7,11 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "search/canonical.h"
-#include "search/search.h"
 #include "rules/testing.h"
 #include "runtime/cost_model.h"
 #include "runtime/equivalence.h"
+#include "search/canonical.h"
+#include "search/search.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {
