@@ -29,6 +29,7 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
+#include "core/strings.h"
 #include "runtime/threads.h"
 #include "search/canonical.h"
 #include "zoo/load.h"
@@ -67,7 +68,7 @@ std::string Config() {
 }
 
 int Run() {
-  std::vector<std::string> models = cli::SplitList(FLAGS_model);
+  std::vector<std::string> models = SplitList(FLAGS_model);
   if (models.empty()) Fail("--model is required (zoo names such as resnet18, or ONNX files)");
   if (FLAGS_out.empty()) Fail("--out is required (a directory for metrics, plot and checkpoints)");
   if (FLAGS_steps < 1) Fail("--steps must be >= 1");

@@ -28,6 +28,7 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
+#include "core/strings.h"
 #include "runtime/threads.h"
 #include "search/canonical.h"
 #include "search/rule_passes.h"
@@ -76,7 +77,7 @@ Graph Load(const std::string& spec) {
 }
 
 int Run() {
-  std::vector<std::string> train_names = cli::SplitList(FLAGS_train), test_names = cli::SplitList(FLAGS_test);
+  std::vector<std::string> train_names = SplitList(FLAGS_train), test_names = SplitList(FLAGS_test);
   if (train_names.empty()) Fail("--train is required (zoo names, torch:NAME or ONNX files)");
   for (const std::string& t : test_names)
     for (const std::string& r : train_names)

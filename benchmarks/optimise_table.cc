@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/strings.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/ort_testing.h"
@@ -59,14 +60,6 @@ std::string Absolute(const std::string& p) {
   char buf[PATH_MAX];
   if (::realpath(p.c_str(), buf) == nullptr) Fail("cannot resolve ", p);
   return buf;
-}
-
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
 }
 
 // Runs the optimiser; returns its JSON report.
@@ -150,7 +143,7 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
       "\n| model | source | rewrites applied | estimate error (original / optimised) | predicted speedup | "
       "ORT speedup [95%% interval] | verdict | taso search (s) |\n");
   std::printf("|---|---|---:|---:|---:|---:|---|---:|\n");
-  for (const std::string& source : Split(FLAGS_sources)) {
+  for (const std::string& source : SplitList(FLAGS_sources)) {
     for (const std::string& m : ModelsOf(source, models)) {
       std::string original = Original(source, m, dir);
       LOG(INFO) << m << " (" << source << "): taso --device=ort";
@@ -166,11 +159,11 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
 }
 
 int Run() {
-  std::vector<std::string> models = Split(FLAGS_models);
-  for (const std::string& s : Split(FLAGS_sources))
+  std::vector<std::string> models = SplitList(FLAGS_models);
+  for (const std::string& s : SplitList(FLAGS_sources))
     if (s != "cpp" && s != "torch" && s != "real") Fail("--sources: unknown source '", s, "' (cpp, torch, real)");
   std::string dir = testing::MakeTempDir("optimise_table_");
-  std::vector<std::string> devices = Split(FLAGS_devices);
+  std::vector<std::string> devices = SplitList(FLAGS_devices);
   for (const std::string& d : devices)
     if (d != "cpu" && d != "ort") Fail("--devices: unknown table '", d, "' (cpu, ort)");
   if (std::find(devices.begin(), devices.end(), "cpu") == devices.end()) {
@@ -182,7 +175,7 @@ int Run() {
       "(original / optimised) | predicted speedup | executor speedup [95%% interval] | verdict | ORT speedup "
       "[95%% interval] | taso search (s) | greedy speedup |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n");
-  for (const std::string& source : Split(FLAGS_sources)) {
+  for (const std::string& source : SplitList(FLAGS_sources)) {
     for (const std::string& m : ModelsOf(source, models)) {
       std::string original = Original(source, m, dir);
       const std::string shape = ShapeFlags(source, m);

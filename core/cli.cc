@@ -136,14 +136,6 @@ int Main(int argc, char** argv, const char* usage, const std::function<int()>& b
   }
 }
 
-std::vector<std::string> SplitList(const std::string& flag_value) {
-  std::vector<std::string> out;
-  std::stringstream in(flag_value);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 std::pair<int, int> ParseShard(const std::string& v) {
   size_t slash = v.find('/');
   try {

@@ -23,9 +23,6 @@ int Main(int argc, char** argv, const std::vector<std::string>& repeated, const 
 extern std::atomic<bool> interrupted;
 void InstallInterruptHandler();
 
-// "a,b,,c" -> {"a", "b", "c"}: a comma-separated flag value, empty items dropped.
-std::vector<std::string> SplitList(const std::string& flag_value);
-
 // "I/N" -> (I, N); throws rlflow::Error naming the flag on bad input.
 std::pair<int, int> ParseShard(const std::string& flag_value);
 

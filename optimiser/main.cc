@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/onnx_io.h"
 #include "core/passes/pass.h"
+#include "core/strings.h"
 #include "optimiser/pipeline.h"
 
 DEFINE_string(model, "",
@@ -108,7 +109,7 @@ int Main() {
   o.argv0 = gflags::GetArgv0();
   o.timing_cache = FLAGS_timing_cache;
   o.search = FLAGS_search;
-  o.passes = SplitPassList(FLAGS_passes);
+  o.passes = SplitList(FLAGS_passes);
   if (!FLAGS_passes.empty() && gflags::GetCommandLineFlagInfoOrDie("search").is_default) o.search = "passes";
   if (!FLAGS_passes.empty() && o.passes.empty()) Fail("--passes is empty");
   o.budget = FLAGS_budget;

@@ -13,6 +13,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/strings.h"
 #include "runtime/threads.h"
 #include "world_model/collect.h"
 
@@ -40,7 +41,7 @@ namespace {
 
 int Run() {
   world_model::CollectOptions o;
-  o.models = cli::SplitList(FLAGS_model);
+  o.models = SplitList(FLAGS_model);
   o.episodes = FLAGS_episodes;
   o.policy = FLAGS_policy;
   o.controller = FLAGS_controller;

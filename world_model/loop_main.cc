@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "core/cli.h"
+#include "core/strings.h"
 #include "runtime/threads.h"
 #include "world_model/loop.h"
 
@@ -40,7 +41,7 @@ namespace {
 
 int Run() {
   world_model::LoopOptions o;
-  o.models = cli::SplitList(FLAGS_model);
+  o.models = SplitList(FLAGS_model);
   o.rounds = FLAGS_rounds;
   o.episodes = FLAGS_episodes;
   o.out = FLAGS_out;

@@ -22,6 +22,7 @@
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
+#include "core/strings.h"
 #include "runtime/threads.h"
 #include "search/canonical.h"
 #include "world_model/controller_episode.h"
@@ -69,7 +70,7 @@ int Run() {
   std::printf("| tau | score in the dream (mean of %d) | real return (final) | real return (best) | real steps |\n",
               FLAGS_dream_episodes);
   std::printf("|---:|---:|---:|---:|---:|\n");
-  for (const std::string& t : cli::SplitList(FLAGS_taus)) {
+  for (const std::string& t : SplitList(FLAGS_taus)) {
     const double tau = std::stod(t);
     world_model::DreamOptions dream{tau, FLAGS_horizon, FLAGS_seed};
     world_model::DreamEnv env(model, dream);

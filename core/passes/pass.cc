@@ -60,16 +60,6 @@ PassRunResult RunPasses(const PassRegistry& registry, const std::vector<std::str
   return r;
 }
 
-std::vector<std::string> SplitPassList(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) {
-    size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
-  }
-  return out;
-}
-
 const std::vector<std::string>& CanonicalisePasses() {
   static const std::vector<std::string> list = {"lower_batchnorm"};
   return list;

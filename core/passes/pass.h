@@ -94,8 +94,6 @@ struct PassRunResult {
 PassRunResult RunPasses(const PassRegistry& registry, const std::vector<std::string>& names, Graph& graph,
                         const PassRunOptions& options = {});
 
-// "a,b,c" -> {"a", "b", "c"} (empty items dropped).
-std::vector<std::string> SplitPassList(const std::string& list);
 
 // The order the optimiser's pipeline runs its own steps in, as pass lists:
 // before the search (canonicalisation: batch-norm lowering) and after it

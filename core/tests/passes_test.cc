@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/passes/pass.h"
+#include "core/strings.h"
 #include "runtime/executor.h"
 
 namespace rlflow {
@@ -383,7 +384,7 @@ TEST(Passes, PipelineRunsInOrderAndToAFixedPoint) {
   EXPECT_EQ(log, (std::vector<std::string>{"neg_neg-", "remove_identity+", "neg_neg+", "remove_identity-", "neg_neg-",
                                            "remove_identity-"}));
   EXPECT_THROW(RunPasses(PassRegistry::Builtin(), {"neg_neg", "no_such_pass"}, fixed), Error);
-  EXPECT_EQ(SplitPassList(" dce, cse,,fold_constants "), (std::vector<std::string>{"dce", "cse", "fold_constants"}));
+  EXPECT_EQ(SplitList(" dce, cse,,fold_constants "), (std::vector<std::string>{"dce", "cse", "fold_constants"}));
   for (const std::string& n : DefaultPassOrder()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
   for (const std::string& n : CanonicalisePasses()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
   for (const std::string& n : FinishPasses()) EXPECT_TRUE(PassRegistry::Builtin().Has(n)) << n;
