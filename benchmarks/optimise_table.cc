@@ -30,6 +30,7 @@
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/strings.h"
+#include "core/subprocess.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/ort_testing.h"
@@ -42,6 +43,7 @@ DEFINE_string(sources, "cpp,torch,real",
               "//zoo:real_models, each at its manifest's --input_shape)");
 DEFINE_int32(ort_runs, 20, "interleaved pairs of ONNX Runtime runs per model (median ratio with a 95% interval)");
 DEFINE_string(extra_args, "", "extra optimiser flags for every search (e.g. --budget=200)");
+DEFINE_string(chart, "", "also draw the speedups with their 95% intervals as a PNG bar chart (gnuplot) to this path");
 DEFINE_string(devices, "cpu,ort",
               "tables to print: cpu (optimised for the executor, also timed in ONNX Runtime), "
               "ort (optimised with --device=ort: cost model and verdict in ONNX Runtime)");
@@ -94,6 +96,65 @@ Verdict ReadVerdict(const Json& report) {
                 wall["hi"].get<double>());
   v.speedup = text;
   return v;
+}
+
+// The chart's rows: per model, the executor's and ONNX Runtime's speedup
+// (median and 95% interval; NaN where not measured).
+struct ChartRow {
+  std::string label;
+  double cpu[3] = {std::nan(""), std::nan(""), std::nan("")};
+  double ort[3] = {std::nan(""), std::nan(""), std::nan("")};
+};
+std::vector<ChartRow>& Chart() {
+  static std::vector<ChartRow> rows;
+  return rows;
+}
+ChartRow& ChartRowFor(const std::string& label) {
+  for (ChartRow& r : Chart())
+    if (r.label == label) return r;
+  Chart().push_back({label});
+  return Chart().back();
+}
+// The verdict's wall-time speedup (1 where the graph was unchanged).
+void VerdictInterval(const Json& report, double* out) {
+  if (report["verdict"]["outcome"].get<std::string>() == "unchanged") {
+    out[0] = out[1] = out[2] = 1.0;
+    return;
+  }
+  const Json& wall = report["verdict"]["wall"];
+  out[0] = wall["median"].get<double>();
+  out[1] = wall["lo"].get<double>();
+  out[2] = wall["hi"].get<double>();
+}
+
+// Writes the chart with gnuplot (atomically: a temporary file renamed).
+void WriteChart(const std::string& path) {
+  const std::string data = path + ".tmp.dat", script = path + ".tmp.gp", png = path + ".tmp.png";
+  std::ostringstream d;
+  auto num = [](double x) { return std::isnan(x) ? std::string("NaN") : std::to_string(x); };
+  for (const ChartRow& r : Chart())
+    d << '"' << r.label << "\" " << num(r.cpu[0]) << ' ' << num(r.cpu[1]) << ' ' << num(r.cpu[2]) << ' '
+      << num(r.ort[0]) << ' ' << num(r.ort[1]) << ' ' << num(r.ort[2]) << '\n';
+  WriteFileAtomically(data, d.str());
+  std::ostringstream gp;
+  gp << "set terminal png size " << std::max<size_t>(700, 90 * Chart().size() + 200) << ",520\n"
+     << "set output '" << png << "'\n"
+     << "set title 'speedup of the written model, median of interleaved pairs with its 95% interval (1 thread)'\n"
+     << "set ylabel 'speedup (x)'\nset datafile missing 'NaN'\nset grid ytics\n"
+     << "set style data histograms\nset style histogram errorbars gap 2 lw 1\nset style fill solid 0.6 border -1\n"
+     << "set xtics rotate by -35 scale 0\nset yrange [0.8:*]\nset key top left\n"
+     << "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2\n"
+     << "plot '" << data
+     << "' using 2:3:4:xtic(1) title \"rlflow executor\", '' using 5:6:7 title \"ONNX Runtime (all)\"\n";
+  WriteFileAtomically(script, gp.str());
+  const int rc = RunProgram({"gnuplot", script}, path + ".tmp.log");
+  std::remove(data.c_str());
+  std::remove(script.c_str());
+  std::remove((path + ".tmp.log").c_str());
+  if (rc != 0 || std::rename(png.c_str(), path.c_str()) != 0) {
+    std::remove(png.c_str());
+    Fail("--chart: gnuplot failed (exit ", rc, ") or '", path, "' cannot be written");
+  }
 }
 
 // A number of the report (NaN where it was written as null).
@@ -150,6 +211,7 @@ void OrtTable(const std::vector<std::string>& models, const std::string& dir) {
       Json r = Optimise(original, "taso", dir + "/" + m + "." + source + ".ort.onnx", dir,
                         "--device=ort" + ShapeFlags(source, m));
       Verdict v = ReadVerdict(r);
+      VerdictInterval(r, ChartRowFor(m + " (" + source + ")").ort);
       std::printf("| %s | %s | %d | %+.1f%% / %+.1f%% | %.3fx | %s | %s | %.1f |\n", m.c_str(), source.c_str(),
                   Rewrites(r), 100 * Number(r["before"]["estimate_error"]), 100 * Number(r["after"]["estimate_error"]),
                   Number(r["estimated_speedup"]), v.speedup.c_str(), v.outcome.c_str(), Number(r["search"]["time_s"]));
@@ -166,9 +228,16 @@ int Run() {
   std::vector<std::string> devices = SplitList(FLAGS_devices);
   for (const std::string& d : devices)
     if (d != "cpu" && d != "ort") Fail("--devices: unknown table '", d, "' (cpu, ort)");
+  if (!FLAGS_chart.empty()) CheckWritablePath(ResolveUserPath(FLAGS_chart), "--chart");
+  auto chart = [&] {
+    if (FLAGS_chart.empty()) return 0;
+    WriteChart(ResolveUserPath(FLAGS_chart));
+    std::printf("\nchart: %s\n", ResolveUserPath(FLAGS_chart).c_str());
+    return 0;
+  };
   if (std::find(devices.begin(), devices.end(), "cpu") == devices.end()) {
     OrtTable(models, dir);
-    return 0;
+    return chart();
   }
   std::printf(
       "| model | source | rewrites applied | BatchNorms before -> after | ops before -> after | estimate error "
@@ -202,6 +271,11 @@ int Run() {
       };
       int rewrites = Rewrites(taso);
       Verdict v = ReadVerdict(taso);
+      ChartRow& row = ChartRowFor(m + " (" + source + ")");
+      VerdictInterval(taso, row.cpu);
+      row.ort[0] = ort_speedup.median;
+      row.ort[1] = ort_speedup.lo;
+      row.ort[2] = ort_speedup.hi;
       std::printf(
           "| %s | %s | %d | %.0f -> %.0f | %.0f -> %.0f | %+.1f%% / %+.1f%% | %.3fx | %s | %s | "
           "%.3fx [%.3f, %.3f] | %.1f | %.3fx |\n",
@@ -214,7 +288,7 @@ int Run() {
     }
   }
   if (std::find(devices.begin(), devices.end(), "ort") != devices.end()) OrtTable(models, dir);
-  return 0;
+  return chart();
 }
 
 }  // namespace

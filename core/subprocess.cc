@@ -8,9 +8,11 @@
 
 #include "core/file_util.h"
 
-namespace rlflow::testing {
+namespace rlflow {
+namespace {
 
-pid_t StartProcess(const std::vector<std::string>& args, const std::string& log) {
+pid_t Start(const std::vector<std::string>& args, const std::string& log, bool search_path) {
+  if (args.empty()) return -1;
   pid_t pid = ::fork();
   if (pid == 0) {
     FILE* f = std::freopen(log.c_str(), "w", stdout);
@@ -19,10 +21,28 @@ pid_t StartProcess(const std::vector<std::string>& args, const std::string& log)
     std::vector<char*> argv;
     for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    if (search_path)
+      ::execvp(argv[0], argv.data());
+    else
+      ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   return pid;
+}
+
+}  // namespace
+
+int RunProgram(const std::vector<std::string>& args, const std::string& log) {
+  const pid_t pid = Start(args, log, /*search_path=*/true);
+  return pid < 0 ? 127 : testing::WaitProcess(pid);
+}
+
+}  // namespace rlflow
+
+namespace rlflow::testing {
+
+pid_t StartProcess(const std::vector<std::string>& args, const std::string& log) {
+  return Start(args, log, /*search_path=*/false);
 }
 
 int WaitProcess(pid_t pid) {

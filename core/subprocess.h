@@ -1,11 +1,21 @@
 #pragma once
 // Running a binary under test as a user does: a child process with its
 // stdout and stderr in a log file, its exit status (128 + signal if killed),
-// and the rows of a CSV file it wrote. For tests only.
+// and the rows of a CSV file it wrote. The one way this project starts a
+// child process (tests, and tools such as Graphviz and gnuplot).
 #include <sys/types.h>
 
 #include <string>
 #include <vector>
+
+namespace rlflow {
+
+// Runs `args[0]` (looked up in PATH when it has no '/') with `args`, its
+// stdout and stderr to `log` ("/dev/null" to drop them), and waits: its exit
+// code, 127 if it could not be started, or 128 + the signal that killed it.
+int RunProgram(const std::vector<std::string>& args, const std::string& log = "/dev/null");
+
+}  // namespace rlflow
 
 namespace rlflow::testing {
 

@@ -86,6 +86,9 @@ DEFINE_string(input_data, "",
               "TensorProto .pb); an input given data runs at its shape. Without it inputs are filled: shapes, "
               "axes and indices consistently with the model, other values at random");
 DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this path");
+DEFINE_string(picture, "",
+              "also draw the rewritten regions, before and after, side by side, with the rules applied, as a PNG "
+              "(Graphviz) to this path");
 DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
 DEFINE_int32(threads, 1,
              "threads of ATen's and OpenBLAS's pools for the executor and the timings (0: the libraries' defaults)");
@@ -105,6 +108,7 @@ int Main() {
   o.output = FLAGS_output;
   o.report = FLAGS_report;
   o.dot = FLAGS_dot;
+  o.picture = FLAGS_picture;
   o.rules = FLAGS_rules;
   o.argv0 = gflags::GetArgv0();
   o.timing_cache = FLAGS_timing_cache;

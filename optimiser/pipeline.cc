@@ -24,6 +24,7 @@
 #include "core/passes/pass.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
+#include "optimiser/picture.h"
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
@@ -189,6 +190,12 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // Fail on unwritable outputs before any long work.
   if (!o.output.empty()) CheckWritablePath(ResolveUserPath(o.output), "--output");
   if (!o.dot.empty()) CheckWritablePath(ResolveUserPath(o.dot), "--dot");
+  if (!o.picture.empty()) {
+    CheckWritablePath(ResolveUserPath(o.picture), "--picture");
+    for (const std::string* other : {&o.dot, &o.report})
+      if (!other->empty() && ResolveUserPath(*other) == ResolveUserPath(o.picture))
+        Fail("--picture and another output are the same file '", ResolveUserPath(o.picture), "'");
+  }
   if (!o.report.empty()) CheckWritablePath(ResolveUserPath(o.report), "--report");
 
   auto t0 = Clock::now();
@@ -658,6 +665,17 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   }
   if (!res.opset_note.empty()) warn(res.opset_note);
   if (!o.dot.empty()) WriteFileAtomically(ResolveUserPath(o.dot), written.ToDot());
+  if (!o.picture.empty()) {
+    std::map<std::string, int> counts;
+    for (const std::string& r : res.result.applied) ++counts[r];
+    std::vector<std::string> lines;
+    if (res.keep_original && !res.result.applied.empty())
+      lines.push_back("(the search's graph, not written: the original was, see the verdict)");
+    for (const auto& [r, n] : counts) lines.push_back(r + " x" + std::to_string(n));
+    const Graph& shown = res.keep_original ? optimised : written;
+    WritePng(RewritePictureDot(original, shown, lines), ResolveUserPath(o.picture));
+    info("picture of the rewritten regions written to '" + ResolveUserPath(o.picture) + "'");
+  }
 
   res.before = Summarize(original);
   res.after = Summarize(optimised);

@@ -34,6 +34,7 @@ struct PipelineOptions {
   std::string output;  // "": <model>.rlflow.onnx beside the input, or in the working directory for a zoo model
   std::string report;  // "": none
   std::string dot;     // "": none
+  std::string picture;  // --picture: PNG of the rewritten regions ("": none)
   std::string rules;   // "": the checked-in rules/default.rules.pb (a runfile)
   std::string argv0;   // optional: where the binary's runfiles are (else found from /proc/self/exe)
   // "": $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/timing-cache.txt; "none": no cache.
