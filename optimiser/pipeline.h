@@ -30,13 +30,13 @@ namespace rlflow {
 struct PipelineOptions {
   // Paths as a user gives them: relative ones are resolved against the
   // directory `bazel run` was started from (ResolveUserPath).
-  std::string model;   // ONNX file, or a zoo model name (e.g. resnet50.onnx); required
-  std::string output;  // "": <model>.rlflow.onnx beside the input, or in the working directory for a zoo model
-  std::string report;  // "": none
-  std::string dot;     // "": none
+  std::string model;    // ONNX file, or a zoo model name (e.g. resnet50.onnx); required
+  std::string output;   // "": <model>.rlflow.onnx beside the input, or in the working directory for a zoo model
+  std::string report;   // "": none
+  std::string dot;      // "": none
   std::string picture;  // --picture: PNG of the rewritten regions ("": none)
-  std::string rules;   // "": the checked-in rules/default.rules.pb (a runfile)
-  std::string argv0;   // optional: where the binary's runfiles are (else found from /proc/self/exe)
+  std::string rules;    // "": the checked-in rules/default.rules.pb (a runfile)
+  std::string argv0;    // optional: where the binary's runfiles are (else found from /proc/self/exe)
   // "": $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/timing-cache.txt; "none": no cache.
   std::string timing_cache;
   std::string search = "taso";

@@ -94,7 +94,6 @@ struct PassRunResult {
 PassRunResult RunPasses(const PassRegistry& registry, const std::vector<std::string>& names, Graph& graph,
                         const PassRunOptions& options = {});
 
-
 // The order the optimiser's pipeline runs its own steps in, as pass lists:
 // before the search (canonicalisation: batch-norm lowering) and after it
 // (folding weight-only subgraphs, raising unfolded Mul/Add pairs back to
