@@ -414,7 +414,27 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       res.before_estimate = cost.GraphCost(original);
       int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
       std::vector<std::string> noise = std::move(result.noise_rule);
+      SearchResult previous = std::move(result);
       result = search->Run(canonical, options);
+      // The deadline is the run's, not the round's: a round it cut short may
+      // have got less far than the round before. Keep the better of the two
+      // under the new timings (the verdict measures whichever is kept).
+      if (IsRunnerStop(result.stop_reason) && !previous.applied.empty() &&
+          search_cost.GraphCost(previous.graph) < result.final_cost) {
+        info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph",
+                    search_rounds + 1, StopReasonName(result.stop_reason), search_rounds));
+        previous.graphs_explored += result.graphs_explored;
+        previous.rewrites_costed += result.rewrites_costed;
+        previous.graphs_built += result.graphs_built;
+        previous.real_steps += result.real_steps;
+        previous.stop_reason = result.stop_reason;
+        previous.final_cost = search_cost.GraphCost(previous.graph);
+        previous.initial_cost = result.initial_cost;
+        previous.gains_resolved = result.gains_resolved;
+        previous.gains_confirmed = result.gains_confirmed;
+        previous.noise_rule = std::move(result.noise_rule);
+        result = std::move(previous);
+      }
       result.gains_resolved += resolved;
       result.gains_confirmed += confirmed;
       noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());

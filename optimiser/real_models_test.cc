@@ -91,7 +91,7 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   // that what the search did is what is checked.
   std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
                     " --report=" + report + " --input_shape='" + c.input_shape +
-                    "' --time_limit=8 --force_optimised --timing_cache=" + dir + "/cache.txt > " + dir +
+                    "' --time_limit=20 --force_optimised --timing_cache=" + dir + "/cache.txt > " + dir +
                     "/stdout.txt 2> " + dir + "/stderr.txt";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");

@@ -40,7 +40,7 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   // Default settings, except a search time limit per round that keeps the
   // test under a minute on 2 busy cores (Inception-v3: 2 rounds of ~23 s).
   std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
-                    " --report=" + report + " --time_limit=8" + (c.torch ? " --force_optimised" : "") + " > " + dir +
+                    " --report=" + report + " --time_limit=20" + (c.torch ? " --force_optimised" : "") + " > " + dir +
                     "/stdout.txt 2> " + dir + "/stderr.txt";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");
