@@ -423,10 +423,8 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
           search_cost.GraphCost(previous.graph) < result.final_cost) {
         info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph",
                     search_rounds + 1, StopReasonName(result.stop_reason), search_rounds));
-        previous.graphs_explored += result.graphs_explored;
-        previous.rewrites_costed += result.rewrites_costed;
-        previous.graphs_built += result.graphs_built;
-        previous.real_steps += result.real_steps;
+        // The kept round's own counters (the report's search figures are one
+        // search's); the stop reason is the deadline's.
         previous.stop_reason = result.stop_reason;
         previous.final_cost = search_cost.GraphCost(previous.graph);
         previous.initial_cost = result.initial_cost;
