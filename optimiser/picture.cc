@@ -19,6 +19,16 @@ namespace {
 uint64_t Mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)); }
 uint64_t HashString(const std::string& s) { return std::hash<std::string>()(s); }
 
+// A node's operator and attributes (tensor attributes left out), salted so
+// that the three kinds of node hash below never collide with each other.
+uint64_t OpHash(const Node& n, uint64_t salt) {
+  uint64_t h = Mix(HashString(n.domain), HashString(n.op) * salt);
+  for (const auto& [name, attr] : n.attrs)
+    if (attr.type != AttrType::kTensor && attr.type != AttrType::kOther)
+      h = Mix(Mix(h, HashString(name)), HashString(attr.ToString()));
+  return h;
+}
+
 // Per node: a hash of what it computes (operator, attributes, and the hashes
 // of what feeds it, down to the graph inputs and weights).
 std::vector<uint64_t> NodeHashes(const Graph& g) {
@@ -29,10 +39,7 @@ std::vector<uint64_t> NodeHashes(const Graph& g) {
   }
   for (NodeId id : g.TopologicalOrder()) {
     const Node& n = g.node(id);
-    uint64_t h = Mix(HashString(n.domain), HashString(n.op));
-    for (const auto& [name, attr] : n.attrs)
-      if (attr.type != AttrType::kTensor && attr.type != AttrType::kOther)
-        h = Mix(Mix(h, HashString(name)), HashString(attr.ToString()));
+    uint64_t h = OpHash(n, 1);
     for (ValueId in : n.inputs) h = Mix(h, in == kNoValue ? 7 : value_hash[in]);
     node_hash[id] = h;
     for (size_t k = 0; k < n.outputs.size(); ++k) value_hash[n.outputs[k]] = Mix(h, k + 1);
@@ -52,10 +59,7 @@ std::vector<uint64_t> DownstreamHashes(const Graph& g) {
   std::vector<NodeId> order = g.TopologicalOrder();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Node& n = g.node(*it);
-    uint64_t h = Mix(HashString(n.domain), HashString(n.op) * 31);
-    for (const auto& [name, attr] : n.attrs)
-      if (attr.type != AttrType::kTensor && attr.type != AttrType::kOther)
-        h = Mix(Mix(h, HashString(name)), HashString(attr.ToString()));
+    uint64_t h = OpHash(n, 31);
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const ValueId v = n.outputs[k];
       std::vector<uint64_t> uses;
@@ -90,10 +94,7 @@ std::vector<uint64_t> NameHashes(const Graph& g) {
   std::vector<uint64_t> out(g.num_nodes(), 0);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    uint64_t h = Mix(HashString(n.domain), HashString(n.op) * 17);
-    for (const auto& [name, attr] : n.attrs)
-      if (attr.type != AttrType::kTensor && attr.type != AttrType::kOther)
-        h = Mix(Mix(h, HashString(name)), HashString(attr.ToString()));
+    uint64_t h = OpHash(n, 17);
     for (ValueId in : n.inputs) h = Mix(h, in == kNoValue ? 7 : HashString("in:" + g.value(in).name));
     for (ValueId v : n.outputs) h = Mix(h, HashString("out:" + g.value(v).name));
     out[id] = h;
