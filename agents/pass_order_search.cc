@@ -17,10 +17,16 @@ namespace {
 class PassOrderSearch : public Search {
  public:
   std::string name() const override { return "pass_order"; }
+  std::string description() const override {
+    return "a trained pass-ordering agent picks which graph pass to run next, and when to stop";
+  }
+  std::vector<SearchParam> Params() const override {
+    return {{"agent", "", "the trained agent (empty: the checked-in agents/pass_agent.pt)", /*path=*/true}};
+  }
 
   SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
-    std::string path = o.agent;
+    std::string path = o.params.Text("agent");
     if (path.empty()) {
       path = FindRunfile("agents/pass_agent.pt");
       if (path.empty()) Fail("no trained pass-ordering agent: pass --agent=PATH (see //agents:train_passes)");

@@ -34,7 +34,7 @@ TEST(PassOrderSearch, TheCheckedInAgentOrdersPassesOnAHeldOutGraph) {
   std::vector<at::Tensor> in = RandomInputs(original, 3);
   EXPECT_LT(RelativeError(Executor(r.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4);
 
-  o.agent = "/nonexistent/pass_agent.pt";
+  o.params.Set("agent", "/nonexistent/pass_agent.pt");
   try {
     MakeSearch("pass_order")->Run(g, o);
     ADD_FAILURE() << "no error for a missing agent";

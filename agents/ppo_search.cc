@@ -20,13 +20,26 @@ namespace {
 class PpoSearch : public Search {
  public:
   std::string name() const override { return "ppo"; }
+  std::string description() const override {
+    return "a trained agent (GNN + PPO): one greedy and --episodes sampled episodes, the cheapest graph kept";
+  }
+  std::vector<SearchParam> Params() const override {
+    return {{"agent", "", "the trained agent (empty: the checked-in agents/zoo_agent.pt)", /*path=*/true},
+            {"episodes", "8", "sampled episodes after the greedy one"},
+            {"horizon", "100", "steps per episode"},
+            {"train_steps", "0", "environment steps of fine-tuning on the input graph first"}};
+  }
+  void CheckParams(const SearchOptions& o) const override {
+    o.params.Int("episodes", 0);
+    o.params.Int("horizon", 1);
+    o.params.Int("train_steps", 0);
+  }
 
   SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
-    if (o.episodes < 0) Fail("--episodes must be >= 0, got ", o.episodes);
-    if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
-    if (o.train_steps < 0) Fail("--train_steps must be >= 0, got ", o.train_steps);
-    std::string path = o.agent;
+    const int64_t episodes = o.params.Int("episodes", 0), horizon = o.params.Int("horizon", 1),
+                  train_steps = o.params.Int("train_steps", 0);
+    std::string path = o.params.Text("agent");
     if (path.empty()) {
       path = FindRunfile("agents/zoo_agent.pt");
       if (path.empty()) Fail("no trained agent: pass --agent=PATH (see //agents:train)");
@@ -35,18 +48,18 @@ class PpoSearch : public Search {
     Policy policy = LoadPolicy(path, rule_actions);
     torch::manual_seed(o.seed);
     EnvOptions eo;
-    eo.horizon = o.horizon;
+    eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
     eo.runner = &runner;
     RewriteEnv env(o.matcher, o.cost, eo);
     SearchResult r;
-    if (o.train_steps > 0) {
+    if (train_steps > 0) {
       policy->train();
       PpoOptions po;
       PpoTrainer trainer(
           policy, &env, [&] { return graph; }, po, o.seed);
-      while (trainer.env_steps() < o.train_steps) {
+      while (trainer.env_steps() < train_steps) {
         if (runner.ShouldStop()) break;
         UpdateStats s = trainer.Iterate();
         runner.Report([&] {
@@ -60,7 +73,7 @@ class PpoSearch : public Search {
     EpisodeResult best;
     bool have = false;
     r.stop_reason = StopReason::kExhausted;
-    for (int e = 0; e <= o.episodes; ++e) {
+    for (int e = 0; e <= episodes; ++e) {
       if (runner.ShouldStop()) break;  // Search::Run reports the runner's reason
       EpisodeResult ep = RunEpisode(*policy, env, graph, /*greedy=*/e == 0, &rng);
       r.graphs_explored += ep.steps;

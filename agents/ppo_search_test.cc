@@ -26,8 +26,8 @@ TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
     SearchOptions o;
     o.matcher = &matcher;
     o.cost = &cost;
-    o.episodes = 2;
-    o.horizon = 20;
+    o.params.Set("episodes", "2");
+    o.params.Set("horizon", "20");
     o.greedy_finish = false;  // the agent alone: at most one horizon of rewrites
     SearchResult r = MakeSearch("ppo")->Run(g, o);
     EXPECT_LE(r.final_cost, r.initial_cost + 1e-9) << model;
@@ -49,7 +49,9 @@ TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
     EXPECT_LE(f.final_cost, r.final_cost + 1e-9) << model;
     EXPECT_NEAR(f.final_cost, cost.GraphCost(f.graph), 1e-9 * f.final_cost) << model;
     EXPECT_EQ(f.applied.size(), r.applied.size() + static_cast<size_t>(f.finish_applied)) << model;
-    SearchResult again = MakeSearch("greedy")->Run(f.graph, o);
+    SearchOptions greedy = o;
+    greedy.params = SearchParams();  // greedy has no settings of its own
+    SearchResult again = MakeSearch("greedy")->Run(f.graph, greedy);
     EXPECT_TRUE(again.applied.empty()) << model << ": greedy still improves the finished graph";
     EXPECT_LT(RelativeError(Executor(f.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
   }
@@ -62,17 +64,17 @@ TEST(PpoSearch, BadAgentsAreErrors) {
   o.matcher = &matcher;
   o.cost = &cost;
   Graph g = zoo::Build("squeezenet1_1", 1);
-  o.agent = "/nonexistent/agent.pt";
+  o.params.Set("agent", "/nonexistent/agent.pt");
   EXPECT_THROW(MakeSearch("ppo")->Run(g, o), Error);
-  o.agent = FindRunfile("agents/zoo_agent.pt");
+  o.params.Set("agent", FindRunfile("agents/zoo_agent.pt"));
   try {
     MakeSearch("ppo")->Run(g, o);  // trained with all rules, given one
     ADD_FAILURE() << "no error for an agent of another rule database";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rules"), std::string::npos) << e.what();
   }
-  o.agent = "";
-  o.horizon = 0;
+  o.params.Set("agent", "");
+  o.params.Set("horizon", "0");
   EXPECT_THROW(MakeSearch("ppo")->Run(g, o), Error);
 }
 

@@ -11,6 +11,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/subprocess.h"
 
 namespace rlflow::train {
 namespace {
@@ -33,8 +34,7 @@ void Plot(const std::string& dir) {
      << "/metrics.csv' using 2:9 with lines title 'entropy', '' using 2:10 "
      << "with lines title 'approx KL' axes x1y2\nunset multiplot\n";
   gp.close();
-  std::string cmd = "gnuplot '" + script + "' >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) == 0) {
+  if (RunProgram({"gnuplot", script}) == 0) {
     std::rename((dir + "/training.png.tmp").c_str(), (dir + "/training.png").c_str());
   } else {
     LOG_FIRST_N(WARNING, 1) << "gnuplot failed or is missing: no training.png (metrics.csv has the curve)";

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -36,12 +37,11 @@ int Run() {
   auto t1 = Clock::now();
   int applied = 0, rejected = 0;
   for (const Match& match : found) {
-    try {
-      m.Apply(g, match);
+    // As the engine does: an invalid rewrite (a cycle) is refused as a value.
+    if (m.TryApply(g, match))
       ++applied;
-    } catch (const Error&) {
-      ++rejected;  // e.g. the rewrite would create a cycle
-    }
+    else
+      ++rejected;
   }
   double apply_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
   int tried = applied + rejected;
@@ -56,12 +56,9 @@ int Run() {
     const Match pick = cur_matches[rng() % cur_matches.size()];
     auto t2 = Clock::now();
     ApplyInfo info;
-    Graph next;
-    try {
-      next = m.Apply(cur, pick, &info);
-    } catch (const Error&) {
-      continue;
-    }
+    std::optional<Graph> applied_graph = m.TryApply(cur, pick, &info);
+    if (!applied_graph) continue;
+    Graph next = std::move(*applied_graph);
     std::vector<Match> next_matches = m.FindAllAfter(next, cur_matches, info);
     step_ms += std::chrono::duration<double, std::milli>(Clock::now() - t2).count();
     cur = std::move(next);

@@ -71,12 +71,13 @@ using Json = nlohmann::json;
 Json Optimise(const std::string& model, const std::string& search, const std::string& out, const std::string& dir,
               const std::string& flags = "--force_optimised") {
   std::string report = out + ".json";
-  std::string cmd = Runfile("optimiser/optimiser") + " --model=" + model + " --search=" + search + " --output=" + out +
-                    " --report=" + report + " --timing_cache=" + dir + "/timing-cache.txt " + flags + " " +
-                    FLAGS_extra_args + " > " + out + ".log 2>&1";
-  int status = std::system(cmd.c_str());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
+  // Flags are separated by spaces (no shell: a value is passed as it is).
+  std::vector<std::string> args = {Runfile("optimiser/optimiser"), "--model=" + model,
+                                   "--search=" + search,           "--output=" + out,
+                                   "--report=" + report,           "--timing_cache=" + dir + "/timing-cache.txt"};
+  for (const std::string& more : {flags, FLAGS_extra_args})
+    for (const std::string& f : SplitList(more, ' ')) args.push_back(f);
+  if (RunProgram(args, out + ".log") != 0) Fail("optimiser failed on ", model, " (", search, "): see ", out, ".log");
   return Json::parse(ReadFile(report));
 }
 

@@ -58,7 +58,7 @@ int Run() {
       o.model = model + ".onnx";
       o.output = dir + "/" + model + ".onnx";
       o.search = row.search;
-      o.train_steps = row.train_steps;
+      if (row.train_steps > 0) o.search_params.Set("train_steps", std::to_string(row.train_steps));
       o.greedy_finish = row.finish;
       o.timing_cache = cache;
       o.measure_runs = FLAGS_measure_runs;

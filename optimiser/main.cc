@@ -25,7 +25,11 @@ DEFINE_string(output, "",
 DEFINE_string(search, "taso",
               "search strategy: taso (cost-based backtracking), greedy, ppo (a trained agent), world_model (a "
               "controller trained in a world model's dream), passes (a list of graph passes, --passes), pass_order "
-              "(a trained pass-ordering agent), none");
+              "(a trained pass-ordering agent), none; --list_searches prints each with its settings");
+DEFINE_bool(list_searches, false, "print the registered searches, each with its settings and their defaults, and exit");
+DEFINE_string(search_param, "",
+              "settings of the chosen search, NAME=VALUE[;NAME=VALUE...] (--list_searches lists them); the flags "
+              "--alpha, --agent, --episodes, --horizon, --train_steps and --passes set the built-in searches' own");
 DEFINE_string(passes, "",
               "run these passes in this order (comma-separated; implies --search=passes; default order "
               "without it: see --list_passes and the README)");
@@ -46,7 +50,8 @@ DEFINE_double(time_limit, 0, "stop the search after this many seconds and keep t
 DEFINE_string(device, "cpu",
               "where the cost model, the noise rule and the end-to-end verdict measure: cpu (rlflow's "
               "ATen executor) or ort (ONNX Runtime's CPU provider, with its own graph optimisations at "
-              "--ort_level)");
+              "--ort_level); --list_devices prints those this binary has");
+DEFINE_bool(list_devices, false, "print the registered timing backends (--device values) and exit");
 DEFINE_string(ort_level, "all",
               "--device=ort: ONNX Runtime's graph optimisation level (disabled, basic, extended, "
               "all: ORT's default)");
@@ -98,6 +103,14 @@ namespace rlflow {
 namespace {
 
 int Main() {
+  if (FLAGS_list_devices) {
+    std::fputs(DescribeTimingBackends().c_str(), stdout);
+    return 0;
+  }
+  if (FLAGS_list_searches) {
+    std::fputs(DescribeSearches().c_str(), stdout);
+    return 0;
+  }
   if (FLAGS_list_passes) {
     for (const auto& [name, description] : ListPasses(FLAGS_rules, gflags::GetArgv0()))
       std::printf("%s\t%s\n", name.c_str(), description.c_str());
@@ -113,16 +126,20 @@ int Main() {
   o.argv0 = gflags::GetArgv0();
   o.timing_cache = FLAGS_timing_cache;
   o.search = FLAGS_search;
-  o.passes = SplitList(FLAGS_passes);
   if (!FLAGS_passes.empty() && gflags::GetCommandLineFlagInfoOrDie("search").is_default) o.search = "passes";
-  if (!FLAGS_passes.empty() && o.passes.empty()) Fail("--passes is empty");
+  if (!FLAGS_passes.empty() && SplitList(FLAGS_passes).empty()) Fail("--passes is empty");
+  // The search's own settings: --search_param, and the named flags of the
+  // built-in searches' settings when given (the search refuses one it does
+  // not have, e.g. --episodes with --search=taso).
+  o.search_params = ParseSearchParams(FLAGS_search_param);
+  for (const char* flag : {"alpha", "agent", "episodes", "horizon", "train_steps", "passes"}) {
+    gflags::CommandLineFlagInfo info = gflags::GetCommandLineFlagInfoOrDie(flag);
+    if (info.is_default) continue;
+    if (o.search_params.Has(flag)) Fail("--", flag, " and --search_param=", flag, "=... are both given");
+    o.search_params.Set(flag, info.current_value);
+  }
   o.budget = FLAGS_budget;
-  o.alpha = FLAGS_alpha;
   o.greedy_finish = FLAGS_greedy_finish;
-  o.agent = FLAGS_agent;
-  o.episodes = FLAGS_episodes;
-  o.horizon = FLAGS_horizon;
-  o.train_steps = FLAGS_train_steps;
   o.time_limit_s = FLAGS_time_limit;
   o.device = FLAGS_device;
   // An explicit --ort_level (even "all") is refused without --device=ort.

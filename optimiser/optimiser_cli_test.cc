@@ -3,8 +3,8 @@
 // path and the zoo fallback.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +14,12 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/rules/rule.h"
+#include "core/subprocess.h"
 #include "rules/testing.h"
 #include "zoo/zoo.h"
 
@@ -39,15 +41,15 @@ std::string TempDir() {
 
 RunResult RunOptimiser(const std::string& args) {
   std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
-  std::string err_path = TempDir() + "/stderr.txt";
-  std::string cmd = bin + " " + args + " 2>" + err_path;
+  ProgramIo io;
+  io.out = TempDir() + "/stdout.txt";
+  io.err = TempDir() + "/stderr.txt";
+  std::vector<std::string> argv = testing::SplitArgs(args);
+  argv.insert(argv.begin(), bin);
   RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) r.out.append(buf, n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = ReadFile(err_path);
+  r.exit_code = testing::WaitProcess(testing::StartProcess(argv, io));
+  r.out = ReadFile(io.out);
+  r.err = ReadFile(io.err);
   return r;
 }
 
@@ -579,11 +581,20 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("", out_, "--model is required");
   ExpectCleanFailure("--model=" + model + " --budget=-1", out_, "--budget must be >= 0");
   ExpectCleanFailure("--model=" + model + " --alpha=0.9", out_, "--alpha must be >= 1");
+  // A search's own settings: one it does not have is refused, naming the ones it has.
+  ExpectCleanFailure("--model=" + model + " --episodes=3", out_,
+                     "--search=taso has no setting 'episodes' (its settings: alpha)");
+  ExpectCleanFailure("--model=" + model + " --search=greedy --search_param=alpha=2", out_,
+                     "--search=greedy has no setting 'alpha' (it has none)");
+  ExpectCleanFailure("--model=" + model + " --search=ppo --search_param='horizon=x'", out_,
+                     "--horizon: 'x' is not an integer");
+  ExpectCleanFailure("--model=" + model + " --search_param=alpha", out_, "is not NAME=VALUE");
+  ExpectCleanFailure("--model=" + model + " --alpha=2 --search_param=alpha=3", out_, "are both given");
   ExpectCleanFailure("--model=" + model + " --time_limit=-2", out_, "--time_limit must be >= 0");
   ExpectCleanFailure("--model=" + model + " --measure_runs=-1", out_, "--measure_runs");
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
   ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "no CUDA cost backend");
-  ExpectCleanFailure("--model=" + model + " --ort_level=basic", out_, "--ort_level applies to --device=ort only");
+  ExpectCleanFailure("--model=" + model + " --ort_level=basic", out_, "--ort_level does not apply to --device=cpu");
   ExpectCleanFailure("--model=" + model + " --device=ort --ort_level=max", out_,
                      "unknown graph optimisation level 'max'");
   ExpectCleanFailure("--model=" + model + " --report=" + TempDir() + "/no_dir/r.json", out_, "does not exist");
@@ -716,18 +727,22 @@ TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
   std::string report = TempDir() + "/interrupt.json";
   ::unlink(out_.c_str());
   std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
-  std::string cmd = bin + " --model=" + model + " --output=" + out_ + " --report=" + report +
-                    " --timing_cache=none --measure_runs=3 --budget=1000000 > " + TempDir() + "/int.out 2> " +
-                    TempDir() +
-                    "/int.err & pid=$!; "
-                    // Interrupt once the search has started (or after 40 s).
-                    "for i in $(seq 400); do grep -q searching " +
-                    TempDir() +
-                    "/int.err && break; sleep 0.1; done; "
-                    "sleep 2; kill -INT $pid; wait $pid";
-  int status = std::system(cmd.c_str());
-  std::string err = ReadFile(TempDir() + "/int.err");
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  ProgramIo io;
+  io.out = TempDir() + "/int.out";
+  io.err = TempDir() + "/int.err";
+  const pid_t pid = testing::StartProcess({bin, "--model=" + model, "--output=" + out_, "--report=" + report,
+                                           "--timing_cache=none", "--measure_runs=3", "--budget=1000000"},
+                                          io);
+  // Interrupt once the search has started (or after 40 s).
+  for (int i = 0; i < 400; ++i) {
+    if (FileExists(io.err) && ReadFile(io.err).find("searching") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(pid, SIGINT);
+  const int status = testing::WaitProcess(pid);
+  std::string err = ReadFile(io.err);
+  ASSERT_EQ(status, 0) << err;
   EXPECT_NE(err.find("search interrupted"), std::string::npos) << err;
   EXPECT_TRUE(FileExists(out_));
   EXPECT_EQ(ReadReport(report)["search"]["stop_reason"], "interrupted");

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph_builder.h"
+#include "core/subprocess.h"
 
 namespace rlflow {
 namespace {
@@ -76,7 +77,7 @@ TEST(Picture, CapsTheNodesDrawn) {
 }
 
 TEST(Picture, WritesAPng) {
-  if (std::system("command -v dot >/dev/null 2>&1") != 0) GTEST_SKIP() << "Graphviz's dot is not installed";
+  if (!HaveProgram("dot", "-V")) GTEST_SKIP() << "Graphviz's dot is not installed";
   Pair p;
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/picture.png";

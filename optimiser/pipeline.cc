@@ -143,7 +143,6 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (!(o.tolerance > 0)) Fail("--tolerance must be positive");
   if (o.threads < 0) Fail("--threads must be >= 0");
   if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
-  if (!(o.alpha >= 1.0)) Fail("--alpha must be >= 1, got ", o.alpha);
   if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
   if (o.measure_runs < 0) Fail("--measure_runs must be >= 0, got ", o.measure_runs);
   if (o.retries < -1) Fail("--retries must be >= 0 (or -1: auto), got ", o.retries);
@@ -152,33 +151,45 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (o.threads > 0 && !pinned.blas_pinned)
     warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
   std::unique_ptr<Search> search = MakeSearch(o.search);
-  if (!o.passes.empty() && o.search != "passes") Fail("--passes needs --search=passes (got --search=", o.search, ")");
-  if (o.device != "cpu" && o.device != "ort" && o.device != "cuda")
-    Fail("unknown device '", o.device, "' (available: cpu, ort)");
-  if (o.device != "ort" && !o.ort_level.empty()) Fail("--ort_level applies to --device=ort only");
-  res.target = o.target.empty() ? (o.device == "ort" ? "ort" : "onnx") : o.target;
+  // --device is read here only: the backend's registration says what it
+  // takes and which runtime the written model is for.
+  const BackendInfo& device = FindTimingBackend(o.device);
+  BackendOptions backend_options;
+  backend_options.threads = o.threads;
+  if (!o.ort_level.empty()) backend_options.settings["ort_level"] = o.ort_level;
+  for (const auto& [setting, value] : backend_options.settings)
+    if (std::find(device.settings.begin(), device.settings.end(), setting) == device.settings.end())
+      Fail("--", setting, " does not apply to --device=", o.device);
+  res.target = o.target.empty() ? device.target : o.target;
   {
     const std::vector<std::string>& known = KnownTargets();
     if (std::find(known.begin(), known.end(), res.target) == known.end())
       Fail("--target: unknown target '", res.target, "' (known: onnx, ort)");
   }
-  OrtOptions ort;
-  ort.threads = o.threads;
-  if (!o.ort_level.empty()) ort.level = o.ort_level;
-  std::unique_ptr<TimingBackend> backend = o.make_backend      ? o.make_backend()
-                                           : o.device == "ort" ? MakeOrtBackend(ort)
-                                                               : MakeTimingBackend(o.device);
+  std::unique_ptr<TimingBackend> backend =
+      o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
   res.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
   rules::RuleDatabase rule_db = LoadRuleDatabase(res.rules_path);
   res.rule_count = rule_db.rules_size();
   info("loaded " + std::to_string(rule_db.rules_size()) + " rules from " + res.rules_path);
-  if (!o.passes.empty()) {
-    std::map<std::string, std::vector<int>> families =
-        RuleFamilies(std::vector<rules::Rule>(rule_db.rules().begin(), rule_db.rules().end()));
-    for (const std::string& p : o.passes)
-      if (!PassRegistry::Builtin().Has(p) && !families.count(p))
-        Fail("unknown pass '", p, "' in --passes (--list_passes prints them)");
+  std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
+  // The search's settings are its own: checked now (with the rules, which
+  // name the rule-family passes), before any long work.
+  SearchOptions search_options;
+  search_options.seed = o.seed;
+  search_options.budget = o.budget;
+  search_options.greedy_finish = o.greedy_finish;
+  search_options.params = o.search_params;
+  for (const SearchParam& p : search->Params())
+    if (p.path && search_options.params.Has(p.name) && !search_options.params.Text(p.name).empty())
+      search_options.params.Set(p.name, ResolveUserPath(search_options.params.Text(p.name)));
+  {
+    Matcher all_rules(rule_list, /*both_directions=*/true);
+    search_options.matcher = &all_rules;
+    search_options = search->Resolve(search_options);
+    search_options.matcher = nullptr;
   }
+  res.search_params = search_options.params.values();
   // Every graph timed on the device is counted (the report's real work).
   CountingBackend counted(backend.get());
   MeasuredCostModel cost(&counted);
@@ -240,7 +251,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   {
     const int64_t model_opset =
         model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
-    const int64_t target_opset = o.target_opset > 0 ? o.target_opset : o.device == "ort" ? kMaxOpset : model_opset;
+    const int64_t target_opset = o.target_opset > 0 ? o.target_opset : device.newest_opset ? kMaxOpset : model_opset;
     if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > kMaxOpset))
       Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", kMaxOpset);
     int newer = 0, elsewhere = 0;
@@ -350,7 +361,6 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
                calibration.fixed_ms * 1e3, Seconds(t_cal)));
   }
 
-  std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
   Graph optimised;
   int64_t real_steps = 0;  // every attempt's
   // One owner of the search's limits for the whole run: every attempt (the
@@ -368,16 +378,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // `level`), into `res` and `optimised`.
   auto attempt = [&](const std::vector<char>& mask, double level) {
     Matcher matcher(rule_list, /*both_directions=*/true, mask);
-    SearchOptions options;
-    options.seed = o.seed;
-    options.budget = o.budget;
-    options.alpha = o.alpha;
-    options.greedy_finish = o.greedy_finish;
-    options.agent = o.agent.empty() ? "" : ResolveUserPath(o.agent);
-    options.episodes = o.episodes;
-    options.horizon = o.horizon;
-    options.train_steps = o.train_steps;
-    options.passes = o.passes;
+    SearchOptions options = search_options;
     options.matcher = &matcher;
     // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
     BatchNormAwareCost search_cost(&cost);
@@ -809,7 +810,7 @@ std::string PipelineResult::ReportJson() const {
   j["unchanged"] = unchanged;
   j["search"] = Json{{"strategy", search},
                      {"budget", options.budget},
-                     {"alpha", options.alpha},
+                     {"params", search_params},
                      {"greedy_finish", options.greedy_finish},
                      {"finish_applied", result.finish_applied},
                      {"time_limit_s", options.time_limit_s},

@@ -41,16 +41,14 @@ struct PipelineOptions {
   std::string timing_cache;
   std::string search = "taso";
   int64_t budget = 1000;
-  double alpha = 1.05;
   bool greedy_finish = true;
   double time_limit_s = 0;
-  std::string agent;  // --search=ppo (see SearchOptions)
-  int episodes = 8;
-  int horizon = 100;
-  int64_t train_steps = 0;
-  std::vector<std::string> passes;  // --search=passes: the order (empty: DefaultPassOrder())
-  std::string device = "cpu";       // cpu, ort (cuda where built with it)
-  std::string ort_level;            // --device=ort only; "": all (ORT's default)
+  // The search's own settings (Search::Params: taso's alpha, ppo's episodes,
+  // the passes of --search=passes, ...); a name the search does not declare
+  // is refused. Settings declared as paths are resolved like --model.
+  SearchParams search_params;
+  std::string device = "cpu";  // cpu, ort (cuda where built with it)
+  std::string ort_level;       // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
   int measure_runs = 0;  // 0: auto (10 to 40 pairs)
   // When the verdict does not find the optimised graph faster and its
@@ -94,8 +92,9 @@ struct PipelineResult {
   std::string report;        // where the JSON report was written ("" if none)
   std::string rules_path;
   int rule_count = 0;
-  std::string search;  // strategy name
-  std::string device;  // the timing backend's name
+  std::string search;                                // strategy name
+  std::map<std::string, std::string> search_params;  // its settings, defaults filled in
+  std::string device;                                // the timing backend's name
   std::string target;  // the runtime the written model is for (PipelineOptions::target, resolved)
   int threads = 0;
   int search_rounds = 0;

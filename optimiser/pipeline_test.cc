@@ -257,7 +257,7 @@ TEST(Pipeline, RunsAGivenPassOrder) {
   std::string model = WriteModel(dir);
   PipelineOptions o = Options(dir, model);
   o.search = "passes";
-  o.passes = {"fold_mul_into_conv", "fold_add_into_conv", "dce"};
+  o.search_params.Set("passes", "fold_mul_into_conv, fold_add_into_conv, dce");
   o.force_optimised = true;
   PipelineResult r = RunPipeline(o);
   EXPECT_EQ(r.search, "passes");
@@ -271,7 +271,7 @@ TEST(Pipeline, RunsAGivenPassOrder) {
   EXPECT_EQ(r.result.applied[1], "pass fold_add_into_conv");
   EXPECT_TRUE(CompareGraphs(ImportOnnxFile(model), ImportOnnxFile(o.output), 1).max_error < 1e-4);
 
-  o.passes = {"fold_mul_into_conv", "no_such_pass"};
+  o.search_params.Set("passes", "fold_mul_into_conv,no_such_pass");
   try {
     RunPipeline(o);
     ADD_FAILURE() << "an unknown pass is not an error";
@@ -279,7 +279,7 @@ TEST(Pipeline, RunsAGivenPassOrder) {
     EXPECT_NE(std::string(e.what()).find("no_such_pass"), std::string::npos) << e.what();
   }
   o.search = "taso";
-  o.passes = {"dce"};
+  o.search_params.Set("passes", "dce");  // taso has no such setting
   EXPECT_THROW(RunPipeline(o), Error);
 
   // Every builtin pass and one pass per rule family are listed, each with a description.

@@ -21,6 +21,7 @@
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/subprocess.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/ort_testing.h"
@@ -89,12 +90,14 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   // Default settings but a search time limit that keeps the test under a
   // minute; written even when not measured faster (--force_optimised), so
   // that what the search did is what is checked.
-  std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
-                    " --report=" + report + " --input_shape='" + c.input_shape +
-                    "' --time_limit=20 --force_optimised --timing_cache=" + dir + "/cache.txt > " + dir +
-                    "/stdout.txt 2> " + dir + "/stderr.txt";
-  int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");
+  ProgramIo io;
+  io.out = dir + "/stdout.txt";
+  io.err = dir + "/stderr.txt";
+  const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + original, "--output=" + written,
+                                 "--report=" + report, "--input_shape=" + c.input_shape, "--time_limit=20",
+                                 "--force_optimised", "--timing_cache=" + dir + "/cache.txt"},
+                                io);
+  ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
   std::cout << ReadFile(dir + "/stdout.txt");
   nlohmann::json json = nlohmann::json::parse(ReadFile(report));
   EXPECT_LE(json["check"]["max_relative_error"].get<double>(), 1e-4) << json;

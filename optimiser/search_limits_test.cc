@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "core/passes/pass.h"
@@ -41,16 +42,21 @@ struct Fixture {
   Matcher matcher{
       std::vector<rules::Rule>(testing::DefaultRules().rules().begin(), testing::DefaultRules().rules().end())};
   SlowCost cost;
-  SearchOptions Options(Runner* runner) {
+  // Limits no search reaches by itself in a second: each search gets those
+  // of its own settings it declares.
+  SearchOptions Options(const std::string& name, Runner* runner) {
     SearchOptions o;
     o.matcher = &matcher;
     o.cost = &cost;
     o.runner = runner;
     o.budget = 1000000;
-    o.episodes = 1000;
-    o.horizon = 1000;
+    std::string passes;
     for (int k = 0; k < 1000; ++k)  // --search=passes: the default order, many times over
-      o.passes.insert(o.passes.end(), DefaultPassOrder().begin(), DefaultPassOrder().end());
+      for (const std::string& p : DefaultPassOrder()) passes += p + ",";
+    const std::map<std::string, std::string> long_runs = {
+        {"episodes", "1000"}, {"horizon", "1000"}, {"passes", passes}};
+    for (const SearchParam& p : MakeSearch(name)->Params())
+      if (long_runs.count(p.name)) o.params.Set(p.name, long_runs.at(p.name));
     return o;
   }
 };
@@ -68,7 +74,7 @@ TEST(SearchLimits, EverySearchStopsAtTheDeadline) {
     l.time_limit_s = 1.0;
     Runner runner(l);
     auto t = Clock::now();
-    SearchResult r = MakeSearch(name)->Run(f.graph, f.Options(&runner));
+    SearchResult r = MakeSearch(name)->Run(f.graph, f.Options(name, &runner));
     const double s = Since(t);
     std::printf("%-12s stopped after %.3f s (limit %.1f s): %s\n", name.c_str(), s, l.time_limit_s,
                 StopReasonName(r.stop_reason));
@@ -97,7 +103,7 @@ TEST(SearchLimits, EverySearchStopsWhenInterrupted) {
       interrupted = true;
     });
     auto t = Clock::now();
-    SearchResult r = MakeSearch(name)->Run(f.graph, f.Options(&runner));
+    SearchResult r = MakeSearch(name)->Run(f.graph, f.Options(name, &runner));
     const double s = Since(t);
     raise.join();
     EXPECT_LE(s, 0.3 + kSlackS) << name;
@@ -112,12 +118,12 @@ TEST(SearchLimits, OneDeadlineForEverySearchOfARun) {
   RunnerLimits l;
   l.time_limit_s = 0.5;
   Runner runner(l);
-  SearchResult first = MakeSearch("taso")->Run(f.graph, f.Options(&runner));
+  SearchResult first = MakeSearch("taso")->Run(f.graph, f.Options("taso", &runner));
   EXPECT_EQ(first.stop_reason, StopReason::kTimeLimit);
   // The deadline has passed: a second search (a later round, a finish)
   // returns at once with its input, not after a fresh half second.
   auto t = Clock::now();
-  SearchResult second = MakeSearch("greedy")->Run(first.graph, f.Options(&runner));
+  SearchResult second = MakeSearch("greedy")->Run(first.graph, f.Options("greedy", &runner));
   EXPECT_LT(Since(t), 0.4);
   EXPECT_EQ(second.stop_reason, StopReason::kTimeLimit);
   EXPECT_TRUE(second.applied.empty());
@@ -130,7 +136,7 @@ TEST(SearchLimits, StepLimitCountsRewritesAppliedByAnySearch) {
     RunnerLimits l;
     l.max_steps = 5;
     Runner runner(l);
-    SearchOptions o = f.Options(&runner);
+    SearchOptions o = f.Options(name, &runner);
     o.greedy_finish = false;
     SearchResult r = MakeSearch(name)->Run(f.graph, o);
     EXPECT_EQ(r.stop_reason, StopReason::kStepLimit) << name;

@@ -16,6 +16,7 @@
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/subprocess.h"
 #include "runtime/executor.h"
 #include "runtime/ort_testing.h"
 #include "zoo/zoo.h"
@@ -39,11 +40,14 @@ TEST_P(ZooOptimise, DefaultSettingsMatchOnnxRuntime) {
   // results at other batch sizes are checked below.
   // Default settings, except a search time limit per round that keeps the
   // test under a minute on 2 busy cores (Inception-v3: 2 rounds of ~23 s).
-  std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
-                    " --report=" + report + " --time_limit=20" + (c.torch ? " --force_optimised" : "") + " > " + dir +
-                    "/stdout.txt 2> " + dir + "/stderr.txt";
-  int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");
+  std::vector<std::string> args = {FindRunfile("optimiser/optimiser"), "--model=" + original, "--output=" + written,
+                                   "--report=" + report, "--time_limit=20"};
+  if (c.torch) args.push_back("--force_optimised");
+  ProgramIo io;
+  io.out = dir + "/stdout.txt";
+  io.err = dir + "/stderr.txt";
+  const int status = RunProgram(args, io);
+  ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
   std::string out = ReadFile(dir + "/stdout.txt");
   std::cout << out;
 

@@ -227,14 +227,70 @@ InContextTimes SummariseInContext(const std::vector<std::vector<double>>& node_s
   return t;
 }
 
-std::vector<std::string> TimingBackendNames() { return {"cpu", "cuda"}; }
+namespace {
 
-std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device) {
-  if (device == "cpu") return std::make_unique<CpuBackend>();
-  if (device == "cuda")
-    Fail("--device=cuda: this build has no CUDA cost backend yet (only the CPU backend is implemented)");
-  Fail("unknown device '", device, "' (available: cpu)");
+std::map<std::string, BackendInfo>& BackendRegistry() {
+  static auto* registry = new std::map<std::string, BackendInfo>();
+  return *registry;
 }
+
+}  // namespace
+
+bool RegisterTimingBackend(BackendInfo info) {
+  RLFLOW_CHECK(!info.name.empty() && info.make, "a timing backend needs a name and a factory");
+  RLFLOW_CHECK(!BackendRegistry().count(info.name), "timing backend '", info.name, "' registered twice");
+  std::string name = info.name;
+  BackendRegistry().emplace(std::move(name), std::move(info));
+  return true;
+}
+
+std::vector<std::string> TimingBackendNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, info] : BackendRegistry()) names.push_back(name);
+  return names;
+}
+
+const BackendInfo& FindTimingBackend(const std::string& device) {
+  auto it = BackendRegistry().find(device);
+  if (it == BackendRegistry().end()) {
+    std::string known;
+    for (const std::string& n : TimingBackendNames()) known += (known.empty() ? "" : ", ") + n;
+    Fail("unknown device '", device, "' (available: ", known, ")");
+  }
+  return it->second;
+}
+
+std::string DescribeTimingBackends() {
+  std::string out;
+  for (const auto& [name, info] : BackendRegistry()) out += name + ": " + info.description + "\n";
+  return out;
+}
+
+std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device, const BackendOptions& options) {
+  const BackendInfo& info = FindTimingBackend(device);
+  for (const auto& [setting, value] : options.settings)
+    if (std::find(info.settings.begin(), info.settings.end(), setting) == info.settings.end())
+      Fail("--", setting, " does not apply to --device=", device);
+  return info.make(options);
+}
+
+RLFLOW_REGISTER_BACKEND(cpu, BackendInfo{"cpu",
+                                         "rlflow's executor on ATen's CPU kernels (the thread count the run pins)",
+                                         {},
+                                         "onnx",
+                                         false,
+                                         [](const BackendOptions&) { return std::make_unique<CpuBackend>(); }});
+// Named so that --device=cuda says what is missing rather than that it is unknown.
+RLFLOW_REGISTER_BACKEND(cuda, BackendInfo{"cuda",
+                                          "not in this build (no CUDA cost backend yet)",
+                                          {},
+                                          "onnx",
+                                          false,
+                                          [](const BackendOptions&) -> std::unique_ptr<TimingBackend> {
+                                            Fail(
+                                                "--device=cuda: this build has no CUDA cost backend yet (only "
+                                                "the CPU and ONNX Runtime backends are implemented)");
+                                          }});
 
 // ---------------------------------------------------------------- measured model
 

@@ -120,11 +120,45 @@ class CountingBackend : public TimingBackend {
   std::atomic<int64_t> measurements_{0};
 };
 
-// Device names accepted by MakeTimingBackend.
+// What a timing backend is made with: the thread count the run pins, and
+// the backend's own settings by name (named as the optimiser's flag for
+// them, e.g. "ort_level"); a backend refuses a setting it does not declare.
+struct BackendOptions {
+  int threads = 1;
+  std::map<std::string, std::string> settings;
+};
+
+// One --device, registered by name (RLFLOW_REGISTER_BACKEND) like searches
+// and passes: its library registers it, linking it in makes it available,
+// and --device is read in one place (MakeTimingBackend).
+struct BackendInfo {
+  std::string name;
+  std::string description;            // one line, for --help and errors
+  std::vector<std::string> settings;  // the BackendOptions::settings it takes
+  // The runtime a model optimised on this device is for (KnownTargets):
+  // "onnx" (standard operators only) or "ort" (its contrib operators too),
+  // and whether the written model may be raised to the newest opset rlflow
+  // writes (the runtime is known to run it).
+  std::string target = "onnx";
+  bool newest_opset = false;
+  std::function<std::unique_ptr<TimingBackend>(const BackendOptions&)> make;
+};
+// Returns true (for static registration); a name registered twice is a bug.
+bool RegisterTimingBackend(BackendInfo info);
+#define RLFLOW_REGISTER_BACKEND(id, ...) \
+  static const bool rlflow_backend_registered_##id = ::rlflow::RegisterTimingBackend(__VA_ARGS__)
+
+// Registered device names, sorted.
 std::vector<std::string> TimingBackendNames();
-// "cpu" (the ATen executor, with ATen's current thread count). Throws
-// rlflow::Error for an unknown device or one this build has no backend for.
-std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device);
+// The registration of `device`; throws rlflow::Error for an unknown one,
+// listing those this binary has.
+const BackendInfo& FindTimingBackend(const std::string& device);
+// Every backend and its description (several lines, for --help).
+std::string DescribeTimingBackends();
+// Makes `device`'s backend ("cpu": the ATen executor, with ATen's current
+// thread count). Throws rlflow::Error for an unknown device, a setting it
+// does not take, or one this build cannot run.
+std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device, const BackendOptions& options = {});
 
 struct OpCost {
   double ms = 0;     // measured (or, for analytical models, estimated) time

@@ -42,6 +42,28 @@ NodeId Find(const Graph& g, const std::string& op, int nth = 0) {
   return 0;
 }
 
+TEST(TimingBackends, RegisteredByName) {
+  // This test links the CPU backend only (cuda is named, to explain that it is missing).
+  EXPECT_EQ(TimingBackendNames(), (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(MakeTimingBackend("cpu")->name(), "cpu");
+  EXPECT_EQ(FindTimingBackend("cpu").target, "onnx");
+  EXPECT_FALSE(FindTimingBackend("cpu").newest_opset);
+  try {
+    MakeTimingBackend("tpu");
+    ADD_FAILURE() << "unknown device accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "unknown device 'tpu' (available: cpu, cuda)");
+  }
+  try {
+    MakeTimingBackend("cpu", BackendOptions{1, {{"ort_level", "all"}}});
+    ADD_FAILURE() << "a setting the backend does not declare was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--ort_level does not apply to --device=cpu");
+  }
+  EXPECT_THROW(MakeTimingBackend("cuda"), Error);
+  EXPECT_NE(DescribeTimingBackends().find("cpu: "), std::string::npos);
+}
+
 TEST(CostModel, KeysDependOnOpAttributesAndShapesOnly) {
   Graph g = Small();
   NodeId c0 = Find(g, "Conv", 0), c1 = Find(g, "Conv", 1);

@@ -25,6 +25,7 @@
 #include "core/onnx_io.h"
 #include "core/op_registry.h"
 #include "core/ops/kernel.h"
+#include "core/subprocess.h"
 #include "runtime/executor.h"
 #include "runtime/stats.h"
 
@@ -52,10 +53,13 @@ std::string DTypeString(at::ScalarType t) {
   }
 }
 
-// Removes the files of a flat directory, then the directory.
+// Removes a temporary directory and what is in it (never throws).
 void RemoveDir(const std::string& dir) {
-  std::string cmd = "rm -rf -- '" + dir + "'";
-  if (dir.find('\'') == std::string::npos && !dir.empty()) (void)!std::system(cmd.c_str());
+  if (dir.empty()) return;
+  try {
+    RemoveTree(dir);
+  } catch (const Error&) {
+  }
 }
 
 // The ORT name of a node or value the export gave it: "rlflow_n<id>" or
@@ -112,28 +116,13 @@ class Server {
   Server(const OrtOptions& o, const std::string& dir) : dir_(dir) {
     std::string script = o.script.empty() ? OrtRunScript() : o.script, modules = OrtNodeModules();
     const std::string& level = o.level;
-    int in[2], out[2];
-    if (::pipe(in) != 0 || ::pipe(out) != 0) Fail("ONNX Runtime backend: pipe: ", std::strerror(errno));
-    std::string err_path = dir_ + "/server.log";
-    std::string threads_arg = std::to_string(o.threads);
-    pid_ = ::fork();
-    if (pid_ < 0) Fail("ONNX Runtime backend: fork: ", std::strerror(errno));
-    if (pid_ == 0) {
-      ::dup2(in[0], 0);
-      ::dup2(out[1], 1);
-      int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (err >= 0) ::dup2(err, 2);
-      ::close(in[1]);
-      ::close(out[0]);
-      ::setenv("NODE_PATH", modules.c_str(), 1);
-      ::execlp("node", "node", script.c_str(), "--serve", threads_arg.c_str(), level.c_str(),
-               static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ::close(in[0]);
-    ::close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
+    ProgramIo io;
+    io.err = dir_ + "/server.log";
+    io.env["NODE_PATH"] = modules;
+    PipedProcess child = StartPiped({"node", script, "--serve", std::to_string(o.threads), level}, io);
+    pid_ = child.pid;
+    to_ = child.to;
+    from_ = child.from;
     Json hello = ReadReply("starting the ONNX Runtime server");
     if (!hello.value("ready", false)) Fail("ONNX Runtime backend: the server did not start: ", hello.dump());
     version_ = hello.value("version", "?");
@@ -558,9 +547,10 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
   try {
     WriteFileAtomically(dir + "/model.onnx", model.SerializeAsString());
     WriteOrtInputs(dir, inputs);
-    std::string cmd = "NODE_PATH='" + OrtNodeModules() + "' node '" + OrtRunScript() + "' '" + dir + "/model.onnx' '" +
-                      dir + "' > '" + dir + "/log.txt' 2>&1 < /dev/null";
-    int status = std::system(cmd.c_str());
+    ProgramIo io;
+    io.out = dir + "/log.txt";
+    io.env["NODE_PATH"] = OrtNodeModules();
+    const int status = RunProgram({"node", OrtRunScript(), dir + "/model.onnx", dir}, io);
     if (status != 0) {
       std::string log = FileExists(dir + "/log.txt") ? ReadFile(dir + "/log.txt") : "";
       size_t at = log.rfind("ort_run: ");
@@ -591,5 +581,23 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
 std::unique_ptr<TimingBackend> MakeOrtBackend(const OrtOptions& options) {
   return std::make_unique<OrtBackend>(options);
 }
+
+}  // namespace rlflow
+
+namespace rlflow {
+
+RLFLOW_REGISTER_BACKEND(ort, BackendInfo{"ort",
+                                         "ONNX Runtime's CPU execution provider (onnxruntime-node), with its own "
+                                         "graph optimisations at --ort_level (default all)",
+                                         {"ort_level"},
+                                         "ort",
+                                         /*newest_opset=*/true,
+                                         [](const BackendOptions& b) {
+                                           OrtOptions o;
+                                           o.threads = b.threads;
+                                           auto level = b.settings.find("ort_level");
+                                           if (level != b.settings.end()) o.level = level->second;
+                                           return MakeOrtBackend(o);
+                                         }});
 
 }  // namespace rlflow

@@ -193,6 +193,26 @@ TEST(OrtBackend, AServerThatExitedIsAnErrorNotASignal) {
 TEST(OrtBackend, RejectsUnknownLevels) {
   EXPECT_THROW(MakeOrtBackend(OrtOptions{1, "max", ""}), Error);
   EXPECT_THROW(MakeOrtBackend(OrtOptions{-1, "all", ""}), Error);
+  // The same through the backend registry (--device=ort --ort_level=max).
+  try {
+    MakeTimingBackend("ort", BackendOptions{1, {{"ort_level", "max"}}});
+    ADD_FAILURE() << "level 'max' accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown graph optimisation level 'max'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OrtBackend, IsRegisteredAsADevice) {
+  // Linking the library registers it: --device=ort, for models that run in ORT.
+  const BackendInfo& info = FindTimingBackend("ort");
+  EXPECT_EQ(info.target, "ort");
+  EXPECT_TRUE(info.newest_opset);
+  EXPECT_EQ(info.settings, std::vector<std::string>{"ort_level"});
+  std::unique_ptr<TimingBackend> b = MakeTimingBackend("ort", BackendOptions{1, {{"ort_level", "basic"}}});
+  EXPECT_EQ(b->name(), "ort");
+  EXPECT_NE(b->fingerprint().find("/t1/basic"), std::string::npos) << b->fingerprint();
+  // The CPU backend takes no ORT setting.
+  EXPECT_THROW(MakeTimingBackend("cpu", BackendOptions{1, {{"ort_level", "all"}}}), Error);
 }
 
 }  // namespace

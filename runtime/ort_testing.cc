@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/ops/kernel.h"
+#include "core/subprocess.h"
 #include "runtime/ort_backend.h"
 
 namespace rlflow::testing {
@@ -25,12 +26,6 @@ at::ScalarType ParseDType(const std::string& s) {
   if (s == "uint8") return at::kByte;
   if (s == "bool") return at::kBool;
   Fail("RunOnnxRuntime: unsupported output type ", s);
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 // Minimal parser for the JSON that ort_run.js writes.
@@ -88,19 +83,17 @@ std::string WriteInputs(const std::vector<std::pair<std::string, at::Tensor>>& i
 }
 
 // Runs node on ort_run.js with `args`; returns its stdout + stderr.
-std::string RunNode(const std::string& args, const std::string& what) {
-  std::string cmd =
-      "NODE_PATH=" + ShellQuote(OrtNodeModules()) + " node " + ShellQuote(OrtRunScript()) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) Fail("cannot start node: ", std::strerror(errno));
-  std::string log;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof(buf), pipe)) log.append(buf, n);
-  int status = ::pclose(pipe);
+std::string RunNode(const std::vector<std::string>& args, const std::string& what) {
+  std::vector<std::string> argv = {"node", OrtRunScript()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  int status = 0;
+  std::string log = RunProgramOutput(argv, &status, {{"NODE_PATH", OrtNodeModules()}});
   if (status != 0) {
     // ort_run.js's own message ("ort_run: ..."), not ORT's warnings before it.
     size_t at = log.rfind("ort_run: ");
-    Fail("ONNX Runtime failed on ", what, ": ", FirstLine(at == std::string::npos ? log : log.substr(at)));
+    Fail("ONNX Runtime failed on ", what, ": ",
+         status == 127 && log.empty() ? std::string("node could not be started")
+                                      : FirstLine(at == std::string::npos ? log : log.substr(at)));
   }
   return log;
 }
@@ -110,9 +103,7 @@ std::string RunNode(const std::string& args, const std::string& what) {
 OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
   std::string dir = WriteInputs(inputs);
-  std::string log =
-      RunNode("--bench " + ShellQuote(a) + " " + ShellQuote(b) + " " + ShellQuote(dir) + " " + std::to_string(runs),
-              a + " / " + b);
+  std::string log = RunNode({"--bench", a, b, dir, std::to_string(runs)}, a + " / " + b);
   size_t at = log.rfind("{\"a_ms\":");
   if (at == std::string::npos) Fail("ort_run --bench printed no timings: ", FirstLine(log));
   auto array = [&](const std::string& key) {
@@ -138,7 +129,7 @@ OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
 std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
   std::string dir = WriteInputs(inputs);
-  RunNode(ShellQuote(model_path) + " " + ShellQuote(dir), model_path);
+  RunNode({model_path, dir}, model_path);
   std::vector<at::Tensor> out;
   for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
     std::string bytes = ReadFile(dir + "/" + s.file);

@@ -139,8 +139,17 @@ Descent Descend(SearchRun& run, RewriteState current) {
 class TasoSearch : public Search {
  public:
   std::string name() const override { return "taso"; }
+  std::string description() const override {
+    return "TASO's cost-based backtracking: expand the cheapest graph, keep rewrites below alpha x the best cost, "
+           "up to --budget graphs, then descend greedily (--greedy_finish)";
+  }
+  std::vector<SearchParam> Params() const override {
+    return {{"alpha", "1.05", "keep exploring graphs whose cost is below alpha x the best cost (>= 1)"}};
+  }
+  void CheckParams(const SearchOptions& o) const override { o.params.Double("alpha", 1.0); }
 
   SearchResult Explore(const Graph& original, const SearchOptions& o, Runner& runner) override {
+    const double alpha = o.params.Double("alpha", 1.0);
     SearchRun run(original, o, runner);
     SearchResult& r = run.result;
     // A graph in the queue: a built state, or `candidate` applied to `state`
@@ -186,7 +195,7 @@ class TasoSearch : public Search {
         improve(s);
         if (!SameCost(s.cost(), e.cost)) {
           // The estimate was off: requeue at the exact cost.
-          if (s.cost() < o.alpha * best_cost) queue.insert({s.cost(), seq++, s, nullptr});
+          if (s.cost() < alpha * best_cost) queue.insert({s.cost(), seq++, s, nullptr});
           continue;
         }
       }
@@ -212,12 +221,12 @@ class TasoSearch : public Search {
         }
         Candidate& rw = rewrites[i];
         ++r.rewrites_costed;
-        if (!(rw.cost < o.alpha * best_cost)) continue;
+        if (!(rw.cost < alpha * best_cost)) continue;
         if (i == cheapest) {
           std::optional<RewriteState> next = run.Materialise(s, rw);
           if (!next) continue;
           improve(*next);
-          if (next->cost() < o.alpha * best_cost) queue.insert({next->cost(), seq++, *next, nullptr});
+          if (next->cost() < alpha * best_cost) queue.insert({next->cost(), seq++, *next, nullptr});
           continue;
         }
         queue.insert({rw.cost, seq++, s, std::make_shared<const Candidate>(std::move(rw))});
@@ -248,6 +257,9 @@ class TasoSearch : public Search {
 class GreedySearch : public Search {
  public:
   std::string name() const override { return "greedy"; }
+  std::string description() const override {
+    return "greedy descent: apply the single best improving rewrite until none improves";
+  }
 
   SearchResult Explore(const Graph& original, const SearchOptions& o, Runner& runner) override {
     SearchRun run(original, o, runner);

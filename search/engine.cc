@@ -84,13 +84,21 @@ std::optional<Candidate> RewriteState::EstimateCost(const Match& match) const {
 
 std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) const {
   auto info = std::make_shared<ApplyInfo>();
-  std::shared_ptr<const Graph> next;
+  // A rewrite whose result is invalid (a cycle, a type change) is refused
+  // as a value: the common case on the search's hot path, no exception.
+  std::optional<Graph> applied;
   try {
-    next = std::make_shared<const Graph>(engine_->o_.matcher->Apply(*graph_, candidate.match, info.get()));
+    applied = engine_->o_.matcher->TryApply(*graph_, candidate.match, info.get());
   } catch (const Error&) {
+    // A replacement that does not build here although its cost did (a shape
+    // rule failing on this match's symbols): as rare as it is, still no result.
+    applied.reset();
+  }
+  if (!applied) {
     ++engine_->stats_.rewrites_rejected;
     return std::nullopt;
   }
+  std::shared_ptr<const Graph> next = std::make_shared<const Graph>(std::move(*applied));
   ++engine_->stats_.rewrites_applied;
   if (engine_->o_.runner != nullptr) engine_->o_.runner->CountSteps();
   RewriteState s;

@@ -94,10 +94,26 @@ namespace {
 class PassesSearch : public Search {
  public:
   std::string name() const override { return "passes"; }
+  std::string description() const override {
+    return "run a list of graph passes in order (--passes; --list_passes prints them)";
+  }
+  std::vector<SearchParam> Params() const override {
+    return {{"passes", "", "the passes, comma-separated, in order (empty: the default order)"}};
+  }
+  void CheckParams(const SearchOptions& o) const override {
+    // Rule-family passes exist only with the rules: checked where known.
+    const std::vector<std::string> passes = o.params.List("passes");
+    if (o.matcher == nullptr || passes.empty()) return;
+    const std::map<std::string, std::vector<int>> families = RuleFamilies(o.matcher->rules());
+    for (const std::string& p : passes)
+      if (!PassRegistry::Builtin().Has(p) && !families.count(p))
+        Fail("unknown pass '", p, "' in --passes (--list_passes prints them)");
+  }
   SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
     PassRegistry registry = PassesWithRuleFamilies(*o.matcher, o.cost, &runner);
-    std::vector<std::string> list = o.passes.empty() ? DefaultPassOrder() : o.passes;
+    std::vector<std::string> list = o.params.List("passes");
+    if (list.empty()) list = DefaultPassOrder();
     SearchResult r;
     r.graph = graph;
     r.initial_cost = o.cost->GraphCost(graph);

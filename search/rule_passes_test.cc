@@ -9,6 +9,7 @@
 
 #include <set>
 
+#include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/rules/rule.h"
 #include "rules/testing.h"
@@ -109,6 +110,27 @@ TEST_P(ZooRulePasses, KeepOutputsAndInterfaceAndLowerTheCost) {
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooRulePasses, ::testing::ValuesIn(zoo::ModelNames()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST(PassesSearch, ChecksItsPassNamesAgainstTheRules) {
+  Matcher m(testing::AllRules());
+  testing::TableCost cost;
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = &cost;
+  // Builtin passes and the rules' families are known; anything else is refused by name.
+  o.params.Set("passes", "dce, no_such_pass");
+  try {
+    MakeSearch("passes")->Resolve(o);
+    ADD_FAILURE() << "an unknown pass was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_pass"), std::string::npos) << e.what();
+  }
+  o.params.Set("passes", "dce, rules_conv");
+  EXPECT_EQ(MakeSearch("passes")->Resolve(o).params.List("passes"), (std::vector<std::string>{"dce", "rules_conv"}));
+  // Its default: the default order.
+  o.params = SearchParams();
+  EXPECT_EQ(MakeSearch("passes")->Resolve(o).params.Text("passes"), "");
+}
 
 }  // namespace
 }  // namespace rlflow

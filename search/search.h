@@ -19,23 +19,47 @@
 
 namespace rlflow {
 
+// One setting a search declares as its own: the optimiser passes it as
+// --search_param=NAME=VALUE (or by the named flag it keeps for the settings
+// of the built-in searches, e.g. --episodes).
+struct SearchParam {
+  std::string name;
+  std::string default_value;  // text, as a user would give it
+  std::string help;
+  bool path = false;  // a file or directory as the user gives it (resolved by the caller)
+};
+
+// A search's own settings by name, as text. A search reads them with the
+// typed getters, which throw rlflow::Error naming the setting on a bad or
+// missing value; Search::Run fills in the declared defaults first and
+// refuses a name the search does not declare.
+class SearchParams {
+ public:
+  SearchParams& Set(const std::string& name, std::string value);
+  bool Has(const std::string& name) const { return values_.count(name) > 0; }
+  const std::map<std::string, std::string>& values() const { return values_; }
+  const std::string& Text(const std::string& name) const;
+  int64_t Int(const std::string& name, int64_t min) const;
+  double Double(const std::string& name, double min) const;
+  std::vector<std::string> List(const std::string& name) const;  // comma-separated, "" -> {}
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// "NAME=VALUE[;NAME=VALUE...]" (--search_param); throws rlflow::Error.
+SearchParams ParseSearchParams(const std::string& text);
+
 struct SearchOptions {
   uint64_t seed = 1;
-  int64_t budget = 1000;    // taso: graphs popped from the queue
-  double alpha = 1.05;      // taso: keep graphs with cost < alpha x best
+  int64_t budget = 1000;    // graphs expanded (taso: popped from the queue)
   double max_growth = 2.0;  // skip graphs with more than max_growth x the original's nodes
-  // taso: when the backtracking ends (budget or queue exhausted), descend
-  // greedily from its best graph until no rewrite improves.
+  // taso, ppo, world_model: when the search ends by itself (budget, queue
+  // exhausted, episodes done), descend greedily from its best graph until no
+  // rewrite improves.
   bool greedy_finish = true;
-  // --search=ppo: the trained agent (empty: the checked-in one), sampled
-  // episodes after the greedy one, episode length, and environment steps of
-  // fine-tuning on the input graph first (0: none).
-  std::string agent;
-  int episodes = 8;
-  int horizon = 100;
-  int64_t train_steps = 0;
-  // --search=passes: the pass order (empty: DefaultPassOrder()).
-  std::vector<std::string> passes;
+  // The strategy's own settings (Search::Params declares them).
+  SearchParams params;
   // What a search works with (required).
   const Matcher* matcher = nullptr;
   CostModel* cost = nullptr;
@@ -69,6 +93,15 @@ class Search {
  public:
   virtual ~Search() = default;
   virtual std::string name() const = 0;
+  // One line for --help and the list of searches.
+  virtual std::string description() const = 0;
+  // The settings this search reads from SearchOptions::params.
+  virtual std::vector<SearchParam> Params() const { return {}; }
+  // `options` with its params checked (a name the search does not declare,
+  // or a value it refuses, throws rlflow::Error naming it) and the declared
+  // defaults filled in. Run calls it; callers with long work before the
+  // search call it first to fail fast.
+  SearchOptions Resolve(const SearchOptions& options) const;
   // Runs the search under options.runner (or a Runner of no limits): when
   // the runner says stop, the search returns its best graph so far with the
   // runner's reason (time limit, interrupted, step limit) as stop_reason.
@@ -76,6 +109,9 @@ class Search {
   SearchResult Run(const Graph& graph, const SearchOptions& options);
 
  protected:
+  // Checks the resolved params' values (throws rlflow::Error); options.matcher
+  // may be null here.
+  virtual void CheckParams(const SearchOptions& /*options*/) const {}
   // The strategy: polls `runner` at every step and reports through it.
   virtual SearchResult Explore(const Graph& graph, const SearchOptions& options, Runner& runner) = 0;
 };
@@ -89,6 +125,9 @@ bool RegisterSearch(const std::string& name, SearchFactory factory);
 
 // The names accepted by --search, sorted.
 std::vector<std::string> SearchNames();
+// Every search, its description and its settings, for --help and
+// --list_searches (several lines).
+std::string DescribeSearches();
 // Throws rlflow::Error for an unknown name (listing the known ones).
 std::unique_ptr<Search> MakeSearch(const std::string& name);
 

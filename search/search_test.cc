@@ -54,7 +54,7 @@ SearchResult RunSearch(const std::string& name, const Graph& g, const Matcher& m
   SearchOptions o;
   o.matcher = &m;
   o.cost = cost;
-  o.alpha = alpha;
+  if (name == "taso") o.params.Set("alpha", std::to_string(alpha));
   o.budget = budget;
   o.greedy_finish = greedy_finish;
   return MakeSearch(name)->Run(g, o);
@@ -308,6 +308,52 @@ TEST(Search, InterruptedInsideAStep) {
     EXPECT_GE(progress_lines, 1) << name;
     EXPECT_LE(MaxDiff(g, r.graph), 1e-6) << name;
   }
+}
+
+TEST(SearchParams, EachSearchDeclaresAndChecksItsOwn) {
+  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  TableCost cost;
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = &cost;
+  // Declared defaults are filled in.
+  SearchOptions taso = MakeSearch("taso")->Resolve(o);
+  EXPECT_EQ(taso.params.Text("alpha"), "1.05");
+  EXPECT_DOUBLE_EQ(taso.params.Double("alpha", 1.0), 1.05);
+  // A setting the search does not declare is refused, naming what it has.
+  o.params.Set("episodes", "3");
+  try {
+    MakeSearch("taso")->Resolve(o);
+    ADD_FAILURE() << "taso accepted --episodes";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--search=taso has no setting 'episodes' (its settings: alpha)");
+  }
+  // Values are checked by the search that owns them.
+  o.params = SearchParams();
+  o.params.Set("alpha", "0.5");
+  EXPECT_THROW(MakeSearch("taso")->Resolve(o), Error);
+  o.params.Set("alpha", "1.2x");
+  EXPECT_THROW(MakeSearch("taso")->Resolve(o), Error);
+  o.params.Set("alpha", "1.2");
+  EXPECT_DOUBLE_EQ(MakeSearch("taso")->Resolve(o).params.Double("alpha", 1.0), 1.2);
+  // Every search describes itself and its settings.
+  const std::string all = DescribeSearches();
+  for (const std::string& name : SearchNames()) {
+    EXPECT_NE(all.find(name + ": "), std::string::npos) << name;
+    EXPECT_FALSE(MakeSearch(name)->description().empty()) << name;
+  }
+  EXPECT_NE(all.find("    alpha (default '1.05')"), std::string::npos) << all;
+}
+
+TEST(SearchParams, ParsesTheFlag) {
+  SearchParams p = ParseSearchParams(" alpha=1.1 ; passes=dce,cse");
+  EXPECT_EQ(p.Text("alpha"), "1.1");
+  EXPECT_EQ(p.List("passes"), (std::vector<std::string>{"dce", "cse"}));
+  EXPECT_THROW(p.Int("alpha", 0), Error);  // 1.1 is not an integer
+  EXPECT_THROW(p.Text("horizon"), Error);  // not set
+  EXPECT_THROW(ParseSearchParams("a=1;a=2"), Error);
+  EXPECT_THROW(ParseSearchParams("alpha"), Error);
+  EXPECT_TRUE(ParseSearchParams("").values().empty());
 }
 
 }  // namespace

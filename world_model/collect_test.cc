@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/subprocess.h"
 #include "world_model/rollouts.h"
 
 namespace rlflow::world_model {
@@ -155,7 +156,11 @@ TEST(Collect, BadFlagsAreOneLineErrors) {
                          {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
                          {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt", "none.pt"}}) {
     const std::string err = dir + "/err.txt";
-    const int rc = std::system((bin + " " + c.flags + " > /dev/null 2> " + err + " < /dev/null").c_str());
+    std::vector<std::string> args = testing::SplitArgs(c.flags);
+    args.insert(args.begin(), bin);
+    ProgramIo io;
+    io.err = err;
+    const int rc = RunProgram(args, io);
     EXPECT_NE(rc, 0) << c.flags;
     std::string text = ReadFile(err);
     while (!text.empty() && text.back() == '\n') text.pop_back();

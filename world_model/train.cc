@@ -14,6 +14,7 @@
 #include "agents/training_run.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/subprocess.h"
 
 namespace rlflow::world_model {
 namespace {
@@ -147,7 +148,7 @@ void Plot(const std::string& dir) {
      << "set yrange [0:1]\nplot '" << dir << "/metrics.csv' using 1:8 with lines title 'done accuracy', '' using 1:9 "
      << "with lines title 'mask precision', '' using 1:10 with lines title 'mask recall'\nunset multiplot\n";
   gp.close();
-  if (std::system(("gnuplot '" + script + "' >/dev/null 2>&1").c_str()) == 0)
+  if (RunProgram({"gnuplot", script}) == 0)
     std::rename((dir + "/curves.png.tmp").c_str(), (dir + "/curves.png").c_str());
 }
 

@@ -26,11 +26,21 @@ namespace {
 class WorldModelSearch : public Search {
  public:
   std::string name() const override { return "world_model"; }
+  std::string description() const override {
+    return "a controller trained in a learned world model's dream (RLFlow) acts on the real graph";
+  }
+  std::vector<SearchParam> Params() const override {
+    return {
+        {"agent", "", "a directory with controller.pt and world_model.pt (empty: the checked-in world_model/agent/)",
+         /*path=*/true},
+        {"horizon", "100", "steps of the episode"}};
+  }
+  void CheckParams(const SearchOptions& o) const override { o.params.Int("horizon", 1); }
 
   SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner& runner) override {
     CheckSearchOptions(o);
-    if (o.horizon < 1) Fail("--horizon must be >= 1, got ", o.horizon);
-    std::string dir = o.agent;
+    const int64_t horizon = o.params.Int("horizon", 1);
+    std::string dir = o.params.Text("agent");
     if (dir.empty()) {
       std::string c = FindRunfile("world_model/agent/controller.pt");
       if (c.empty()) Fail("no trained controller: pass --agent=DIR (see //world_model:dream)");
@@ -52,7 +62,7 @@ class WorldModelSearch : public Search {
     if (encoder_path.empty()) Fail("the encoder agents/zoo_agent.pt was not found");
     LatentEncoder encoder(encoder_path, rule_actions);
     agents::EnvOptions eo;
-    eo.horizon = o.horizon;
+    eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
     eo.runner = &runner;
@@ -62,9 +72,9 @@ class WorldModelSearch : public Search {
     r.initial_cost = ep.initial_cost;
     r.final_cost = ep.best_cost;
     r.graphs_explored = ep.steps;
-    r.stop_reason = ep.interrupted             ? StopReason::kInterrupted
-                    : env.steps() >= o.horizon ? StopReason::kHorizon
-                                               : StopReason::kStopAction;
+    r.stop_reason = ep.interrupted           ? StopReason::kInterrupted
+                    : env.steps() >= horizon ? StopReason::kHorizon
+                                             : StopReason::kStopAction;
     RewriteState best = ep.best;
     r.real_steps = env.real_steps();
     r.graph = best.graph();

@@ -28,7 +28,7 @@ TEST(WorldModelSearch, TheCheckedInControllerSearchesZooGraphs) {
     SearchOptions o;
     o.matcher = &matcher;
     o.cost = &cost;
-    o.horizon = 20;
+    o.params.Set("horizon", "20");
     o.greedy_finish = false;
     SearchResult r = MakeSearch("world_model")->Run(g, o);
     EXPECT_LE(r.final_cost, r.initial_cost + 1e-9) << model;
@@ -39,14 +39,16 @@ TEST(WorldModelSearch, TheCheckedInControllerSearchesZooGraphs) {
     o.greedy_finish = true;
     SearchResult f = MakeSearch("world_model")->Run(g, o);
     EXPECT_LE(f.final_cost, r.final_cost + 1e-9) << model;
-    EXPECT_TRUE(MakeSearch("greedy")->Run(f.graph, o).applied.empty()) << model;
+    SearchOptions greedy = o;
+    greedy.params = SearchParams();  // greedy has no settings of its own
+    EXPECT_TRUE(MakeSearch("greedy")->Run(f.graph, greedy).applied.empty()) << model;
     std::printf("%s: controller %zu rewrites (cost %.3f -> %.3f), finished %.3f\n", model, r.applied.size(),
                 r.initial_cost, r.final_cost, f.final_cost);
   }
   SearchOptions bad;
   bad.matcher = &matcher;
   bad.cost = &cost;
-  bad.agent = MakeTempDir("no_agent_");
+  bad.params.Set("agent", MakeTempDir("no_agent_"));
   EXPECT_THROW(MakeSearch("world_model")->Run(CanonicalForm(zoo::Build("squeezenet1_1", 1)), bad), Error);
 }
 

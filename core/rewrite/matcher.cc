@@ -867,7 +867,46 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
 
 }  // namespace
 
+// Whether `g` has no cycle (Kahn's algorithm; Graph::TopologicalOrder throws
+// on one, naming it, which a search refusing a rewrite does not need).
+static bool Acyclic(const Graph& g) {
+  const int n = g.num_nodes();
+  std::vector<int> pending(n, 0);
+  std::vector<int> user_start(n + 1, 0);
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId in : g.node(i).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) {
+        ++pending[i];
+        ++user_start[g.value(in).producer + 1];
+      }
+  for (int i = 0; i < n; ++i) user_start[i + 1] += user_start[i];
+  std::vector<NodeId> users(user_start[n]);
+  std::vector<int> fill(user_start.begin(), user_start.end() - 1);
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId in : g.node(i).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) users[fill[g.value(in).producer]++] = i;
+  std::vector<NodeId> ready;
+  for (NodeId i = 0; i < n; ++i)
+    if (pending[i] == 0) ready.push_back(i);
+  int done = 0;
+  while (!ready.empty()) {
+    NodeId i = ready.back();
+    ready.pop_back();
+    ++done;
+    for (int k = user_start[i]; k < user_start[i + 1]; ++k)
+      if (--pending[users[k]] == 0) ready.push_back(users[k]);
+  }
+  return done == n;
+}
+
 Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const {
+  std::string why;
+  std::optional<Graph> g = TryApply(graph, m, info, &why);
+  if (!g) Fail(why);
+  return std::move(*g);
+}
+
+std::optional<Graph> Matcher::TryApply(const Graph& graph, const Match& m, ApplyInfo* info, std::string* why) const {
   const rules::Rule& rule = rules_.at(m.rule);
   const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
   const rules::Pattern& to = m.reverse ? rule.source() : rule.target();
@@ -881,9 +920,12 @@ Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const 
     const rules::Ref& fr = from.outputs(k);
     ValueId old_v = graph.node(m.nodes.at(fr.node().node())).outputs.at(fr.node().output());
     ValueId new_v = new_outputs.at(k);
-    if (g.value(old_v).type != g.value(new_v).type)
-      Fail("rule ", rule.id(), ": rewrite changes type ", g.value(old_v).type.ToString(), " to ",
-           g.value(new_v).type.ToString());
+    if (g.value(old_v).type != g.value(new_v).type) {
+      if (why != nullptr)
+        *why = "rule " + rule.id() + ": rewrite changes type " + g.value(old_v).type.ToString() + " to " +
+               g.value(new_v).type.ToString();
+      return std::nullopt;
+    }
     for (NodeId n = 0; n < graph.num_nodes(); ++n)  // readers rewired to the new value
       for (ValueId in : g.node(n).inputs)
         if (in == old_v) changed.push_back(n);
@@ -892,7 +934,10 @@ Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const 
   std::vector<NodeId> nmap;
   std::vector<ValueId> vmap;
   g.RemoveDeadCode(&nmap, &vmap);
-  g.TopologicalOrder();  // throws on a cycle
+  if (!Acyclic(g)) {
+    if (why != nullptr) *why = "rule " + rule.id() + ": the rewrite would make a cycle";
+    return std::nullopt;
+  }
   if (info != nullptr) {
     info->node_map.assign(nmap.begin(), nmap.begin() + graph.num_nodes());
     info->value_map.assign(vmap.begin(), vmap.begin() + graph.num_values());

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,14 @@ class Matcher {
   // outputs, removes dead nodes and re-infers shapes. Throws rlflow::Error if
   // the result is not a valid graph (a cycle, a shape change).
   Graph Apply(const Graph& graph, const Match& match, ApplyInfo* info = nullptr) const;
+  // Apply for a search's hot path: a rewrite whose result is not a valid
+  // graph (it would make a cycle, or change an output's type) is refused as
+  // a value, nullopt with the reason in `*why` when given, not thrown.
+  // Throws only for a rule that cannot be built at all (an attribute the
+  // match does not bind, an operator the registry lacks, a shape rule that
+  // fails: errors the search cannot fix).
+  std::optional<Graph> TryApply(const Graph& graph, const Match& match, ApplyInfo* info = nullptr,
+                                std::string* why = nullptr) const;
 
   // The matches of `child` = Apply(parent, m, &info), computed from the
   // parent's: only anchors near the rewrite are searched again. Gives what

@@ -358,6 +358,32 @@ TEST(Matcher, NeverReturnsAMatchThatWouldCreateACycle) {
   }
 }
 
+TEST(Matcher, RefusesAnInvalidRewriteAsAValue) {
+  // A match of a rule over Relu(r1) whose input is rebound to a value
+  // computed from r1 itself: applying it would make a cycle. TryApply
+  // refuses it as a value (with the reason), Apply throws.
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId r1 = b.Op("Relu", {x});
+  ValueId y = b.Op("Add", {r1, b.Weight("shift", {4, 1, 1}, 0.5f)});
+  Graph g = b.Build({b.Op("Relu", {y})});
+  std::vector<rules::Rule> all(Db().rules().begin(), Db().rules().end());
+  Matcher m(all);
+  const NodeId relu = g.value(r1).producer;
+  int tried = 0;
+  for (Match match : m.FindAll(g)) {
+    if (match.nodes != std::vector<NodeId>{relu} || match.inputs != std::vector<ValueId>{x}) continue;
+    ASSERT_TRUE(m.TryApply(g, match).has_value()) << RuleToString(all[match.rule]);
+    match.inputs = {y};
+    std::string why;
+    EXPECT_FALSE(m.TryApply(g, match, nullptr, &why).has_value()) << RuleToString(all[match.rule]);
+    EXPECT_NE(why.find("cycle"), std::string::npos) << why;
+    EXPECT_THROW(m.Apply(g, match), Error);
+    ++tried;
+  }
+  EXPECT_GE(tried, 1) << "no rule over a single Relu matched";
+}
+
 TEST(Matcher, LoweredBatchNormExposesConvFolding) {
   // With batch norm in inference form, generated folding rules match the
   // zoo's ResNet-18 and every such rewrite preserves the outputs.

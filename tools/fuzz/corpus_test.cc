@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +16,7 @@
 #include <vector>
 
 #include "core/file_util.h"
-
-extern char** environ;
+#include "core/subprocess.h"
 
 namespace rlflow {
 namespace {
@@ -58,17 +56,11 @@ struct RunOutcome {
 
 // Runs the optimiser with a wall-clock bound; stderr to a file.
 RunOutcome RunBounded(const std::vector<std::string>& args, const std::string& err_path, int limit_s) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
+  ProgramIo io;
+  io.err = err_path;
+  const pid_t pid = testing::StartProcess(args, io);
   RunOutcome r;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_GT(pid, 0);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(limit_s);
   for (;;) {
     pid_t done = waitpid(pid, &r.status, WNOHANG);

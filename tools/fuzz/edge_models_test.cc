@@ -12,6 +12,7 @@
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/subprocess.h"
 #include "runtime/executor.h"
 #include "runtime/ort_testing.h"
 
@@ -26,11 +27,13 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
   ASSERT_FALSE(original.empty());
   std::string dir = testing::MakeTempDir("edge_" + name);
   std::string written = dir + "/out.onnx";
-  std::string cmd = FindRunfile("optimiser/optimiser") + " --model=" + original + " --output=" + written +
-                    " --search=greedy --force_optimised --timing_cache=none --measure_runs=1 > " + dir +
-                    "/stdout.txt 2> " + dir + "/stderr.txt";
-  int status = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir + "/stderr.txt");
+  ProgramIo io;
+  io.out = dir + "/stdout.txt";
+  io.err = dir + "/stderr.txt";
+  const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + original, "--output=" + written,
+                                 "--search=greedy", "--force_optimised", "--timing_cache=none", "--measure_runs=1"},
+                                io);
+  ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
   std::string out = ReadFile(dir + "/stdout.txt");
   Graph before = ImportOnnxFile(original), after = ImportOnnxFile(written);
   auto count = [](const Graph& g, const std::string& op) {
