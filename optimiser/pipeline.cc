@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -129,15 +130,55 @@ std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& r
   return out;
 }
 
-PipelineResult RunPipeline(const PipelineOptions& o) {
-  auto info = [&](const std::string& line) {
-    if (o.log) o.log(false, line);
-  };
-  auto warn = [&](const std::string& line) {
-    if (o.log) o.log(true, line);
-  };
-  PipelineResult res;
-  res.options = o;
+namespace {
+
+// One optimise run, passed from stage to stage: what the stages before
+// made that the stages after use.
+struct OptimiseRun {
+  OptimiseRun(const PipelineOptions& options, PipelineResult& result) : o(options), res(result) {}
+  const PipelineOptions& o;
+  PipelineResult& res;
+  std::function<void(const std::string&)> info, warn;  // log lines (PipelineOptions::log)
+  // configure
+  std::unique_ptr<Search> search;
+  const BackendInfo* device = nullptr;
+  std::unique_ptr<TimingBackend> backend;
+  rules::RuleDatabase rule_db;
+  std::vector<rules::Rule> rule_list;
+  SearchOptions search_options;              // resolved: the search's settings checked
+  std::unique_ptr<CountingBackend> counted;  // counts every graph timed on the device
+  std::unique_ptr<MeasuredCostModel> cost;   // on `counted`
+  // load
+  LoadedModel model;          // model.graph: the original
+  std::vector<char> enabled;  // the rules the written model may use (opset, target)
+  std::string output;
+  // reference_run, canonicalise, calibrate
+  Graph original_cut;  // the parts the executor runs
+  double reference_s = 0;
+  int lowered = 0;
+  Graph canonical;
+  int cal_runs = 0;
+  std::unique_ptr<Runner> runner;  // the search phase's one deadline, interrupt and progress
+  // one attempt (search, finish, check, verdict): its rules and verdict level
+  std::vector<char> mask;
+  double level = 0.95;
+  Graph optimised;
+  int64_t real_steps = 0;  // every attempt's
+};
+
+// Checks the options, pins the thread pools, and makes the search, the timing
+// backend, the rules and the cost model (with its timing cache); fails on
+// unwritable outputs before any long work.
+void Configure(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const auto& warn = r.warn;
+  std::unique_ptr<Search>& search = r.search;
+  std::unique_ptr<TimingBackend>& backend = r.backend;
+  rules::RuleDatabase& rule_db = r.rule_db;
+  std::vector<rules::Rule>& rule_list = r.rule_list;
+  SearchOptions& search_options = r.search_options;
   if (o.model.empty()) Fail("--model is required (an ONNX file or a zoo model name such as resnet50.onnx)");
   if (o.free_dim <= 0) Fail("--free_dim must be positive, got ", o.free_dim);
   if (!(o.tolerance > 0)) Fail("--tolerance must be positive");
@@ -150,10 +191,11 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   SetSteadyAllocation();
   if (o.threads > 0 && !pinned.blas_pinned)
     warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
-  std::unique_ptr<Search> search = MakeSearch(o.search);
+  search = MakeSearch(o.search);
   // --device is read here only: the backend's registration says what it
   // takes and which runtime the written model is for.
-  const BackendInfo& device = FindTimingBackend(o.device);
+  r.device = &FindTimingBackend(o.device);
+  const BackendInfo& device = *r.device;
   BackendOptions backend_options;
   backend_options.threads = o.threads;
   if (!o.ort_level.empty()) backend_options.settings["ort_level"] = o.ort_level;
@@ -166,16 +208,14 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     if (std::find(known.begin(), known.end(), res.target) == known.end())
       Fail("--target: unknown target '", res.target, "' (known: onnx, ort)");
   }
-  std::unique_ptr<TimingBackend> backend =
-      o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
+  backend = o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
   res.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
-  rules::RuleDatabase rule_db = LoadRuleDatabase(res.rules_path);
+  rule_db = LoadRuleDatabase(res.rules_path);
   res.rule_count = rule_db.rules_size();
   info("loaded " + std::to_string(rule_db.rules_size()) + " rules from " + res.rules_path);
-  std::vector<rules::Rule> rule_list(rule_db.rules().begin(), rule_db.rules().end());
+  rule_list.assign(rule_db.rules().begin(), rule_db.rules().end());
   // The search's settings are its own: checked now (with the rules, which
   // name the rule-family passes), before any long work.
-  SearchOptions search_options;
   search_options.seed = o.seed;
   search_options.budget = o.budget;
   search_options.greedy_finish = o.greedy_finish;
@@ -191,8 +231,9 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   }
   res.search_params = search_options.params.values();
   // Every graph timed on the device is counted (the report's real work).
-  CountingBackend counted(backend.get());
-  MeasuredCostModel cost(&counted);
+  r.counted = std::make_unique<CountingBackend>(backend.get());
+  r.cost = std::make_unique<MeasuredCostModel>(r.counted.get());
+  MeasuredCostModel& cost = *r.cost;
   res.timing_cache = TimingCachePath(o.timing_cache);
   if (!res.timing_cache.empty()) {
     cost.LoadCache(res.timing_cache);
@@ -208,7 +249,19 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
         Fail("--picture and another output are the same file '", ResolveUserPath(o.picture), "'");
   }
   if (!o.report.empty()) CheckWritablePath(ResolveUserPath(o.report), "--report");
+}
 
+// Loads the model (or builds the zoo model) at the given shapes and data, and
+// chooses the rules the written model may use (opset, target).
+void Load(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const BackendInfo& device = *r.device;
+  rules::RuleDatabase& rule_db = r.rule_db;
+  LoadedModel& model = r.model;
+  std::vector<char>& enabled = r.enabled;
+  std::string& output = r.output;
   auto t0 = Clock::now();
   LoadOptions load;
   load.import.free_dim_value = o.free_dim;
@@ -231,7 +284,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     input_data[name] = data;
     load.import.input_shapes.emplace(name, data->shape());
   }
-  LoadedModel model = LoadModel(o.model, load);
+  model = LoadModel(o.model, load);
   for (const auto& [name, data] : input_data) {
     ValueId v = model.graph.FindValue(name);
     if (v == kNoValue || !model.graph.value(v).is_graph_input)
@@ -247,7 +300,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   // Rules that would produce an operator newer than the opset the written
   // model may have, or one the target runtime lacks, are left out (kept in
   // the list, never matched: rule numbers stay the database's).
-  std::vector<char> enabled(rule_db.rules_size(), 1);
+  enabled.assign(rule_db.rules_size(), 1);
   {
     const int64_t model_opset =
         model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
@@ -271,7 +324,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     if (elsewhere > 0)
       info(Format("%d rules produce operators that --target=%s does not run: not used", elsewhere, res.target.c_str()));
   }
-  const std::string output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
+  output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
   res.output = output;
   CheckWritablePath(output, "--output");
   if (!model.from_zoo && output == model.source)
@@ -292,13 +345,22 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     r.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
     res.inputs.push_back(r);
   }
+}
 
+// Runs the parts of the model the executor can run, once: a model that cannot
+// run fails before the search, and the run time sets the number of timed runs.
+void ReferenceRun(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  LoadedModel& model = r.model;
+  Graph& original_cut = r.original_cut;
+  double& reference_s = r.reference_s;
   const Graph& original = model.graph;
   // The parts of the model the executor can run (all of it unless it has
   // opaque nodes) run once now: a model that cannot run fails before the
   // search, and the run time sets the number of end-to-end runs.
-  Graph original_cut = CutAtOpaque(original);
-  double reference_s;
+  original_cut = CutAtOpaque(original);
   {
     std::vector<std::string> how;
     std::vector<at::Tensor> inputs = RandomInputs(original_cut, o.seed, &how);
@@ -328,12 +390,31 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       reference_s = std::min(reference_s, Seconds(t_warm));
     }
   }
+}
 
+// The canonical form the rules are stated in (batch norm lowered).
+void Canonicalise(OptimiseRun& r) {
+  const auto& info = r.info;
+  const Graph& original = r.model.graph;
+  int& lowered = r.lowered;
+  Graph& canonical = r.canonical;
   // Canonical form for the rules: batch norm in inference form (x * S + T).
-  int lowered = 0;
-  Graph canonical = CanonicalForm(original, &lowered);
+  canonical = CanonicalForm(original, &lowered);
   if (lowered > 0) info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
+}
 
+// Calibrates the cost model in context, and starts the runner that owns the
+// search phase's deadline.
+void Calibrate(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  MeasuredCostModel& cost = *r.cost;
+  Graph& original_cut = r.original_cut;
+  double& reference_s = r.reference_s;
+  int& lowered = r.lowered;
+  Graph& canonical = r.canonical;
+  int& cal_runs = r.cal_runs;
   // The cost model is calibrated on the graphs themselves: every node timed
   // in place inside whole runs (original and canonical form), the rest
   // scaled by its op type's in-context/isolated ratio, plus the executor's
@@ -341,7 +422,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   CalibrationReport& calibration = res.calibration;
   // About 1 s of runs (at least 3): small models run up to 2000 times, their
   // node times are microseconds and noisier.
-  const int cal_runs = std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(reference_s, 1e-4))));
+  cal_runs = std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(reference_s, 1e-4))));
   {
     auto t_cal = Clock::now();
     // ONNX Runtime's in-context times belong to this model (its fusions):
@@ -360,9 +441,6 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
                calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
                calibration.fixed_ms * 1e3, Seconds(t_cal)));
   }
-
-  Graph optimised;
-  int64_t real_steps = 0;  // every attempt's
   // One owner of the search's limits for the whole run: every attempt (the
   // first, its rounds, its greedy finish, the retries after a slower
   // verdict) runs against the same deadline, so --time_limit bounds the
@@ -372,211 +450,285 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   RunnerLimits limits;
   limits.time_limit_s = o.time_limit_s;
   limits.interrupted = o.interrupted;
-  Runner runner(limits, info);
-  // One attempt: the search with the rules `mask` enables, the finishing
-  // passes, the check against the original and the verdict (its interval at
-  // `level`), into `res` and `optimised`.
-  auto attempt = [&](const std::vector<char>& mask, double level) {
-    Matcher matcher(rule_list, /*both_directions=*/true, mask);
-    SearchOptions options = search_options;
-    options.matcher = &matcher;
-    // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
-    BatchNormAwareCost search_cost(&cost);
-    options.cost = &search_cost;
-    options.runner = &runner;
-    res.search = search->name();
+  r.runner = std::make_unique<Runner>(limits, r.info);
+  r.mask = r.enabled;
+  r.level = 0.95;
+}
+
+// The search with the rules r.mask enables, in rounds until it picks no
+// operator left untimed.
+void SearchRounds(OptimiseRun& r) {
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const auto& warn = r.warn;
+  std::unique_ptr<Search>& search = r.search;
+  std::vector<rules::Rule>& rule_list = r.rule_list;
+  SearchOptions& search_options = r.search_options;
+  CountingBackend& counted = *r.counted;
+  MeasuredCostModel& cost = *r.cost;
+  const Graph& original = r.model.graph;
+  Graph& canonical = r.canonical;
+  int& cal_runs = r.cal_runs;
+  int64_t& real_steps = r.real_steps;
+  Runner& runner = *r.runner;
+  const std::vector<char>& mask = r.mask;
+  Matcher matcher(rule_list, /*both_directions=*/true, mask);
+  SearchOptions options = search_options;
+  options.matcher = &matcher;
+  // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
+  BatchNormAwareCost search_cost(&cost);
+  options.cost = &search_cost;
+  options.runner = &runner;
+  res.search = search->name();
+  res.before_estimate = cost.GraphCost(original);
+  info("searching (" + search->name() + ") ...");
+  auto t2 = Clock::now();
+  const int64_t measured_before_search = counted.measurements();
+  SearchResult& result = res.result;
+  result = search->Run(canonical, options);
+  // Operators the search created (a conv with a folded bias, a merged conv)
+  // were costed from their isolated timings. Their graph is run and timed
+  // in context, and the search repeats with those timings until it picks
+  // nothing new (at most 3 rounds). With a warm cache the first round has
+  // them all: runs with the same cache make the same rewrites.
+  CalibrationReport& calibration = res.calibration;
+  int& search_rounds = res.search_rounds;
+  search_rounds = 1;
+  for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
+    Graph chosen = result.graph;
+    FoldOptions fold;
+    fold.max_elements = std::numeric_limits<int64_t>::max();
+    InferShapesAndFold(chosen, fold);
+    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), cal_runs);
+    if (c.new_keys == 0) break;
+    calibration.new_keys += c.new_keys;
+    for (const auto& [op, p] : c.per_op)
+      if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    info(
+        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
+               "again",
+               c.new_keys, c.time_base));
     res.before_estimate = cost.GraphCost(original);
-    info("searching (" + search->name() + ") ...");
-    auto t2 = Clock::now();
-    const int64_t measured_before_search = counted.measurements();
-    SearchResult& result = res.result;
+    int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
+    std::vector<std::string> noise = std::move(result.noise_rule);
+    SearchResult previous = std::move(result);
     result = search->Run(canonical, options);
-    // Operators the search created (a conv with a folded bias, a merged conv)
-    // were costed from their isolated timings. Their graph is run and timed
-    // in context, and the search repeats with those timings until it picks
-    // nothing new (at most 3 rounds). With a warm cache the first round has
-    // them all: runs with the same cache make the same rewrites.
-    int& search_rounds = res.search_rounds;
-    search_rounds = 1;
-    for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
-      Graph chosen = result.graph;
-      FoldOptions fold;
-      fold.max_elements = std::numeric_limits<int64_t>::max();
-      InferShapesAndFold(chosen, fold);
-      CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), cal_runs);
-      if (c.new_keys == 0) break;
-      calibration.new_keys += c.new_keys;
-      for (const auto& [op, p] : c.per_op)
-        if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
-      info(
-          Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
-                 "again",
-                 c.new_keys, c.time_base));
-      res.before_estimate = cost.GraphCost(original);
-      int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
-      std::vector<std::string> noise = std::move(result.noise_rule);
-      SearchResult previous = std::move(result);
-      result = search->Run(canonical, options);
-      // The deadline is the run's, not the round's: a round it cut short may
-      // have got less far than the round before. Keep the better of the two
-      // under the new timings (the verdict measures whichever is kept).
-      if (IsRunnerStop(result.stop_reason) && !previous.applied.empty() &&
-          search_cost.GraphCost(previous.graph) < result.final_cost) {
-        info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph",
-                    search_rounds + 1, StopReasonName(result.stop_reason), search_rounds));
-        // The kept round's own counters (the report's search figures are one
-        // search's); the stop reason is the deadline's.
-        previous.stop_reason = result.stop_reason;
-        previous.final_cost = search_cost.GraphCost(previous.graph);
-        previous.initial_cost = result.initial_cost;
-        previous.gains_resolved = result.gains_resolved;
-        previous.gains_confirmed = result.gains_confirmed;
-        previous.noise_rule = std::move(result.noise_rule);
-        result = std::move(previous);
-      }
-      result.gains_resolved += resolved;
-      result.gains_confirmed += confirmed;
-      noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());
-      result.noise_rule = std::move(noise);
+    // The deadline is the run's, not the round's: a round it cut short may
+    // have got less far than the round before. Keep the better of the two
+    // under the new timings (the verdict measures whichever is kept).
+    if (IsRunnerStop(result.stop_reason) && !previous.applied.empty() &&
+        search_cost.GraphCost(previous.graph) < result.final_cost) {
+      info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph", search_rounds + 1,
+                  StopReasonName(result.stop_reason), search_rounds));
+      // The kept round's own counters (the report's search figures are one
+      // search's); the stop reason is the deadline's.
+      previous.stop_reason = result.stop_reason;
+      previous.final_cost = search_cost.GraphCost(previous.graph);
+      previous.initial_cost = result.initial_cost;
+      previous.gains_resolved = result.gains_resolved;
+      previous.gains_confirmed = result.gains_confirmed;
+      previous.noise_rule = std::move(result.noise_rule);
+      result = std::move(previous);
     }
-    res.search_s = Seconds(t2);
-    res.search_measurements = counted.measurements() - measured_before_search;
-    real_steps += result.real_steps;
-    if (result.stop_reason == StopReason::kInterrupted)
-      warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
-    info(Format("search cost estimate %g -> %g ms", result.initial_cost, result.final_cost));
-    info(Format("search stopped (%s) after %g s", StopReasonName(result.stop_reason), res.search_s));
+    result.gains_resolved += resolved;
+    result.gains_confirmed += confirmed;
+    noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());
+    result.noise_rule = std::move(noise);
+  }
+  res.search_s = Seconds(t2);
+  res.search_measurements = counted.measurements() - measured_before_search;
+  real_steps += result.real_steps;
+  if (result.stop_reason == StopReason::kInterrupted)
+    warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
+  info(Format("search cost estimate %g -> %g ms", result.initial_cost, result.final_cost));
+  info(Format("search stopped (%s) after %g s", StopReasonName(result.stop_reason), res.search_s));
+}
 
-    // Fold weight-only subgraphs (merged conv weights, scaled weights) into
-    // initializers so that the written model does no extra work. No rewrite:
-    // the original itself (not its canonical form).
-    // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
-    // batch norms the search did not fold away go back to one node each (one
-    // pass over the tensor instead of Mul + Add) only if the cost model agrees.
-    optimised = result.applied.empty() ? original : result.graph;
-    for (const std::string& name : FinishPasses()) {
-      Graph next = optimised;
-      const int nodes = optimised.num_nodes();
-      if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
-      if (name == "raise_batchnorm") {
-        if (!(cost.GraphCost(next) < cost.GraphCost(optimised))) continue;
-        info("raised " + std::to_string(nodes - next.num_nodes()) +
-             " unfolded Mul/Add pairs back to BatchNormalization");
-      } else if (name == "fold_constants") {
-        info("folded " + std::to_string(nodes - next.num_nodes()) + " weight-only nodes into initializers");
-      }
-      optimised = std::move(next);
+// The finishing passes, the opset the result needs, the target check and the
+// original's interface.
+void Finish(OptimiseRun& r) {
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  MeasuredCostModel& cost = *r.cost;
+  const Graph& original = r.model.graph;
+  Graph& optimised = r.optimised;
+  SearchResult& result = r.res.result;
+  // Fold weight-only subgraphs (merged conv weights, scaled weights) into
+  // initializers so that the written model does no extra work. No rewrite:
+  // the original itself (not its canonical form).
+  // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
+  // batch norms the search did not fold away go back to one node each (one
+  // pass over the tensor instead of Mul + Add) only if the cost model agrees.
+  optimised = result.applied.empty() ? original : result.graph;
+  for (const std::string& name : FinishPasses()) {
+    Graph next = optimised;
+    const int nodes = optimised.num_nodes();
+    if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
+    if (name == "raise_batchnorm") {
+      if (!(cost.GraphCost(next) < cost.GraphCost(optimised))) continue;
+      info("raised " + std::to_string(nodes - next.num_nodes()) + " unfolded Mul/Add pairs back to BatchNormalization");
+    } else if (name == "fold_constants") {
+      info("folded " + std::to_string(nodes - next.num_nodes()) + " weight-only nodes into initializers");
     }
+    optimised = std::move(next);
+  }
 
-    // A rewrite that introduced a newer operator (HardSwish, opset 14) needs
-    // the model written at that opset (within --target_opset, see above).
-    if (const int64_t needed = OpsetNeeded(optimised); needed > optimised.opset()) {
-      optimised.info().opsets[""] = needed;
-      optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
-      res.raised_opset = needed;
-      info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
+  // A rewrite that introduced a newer operator (HardSwish, opset 14) needs
+  // the model written at that opset (within --target_opset, see above).
+  if (const int64_t needed = OpsetNeeded(optimised); needed > optimised.opset()) {
+    optimised.info().opsets[""] = needed;
+    optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
+    res.raised_opset = needed;
+    info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
+  }
+
+  // No target receives an operator it cannot run: the rules that produce
+  // one were left out above; this holds the line for every other path.
+  {
+    std::set<std::string> had;
+    for (NodeId id = 0; id < original.num_nodes(); ++id)
+      had.insert(QualifiedOp(original.node(id).domain, original.node(id).op));
+    for (NodeId id = 0; id < optimised.num_nodes(); ++id) {
+      const Node& n = optimised.node(id);
+      const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
+      if (def != nullptr && !def->RunsOn(res.target) && !had.count(QualifiedOp(n.domain, n.op)))
+        Fail("internal error: the optimised graph has a ", QualifiedOp(n.domain, n.op),
+             " node, which --target=", res.target, " does not run");
     }
+  }
 
-    // No target receives an operator it cannot run: the rules that produce
-    // one were left out above; this holds the line for every other path.
-    {
-      std::set<std::string> had;
-      for (NodeId id = 0; id < original.num_nodes(); ++id)
-        had.insert(QualifiedOp(original.node(id).domain, original.node(id).op));
-      for (NodeId id = 0; id < optimised.num_nodes(); ++id) {
-        const Node& n = optimised.node(id);
-        const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
-        if (def != nullptr && !def->RunsOn(res.target) && !had.count(QualifiedOp(n.domain, n.op)))
-          Fail("internal error: the optimised graph has a ", QualifiedOp(n.domain, n.op),
-               " node, which --target=", res.target, " does not run");
-      }
+  // The written model keeps the original's interface: input and output
+  // names, types, symbolic dimensions.
+  int renamed = RestoreInterface(original, optimised);
+  if (renamed > 0) info("restored the names of " + std::to_string(renamed) + " graph outputs");
+}
+
+// The numerical check against the original (also at a second binding of
+// symbolic dimensions).
+void Check(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const auto& warn = r.warn;
+  LoadedModel& model = r.model;
+  const Graph& original = r.model.graph;
+  Graph& optimised = r.optimised;
+  SearchResult& result = r.res.result;
+  // Every optimised graph is checked against the original before it is written.
+  std::string applied_list;
+  for (const auto& r : result.applied) applied_list += (applied_list.empty() ? "" : ", ") + r;
+  if (applied_list.empty()) applied_list = "none";
+  EquivalenceResult check = CompareGraphs(original, optimised, o.seed);
+  for (const auto& note : check.notes) warn(note);
+  res.max_error = check.max_error;
+  res.outputs_compared = check.outputs;
+  res.opaque_nodes = check.opaque_nodes;
+  res.symbolic_dims = original.info().symbolic_dims;
+  if (check.max_error > o.tolerance)
+    Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance, " at '",
+         check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
+
+  res.unchanged = optimised.StructuralHash() == original.StructuralHash();
+  // A model with symbolic dimensions was optimised at one binding
+  // (--free_dim): the written model must be right at others too. Both are
+  // written, imported again at another binding, and compared.
+  if (original.info().symbolic_dims && !res.unchanged) {
+    ImportOptions other = SecondBinding(original, model.import);
+    Graph original_other;
+    try {
+      original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, AtGraphOpset())
+                                           : ImportOnnxBytes(model.bytes, "original", other);
+    } catch (const Error& e) {
+      res.general_note =
+          std::string("the original model does not import at a second binding of its symbolic dimensions (") +
+          BindingText(other) + ": " + e.what() + "); checked at the first binding only";
     }
-
-    // The written model keeps the original's interface: input and output
-    // names, types, symbolic dimensions.
-    int renamed = RestoreInterface(original, optimised);
-    if (renamed > 0) info("restored the names of " + std::to_string(renamed) + " graph outputs");
-
-    // Every optimised graph is checked against the original before it is written.
-    std::string applied_list;
-    for (const auto& r : result.applied) applied_list += (applied_list.empty() ? "" : ", ") + r;
-    if (applied_list.empty()) applied_list = "none";
-    EquivalenceResult check = CompareGraphs(original, optimised, o.seed);
-    for (const auto& note : check.notes) warn(note);
-    res.max_error = check.max_error;
-    res.outputs_compared = check.outputs;
-    res.opaque_nodes = check.opaque_nodes;
-    res.symbolic_dims = original.info().symbolic_dims;
-    if (check.max_error > o.tolerance)
-      Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance,
-           " at '", check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
-
-    res.unchanged = optimised.StructuralHash() == original.StructuralHash();
-    // A model with symbolic dimensions was optimised at one binding
-    // (--free_dim): the written model must be right at others too. Both are
-    // written, imported again at another binding, and compared.
-    if (original.info().symbolic_dims && !res.unchanged) {
-      ImportOptions other = SecondBinding(original, model.import);
-      Graph original_other;
+    if (res.general_note.empty()) {
       try {
-        original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, AtGraphOpset())
-                                             : ImportOnnxBytes(model.bytes, "original", other);
+        Graph optimised_other = ReimportGraph(optimised, "optimised", other, AtGraphOpset());
+        EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
+        if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+        res.general_note = "also checked with symbolic dimensions bound to " + BindingText(other) +
+                           " (max relative error " + std::to_string(c.max_error) + ")";
       } catch (const Error& e) {
-        res.general_note =
-            std::string("the original model does not import at a second binding of its symbolic dimensions (") +
-            BindingText(other) + ": " + e.what() + "); checked at the first binding only";
+        res.general_ok = false;
+        res.general_note = std::string("the optimised graph is not right with symbolic dimensions bound to ") +
+                           BindingText(other) + " (" + e.what() + "; rules applied: " + applied_list +
+                           "): the original is written";
+        warn(res.general_note);
       }
-      if (res.general_note.empty()) {
-        try {
-          Graph optimised_other = ReimportGraph(optimised, "optimised", other, AtGraphOpset());
-          EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
-          if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
-          res.general_note = "also checked with symbolic dimensions bound to " + BindingText(other) +
-                             " (max relative error " + std::to_string(c.max_error) + ")";
-        } catch (const Error& e) {
-          res.general_ok = false;
-          res.general_note = std::string("the optimised graph is not right with symbolic dimensions bound to ") +
-                             BindingText(other) + " (" + e.what() + "; rules applied: " + applied_list +
-                             "): the original is written";
-          warn(res.general_note);
-        }
-      }
-      info(res.general_note);
     }
+    info(res.general_note);
+  }
+}
 
-    // Measure both end to end; keep the original unless the result is
-    // faster: paired interleaved runs, the speedup's 95% interval above 1.0
-    // in wall and CPU time. Opaque nodes are the same in both graphs: the
-    // parts around them are timed.
-    Graph optimised_cut = CutAtOpaque(optimised);
-    res.pairs = o.measure_runs > 0 ? o.measure_runs
-                                   : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
-    TimingOptions timing;
-    timing.seed = o.seed;
-    // Each sample repeats a small graph so that the pairs span about 2 s:
-    // 40 pairs of a 0.5 ms model would otherwise be a 40 ms snapshot of a
-    // machine whose speed moves from second to second.
-    timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / res.pairs);
-    if (res.unchanged) {
-      info("measuring the (unchanged) graph end to end (" + std::to_string(res.pairs) + " runs)");
-      timing.samples = res.pairs;
-      res.before_ms = res.after_ms = counted.TimeGraph(original_cut, timing);
-    } else {
-      if (res.pairs < MinPairsFor(level))
-        warn("--measure_runs=" + std::to_string(res.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
-             "% interval (at least " + std::to_string(MinPairsFor(level)) +
-             "): the verdict can only be 'within noise'");
-      info("measuring original and optimised graphs end to end (" + std::to_string(res.pairs) + " interleaved pairs)");
-      res.verdict = Judge(counted.TimePaired(original_cut, optimised_cut, res.pairs, timing), level);
-      res.before_ms = res.verdict.a_ms;
-      res.after_ms = res.verdict.b_ms;
-      info(res.verdict.ToString());
-    }
-    res.after_estimate = cost.GraphCost(optimised);
-    res.keep_original = res.unchanged || !res.general_ok || (!o.force_optimised && !res.verdict.faster());
-  };
-  attempt(enabled, 0.95);
+// Both graphs measured end to end, interleaved: the verdict (its interval at
+// r.level).
+void Measure(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const auto& warn = r.warn;
+  CountingBackend& counted = *r.counted;
+  MeasuredCostModel& cost = *r.cost;
+  Graph& original_cut = r.original_cut;
+  double& reference_s = r.reference_s;
+  Graph& optimised = r.optimised;
+  const double level = r.level;
+  // Measure both end to end; keep the original unless the result is
+  // faster: paired interleaved runs, the speedup's 95% interval above 1.0
+  // in wall and CPU time. Opaque nodes are the same in both graphs: the
+  // parts around them are timed.
+  Graph optimised_cut = CutAtOpaque(optimised);
+  res.pairs = o.measure_runs > 0 ? o.measure_runs
+                                 : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(reference_s, 1e-3))));
+  TimingOptions timing;
+  timing.seed = o.seed;
+  // Each sample repeats a small graph so that the pairs span about 2 s:
+  // 40 pairs of a 0.5 ms model would otherwise be a 40 ms snapshot of a
+  // machine whose speed moves from second to second.
+  timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / res.pairs);
+  if (res.unchanged) {
+    info("measuring the (unchanged) graph end to end (" + std::to_string(res.pairs) + " runs)");
+    timing.samples = res.pairs;
+    res.before_ms = res.after_ms = counted.TimeGraph(original_cut, timing);
+  } else {
+    if (res.pairs < MinPairsFor(level))
+      warn("--measure_runs=" + std::to_string(res.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
+           "% interval (at least " + std::to_string(MinPairsFor(level)) + "): the verdict can only be 'within noise'");
+    info("measuring original and optimised graphs end to end (" + std::to_string(res.pairs) + " interleaved pairs)");
+    res.verdict = Judge(counted.TimePaired(original_cut, optimised_cut, res.pairs, timing), level);
+    res.before_ms = res.verdict.a_ms;
+    res.after_ms = res.verdict.b_ms;
+    info(res.verdict.ToString());
+  }
+  res.after_estimate = cost.GraphCost(optimised);
+  res.keep_original = res.unchanged || !res.general_ok || (!o.force_optimised && !res.verdict.faster());
+}
 
+// One attempt: the search with the rules `mask` enables, the finishing
+// passes, the check against the original and the verdict (its interval at
+// `level`), into r.res and r.optimised.
+void Attempt(OptimiseRun& r, const std::vector<char>& mask, double level) {
+  r.mask = mask;
+  r.level = level;
+  SearchRounds(r);
+  Finish(r);
+  Check(r);
+  Measure(r);
+}
+
+// Searches again without one applied rule at a time when the verdict does not
+// find the graph faster.
+void Retries(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  std::unique_ptr<TimingBackend>& backend = r.backend;
+  rules::RuleDatabase& rule_db = r.rule_db;
+  std::vector<char>& enabled = r.enabled;
+  Graph& optimised = r.optimised;
+  Runner& runner = *r.runner;
   // A rewrite can look like a gain to the per-node costs and lose in the
   // runtime: ONNX Runtime fuses patterns (a transpose and a scale into its
   // FusedMatMul) that one rewrite breaks while the others pay. When the
@@ -616,7 +768,7 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
         PipelineResult saved = res;
         Graph saved_optimised = optimised;
         auto t_retry = Clock::now();
-        attempt(mask, level);
+        Attempt(r, mask, level);
         PipelineResult::Retry r;
         r.left_out = id;
         r.applied = static_cast<int>(res.result.applied.size());
@@ -636,6 +788,22 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
       res.retries = std::move(retries);
     }
   }
+}
+
+// Saves the timing cache; writes the model (the original unless the result is
+// faster), the DOT graph and the picture, each atomically.
+void Write(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  const auto& info = r.info;
+  const auto& warn = r.warn;
+  CountingBackend& counted = *r.counted;
+  MeasuredCostModel& cost = *r.cost;
+  LoadedModel& model = r.model;
+  std::string& output = r.output;
+  const Graph& original = r.model.graph;
+  Graph& optimised = r.optimised;
+  int64_t& real_steps = r.real_steps;
   const Graph& written = res.keep_original ? original : optimised;
   res.real_steps = real_steps;
   res.real_measurements = counted.measurements();
@@ -695,7 +863,16 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
     WritePng(RewritePictureDot(original, shown, lines), ResolveUserPath(o.picture));
     info("picture of the rewritten regions written to '" + ResolveUserPath(o.picture) + "'");
   }
+}
 
+// The summaries and the JSON report.
+void Report(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  std::unique_ptr<TimingBackend>& backend = r.backend;
+  MeasuredCostModel& cost = *r.cost;
+  const Graph& original = r.model.graph;
+  Graph& optimised = r.optimised;
   res.before = Summarize(original);
   res.after = Summarize(optimised);
   res.device = backend->name();
@@ -707,6 +884,45 @@ PipelineResult RunPipeline(const PipelineOptions& o) {
   if (!o.report.empty()) {
     res.report = ResolveUserPath(o.report);
     WriteFileAtomically(res.report, res.ReportJson());
+  }
+}
+
+// The pipeline, in order; each stage's time goes into the report. search,
+// finish, check and verdict are one attempt (Attempt); retries repeats
+// them with one rule left out.
+struct Stage {
+  const char* name;
+  void (*run)(OptimiseRun&);
+};
+const Stage kStages[] = {{"configure", Configure},
+                         {"load", Load},
+                         {"reference_run", ReferenceRun},
+                         {"canonicalise", Canonicalise},
+                         {"calibrate", Calibrate},
+                         {"search", SearchRounds},
+                         {"finish", Finish},
+                         {"check", Check},
+                         {"verdict", Measure},
+                         {"retries", Retries},
+                         {"write", Write},
+                         {"report", Report}};
+
+}  // namespace
+
+PipelineResult RunPipeline(const PipelineOptions& o) {
+  PipelineResult res;
+  res.options = o;
+  OptimiseRun r(o, res);
+  r.info = [&o](const std::string& line) {
+    if (o.log) o.log(false, line);
+  };
+  r.warn = [&o](const std::string& line) {
+    if (o.log) o.log(true, line);
+  };
+  for (const Stage& stage : kStages) {
+    const auto t = Clock::now();
+    stage.run(r);
+    res.stage_seconds.push_back({stage.name, Seconds(t)});
   }
   return res;
 }
@@ -764,6 +980,12 @@ std::string PipelineResult::Summary() const {
                 opaque_nodes > 0 ? (", around " + std::to_string(opaque_nodes) + " opaque nodes").c_str() : "");
   if (!general_note.empty()) out << Format("            %s\n", general_note.c_str());
   out << Format("memory:     peak %.0f MB\n", peak_memory_mb);
+  if (!stage_seconds.empty()) {
+    std::string stages;
+    for (const auto& [name, seconds] : stage_seconds)
+      stages += Format("%s%s %.2f s", stages.empty() ? "" : ", ", name.c_str(), seconds);
+    out << "stages:     " << stages << "\n";
+  }
   if (unchanged)
     out << Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
   else if (!general_ok)
@@ -879,6 +1101,9 @@ std::string PipelineResult::ReportJson() const {
   j["timing_cache"] =
       Json{{"path", timing_cache}, {"entries", cache_entries}, {"ops_timed", ops_timed}, {"hits", cache_hits}};
   j["peak_memory_mb"] = peak_memory_mb;
+  Json stages = Json::object();
+  for (const auto& [name, seconds] : stage_seconds) stages[name] = seconds;
+  j["stage_seconds"] = stages;
   // Non-finite numbers are written as null; bytes that are not UTF-8 (a
   // path) as U+FFFD.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -1,12 +1,16 @@
 #pragma once
-// The optimise pipeline: load (or build a zoo model) -> canonicalise (batch
-// norm lowered for the rules) -> calibrate the cost model in context ->
-// search (rounds until no new operator is left untimed) -> fold weight-only
-// work -> raise unfolded batch norms -> restore the interface -> check
-// numerically against the original (also at another binding of symbolic
-// dimensions) -> measure both end to end -> write the model (the original
-// unless the optimised graph is faster), the DOT graph and the JSON report,
-// each atomically.
+// The optimise pipeline, a list of named stages (kStages in pipeline.cc),
+// each one function over the run's state, timed into the report:
+// configure (options, search and its settings, backend, rules, cost model)
+// -> load (model, shapes, the rules the written model may use) ->
+// reference_run -> canonicalise (batch norm lowered for the rules) ->
+// calibrate (the cost model in context; the search phase's runner) ->
+// search (rounds until no new operator is left untimed) -> finish (fold
+// weight-only work, raise unfolded batch norms, restore the interface) ->
+// check (numerically against the original, also at another binding of
+// symbolic dimensions) -> verdict (both measured end to end) -> retries ->
+// write (the model, the original unless the optimised graph is faster; the
+// DOT graph, the picture) -> report (JSON), each written atomically.
 //
 // The optimiser binary is flag parsing plus RunPipeline; benchmarks and the
 // agents' tools call the same function. Errors (bad input, a result that
@@ -140,6 +144,9 @@ struct PipelineResult {
   std::string timing_cache;  // path ("" if none)
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;
   double peak_memory_mb = 0;
+  // Each stage of the pipeline that ran and its seconds, in order (the
+  // report stage's own time is not in the report it writes).
+  std::vector<std::pair<std::string, double>> stage_seconds;
   PipelineOptions options;  // what it ran with
 
   // The optimised time predicted from the original's measured time and the

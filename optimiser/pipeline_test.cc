@@ -94,6 +94,26 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   std::string summary = r.Summary();
   EXPECT_NE(summary.find("written:    " + o.output), std::string::npos) << summary;
   EXPECT_NE(summary.find("report:     " + o.report), std::string::npos) << summary;
+  // Every stage ran, in the pipeline's order, and is timed in the summary
+  // and (all but the report stage, which writes it) in the report.
+  const std::vector<std::string> stages = {"configure", "load",    "reference_run", "canonicalise",
+                                           "calibrate", "search",  "finish",        "check",
+                                           "verdict",   "retries", "write",         "report"};
+  ASSERT_EQ(r.stage_seconds.size(), stages.size());
+  double total = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    EXPECT_EQ(r.stage_seconds[k].first, stages[k]);
+    EXPECT_GE(r.stage_seconds[k].second, 0.0) << stages[k];
+    total += r.stage_seconds[k].second;
+  }
+  EXPECT_GT(total, 0.0);
+  ASSERT_TRUE(j.contains("stage_seconds"));
+  EXPECT_EQ(j["stage_seconds"].size(), stages.size() - 1);
+  EXPECT_TRUE(j["stage_seconds"].contains("verdict"));
+  EXPECT_FALSE(j["stage_seconds"].contains("report"));
+  EXPECT_NE(summary.find("stages:     configure "), std::string::npos) << summary;
+  // The search's settings, defaults filled in.
+  EXPECT_EQ(j["search"]["params"]["alpha"], "1.05");
 }
 
 TEST(Pipeline, BadInputIsAnErrorAndWritesNothing) {
