@@ -75,16 +75,16 @@ int Run() {
                             : seen                                             ? "yes"
                                                                                : "no";
       char speed[96];
-      if (r.unchanged)
+      if (r.check.unchanged)
         std::snprintf(speed, sizeof speed, "1.000x (same graph)");
       else
         std::snprintf(speed, sizeof speed, "%.3fx [%.3f, %.3f]", r.verdict.wall.median, r.verdict.wall.lo,
                       r.verdict.wall.hi);
       std::printf("| %s | %s | %s | %.2f -> %.2f | %.3fx | %.1f | %zu | %lld | %lld | %s | %s |\n", model.c_str(),
-                  row.label, trained.c_str(), r.before_estimate, r.after_estimate, r.before_estimate / r.after_estimate,
-                  r.search_s, r.result.applied.size(), static_cast<long long>(r.result.real_steps),
-                  static_cast<long long>(r.search_measurements), speed,
-                  r.unchanged ? "unchanged" : r.verdict.OutcomeName().c_str());
+                  row.label, trained.c_str(), r.search.before_estimate, r.verdict.after_estimate,
+                  r.search.before_estimate / r.verdict.after_estimate, r.search.seconds, r.search.result.applied.size(),
+                  static_cast<long long>(r.search.result.real_steps), static_cast<long long>(r.search.measurements),
+                  speed, r.check.unchanged ? "unchanged" : r.verdict.OutcomeName().c_str());
       std::fflush(stdout);
     }
   }

@@ -1,7 +1,7 @@
 #include "core/graph.h"
 
 #include <algorithm>
-#include <queue>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -149,33 +149,61 @@ std::vector<std::vector<std::pair<NodeId, int>>> Graph::Consumers() const {
   return out;
 }
 
-std::vector<NodeId> Graph::TopologicalOrder() const {
-  const int n = num_nodes();
-  std::vector<int> pending(n, 0);
-  std::vector<std::vector<NodeId>> users(n);
-  for (NodeId i = 0; i < n; ++i) {
-    for (ValueId in : nodes_[i].inputs) {
-      if (in == kNoValue) continue;
-      NodeId p = values_[in].producer;
-      if (p != kNoNode) {
-        ++pending[i];
-        users[p].push_back(i);
-      }
-    }
-  }
-  // Min-heap on node id keeps the order stable and deterministic.
-  std::priority_queue<NodeId, std::vector<NodeId>, std::greater<NodeId>> ready;
+namespace {
+
+// Kahn's algorithm: the nodes in an order where each comes after its
+// producers, as far as one exists (all of them iff the graph is acyclic);
+// `pending` is left with each unplaced node's count of unplaced producers.
+// stable: the smallest ready node first (deterministic, insertion order where
+// free); else the last made ready (cheaper).
+std::vector<NodeId> KahnOrder(const Graph& g, bool stable, std::vector<int>& pending) {
+  const int n = g.num_nodes();
+  pending.assign(n, 0);
+  // Each node's users, as one array (user_start[p] .. user_start[p + 1]).
+  std::vector<int> user_start(n + 1, 0);
   for (NodeId i = 0; i < n; ++i)
-    if (pending[i] == 0) ready.push(i);
+    for (ValueId in : g.node(i).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) {
+        ++pending[i];
+        ++user_start[g.value(in).producer + 1];
+      }
+  for (int i = 0; i < n; ++i) user_start[i + 1] += user_start[i];
+  std::vector<NodeId> users(user_start[n]);
+  std::vector<int> fill(user_start.begin(), user_start.end() - 1);
+  for (NodeId i = 0; i < n; ++i)
+    for (ValueId in : g.node(i).inputs)
+      if (in != kNoValue && g.value(in).producer != kNoNode) users[fill[g.value(in).producer]++] = i;
+  std::vector<NodeId> ready;
+  const auto push = [&](NodeId i) {
+    ready.push_back(i);
+    if (stable) std::push_heap(ready.begin(), ready.end(), std::greater<NodeId>());
+  };
+  for (NodeId i = 0; i < n; ++i)
+    if (pending[i] == 0) push(i);
   std::vector<NodeId> order;
   order.reserve(n);
   while (!ready.empty()) {
-    NodeId i = ready.top();
-    ready.pop();
+    if (stable) std::pop_heap(ready.begin(), ready.end(), std::greater<NodeId>());
+    NodeId i = ready.back();
+    ready.pop_back();
     order.push_back(i);
-    for (NodeId u : users[i])
-      if (--pending[u] == 0) ready.push(u);
+    for (int k = user_start[i]; k < user_start[i + 1]; ++k)
+      if (--pending[users[k]] == 0) push(users[k]);
   }
+  return order;
+}
+
+}  // namespace
+
+bool Graph::IsAcyclic() const {
+  std::vector<int> pending;
+  return static_cast<int>(KahnOrder(*this, /*stable=*/false, pending).size()) == num_nodes();
+}
+
+std::vector<NodeId> Graph::TopologicalOrder() const {
+  const int n = num_nodes();
+  std::vector<int> pending;
+  std::vector<NodeId> order = KahnOrder(*this, /*stable=*/true, pending);
   if (static_cast<int>(order.size()) != n) {
     // Walk back along unfinished producers to name one cycle.
     NodeId start = kNoNode;

@@ -144,6 +144,9 @@ class Graph {
   // Nodes in a topological order (stable: ties keep insertion order).
   // Throws rlflow::Error naming the nodes of a cycle.
   std::vector<NodeId> TopologicalOrder() const;
+  // Whether the graph has no cycle (the same walk, without the stable order
+  // or the error: what a search refusing a rewrite needs).
+  bool IsAcyclic() const;
   // Checks references, arity of nodes and acyclicity; throws on failure.
   void Validate() const;
   // Hash equal for isomorphic graphs however they were built: depends on

@@ -67,6 +67,19 @@ TEST(GraphTest, TopologicalOrderRespectsEdges) {
       }
 }
 
+TEST(GraphTest, TopologicalOrderTakesTheSmallestReadyNodeFirst) {
+  Graph g;
+  ValueId x = g.AddInput("x", {DType::kFloat32, {4}});
+  NodeId a = g.AddNode("Relu", {x}, 1, {}, "a");
+  NodeId b = g.AddNode("Neg", {x}, 1, {}, "b");
+  NodeId c = g.AddNode("Abs", {x}, 1, {}, "c");
+  g.mutable_node(a).inputs[0] = g.node(b).outputs[0];  // a now reads b
+  g.SetOutputs({g.node(a).outputs[0], g.node(c).outputs[0]});
+  // Ready at first: b, c; b placed makes a ready, and a < c.
+  EXPECT_EQ(g.TopologicalOrder(), (std::vector<NodeId>{b, a, c}));
+  EXPECT_TRUE(g.IsAcyclic());
+}
+
 TEST(GraphTest, CycleIsReportedWithNodeNames) {
   Graph g;
   ValueId x = g.AddInput("x", {DType::kFloat32, {4}});
@@ -74,6 +87,7 @@ TEST(GraphTest, CycleIsReportedWithNodeNames) {
   NodeId b = g.AddNode("Neg", {g.node(a).outputs[0]}, 1, {}, "second");
   g.mutable_node(a).inputs[0] = g.node(b).outputs[0];  // first <- second <- first
   g.SetOutputs({g.node(b).outputs[0]});
+  EXPECT_FALSE(g.IsAcyclic());
   try {
     g.TopologicalOrder();
     FAIL() << "no cycle reported";

@@ -1,6 +1,7 @@
 #pragma once
-// The optimise pipeline, a list of named stages (kStages in pipeline.cc),
-// each one function over the run's state, timed into the report:
+// The optimise pipeline, a list of named stages (Stages() in stages.h),
+// each one function over the run's state that writes its own record of the
+// result, timed into the report:
 // configure (options, search and its settings, backend, rules, cost model)
 // -> load (model, shapes, the rules the written model may use) ->
 // reference_run -> canonicalise (batch norm lowered for the rules) ->
@@ -90,68 +91,124 @@ struct PipelineOptions {
   std::function<std::unique_ptr<TimingBackend>()> make_backend;
 };
 
-struct PipelineResult {
-  std::string model_source;  // file path, or "zoo:<name>"
-  std::string output;        // where the model was written
-  std::string report;        // where the JSON report was written ("" if none)
-  std::string rules_path;
-  int rule_count = 0;
-  std::string search;                                // strategy name
+// What each stage found and did, in the stage's own record: a stage writes
+// its record only, and the summary and the JSON report are built from the
+// records, stage by stage (Stages() in stages.h says which stage writes which
+// lines and keys).
+struct ConfigureRecord {
+  std::string search;                                // the strategy's name
   std::map<std::string, std::string> search_params;  // its settings, defaults filled in
   std::string device;                                // the timing backend's name
   std::string target;  // the runtime the written model is for (PipelineOptions::target, resolved)
   int threads = 0;
-  int search_rounds = 0;
-  double search_s = 0;
-  SearchResult result;  // graph: the optimised graph (before folding)
-  GraphSummary before, after;
-  double before_estimate = 0, after_estimate = 0;  // cost model (ms)
-  double before_ms = 0, after_ms = 0;              // measured (ms)
-  int pairs = 0;
-  Verdict verdict;
-  bool unchanged = false;      // the optimised graph is the original
-  bool general_ok = true;      // right at another binding of the symbolic dimensions
-  bool keep_original = false;  // the original was written
-  std::string general_note, opset_note;
-  int64_t raised_opset = 0;  // the opset the optimised graph was raised to (0: not raised)
+  std::string rules_path;
+  int rule_count = 0;
+  std::string timing_cache;  // path ("" if none)
+};
+
+struct LoadRecord {
+  std::string model_source;  // file path, or "zoo:<name>"
+  std::string output;        // where the model will be written
+  // Each graph input: its declared shape (symbolic names kept) and the shape
+  // the search, the check and the verdict ran at.
+  struct Input {
+    std::string name, declared;
+    Shape used;
+    bool given = false;  // by --input_shape or --input_data
+    std::string filled;  // how the check and the timings filled it (reference_run)
+  };
+  std::vector<Input> inputs;
+  int rules_newer = 0, rules_elsewhere = 0;  // rules left out: opset above the written model's, or not on the target
+};
+
+struct ReferenceRunRecord {
+  double seconds = 0;                         // one warm run of the parts the executor runs
+  std::map<std::string, std::string> filled;  // how each input was filled, by name
+};
+
+struct CanonicaliseRecord {
+  int lowered_batchnorm = 0;  // BatchNormalization nodes lowered to Mul/Add
+};
+
+struct SearchRecord {
+  SearchResult result;  // graph: the optimised graph (before the finishing passes)
+  int rounds = 0;
+  double seconds = 0;
+  double before_estimate = 0;  // the original's cost (ms), by the cost model the search ended with
+  int64_t measurements = 0;    // graphs timed on the device by the search (its recalibration rounds included)
+};
+
+struct FinishRecord {
+  GraphSummary before, after;  // the original; the optimised graph (written unless the verdict kept the original)
+  int folded = 0;              // weight-only nodes folded into initializers
+  int raised_batchnorm = 0;    // Mul/Add pairs raised back to BatchNormalization
+  int64_t raised_opset = 0;    // the opset the optimised graph was raised to (0: not raised)
+  int renamed_outputs = 0;     // graph outputs whose names were restored
+};
+
+struct CheckRecord {
   double max_error = 0;
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;
-  // Each graph input: its declared shape (symbolic names kept) and the shape
-  // the search, the check and the verdict ran at.
-  struct InputRecord {
-    std::string name, declared;
-    Shape used;
-    bool given = false;  // by --input_shape
-    std::string filled;  // how the check and the timings filled it
-  };
-  std::vector<InputRecord> inputs;
-  // Each search run again without one applied rule (PipelineOptions::retries).
-  struct Retry {
-    std::string left_out;  // the rule's id
-    int applied = 0;       // rewrites applied without it
-    std::string outcome;   // the verdict's ("faster", ...), or "unchanged"
-    double speedup = 1;    // measured (wall median)
-    double seconds = 0;    // search, check and verdict
-  };
-  std::vector<Retry> retries;
+  bool unchanged = false;  // the optimised graph is the original
+  bool general_ok = true;  // right at another binding of the symbolic dimensions
+  std::string general_note;
+};
+
+// The verdict (runtime/verdict.h: both graphs timed end to end, interleaved)
+// and what it decided.
+struct VerdictRecord : Verdict {
+  int pairs = 0;
+  double before_ms = 0, after_ms = 0;  // measured (ms)
+  double after_estimate = 0;           // the optimised graph's cost (ms), by the cost model
+  bool keep_original = false;          // the original is written
+};
+
+// Each search run again without one applied rule (PipelineOptions::retries).
+struct RetryRecord {
+  std::string left_out;  // the rule's id
+  int applied = 0;       // rewrites applied without it
+  std::string outcome;   // the verdict's ("faster", ...), or "unchanged"
+  double speedup = 1;    // measured (wall median)
+  double seconds = 0;    // search, check and verdict
+};
+
+struct WriteRecord {
+  std::string opset_note;      // why the model was written at another opset than its own ("" if it was not)
+  bool external_data = false;  // weights written beside the model (<output>.data)
   // Real work (what a learned world model would save): rewrites applied to
   // real graphs by every search of the run (retries included), and graphs
-  // timed on the device (CountingBackend) by the whole run and by the
-  // search that was kept (its recalibration rounds included).
-  int64_t real_steps = 0, real_measurements = 0, search_measurements = 0;
-  CalibrationReport calibration;
-  std::string timing_cache;  // path ("" if none)
+  // timed on the device (CountingBackend) by the whole run.
+  int64_t real_steps = 0, real_measurements = 0;
+};
+
+struct ReportRecord {
   int64_t cache_entries = 0, ops_timed = 0, cache_hits = 0;
   double peak_memory_mb = 0;
+  std::string path;  // where the JSON report was written ("" if none)
+};
+
+struct PipelineResult {
+  ConfigureRecord configure;
+  LoadRecord load;
+  ReferenceRunRecord reference_run;
+  CanonicaliseRecord canonicalise;
+  CalibrationReport calibrate;  // the cost model in context (the search rounds add the keys they timed)
+  SearchRecord search;
+  FinishRecord finish;
+  CheckRecord check;
+  VerdictRecord verdict;
+  std::vector<RetryRecord> retries;
+  WriteRecord write;
+  ReportRecord report;
   // Each stage of the pipeline that ran and its seconds, in order (the
   // report stage's own time is not in the report it writes).
   std::vector<std::pair<std::string, double>> stage_seconds;
   PipelineOptions options;  // what it ran with
 
   // The optimised time predicted from the original's measured time and the
-  // estimated speedup, relative to the measured one.
-  double PredictedAfterMs() const { return before_ms * after_estimate / before_estimate; }
+  // estimated speedup.
+  double PredictedAfterMs() const { return verdict.before_ms * verdict.after_estimate / search.before_estimate; }
   // The human-readable summary the optimiser prints (several lines).
   std::string Summary() const;
   // The JSON report.

@@ -56,10 +56,10 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   PipelineOptions o = Options(dir, model);
   o.force_optimised = true;  // the optimised graph is written whatever the verdict
   PipelineResult r = RunPipeline(o);
-  EXPECT_EQ(r.output, o.output);
-  EXPECT_EQ(r.search, "taso");
-  EXPECT_GE(r.search_rounds, 1);
-  EXPECT_EQ(r.pairs, 8);
+  EXPECT_EQ(r.load.output, o.output);
+  EXPECT_EQ(r.configure.search, "taso");
+  EXPECT_GE(r.search.rounds, 1);
+  EXPECT_EQ(r.verdict.pairs, 8);
   Graph original = ImportOnnxFile(model), written = ImportOnnxFile(o.output);
   // Drop-in: same interface, same outputs.
   ASSERT_EQ(written.inputs().size(), original.inputs().size());
@@ -71,25 +71,25 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   // The report is the result, as JSON.
   nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
   EXPECT_EQ(j["output"], o.output);
-  EXPECT_EQ(j["wrote_original"], r.keep_original);
+  EXPECT_EQ(j["wrote_original"], r.verdict.keep_original);
   EXPECT_EQ(j["search"]["strategy"], "taso");
-  EXPECT_EQ(j["search"]["stop_reason"], StopReasonName(r.result.stop_reason));
-  EXPECT_EQ(j["rules"]["sequence"].size(), r.result.applied.size());
+  EXPECT_EQ(j["search"]["stop_reason"], StopReasonName(r.search.result.stop_reason));
+  EXPECT_EQ(j["rules"]["sequence"].size(), r.search.result.applied.size());
   EXPECT_EQ(j["before"]["nodes"], original.num_nodes());
-  if (!r.keep_original) {
+  if (!r.verdict.keep_original) {
     EXPECT_EQ(j["after"]["nodes"], written.num_nodes());
   }
   EXPECT_EQ(j["before"]["op_counts"]["BatchNormalization"], 2);
-  EXPECT_EQ(j["verdict"]["pairs"], r.unchanged ? 0 : 8);
+  EXPECT_EQ(j["verdict"]["pairs"], r.check.unchanged ? 0 : 8);
   // Real work: every rewrite applied counts (the search applies more than
   // it keeps), every graph timed on the device counts (the calibration,
   // each operator alone, the verdict).
-  EXPECT_GE(r.result.real_steps, static_cast<int64_t>(r.result.applied.size()));
-  EXPECT_EQ(r.real_steps, r.result.real_steps);  // no retry (forced)
-  EXPECT_GE(r.real_measurements, r.search_measurements + 3);
-  EXPECT_EQ(j["real_work"]["steps"], r.real_steps);
-  EXPECT_EQ(j["real_work"]["measurements"], r.real_measurements);
-  EXPECT_EQ(j["real_work"]["search_measurements"], r.search_measurements);
+  EXPECT_GE(r.search.result.real_steps, static_cast<int64_t>(r.search.result.applied.size()));
+  EXPECT_EQ(r.write.real_steps, r.search.result.real_steps);  // no retry (forced)
+  EXPECT_GE(r.write.real_measurements, r.search.measurements + 3);
+  EXPECT_EQ(j["real_work"]["steps"], r.write.real_steps);
+  EXPECT_EQ(j["real_work"]["measurements"], r.write.real_measurements);
+  EXPECT_EQ(j["real_work"]["search_measurements"], r.search.measurements);
   // The summary names what was written.
   std::string summary = r.Summary();
   EXPECT_NE(summary.find("written:    " + o.output), std::string::npos) << summary;
@@ -145,10 +145,10 @@ TEST(Pipeline, AnInterruptedOrEmptySearchWritesTheOriginalBytes) {
     o.interrupted = &stop;
     if (!interrupt) o.search = "none";
     PipelineResult r = RunPipeline(o);
-    EXPECT_EQ(r.result.stop_reason, interrupt ? StopReason::kInterrupted : StopReason::kNoSearch);
-    EXPECT_TRUE(r.result.applied.empty());
-    EXPECT_TRUE(r.unchanged);
-    EXPECT_TRUE(r.keep_original);
+    EXPECT_EQ(r.search.result.stop_reason, interrupt ? StopReason::kInterrupted : StopReason::kNoSearch);
+    EXPECT_TRUE(r.search.result.applied.empty());
+    EXPECT_TRUE(r.check.unchanged);
+    EXPECT_TRUE(r.verdict.keep_original);
     EXPECT_EQ(ReadFile(o.output), ReadFile(model)) << interrupt;
   }
 }
@@ -239,7 +239,7 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
     o.retries = retries;
     PipelineResult r = RunPipeline(o);
     std::map<std::string, int> ops;
-    for (const std::string& a : r.result.applied) ++ops[a.substr(0, a.find(' '))];
+    for (const std::string& a : r.search.result.applied) ++ops[a.substr(0, a.find(' '))];
     Graph written = ImportOnnxFile(o.output);
     auto counts = written.OpCounts();
     if (retries == 0) {
@@ -247,17 +247,17 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
       EXPECT_EQ(ops["0a73e9f3f3a1"], 1);
       EXPECT_EQ(ops["9638de9c216a"], 1);
       EXPECT_EQ(r.verdict.outcome, Verdict::Outcome::kSlower);
-      EXPECT_TRUE(r.keep_original);
+      EXPECT_TRUE(r.verdict.keep_original);
       EXPECT_TRUE(r.retries.empty());
       EXPECT_EQ(ReadFile(o.output), ReadFile(model));
       continue;
     }
     ASSERT_FALSE(r.retries.empty());
-    EXPECT_GT(r.real_steps, r.result.real_steps);  // the first search's steps count too
+    EXPECT_GT(r.write.real_steps, r.search.result.real_steps);  // the first search's steps count too
     EXPECT_EQ(r.retries.back().left_out, "0a73e9f3f3a1");
     EXPECT_EQ(r.retries.back().outcome, "faster");
     EXPECT_EQ(r.retries.back().applied, 1);
-    EXPECT_FALSE(r.keep_original);
+    EXPECT_FALSE(r.verdict.keep_original);
     EXPECT_TRUE(r.verdict.faster());
     EXPECT_GT(r.verdict.wall.level, 0.95);  // held to 1 - 0.05/2
     EXPECT_EQ(ops.count("0a73e9f3f3a1"), 0u);
@@ -280,15 +280,15 @@ TEST(Pipeline, RunsAGivenPassOrder) {
   o.search_params.Set("passes", "fold_mul_into_conv, fold_add_into_conv, dce");
   o.force_optimised = true;
   PipelineResult r = RunPipeline(o);
-  EXPECT_EQ(r.search, "passes");
+  EXPECT_EQ(r.configure.search, "passes");
   // Both lowered batch norms fold into their convs: no Mul or Add is left.
-  auto counts = r.result.graph.OpCounts();
+  auto counts = r.search.result.graph.OpCounts();
   EXPECT_EQ(counts.count("Mul"), 0u);
   EXPECT_EQ(counts.count("Add"), 0u);
   EXPECT_EQ(counts["Conv"], 2);
-  ASSERT_GE(r.result.applied.size(), 2u);
-  EXPECT_EQ(r.result.applied[0], "pass fold_mul_into_conv");
-  EXPECT_EQ(r.result.applied[1], "pass fold_add_into_conv");
+  ASSERT_GE(r.search.result.applied.size(), 2u);
+  EXPECT_EQ(r.search.result.applied[0], "pass fold_mul_into_conv");
+  EXPECT_EQ(r.search.result.applied[1], "pass fold_add_into_conv");
   EXPECT_TRUE(CompareGraphs(ImportOnnxFile(model), ImportOnnxFile(o.output), 1).max_error < 1e-4);
 
   o.search_params.Set("passes", "fold_mul_into_conv,no_such_pass");

@@ -266,11 +266,15 @@ std::string DescribeTimingBackends() {
   return out;
 }
 
+void CheckBackendSettings(const BackendInfo& backend, const BackendOptions& options) {
+  for (const auto& [setting, value] : options.settings)
+    if (std::find(backend.settings.begin(), backend.settings.end(), setting) == backend.settings.end())
+      Fail("--", setting, " does not apply to --device=", backend.name);
+}
+
 std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device, const BackendOptions& options) {
   const BackendInfo& info = FindTimingBackend(device);
-  for (const auto& [setting, value] : options.settings)
-    if (std::find(info.settings.begin(), info.settings.end(), setting) == info.settings.end())
-      Fail("--", setting, " does not apply to --device=", device);
+  CheckBackendSettings(info, options);
   return info.make(options);
 }
 

@@ -159,6 +159,10 @@ std::string DescribeTimingBackends();
 // thread count). Throws rlflow::Error for an unknown device, a setting it
 // does not take, or one this build cannot run.
 std::unique_ptr<TimingBackend> MakeTimingBackend(const std::string& device, const BackendOptions& options = {});
+// Throws rlflow::Error naming a setting in `options` that `backend` does not
+// take ("--ort_level does not apply to --device=cpu"); MakeTimingBackend
+// checks it, and callers that make the backend later may check it first.
+void CheckBackendSettings(const BackendInfo& backend, const BackendOptions& options);
 
 struct OpCost {
   double ms = 0;     // measured (or, for analytical models, estimated) time

@@ -95,13 +95,15 @@ SearchOptions Search::Resolve(const SearchOptions& options) const {
   if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
   if (!(o.max_growth >= 1.0)) Fail("the node growth limit must be >= 1, got ", o.max_growth);
   CheckParams(o);
+  o.resolved_by = name();
   return o;
 }
 
 SearchResult Search::Run(const Graph& graph, const SearchOptions& options) {
   Runner unlimited;
   Runner& runner = options.runner != nullptr ? *options.runner : unlimited;
-  SearchOptions o = Resolve(options);
+  // Options the pipeline resolved before any long work are not checked again.
+  SearchOptions o = options.resolved_by == name() ? options : Resolve(options);
   o.runner = &runner;
   SearchResult r = Explore(graph, o, runner);
   // The runner's limits stop every search the same way, whichever loop

@@ -68,6 +68,9 @@ struct SearchOptions {
   // search (a later round, the greedy finish) continues against the same
   // deadline. Null: a Runner with no limits for this Run alone.
   Runner* runner = nullptr;
+  // The search whose Resolve checked these options and filled in its
+  // defaults ("": not resolved); Run resolves them unless its own search did.
+  std::string resolved_by;
 };
 
 struct SearchResult {

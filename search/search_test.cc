@@ -336,6 +336,11 @@ TEST(SearchParams, EachSearchDeclaresAndChecksItsOwn) {
   EXPECT_THROW(MakeSearch("taso")->Resolve(o), Error);
   o.params.Set("alpha", "1.2");
   EXPECT_DOUBLE_EQ(MakeSearch("taso")->Resolve(o).params.Double("alpha", 1.0), 1.2);
+  // Options resolved by one search are that search's: another search's Run
+  // checks them again (and refuses taso's alpha).
+  SearchOptions resolved = MakeSearch("taso")->Resolve(o);
+  EXPECT_EQ(resolved.resolved_by, "taso");
+  EXPECT_THROW(MakeSearch("greedy")->Run(Graph(), resolved), Error);
   // Every search describes itself and its settings.
   const std::string all = DescribeSearches();
   for (const std::string& name : SearchNames()) {

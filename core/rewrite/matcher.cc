@@ -867,38 +867,6 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
 
 }  // namespace
 
-// Whether `g` has no cycle (Kahn's algorithm; Graph::TopologicalOrder throws
-// on one, naming it, which a search refusing a rewrite does not need).
-static bool Acyclic(const Graph& g) {
-  const int n = g.num_nodes();
-  std::vector<int> pending(n, 0);
-  std::vector<int> user_start(n + 1, 0);
-  for (NodeId i = 0; i < n; ++i)
-    for (ValueId in : g.node(i).inputs)
-      if (in != kNoValue && g.value(in).producer != kNoNode) {
-        ++pending[i];
-        ++user_start[g.value(in).producer + 1];
-      }
-  for (int i = 0; i < n; ++i) user_start[i + 1] += user_start[i];
-  std::vector<NodeId> users(user_start[n]);
-  std::vector<int> fill(user_start.begin(), user_start.end() - 1);
-  for (NodeId i = 0; i < n; ++i)
-    for (ValueId in : g.node(i).inputs)
-      if (in != kNoValue && g.value(in).producer != kNoNode) users[fill[g.value(in).producer]++] = i;
-  std::vector<NodeId> ready;
-  for (NodeId i = 0; i < n; ++i)
-    if (pending[i] == 0) ready.push_back(i);
-  int done = 0;
-  while (!ready.empty()) {
-    NodeId i = ready.back();
-    ready.pop_back();
-    ++done;
-    for (int k = user_start[i]; k < user_start[i + 1]; ++k)
-      if (--pending[users[k]] == 0) ready.push_back(users[k]);
-  }
-  return done == n;
-}
-
 Graph Matcher::Apply(const Graph& graph, const Match& m, ApplyInfo* info) const {
   std::string why;
   std::optional<Graph> g = TryApply(graph, m, info, &why);
@@ -934,7 +902,7 @@ std::optional<Graph> Matcher::TryApply(const Graph& graph, const Match& m, Apply
   std::vector<NodeId> nmap;
   std::vector<ValueId> vmap;
   g.RemoveDeadCode(&nmap, &vmap);
-  if (!Acyclic(g)) {
+  if (!g.IsAcyclic()) {
     if (why != nullptr) *why = "rule " + rule.id() + ": the rewrite would make a cycle";
     return std::nullopt;
   }

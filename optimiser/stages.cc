@@ -1,0 +1,1065 @@
+#include "optimiser/stages.h"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/onnx_io.h"
+#include "core/op_registry.h"
+#include "core/passes/fold_constants.h"
+#include "core/passes/interface.h"
+#include "core/passes/lower_batchnorm.h"
+#include "core/passes/pass.h"
+#include "core/rewrite/matcher.h"
+#include "core/rules/rule.h"
+#include "optimiser/picture.h"
+#include "runtime/equivalence.h"
+#include "runtime/executor.h"
+#include "runtime/ort_backend.h"
+#include "runtime/threads.h"
+#include "search/canonical.h"
+#include "search/rule_passes.h"
+#include "zoo/load.h"
+
+namespace rlflow {
+namespace {
+
+WriteOptions AtGraphOpset() {
+  WriteOptions w;
+  w.at_graph_opset = true;
+  return w;
+}
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// The checked-in database ships as a runfile of the binary.
+std::string DefaultRulesPath(const std::string& argv0) {
+  std::string p = FindRunfile("rules/default.rules.pb", argv0);
+  if (p.empty()) Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+  return p;
+}
+
+std::string DefaultOutput(const LoadedModel& m) {
+  if (m.from_zoo) return ResolveUserPath(m.source.substr(4) + ".rlflow.onnx");
+  std::string p = m.source;
+  if (p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0) p.resize(p.size() - 5);
+  return p + ".rlflow.onnx";
+}
+
+// "" when the timing cache is disabled.
+std::string TimingCachePath(const std::string& flag) {
+  if (flag == "none") return "";
+  if (!flag.empty()) return ResolveUserPath(flag);
+  std::string dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg)
+    dir = xdg;
+  else if (const char* home = std::getenv("HOME"); home != nullptr && *home)
+    dir = std::string(home) + "/.cache";
+  else
+    return "";
+  dir += "/rlflow";
+  // Best effort: a cache that cannot be created is skipped (with a warning).
+  std::string parent = dir.substr(0, dir.rfind('/'));
+  ::mkdir(parent.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  return dir + "/timing-cache.txt";
+}
+
+// Keys in the order written: the report reads top-down.
+using Json = nlohmann::ordered_json;
+
+double PeakMemoryMb() {
+  struct rusage u {};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux: kilobytes
+}
+
+Json SummaryJson(const GraphSummary& s, double estimate_ms, double measured_ms) {
+  Json op_counts = Json::object();
+  for (const auto& [op, n] : s.op_counts) op_counts[op] = n;
+  return Json{{"nodes", s.nodes},
+              {"op_counts", op_counts},
+              {"parameters", s.parameters},
+              {"flops", s.flops},
+              {"estimated_ms", estimate_ms},
+              {"measured_ms", measured_ms},
+              {"estimate_error", (estimate_ms - measured_ms) / measured_ms}};
+}
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
+
+// "batch=2, images:[2,3,320,320]": the free value and the given shapes.
+std::string BindingText(const ImportOptions& o) {
+  std::string out = "free dimensions=" + std::to_string(o.free_dim_value);
+  for (const auto& [name, shape] : o.input_shapes) out += ", " + name + ":" + ShapeToString(shape);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
+  std::string path = rules.empty() ? DefaultRulesPath(argv0) : ResolveUserPath(rules);
+  rules::RuleDatabase db = LoadRuleDatabase(path);
+  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  AnalyticalCostModel cost;
+  std::vector<std::pair<std::string, std::string>> out;
+  PassRegistry registry = PassesWithRuleFamilies(matcher, &cost);
+  for (const PassInfo& p : registry.passes()) out.push_back({p.name, p.description});
+  return out;
+}
+
+OptimiseRun::OptimiseRun(const PipelineOptions& options, PipelineResult& result) : o(options), res(result) {
+  res.options = options;
+  info = [&log = o.log](const std::string& line) {
+    if (log) log(false, line);
+  };
+  warn = [&log = o.log](const std::string& line) {
+    if (log) log(true, line);
+  };
+}
+OptimiseRun::~OptimiseRun() = default;
+
+// Checks the options, pins the thread pools, and makes the search, the timing
+// backend, the rules and the cost model (with its timing cache); fails on
+// unwritable outputs before any long work.
+void Configure(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  ConfigureRecord& rec = r.res.configure;
+  if (o.model.empty()) Fail("--model is required (an ONNX file or a zoo model name such as resnet50.onnx)");
+  if (o.free_dim <= 0) Fail("--free_dim must be positive, got ", o.free_dim);
+  if (!(o.tolerance > 0)) Fail("--tolerance must be positive");
+  if (o.threads < 0) Fail("--threads must be >= 0");
+  if (o.budget < 0) Fail("--budget must be >= 0, got ", o.budget);
+  if (!(o.time_limit_s >= 0)) Fail("--time_limit must be >= 0, got ", o.time_limit_s);
+  if (o.measure_runs < 0) Fail("--measure_runs must be >= 0, got ", o.measure_runs);
+  if (o.retries < -1) Fail("--retries must be >= 0 (or -1: auto), got ", o.retries);
+  ThreadPinning pinned = SetComputeThreads(o.threads);
+  SetSteadyAllocation();
+  if (o.threads > 0 && !pinned.blas_pinned)
+    r.warn("the BLAS library is not OpenBLAS: its thread count is not pinned to --threads");
+  r.search = MakeSearch(o.search);
+  rec.search = r.search->name();
+  // --device is read here only: the backend's registration says what it
+  // takes and which runtime the written model is for.
+  r.device = &FindTimingBackend(o.device);
+  const BackendInfo& device = *r.device;
+  BackendOptions backend_options;
+  backend_options.threads = o.threads;
+  if (!o.ort_level.empty()) backend_options.settings["ort_level"] = o.ort_level;
+  CheckBackendSettings(device, backend_options);
+  rec.target = o.target.empty() ? device.target : o.target;
+  {
+    const std::vector<std::string>& known = KnownTargets();
+    if (std::find(known.begin(), known.end(), rec.target) == known.end())
+      Fail("--target: unknown target '", rec.target, "' (known: onnx, ort)");
+  }
+  r.backend = o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
+  rec.device = r.backend->name();
+  rec.threads = at::get_num_threads();
+  rec.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
+  r.rule_db = LoadRuleDatabase(rec.rules_path);
+  rec.rule_count = r.rule_db.rules_size();
+  r.info("loaded " + std::to_string(rec.rule_count) + " rules from " + rec.rules_path);
+  r.rule_list.assign(r.rule_db.rules().begin(), r.rule_db.rules().end());
+  // The search's settings are its own: checked now (with the rules, which
+  // name the rule-family passes), before any long work.
+  SearchOptions& so = r.search_options;
+  so.seed = o.seed;
+  so.budget = o.budget;
+  so.greedy_finish = o.greedy_finish;
+  so.params = o.search_params;
+  for (const SearchParam& p : r.search->Params())
+    if (p.path && so.params.Has(p.name) && !so.params.Text(p.name).empty())
+      so.params.Set(p.name, ResolveUserPath(so.params.Text(p.name)));
+  {
+    Matcher all_rules(r.rule_list, /*both_directions=*/true);
+    so.matcher = &all_rules;
+    so = r.search->Resolve(so);
+    so.matcher = nullptr;
+  }
+  rec.search_params = so.params.values();
+  // Every graph timed on the device is counted (the report's real work).
+  r.counted = std::make_unique<CountingBackend>(r.backend.get());
+  r.cost = std::make_unique<MeasuredCostModel>(r.counted.get());
+  rec.timing_cache = TimingCachePath(o.timing_cache);
+  if (!rec.timing_cache.empty()) {
+    r.cost->LoadCache(rec.timing_cache);
+    r.info("timing cache " + rec.timing_cache + ": " + std::to_string(r.cost->cache_size()) + " entries");
+  }
+  // Fail on unwritable outputs before any long work.
+  if (!o.output.empty()) CheckWritablePath(ResolveUserPath(o.output), "--output");
+  if (!o.dot.empty()) CheckWritablePath(ResolveUserPath(o.dot), "--dot");
+  if (!o.picture.empty()) {
+    CheckWritablePath(ResolveUserPath(o.picture), "--picture");
+    for (const std::string* other : {&o.dot, &o.report})
+      if (!other->empty() && ResolveUserPath(*other) == ResolveUserPath(o.picture))
+        Fail("--picture and another output are the same file '", ResolveUserPath(o.picture), "'");
+  }
+  if (!o.report.empty()) CheckWritablePath(ResolveUserPath(o.report), "--report");
+}
+
+// Loads the model (or builds the zoo model) at the given shapes and data, and
+// chooses the rules the written model may use (opset, target).
+void Load(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  LoadRecord& rec = r.res.load;
+  const std::string& target = r.res.configure.target;
+  const rules::RuleDatabase& rule_db = r.rule_db;
+  LoadedModel& model = r.model;
+  auto t0 = Clock::now();
+  LoadOptions load;
+  load.import.free_dim_value = o.free_dim;
+  load.import.input_shapes = o.input_shapes;
+  // Outputs of control flow that ONNX cannot type: one run in ONNX Runtime.
+  load.import.type_oracle = [seed = o.seed](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, seed);
+  };
+  load.zoo_seed = o.seed;
+  // --input_data: read first (a bad file fails fast); an input given data
+  // and no --input_shape is bound to the data's shape.
+  std::map<std::string, TensorDataPtr> input_data;
+  for (const auto& [name, file] : o.input_data) {
+    TensorDataPtr data;
+    try {
+      data = std::make_shared<const TensorData>(ReadTensorFile(ResolveUserPath(file)));
+    } catch (const Error& e) {
+      Fail("--input_data for input '", name, "': ", e.what());
+    }
+    input_data[name] = data;
+    load.import.input_shapes.emplace(name, data->shape());
+  }
+  model = LoadModel(o.model, load);
+  for (const auto& [name, data] : input_data) {
+    ValueId v = model.graph.FindValue(name);
+    if (v == kNoValue || !model.graph.value(v).is_graph_input)
+      Fail("--input_data names '", name, "', which is not a graph input of the model");
+    Value& in = model.graph.mutable_value(v);
+    if (!(data->type() == in.type))
+      Fail("--input_data for input '", name, "': the file holds ", data->type().ToString(), ", the input is ",
+           in.type.ToString(), " (declared ", DeclaredTypeText(model.graph, name), ")");
+    in.sample_data = data;
+  }
+  rec.model_source = model.source;
+  for (const auto& note : model.notes) r.info(note);
+  // Rules that would produce an operator newer than the opset the written
+  // model may have, or one the target runtime lacks, are left out (kept in
+  // the list, never matched: rule numbers stay the database's).
+  r.enabled.assign(rule_db.rules_size(), 1);
+  {
+    const int64_t model_opset =
+        model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
+    const int64_t target_opset = o.target_opset > 0 ? o.target_opset : r.device->newest_opset ? kMaxOpset : model_opset;
+    if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > kMaxOpset))
+      Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", kMaxOpset);
+    for (int k = 0; k < rule_db.rules_size(); ++k) {
+      const rules::Rule& rule = rule_db.rules(k);
+      if (RuleOpset(rule) > target_opset) {
+        r.enabled[k] = 0;
+        ++rec.rules_newer;
+      } else if (!RuleRunsOn(rule, target)) {
+        r.enabled[k] = 0;
+        ++rec.rules_elsewhere;
+      }
+    }
+    if (rec.rules_newer > 0)
+      r.info(Format("%d rules need an opset above %lld (the written model's): not used", rec.rules_newer,
+                    static_cast<long long>(target_opset)));
+    if (rec.rules_elsewhere > 0)
+      r.info(Format("%d rules produce operators that --target=%s does not run: not used", rec.rules_elsewhere,
+                    target.c_str()));
+  }
+  const std::string& output = rec.output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
+  CheckWritablePath(output, "--output");
+  if (!model.from_zoo && output == model.source)
+    Fail("--output is the input model '", output, "'; write the optimised model elsewhere");
+  if (!o.report.empty() && ResolveUserPath(o.report) == output)
+    Fail("--report and --output are the same file '", output, "'");
+  if (!o.dot.empty() && ResolveUserPath(o.dot) == output) Fail("--dot and --output are the same file '", output, "'");
+  if (!o.dot.empty() && !o.report.empty() && ResolveUserPath(o.dot) == ResolveUserPath(o.report))
+    Fail("--dot and --report are the same file '", ResolveUserPath(o.dot), "'");
+  r.info("loaded " + model.source + " (" + std::to_string(model.graph.num_nodes()) + " nodes) in " +
+         Format("%g", Seconds(t0)) + " s");
+  for (ValueId in : model.graph.inputs()) {
+    const Value& v = model.graph.value(in);
+    LoadRecord::Input input;
+    input.name = v.name;
+    input.declared = DeclaredTypeText(model.graph, v.name);
+    input.used = v.type.shape;
+    input.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
+    rec.inputs.push_back(input);
+  }
+}
+
+// Runs the parts of the model the executor can run, once: a model that cannot
+// run fails before the search, and the run time sets the number of timed runs.
+void ReferenceRun(OptimiseRun& r) {
+  ReferenceRunRecord& rec = r.res.reference_run;
+  const Graph& original = r.model.graph;
+  // The parts of the model the executor can run (all of it unless it has
+  // opaque nodes) run once now: a model that cannot run fails before the
+  // search, and the run time sets the number of end-to-end runs.
+  r.original_cut = CutAtOpaque(original);
+  const Graph& cut = r.original_cut;
+  std::vector<std::string> how;
+  std::vector<at::Tensor> inputs = RandomInputs(cut, r.o.seed, &how);
+  for (size_t k = 0; k < cut.inputs().size(); ++k) {
+    rec.filled[cut.value(cut.inputs()[k]).name] = how[k];
+    r.info("input '" + cut.value(cut.inputs()[k]).name + "' filled: " + how[k]);
+  }
+  Executor reference(cut);
+  auto t_ref = Clock::now();
+  try {
+    reference.Run(inputs);
+  } catch (const Error& e) {
+    std::string filled;
+    for (const auto& [name, with] : rec.filled)
+      if (!IsFloatingPoint(original.value(original.FindValue(name)).type.dtype) && with.rfind("given", 0) != 0)
+        filled += (filled.empty() ? "" : ", ") + name;
+    if (filled.empty()) throw;
+    Fail(e.what(), " (on the filled values of input", filled.find(',') == std::string::npos ? " " : "s ", filled,
+         "; give real ones with --input_data=NAME:FILE)");
+  }
+  rec.seconds = Seconds(t_ref);
+  // The first run is cold (allocations, first calls): a warm one says more
+  // about how long the timings below will take (unless it is slow).
+  if (rec.seconds < 1.0) {
+    auto t_warm = Clock::now();
+    reference.Run(inputs);
+    rec.seconds = std::min(rec.seconds, Seconds(t_warm));
+  }
+}
+
+// The canonical form the rules are stated in: batch norm in inference form
+// (x * S + T).
+void Canonicalise(OptimiseRun& r) {
+  int& lowered = r.res.canonicalise.lowered_batchnorm;
+  r.canonical = CanonicalForm(r.model.graph, &lowered);
+  if (lowered > 0) r.info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
+}
+
+// Calibrates the cost model in context, and starts the runner that owns the
+// search phase's deadline.
+void Calibrate(OptimiseRun& r) {
+  MeasuredCostModel& cost = *r.cost;
+  // The cost model is calibrated on the graphs themselves: every node timed
+  // in place inside whole runs (original and canonical form), the rest
+  // scaled by its op type's in-context/isolated ratio, plus the executor's
+  // per-node overhead. Cached: a warm cache runs nothing here.
+  CalibrationReport& calibration = r.res.calibrate;
+  // About 1 s of runs (at least 3): small models run up to 2000 times, their
+  // node times are microseconds and noisier.
+  r.cal_runs = std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(r.res.reference_run.seconds, 1e-4))));
+  {
+    auto t_cal = Clock::now();
+    // ONNX Runtime's in-context times belong to this model (its fusions):
+    // kept apart from other models' in the timing cache.
+    cost.SetContext(r.original_cut);
+    calibration = cost.Calibrate(r.original_cut, r.cal_runs);
+    if (r.res.canonicalise.lowered_batchnorm > 0) {
+      CalibrationReport c = cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs);
+      calibration.new_keys += c.new_keys;
+      for (const auto& [op, p] : c.per_op)
+        if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    }
+    r.info(
+        Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
+               "per-run cost %g us, in %g s",
+               calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
+               calibration.fixed_ms * 1e3, Seconds(t_cal)));
+  }
+  // One owner of the search's limits for the whole run: every attempt (the
+  // first, its rounds, its greedy finish, the retries after a slower
+  // verdict) runs against the same deadline, so --time_limit bounds the
+  // search phase as a whole, for every --search alike. The checks, the
+  // verdict and the write that follow are not cut short: they are what
+  // makes the result safe to write.
+  RunnerLimits limits;
+  limits.time_limit_s = r.o.time_limit_s;
+  limits.interrupted = r.o.interrupted;
+  r.runner = std::make_unique<Runner>(limits, r.info);
+  r.mask = r.enabled;
+  r.level = 0.95;
+}
+
+// The search with the rules r.mask enables, in rounds until it picks no
+// operator left untimed.
+void SearchRounds(OptimiseRun& r) {
+  SearchRecord& rec = r.res.search;
+  MeasuredCostModel& cost = *r.cost;
+  Runner& runner = *r.runner;
+  Search& search = *r.search;
+  Matcher matcher(r.rule_list, /*both_directions=*/true, r.mask);
+  SearchOptions options = r.search_options;
+  options.matcher = &matcher;
+  // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
+  BatchNormAwareCost search_cost(&cost);
+  options.cost = &search_cost;
+  options.runner = &runner;
+  rec = SearchRecord();
+  rec.before_estimate = cost.GraphCost(r.model.graph);
+  r.info("searching (" + search.name() + ") ...");
+  auto t2 = Clock::now();
+  const int64_t measured_before_search = r.counted->measurements();
+  SearchResult& result = rec.result;
+  result = search.Run(r.canonical, options);
+  // Operators the search created (a conv with a folded bias, a merged conv)
+  // were costed from their isolated timings. Their graph is run and timed
+  // in context, and the search repeats with those timings until it picks
+  // nothing new (at most 3 rounds). With a warm cache the first round has
+  // them all: runs with the same cache make the same rewrites.
+  CalibrationReport& calibration = r.res.calibrate;
+  int& search_rounds = rec.rounds;
+  search_rounds = 1;
+  for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
+    Graph chosen = result.graph;
+    FoldOptions fold;
+    fold.max_elements = std::numeric_limits<int64_t>::max();
+    InferShapesAndFold(chosen, fold);
+    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), r.cal_runs);
+    if (c.new_keys == 0) break;
+    calibration.new_keys += c.new_keys;
+    for (const auto& [op, p] : c.per_op)
+      if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    r.info(
+        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
+               "again",
+               c.new_keys, c.time_base));
+    rec.before_estimate = cost.GraphCost(r.model.graph);
+    int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
+    std::vector<std::string> noise = std::move(result.noise_rule);
+    SearchResult previous = std::move(result);
+    result = search.Run(r.canonical, options);
+    // The deadline is the run's, not the round's: a round it cut short may
+    // have got less far than the round before. Keep the better of the two
+    // under the new timings (the verdict measures whichever is kept).
+    if (IsRunnerStop(result.stop_reason) && !previous.applied.empty() &&
+        search_cost.GraphCost(previous.graph) < result.final_cost) {
+      r.info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph",
+                    search_rounds + 1, StopReasonName(result.stop_reason), search_rounds));
+      // The kept round's own counters (the report's search figures are one
+      // search's); the stop reason is the deadline's.
+      previous.stop_reason = result.stop_reason;
+      previous.final_cost = search_cost.GraphCost(previous.graph);
+      previous.initial_cost = result.initial_cost;
+      previous.gains_resolved = result.gains_resolved;
+      previous.gains_confirmed = result.gains_confirmed;
+      previous.noise_rule = std::move(result.noise_rule);
+      result = std::move(previous);
+    }
+    result.gains_resolved += resolved;
+    result.gains_confirmed += confirmed;
+    noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());
+    result.noise_rule = std::move(noise);
+  }
+  rec.seconds = Seconds(t2);
+  rec.measurements = r.counted->measurements() - measured_before_search;
+  r.real_steps += result.real_steps;
+  if (result.stop_reason == StopReason::kInterrupted)
+    r.warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
+  r.info(Format("search cost estimate %g -> %g ms", result.initial_cost, result.final_cost));
+  r.info(Format("search stopped (%s) after %g s", StopReasonName(result.stop_reason), rec.seconds));
+}
+
+// The finishing passes, the opset the result needs, the target check and the
+// original's interface.
+void Finish(OptimiseRun& r) {
+  FinishRecord& rec = r.res.finish = FinishRecord();
+  const Graph& original = r.model.graph;
+  Graph& optimised = r.optimised;
+  const SearchResult& result = r.res.search.result;
+  // Fold weight-only subgraphs (merged conv weights, scaled weights) into
+  // initializers so that the written model does no extra work. No rewrite:
+  // the original itself (not its canonical form).
+  // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
+  // batch norms the search did not fold away go back to one node each (one
+  // pass over the tensor instead of Mul + Add) only if the cost model agrees.
+  optimised = result.applied.empty() ? original : result.graph;
+  for (const std::string& name : FinishPasses()) {
+    Graph next = optimised;
+    const int nodes = optimised.num_nodes();
+    if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
+    if (name == "raise_batchnorm") {
+      if (!(r.cost->GraphCost(next) < r.cost->GraphCost(optimised))) continue;
+      rec.raised_batchnorm = nodes - next.num_nodes();
+      r.info("raised " + std::to_string(rec.raised_batchnorm) + " unfolded Mul/Add pairs back to BatchNormalization");
+    } else if (name == "fold_constants") {
+      rec.folded = nodes - next.num_nodes();
+      r.info("folded " + std::to_string(rec.folded) + " weight-only nodes into initializers");
+    }
+    optimised = std::move(next);
+  }
+
+  // A rewrite that introduced a newer operator (HardSwish, opset 14) needs
+  // the model written at that opset (within --target_opset, see above).
+  if (const int64_t needed = OpsetNeeded(optimised); needed > optimised.opset()) {
+    optimised.info().opsets[""] = needed;
+    optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
+    rec.raised_opset = needed;
+    r.info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
+  }
+
+  // No target receives an operator it cannot run: the rules that produce
+  // one were left out above; this holds the line for every other path.
+  {
+    const std::string& target = r.res.configure.target;
+    std::set<std::string> had;
+    for (NodeId id = 0; id < original.num_nodes(); ++id)
+      had.insert(QualifiedOp(original.node(id).domain, original.node(id).op));
+    for (NodeId id = 0; id < optimised.num_nodes(); ++id) {
+      const Node& n = optimised.node(id);
+      const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
+      if (def != nullptr && !def->RunsOn(target) && !had.count(QualifiedOp(n.domain, n.op)))
+        Fail("internal error: the optimised graph has a ", QualifiedOp(n.domain, n.op),
+             " node, which --target=", target, " does not run");
+    }
+  }
+
+  // The written model keeps the original's interface: input and output
+  // names, types, symbolic dimensions.
+  rec.renamed_outputs = RestoreInterface(original, optimised);
+  if (rec.renamed_outputs > 0)
+    r.info("restored the names of " + std::to_string(rec.renamed_outputs) + " graph outputs");
+  rec.before = Summarize(original);
+  rec.after = Summarize(optimised);
+}
+
+// The numerical check against the original (also at a second binding of
+// symbolic dimensions).
+void Check(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  CheckRecord& rec = r.res.check = CheckRecord();
+  const LoadedModel& model = r.model;
+  const Graph& original = r.model.graph;
+  const Graph& optimised = r.optimised;
+  // Every optimised graph is checked against the original before it is written.
+  std::string applied_list;
+  for (const auto& a : r.res.search.result.applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
+  if (applied_list.empty()) applied_list = "none";
+  EquivalenceResult check = CompareGraphs(original, optimised, o.seed);
+  for (const auto& note : check.notes) r.warn(note);
+  rec.max_error = check.max_error;
+  rec.outputs_compared = check.outputs;
+  rec.opaque_nodes = check.opaque_nodes;
+  rec.symbolic_dims = original.info().symbolic_dims;
+  if (check.max_error > o.tolerance)
+    Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", o.tolerance, " at '",
+         check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
+
+  rec.unchanged = optimised.StructuralHash() == original.StructuralHash();
+  // A model with symbolic dimensions was optimised at one binding
+  // (--free_dim): the written model must be right at others too. Both are
+  // written, imported again at another binding, and compared.
+  if (original.info().symbolic_dims && !rec.unchanged) {
+    ImportOptions other = SecondBinding(original, model.import);
+    Graph original_other;
+    try {
+      original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, AtGraphOpset())
+                                           : ImportOnnxBytes(model.bytes, "original", other);
+    } catch (const Error& e) {
+      rec.general_note =
+          std::string("the original model does not import at a second binding of its symbolic dimensions (") +
+          BindingText(other) + ": " + e.what() + "); checked at the first binding only";
+    }
+    if (rec.general_note.empty()) {
+      try {
+        Graph optimised_other = ReimportGraph(optimised, "optimised", other, AtGraphOpset());
+        EquivalenceResult c = CompareGraphs(original_other, optimised_other, o.seed + 1);
+        if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+        rec.general_note = "also checked with symbolic dimensions bound to " + BindingText(other) +
+                           " (max relative error " + std::to_string(c.max_error) + ")";
+      } catch (const Error& e) {
+        rec.general_ok = false;
+        rec.general_note = std::string("the optimised graph is not right with symbolic dimensions bound to ") +
+                           BindingText(other) + " (" + e.what() + "; rules applied: " + applied_list +
+                           "): the original is written";
+        r.warn(rec.general_note);
+      }
+    }
+    r.info(rec.general_note);
+  }
+}
+
+// Both graphs measured end to end, interleaved: the verdict (its interval at
+// r.level).
+void Measure(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  VerdictRecord& rec = r.res.verdict = VerdictRecord();
+  const CheckRecord& check = r.res.check;
+  const double level = r.level;
+  // Measure both end to end; keep the original unless the result is
+  // faster: paired interleaved runs, the speedup's 95% interval above 1.0
+  // in wall and CPU time. Opaque nodes are the same in both graphs: the
+  // parts around them are timed.
+  Graph optimised_cut = CutAtOpaque(r.optimised);
+  rec.pairs = o.measure_runs > 0
+                  ? o.measure_runs
+                  : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(r.res.reference_run.seconds, 1e-3))));
+  TimingOptions timing;
+  timing.seed = o.seed;
+  // Each sample repeats a small graph so that the pairs span about 2 s:
+  // 40 pairs of a 0.5 ms model would otherwise be a 40 ms snapshot of a
+  // machine whose speed moves from second to second.
+  timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / rec.pairs);
+  if (check.unchanged) {
+    r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs)");
+    timing.samples = rec.pairs;
+    rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
+  } else {
+    if (rec.pairs < MinPairsFor(level))
+      r.warn("--measure_runs=" + std::to_string(rec.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
+             "% interval (at least " + std::to_string(MinPairsFor(level)) +
+             "): the verdict can only be 'within noise'");
+    r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) + " interleaved pairs)");
+    static_cast<Verdict&>(rec) = Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
+    rec.before_ms = rec.a_ms;
+    rec.after_ms = rec.b_ms;
+    r.info(rec.ToString());
+  }
+  rec.after_estimate = r.cost->GraphCost(r.optimised);
+  rec.keep_original = check.unchanged || !check.general_ok || (!o.force_optimised && !rec.faster());
+}
+
+// One attempt: the search with the rules `mask` enables, the finishing
+// passes, the check against the original and the verdict (its interval at
+// `level`), into r.res and r.optimised.
+void Attempt(OptimiseRun& r, const std::vector<char>& mask, double level) {
+  r.mask = mask;
+  r.level = level;
+  SearchRounds(r);
+  Finish(r);
+  Check(r);
+  Measure(r);
+}
+
+// Searches again without one applied rule at a time when the verdict does not
+// find the graph faster.
+void Retries(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  PipelineResult& res = r.res;
+  Runner& runner = *r.runner;
+  // A rewrite can look like a gain to the per-node costs and lose in the
+  // runtime: ONNX Runtime fuses patterns (a transpose and a scale into its
+  // FusedMatMul) that one rewrite breaks while the others pay. When the
+  // verdict does not find the graph faster and its rewrites come from more
+  // than one rule, the search runs again leaving out one applied rule at a
+  // time (the least applied first), at most --retries times; the first
+  // graph found faster is kept. Each retry's verdict is at level 1 - 0.05/N
+  // (N retries), so that the retries together are held to 95%.
+  const int retries = o.retries >= 0 ? o.retries : r.backend->context_sensitive() ? 2 : 0;
+  if (retries > 0 && !res.check.unchanged && res.check.general_ok && !res.verdict.faster() && !o.force_optimised &&
+      !runner.ShouldStop()) {
+    std::vector<std::pair<int, std::string>> by_count;  // (applications, rule id), first applied first
+    for (const std::string& name : res.search.result.applied) {
+      const std::string id = name.substr(0, name.find(' '));
+      auto it = std::find_if(by_count.begin(), by_count.end(), [&](const auto& p) { return p.second == id; });
+      if (it == by_count.end())
+        by_count.push_back({1, id});
+      else
+        ++it->first;
+    }
+    std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const int tries = std::min<int>(retries, static_cast<int>(by_count.size()));
+    const double level = 1.0 - 0.05 / std::max(tries, 1);
+    // Too few pairs for that level: a retry could only be 'within noise'.
+    if (by_count.size() >= 2 && res.verdict.pairs >= MinPairsFor(level)) {
+      std::vector<RetryRecord> done;
+      for (int t = 0; t < tries; ++t) {
+        if (runner.ShouldStop()) break;
+        const auto& [count, id] = by_count[t];
+        std::vector<char> mask = r.enabled;
+        for (int k = 0; k < r.rule_db.rules_size(); ++k)
+          if (r.rule_db.rules(k).id() == id) mask[k] = 0;
+        r.info(
+            Format("the verdict does not find the optimised graph faster: searching again without rule %s (applied "
+                   "%d times; retry %d of %d, verdict at %g%%)",
+                   id.c_str(), count, t + 1, tries, level * 100));
+        PipelineResult saved = res;
+        Graph saved_optimised = r.optimised;
+        auto t_retry = Clock::now();
+        Attempt(r, mask, level);
+        RetryRecord retry;
+        retry.left_out = id;
+        retry.applied = static_cast<int>(res.search.result.applied.size());
+        retry.outcome = res.check.unchanged ? "unchanged" : res.verdict.OutcomeName();
+        retry.speedup = res.check.unchanged ? 1.0 : res.verdict.wall.median;
+        retry.seconds = Seconds(t_retry);
+        done.push_back(retry);
+        if (!res.verdict.keep_original) {
+          r.info("kept the graph found without rule " + id);
+          break;
+        }
+        CalibrationReport calibration_now = res.calibrate;
+        res = std::move(saved);
+        res.calibrate = std::move(calibration_now);
+        r.optimised = std::move(saved_optimised);
+      }
+      res.retries = std::move(done);
+    }
+  }
+}
+
+// Saves the timing cache; writes the model (the original unless the result is
+// faster), the DOT graph and the picture, each atomically.
+void Write(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  WriteRecord& rec = r.res.write;
+  const LoadedModel& model = r.model;
+  const std::string& output = r.res.load.output;
+  const Graph& original = r.model.graph;
+  const bool keep_original = r.res.verdict.keep_original;
+  const Graph& written = keep_original ? original : r.optimised;
+  rec.real_steps = r.real_steps;
+  rec.real_measurements = r.counted->measurements();
+  const std::string& cache = r.res.configure.timing_cache;
+  if (!cache.empty()) {
+    try {
+      r.cost->SaveCache(cache);
+    } catch (const Error& e) {
+      r.warn(std::string("timing cache not saved: ") + e.what());
+    }
+  }
+  // The original is written as it came: its file's bytes, unchanged (not
+  // when its weights are in external files: those are written beside the
+  // output from the graph).
+  const bool write_bytes = keep_original && !model.bytes.empty() && !model.external_data;
+  if (write_bytes) {
+    CheckWritablePath(output, "--output");
+    WriteFileAtomically(output, model.bytes);
+  } else {
+    // At the input's opset where it was upgraded for the search (11, 12;
+    // 7 to 10 are written at 11): the converted model is imported again and
+    // must compute the same.
+    WriteOptions write;
+    if (written.info().source_opset > 0 && written.info().source_opset < written.opset()) {
+      int written_opset = 0;
+      std::string note;
+      try {
+        Graph back =
+            ReimportGraph(written, "the model converted back to its opset", model.import, write, &written_opset, &note);
+        if (written_opset < written.opset()) {
+          EquivalenceResult c = CompareGraphs(written, back, o.seed);
+          if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+          r.info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
+                 Format("%g", c.max_error) + ")");
+        }
+      } catch (const Error& e) {
+        note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
+               std::to_string(written_opset) + " does not check (" + e.what() + ")";
+        write.at_graph_opset = true;
+      }
+      rec.opset_note = note;
+    }
+    CheckWritablePath(output, "--output");
+    std::string ignored;
+    WriteOnnxFile(written, output, write.at_graph_opset ? &ignored : &rec.opset_note, write);
+    rec.external_data = WritesExternalData(written, write);
+    if (rec.external_data) r.info("weights written to '" + output + ".data' (external data)");
+  }
+  if (!rec.opset_note.empty()) r.warn(rec.opset_note);
+  if (!o.dot.empty()) WriteFileAtomically(ResolveUserPath(o.dot), written.ToDot());
+  if (!o.picture.empty()) {
+    std::map<std::string, int> counts;
+    const std::vector<std::string>& applied = r.res.search.result.applied;
+    for (const std::string& a : applied) ++counts[a];
+    std::vector<std::string> lines;
+    if (keep_original && !applied.empty())
+      lines.push_back("(the search's graph, not written: the original was, see the verdict)");
+    for (const auto& [a, n] : counts) lines.push_back(a + " x" + std::to_string(n));
+    WritePng(RewritePictureDot(original, r.optimised, lines), ResolveUserPath(o.picture));
+    r.info("picture of the rewritten regions written to '" + ResolveUserPath(o.picture) + "'");
+  }
+}
+
+// The run-wide figures (timing cache, memory) and the JSON report.
+void Report(OptimiseRun& r) {
+  ReportRecord& rec = r.res.report;
+  rec.cache_entries = static_cast<int64_t>(r.cost->cache_size());
+  rec.ops_timed = r.cost->measurements();
+  rec.cache_hits = r.cost->hits();
+  rec.peak_memory_mb = PeakMemoryMb();
+  if (!r.o.report.empty()) {
+    rec.path = ResolveUserPath(r.o.report);
+    WriteFileAtomically(rec.path, r.res.ReportJson());
+  }
+}
+
+// ---- each stage's part of the summary and the report, from its record ----
+namespace {
+
+void DescribeConfigure(const PipelineResult& p, std::string&, Json& j) {
+  const ConfigureRecord& c = p.configure;
+  j["device"] = c.device;
+  j["target"] = c.target;
+  j["threads"] = c.threads;
+  j["rules"]["database"] = c.rules_path;
+  j["rules"]["count"] = c.rule_count;
+  j["search"]["strategy"] = c.search;
+  j["search"]["params"] = c.search_params;
+  j["search"]["budget"] = p.options.budget;
+  j["search"]["greedy_finish"] = p.options.greedy_finish;
+  j["search"]["time_limit_s"] = p.options.time_limit_s;
+  j["search"]["seed"] = p.options.seed;
+  j["timing_cache"]["path"] = c.timing_cache;
+}
+
+void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
+  const LoadRecord& l = p.load;
+  s += Format("model:      %s\n", l.model_source.c_str());
+  s += Format("rules:      %d (%s)", p.configure.rule_count, p.configure.rules_path.c_str());
+  if (l.rules_newer + l.rules_elsewhere > 0)
+    s += Format("; %d not used (%d need a newer opset, %d make operators --target=%s does not run)",
+                l.rules_newer + l.rules_elsewhere, l.rules_newer, l.rules_elsewhere, p.configure.target.c_str());
+  s += "\n";
+  j["model"] = l.model_source;
+  Json inputs = Json::array();
+  for (const auto& in : l.inputs) {
+    const bool bound = in.declared != ShapeToString(in.used);
+    if (bound)
+      s += Format("input:      %s %s run at %s%s\n", in.name.c_str(), in.declared.c_str(),
+                  ShapeToString(in.used).c_str(), in.given ? " (--input_shape)" : " (--free_dim)");
+    auto filled = p.reference_run.filled.find(in.name);
+    inputs.push_back(Json{{"name", in.name},
+                          {"declared", in.declared},
+                          {"used", in.used},
+                          {"bound_by", !bound     ? "static"
+                                       : in.given ? "input_shape"
+                                                  : "free_dim"},
+                          {"filled", filled == p.reference_run.filled.end() ? "" : filled->second}});
+  }
+  j["inputs"] = inputs;
+  j["rules"]["not_used"] = Json{{"newer_opset", l.rules_newer}, {"not_on_target", l.rules_elsewhere}};
+}
+
+void DescribeReferenceRun(const PipelineResult& p, std::string&, Json& j) {
+  j["reference_run_s"] = p.reference_run.seconds;
+}
+
+void DescribeCanonicalise(const PipelineResult& p, std::string&, Json& j) {
+  j["canonical_form"] = Json{{"lowered_batchnorm", p.canonicalise.lowered_batchnorm}};
+}
+
+void DescribeCalibrate(const PipelineResult& p, std::string&, Json& j) {
+  const CalibrationReport& c = p.calibrate;
+  Json per_op = Json::object();
+  for (const auto& [op, o] : c.per_op)
+    per_op[op] = Json{{"nodes", o.nodes}, {"ms", o.ms}, {"spread", o.spread}, {"context_factor", o.factor}};
+  j["cost_model"] = Json{{"overhead_ms_per_node", c.overhead_ms},
+                         {"fixed_ms_per_run", c.fixed_ms},
+                         {"keys_calibrated", c.keys},
+                         {"keys_timed_now", c.new_keys},
+                         {"time_base", c.time_base},
+                         {"time_base_known", c.time_base_known},
+                         {"per_op", per_op}};
+}
+
+void DescribeSearch(const PipelineResult& p, std::string& s, Json& j) {
+  const SearchRecord& rec = p.search;
+  const SearchResult& r = rec.result;
+  std::map<std::string, int> rule_counts;
+  for (const auto& a : r.applied) ++rule_counts[a];
+  s += Format(
+      "search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
+      "graphs built; %zu rewrites applied%s\n",
+      p.configure.search.c_str(), rec.rounds, rec.rounds == 1 ? "" : "s", rec.seconds, StopReasonName(r.stop_reason),
+      static_cast<long long>(r.graphs_explored), static_cast<long long>(r.rewrites_costed),
+      static_cast<long long>(r.graphs_built), r.applied.size(),
+      r.finish_applied > 0 ? (" (" + std::to_string(r.finish_applied) + " by the greedy finish)").c_str() : "");
+  if (r.gains_resolved > 0)
+    s += Format(
+        "noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against "
+        "the original side, %lld were faster\n",
+        static_cast<long long>(r.gains_resolved), static_cast<long long>(r.gains_confirmed));
+  Json applied = Json::object();
+  for (const auto& [a, n] : rule_counts) {
+    s += Format("  %3d x %s\n", n, a.c_str());
+    applied[a] = n;
+  }
+  Json& js = j["search"];
+  js["finish_applied"] = r.finish_applied;
+  js["time_s"] = rec.seconds;
+  js["stop_reason"] = StopReasonName(r.stop_reason);
+  js["rounds"] = rec.rounds;
+  js["graphs_explored"] = r.graphs_explored;
+  js["rewrites_costed"] = r.rewrites_costed;
+  js["graphs_built"] = r.graphs_built;
+  js["rewrites_rejected"] = r.rewrites_rejected;
+  js["gains_within_noise"] = r.gains_resolved;
+  js["gains_confirmed"] = r.gains_confirmed;
+  js["noise_rule"] = r.noise_rule;
+  j["rules"]["applied"] = applied;
+  j["rules"]["sequence"] = r.applied;
+}
+
+void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
+  const FinishRecord& f = p.finish;
+  s += "before:     " + f.before.ToString();
+  s += "after:      " + f.after.ToString();
+  j["finish"] =
+      Json{{"folded", f.folded}, {"raised_batchnorm", f.raised_batchnorm}, {"renamed_outputs", f.renamed_outputs}};
+  j["raised_opset"] = f.raised_opset;
+}
+
+void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
+  const CheckRecord& c = p.check;
+  s += Format("check:      max relative error %.3g over %d outputs (seed %llu)%s\n", c.max_error, c.outputs_compared,
+              static_cast<unsigned long long>(p.options.seed),
+              c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
+  if (!c.general_note.empty()) s += Format("            %s\n", c.general_note.c_str());
+  j["unchanged"] = c.unchanged;
+  j["check"] = Json{{"max_relative_error", c.max_error}, {"outputs_compared", c.outputs_compared},
+                    {"opaque_nodes", c.opaque_nodes},    {"symbolic_dims", c.symbolic_dims},
+                    {"general", c.general_ok},           {"tolerance", p.options.tolerance}};
+}
+
+void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
+  const VerdictRecord& v = p.verdict;
+  const bool unchanged = p.check.unchanged;
+  const double before_estimate = p.search.before_estimate, after_estimate = v.after_estimate;
+  if (unchanged)
+    s += Format("measured:   %.2f ms (median of %d runs)\n", v.before_ms, v.pairs);
+  else
+    s += Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", v.before_ms, v.after_ms, v.pairs,
+                v.ToString().c_str());
+  // The search ranks graphs by estimated cost, so what matters is the
+  // estimated ratio: the optimised time predicted from the original's
+  // measured time and the estimated speedup, against its measured time.
+  const double predicted_error = (p.PredictedAfterMs() - v.after_ms) / v.after_ms;
+  s += Format(
+      "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
+      "optimised time predicted from the original's %+.1f%% off\n",
+      100 * (before_estimate - v.before_ms) / v.before_ms, 100 * (after_estimate - v.after_ms) / v.after_ms,
+      before_estimate / after_estimate, 100 * predicted_error);
+  auto interval = [](const RatioInterval& r) {
+    return Json{{"median", r.median},
+                {"lo", r.confidence > 0 ? r.lo : 0.0},
+                {"hi", r.confidence > 0 ? r.hi : 0.0},
+                {"coverage", r.confidence}};
+  };
+  j["before"] = SummaryJson(p.finish.before, before_estimate, v.before_ms);
+  j["after"] = SummaryJson(p.finish.after, after_estimate, v.after_ms);
+  j["speedup"] = unchanged ? 1.0 : v.wall.median;
+  j["verdict"] = Json{{"outcome", unchanged ? std::string("unchanged") : v.OutcomeName()},
+                      {"pairs", unchanged ? 0 : v.wall.n},
+                      {"level", unchanged ? 0.95 : v.wall.level},
+                      {"wall", interval(v.wall)},
+                      {"cpu", interval(v.cpu)},
+                      {"cpu_clock", v.cpu_clock},
+                      {"before_cpu_ms", v.a_cpu_ms},
+                      {"after_cpu_ms", v.b_cpu_ms}};
+  j["estimated_speedup"] = before_estimate / after_estimate;
+  j["predicted_after_ms"] = p.PredictedAfterMs();
+  j["predicted_after_error"] = predicted_error;
+}
+
+void DescribeRetries(const PipelineResult& p, std::string& s, Json& j) {
+  Json list = Json::array();
+  for (const RetryRecord& r : p.retries) {
+    s += Format("retry:      without rule %s: %d rewrites applied, %s (%.3fx), %.1f s\n", r.left_out.c_str(), r.applied,
+                r.outcome.c_str(), r.speedup, r.seconds);
+    list.push_back(Json{{"left_out", r.left_out},
+                        {"applied", r.applied},
+                        {"outcome", r.outcome},
+                        {"speedup", r.speedup},
+                        {"seconds", r.seconds}});
+  }
+  j["retries"] = list;
+}
+
+void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
+  const WriteRecord& w = p.write;
+  const std::string& output = p.load.output;
+  const VerdictRecord& v = p.verdict;
+  if (p.check.unchanged)
+    s += Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
+  else if (!p.check.general_ok)
+    s += Format(
+        "written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "
+        "symbolic dimensions)\n",
+        output.c_str());
+  else if (v.keep_original)
+    s += Format("written:    %s (the ORIGINAL model: the optimised graph is %s when measured)\n", output.c_str(),
+                v.OutcomeName().c_str());
+  else if (!v.faster())
+    s += Format("written:    %s (the optimised graph, forced: it is %s when measured)\n", output.c_str(),
+                v.OutcomeName().c_str());
+  else
+    s += Format("written:    %s\n", output.c_str());
+  if (!w.opset_note.empty()) s += Format("            %s\n", w.opset_note.c_str());
+  if (p.finish.raised_opset > 0 && !v.keep_original)
+    s += Format("            written at opset %lld: the rewrites produced operators of that opset\n",
+                static_cast<long long>(p.finish.raised_opset));
+  s += Format("real work:  %lld rewrites applied to real graphs, %lld graphs timed on %s (%lld by the search)\n",
+              static_cast<long long>(w.real_steps), static_cast<long long>(w.real_measurements),
+              p.configure.device.c_str(), static_cast<long long>(p.search.measurements));
+  j["output"] = output;
+  j["wrote_original"] = v.keep_original;
+  j["opset_note"] = w.opset_note;
+  j["external_data"] = w.external_data;
+  j["real_work"] = Json{{"steps", w.real_steps},
+                        {"search_steps", p.search.result.real_steps},
+                        {"measurements", w.real_measurements},
+                        {"search_measurements", p.search.measurements}};
+}
+
+void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
+  const ReportRecord& r = p.report;
+  s += Format("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits)\n", p.search.before_estimate,
+              p.verdict.after_estimate, p.configure.device.c_str(), static_cast<long long>(r.ops_timed),
+              static_cast<long long>(r.cache_hits));
+  s += Format("memory:     peak %.0f MB\n", r.peak_memory_mb);
+  Json stages = Json::object();
+  std::string line;
+  for (const auto& [name, seconds] : p.stage_seconds) {
+    line += Format("%s%s %.2f s", line.empty() ? "" : ", ", name.c_str(), seconds);
+    stages[name] = seconds;
+  }
+  if (!line.empty()) s += "stages:     " + line + "\n";
+  if (!r.path.empty()) s += Format("report:     %s\n", r.path.c_str());
+  j["timing_cache"]["entries"] = r.cache_entries;
+  j["timing_cache"]["ops_timed"] = r.ops_timed;
+  j["timing_cache"]["hits"] = r.cache_hits;
+  j["peak_memory_mb"] = r.peak_memory_mb;
+  j["stage_seconds"] = stages;
+}
+
+}  // namespace
+
+const std::vector<Stage>& Stages() {
+  static const std::vector<Stage> stages = {{"configure", Configure, DescribeConfigure},
+                                            {"load", Load, DescribeLoad},
+                                            {"reference_run", ReferenceRun, DescribeReferenceRun},
+                                            {"canonicalise", Canonicalise, DescribeCanonicalise},
+                                            {"calibrate", Calibrate, DescribeCalibrate},
+                                            {"search", SearchRounds, DescribeSearch},
+                                            {"finish", Finish, DescribeFinish},
+                                            {"check", Check, DescribeCheck},
+                                            {"verdict", Measure, DescribeVerdict},
+                                            {"retries", Retries, DescribeRetries},
+                                            {"write", Write, DescribeWrite},
+                                            {"report", Report, DescribeReport}};
+  return stages;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,89 @@
+#pragma once
+// The optimise pipeline's stages (RunPipeline runs Stages() in order), open
+// to tests that run one stage at a time on a run's state. Each stage is one
+// function over OptimiseRun: it reads what the stages before it made, writes
+// its own record in the result (PipelineResult::configure, load, ...), and
+// has a describe function that turns its record into its lines of the
+// summary and its keys of the JSON report.
+//
+// Adding a stage: its function and its describe function in stages.cc, one
+// row in Stages(), its record (if it has one) in pipeline.h.
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/rules/rule.h"
+#include "optimiser/pipeline.h"
+#include "runtime/cost_model.h"
+#include "search/search.h"
+#include "zoo/load.h"
+
+namespace rlflow {
+
+class Runner;
+
+// One optimise run, passed from stage to stage: what the stages before made
+// that the stages after use.
+struct OptimiseRun {
+  OptimiseRun(const PipelineOptions& options, PipelineResult& result);
+  ~OptimiseRun();
+  const PipelineOptions& o;
+  PipelineResult& res;
+  std::function<void(const std::string&)> info, warn;  // log lines to PipelineOptions::log (if set)
+  // configure
+  std::unique_ptr<Search> search;
+  const BackendInfo* device = nullptr;
+  std::unique_ptr<TimingBackend> backend;
+  rules::RuleDatabase rule_db;
+  std::vector<rules::Rule> rule_list;
+  SearchOptions search_options;              // resolved: the search's settings checked
+  std::unique_ptr<CountingBackend> counted;  // counts every graph timed on the device
+  std::unique_ptr<MeasuredCostModel> cost;   // on `counted`
+  // load
+  LoadedModel model;          // model.graph: the original
+  std::vector<char> enabled;  // the rules the written model may use (opset, target)
+  // reference_run, canonicalise, calibrate
+  Graph original_cut;  // the parts the executor runs
+  double reference_s = 0;
+  int lowered = 0;
+  Graph canonical;
+  int cal_runs = 0;
+  std::unique_ptr<Runner> runner;  // the search phase's one deadline, interrupt and progress
+  // one attempt (search, finish, check, verdict): its rules and verdict level
+  std::vector<char> mask;
+  double level = 0.95;
+  Graph optimised;
+  int64_t real_steps = 0;  // every attempt's
+};
+
+// The stages, in the order RunPipeline runs them.
+void Configure(OptimiseRun& r);     // options, thread pools, search and its settings, backend, rules, cost model
+void Load(OptimiseRun& r);          // the model at its shapes and data; the rules the written model may use
+void ReferenceRun(OptimiseRun& r);  // the runnable parts run once (fails before the search if they cannot)
+void Canonicalise(OptimiseRun& r);  // batch norm lowered to Mul/Add for the rules
+void Calibrate(OptimiseRun& r);     // the cost model in context; the search phase's runner
+void SearchRounds(OptimiseRun& r);  // the search with r.mask, in rounds until nothing new is left untimed
+void Finish(OptimiseRun& r);        // finishing passes, opset, target check, the original's interface
+void Check(OptimiseRun& r);         // numerically against the original (and at a second binding)
+void Measure(OptimiseRun& r);       // the verdict: both graphs timed end to end, interleaved, at r.level
+void Retries(OptimiseRun& r);       // a slower verdict: searches again leaving out one applied rule
+void Write(OptimiseRun& r);         // the model (the original unless faster), timing cache, DOT, picture
+void Report(OptimiseRun& r);        // run-wide figures; the JSON report
+
+// search, finish, check and verdict with the rules `mask` enables, the
+// verdict's interval at `level` (what Retries repeats).
+void Attempt(OptimiseRun& r, const std::vector<char>& mask, double level);
+
+struct Stage {
+  const char* name;
+  void (*run)(OptimiseRun&);
+  // Appends the stage's record to the summary (whole lines) and the report
+  // (its keys); null: the stage has nothing to report.
+  void (*describe)(const PipelineResult&, std::string& summary, nlohmann::ordered_json& report);
+};
+const std::vector<Stage>& Stages();
+
+}  // namespace rlflow

@@ -1,0 +1,230 @@
+// The optimise pipeline's stages one at a time, on a run's state set up by
+// hand: each stage does its one job and writes its own record, and the
+// summary and the report are built from the records alone.
+#include "optimiser/stages.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/graph_builder.h"
+#include "core/onnx_io.h"
+#include "runtime/ort_testing.h"
+
+namespace rlflow {
+namespace {
+
+// x -> Conv 3x3 -> BN -> Relu; the weights drawn from `seed`.
+Graph SmallModel(uint64_t seed) {
+  GraphBuilder b(seed);
+  ValueId x = b.Input("x", {1, 4, 8, 8});
+  ValueId y = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.2f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  y = b.Op("BatchNormalization", {y, b.Weight("s", {8}, 0.2f, 1.0f), b.Weight("b", {8}, 0.2f),
+                                  b.Weight("m", {8}, 0.2f), b.Weight("v", {8}, 0.1f, 1.0f)});
+  return b.Build({b.Op("Relu", {y})});
+}
+
+// Scripted timings: every node costs 1 ms, alone and in context, so a graph
+// with fewer nodes is faster, by exactly the ratio of the node counts.
+class NodeCountBackend : public TimingBackend {
+ public:
+  std::string name() const override { return "cpu"; }
+  std::string fingerprint() const override { return "scripted-node-count"; }
+  double TimeGraph(const Graph& g, const TimingOptions&) override { return g.num_nodes(); }
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions&) override {
+    PairedTimes t;
+    t.cpu_clock = "thread";
+    for (int i = 0; i < pairs; ++i) {
+      const double jitter = 1.0 + 0.001 * (i % 5);
+      t.wall_a.push_back(a.num_nodes() * jitter);
+      t.wall_b.push_back(b.num_nodes() * (2.0 - jitter));
+    }
+    t.cpu_a = t.wall_a;
+    t.cpu_b = t.wall_b;
+    return t;
+  }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
+    InContextTimes t;
+    t.runs = runs;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms.push_back(1.0);
+      t.node_spread.push_back(0.01);
+    }
+    t.run_ms = g.num_nodes();
+    return t;
+  }
+};
+
+struct StageTest : ::testing::Test {
+  void SetUp() override {
+    dir = testing::MakeTempDir("stages_");
+    model = dir + "/model.onnx";
+    WriteOnnxFile(SmallModel(3), model);
+    o.model = model;
+    o.output = dir + "/out.onnx";
+    o.timing_cache = "none";
+    o.measure_runs = 10;
+    o.make_backend = [] { return std::make_unique<NodeCountBackend>(); };
+  }
+  std::string dir, model;
+  PipelineOptions o;
+  PipelineResult res;
+};
+
+TEST_F(StageTest, ConfigureAloneChecksTheOptionsAndFillsItsRecordOnly) {
+  OptimiseRun r(o, res);
+  Configure(r);
+  EXPECT_EQ(res.configure.search, "taso");
+  EXPECT_EQ(res.configure.search_params.at("alpha"), "1.05");  // taso's default, filled in
+  EXPECT_EQ(res.configure.device, "cpu");
+  EXPECT_EQ(res.configure.target, "onnx");  // the cpu backend's registration
+  EXPECT_GT(res.configure.rule_count, 0);
+  ASSERT_NE(r.cost, nullptr);
+  EXPECT_TRUE(res.load.model_source.empty());  // the load stage has not run
+
+  PipelineOptions bad = o;
+  bad.free_dim = 0;
+  OptimiseRun r2(bad, res);
+  try {
+    Configure(r2);
+    ADD_FAILURE() << "--free_dim=0 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--free_dim"), std::string::npos) << e.what();
+  }
+  bad = o;
+  bad.make_backend = nullptr;
+  bad.ort_level = "basic";
+  OptimiseRun r3(bad, res);
+  try {
+    Configure(r3);
+    ADD_FAILURE() << "--ort_level with --device=cpu accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--ort_level does not apply to --device=cpu");
+  }
+}
+
+TEST_F(StageTest, CheckAloneRefusesAGraphThatComputesSomethingElse) {
+  OptimiseRun r(o, res);
+  Configure(r);
+  Load(r);
+  r.optimised = r.model.graph;
+  Check(r);
+  EXPECT_TRUE(res.check.unchanged);
+  EXPECT_EQ(res.check.max_error, 0.0);
+  EXPECT_EQ(res.check.outputs_compared, 1);
+  // Same interface, other weights.
+  r.optimised = SmallModel(4);
+  try {
+    Check(r);
+    ADD_FAILURE() << "a graph with other weights passed the check";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs from the original"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(StageTest, VerdictAloneKeepsTheOriginalUnlessTheGraphIsFaster) {
+  OptimiseRun r(o, res);
+  Configure(r);
+  Load(r);
+  ReferenceRun(r);
+  // The verdict times, it does not check: any graph with the interface will
+  // do. Fewer nodes are faster on this backend.
+  GraphBuilder b(0);
+  ValueId x = b.Input("x", {1, 4, 8, 8});
+  ValueId y = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.2f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph smaller = b.Build({b.Op("Relu", {y})});
+  r.optimised = smaller;
+  r.level = 0.99;
+  Measure(r);
+  EXPECT_EQ(res.verdict.outcome, Verdict::Outcome::kFaster);
+  EXPECT_FALSE(res.verdict.keep_original);
+  EXPECT_EQ(res.verdict.pairs, 10);
+  EXPECT_DOUBLE_EQ(res.verdict.wall.level, 0.99);
+  EXPECT_NEAR(res.verdict.before_ms / res.verdict.after_ms, 3.0 / 2.0, 0.01);
+
+  // The same graph found unchanged by the check is timed once, and kept.
+  res.check.unchanged = true;
+  r.optimised = r.model.graph;
+  Measure(r);
+  EXPECT_TRUE(res.verdict.keep_original);
+  EXPECT_EQ(res.verdict.before_ms, res.verdict.after_ms);
+  // Faster, but wrong at a second binding of the symbolic dimensions: kept.
+  res.check.unchanged = false;
+  res.check.general_ok = false;
+  r.optimised = smaller;
+  Measure(r);
+  EXPECT_TRUE(res.verdict.faster());
+  EXPECT_TRUE(res.verdict.keep_original);
+}
+
+TEST_F(StageTest, WriteAloneWritesTheOriginalBytesWhenTheVerdictKeepsThem) {
+  OptimiseRun r(o, res);
+  Configure(r);
+  Load(r);
+  r.optimised = SmallModel(4);
+  res.verdict.keep_original = true;
+  Write(r);
+  EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+  res.verdict.keep_original = false;
+  Write(r);
+  Graph written = ImportOnnxFile(o.output);
+  EXPECT_EQ(written.StructuralHash(), SmallModel(4).StructuralHash());
+}
+
+TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
+  PipelineResult p;
+  p.configure.search = "greedy";
+  p.configure.device = "cpu";
+  p.configure.rules_path = "db.pb";
+  p.configure.rule_count = 7;
+  p.load.model_source = "m.onnx";
+  p.load.output = "out.onnx";
+  p.search.rounds = 2;
+  p.search.before_estimate = 4.0;
+  p.search.result.applied = {"r1", "r1", "r2"};
+  p.check.max_error = 0.5;
+  p.check.outputs_compared = 3;
+  static_cast<Verdict&>(p.verdict).outcome = Verdict::Outcome::kFaster;
+  p.verdict.pairs = 12;
+  p.verdict.before_ms = 4.0;
+  p.verdict.after_ms = 2.0;
+  p.verdict.after_estimate = 2.5;
+  p.retries.push_back(RetryRecord{"abc", 1, "slower", 0.9, 1.5});
+  p.write.real_steps = 40;
+  p.report.peak_memory_mb = 321;
+  p.report.path = "report.json";
+  p.stage_seconds = {{"configure", 0.5}, {"report", 0.25}};
+
+  const std::string s = p.Summary();
+  // Each stage's lines, in the stages' order.
+  size_t at = 0;
+  for (const std::string line :
+       {"model:      m.onnx\n", "rules:      7 (db.pb)\n", "search:     greedy, 2 rounds", "    2 x r1\n",
+        "    1 x r2\n", "check:      max relative error 0.5 over 3 outputs", "measured:   4.00 -> 2.00 ms",
+        "retry:      without rule abc: 1 rewrites applied, slower (0.900x), 1.5 s\n", "written:    out.onnx\n",
+        "real work:  40 rewrites applied", "cost:       estimate 4.00 -> 2.50 ms", "memory:     peak 321 MB\n",
+        "stages:     configure 0.50 s, report 0.25 s\n", "report:     report.json\n"}) {
+    const size_t found = s.find(line, at);
+    ASSERT_NE(found, std::string::npos) << "'" << line << "' missing or out of order in:\n" << s;
+    at = found + 1;
+  }
+  const nlohmann::json j = nlohmann::json::parse(p.ReportJson());
+  EXPECT_EQ(j["model"], "m.onnx");
+  EXPECT_EQ(j["search"]["strategy"], "greedy");
+  EXPECT_EQ(j["search"]["rounds"], 2);
+  EXPECT_EQ(j["rules"]["count"], 7);
+  EXPECT_EQ(j["rules"]["applied"]["r1"], 2);
+  EXPECT_EQ(j["check"]["outputs_compared"], 3);
+  EXPECT_EQ(j["verdict"]["outcome"], "faster");
+  EXPECT_DOUBLE_EQ(j["estimated_speedup"].get<double>(), 4.0 / 2.5);
+  EXPECT_DOUBLE_EQ(j["predicted_after_ms"].get<double>(), 4.0 * 2.5 / 4.0);
+  EXPECT_EQ(j["retries"][0]["left_out"], "abc");
+  EXPECT_EQ(j["real_work"]["steps"], 40);
+  EXPECT_EQ(j["wrote_original"], false);
+  EXPECT_DOUBLE_EQ(j["stage_seconds"]["report"].get<double>(), 0.25);
+}
+
+}  // namespace
+}  // namespace rlflow
