@@ -17,6 +17,7 @@
 #include "core/onnx_io.h"
 #include "core/passes/pass.h"
 #include "core/rules/rule.h"
+#include "optimiser/scripted_backend.h"
 #include "runtime/equivalence.h"
 #include "runtime/ort_testing.h"
 
@@ -157,51 +158,23 @@ TEST(Pipeline, AnInterruptedOrEmptySearchWritesTheOriginalBytes) {
 // output element, alone and in context, but whole runs also pay 1 ms for
 // every Mul fed by a Transpose (a fusion the runtime no longer makes) and
 // no node's timing shows it, so the per-node costs cannot see it.
-class FusionBreakingBackend : public TimingBackend {
- public:
-  std::string name() const override { return "cpu"; }
-  std::string fingerprint() const override { return "scripted-fusion-breaking"; }
-  static double NodeMs(const Graph& g, NodeId id) {
-    double elements = 0;
-    for (ValueId v : g.node(id).outputs) elements += static_cast<double>(g.value(v).type.NumElements());
-    return 1e-3 + 1e-5 * elements;
-  }
-  static double RunMs(const Graph& g) {
-    double ms = 0;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      ms += NodeMs(g, id);
-      if (g.node(id).op != "Mul") continue;
-      for (ValueId in : g.node(id).inputs) {
-        NodeId p = in == kNoValue ? kNoNode : g.value(in).producer;
-        if (p != kNoNode && g.node(p).op == "Transpose") ms += 1.0;
-      }
+double FusionNodeMs(const Graph& g, NodeId id) {
+  double elements = 0;
+  for (ValueId v : g.node(id).outputs) elements += static_cast<double>(g.value(v).type.NumElements());
+  return 1e-3 + 1e-5 * elements;
+}
+double FusionRunMs(const Graph& g) {
+  double ms = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    ms += FusionNodeMs(g, id);
+    if (g.node(id).op != "Mul") continue;
+    for (ValueId in : g.node(id).inputs) {
+      NodeId p = in == kNoValue ? kNoNode : g.value(in).producer;
+      if (p != kNoNode && g.node(p).op == "Transpose") ms += 1.0;
     }
-    return ms;
   }
-  double TimeGraph(const Graph& g, const TimingOptions&) override { return RunMs(g); }
-  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions&) override {
-    PairedTimes t;
-    t.cpu_clock = "thread";
-    for (int i = 0; i < pairs; ++i) {
-      const double jitter = 1.0 + 0.001 * (i % 5);
-      t.wall_a.push_back(RunMs(a) * jitter);
-      t.wall_b.push_back(RunMs(b) * (2.0 - jitter));
-    }
-    t.cpu_a = t.wall_a;
-    t.cpu_b = t.wall_b;
-    return t;
-  }
-  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
-    InContextTimes t;
-    t.runs = runs;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      t.node_ms.push_back(NodeMs(g, id));
-      t.node_spread.push_back(0.01);
-      t.run_ms += NodeMs(g, id);
-    }
-    return t;
-  }
-};
+  return ms;
+}
 
 // Two rules apply: a written-out layer norm into LayerNormalization (a real
 // gain) and a scale moved from a big operand of a MatMul onto its small
@@ -234,7 +207,9 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
   o.rules = dir + "/two.rules.pb";
   o.search = "greedy";
   o.measure_runs = 20;
-  o.make_backend = [] { return std::make_unique<FusionBreakingBackend>(); };
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("scripted-fusion-breaking", FusionNodeMs, FusionRunMs);
+  };
   for (const int retries : {0, 2}) {
     o.retries = retries;
     PipelineResult r = RunPipeline(o);

@@ -117,6 +117,14 @@ std::string BindingText(const ImportOptions& o) {
   return out;
 }
 
+// A later calibration's keys into the run's report (the first per-op
+// figures of each operator are kept).
+void AddCalibration(CalibrationReport& into, const CalibrationReport& more) {
+  into.new_keys += more.new_keys;
+  for (const auto& [op, p] : more.per_op)
+    if (!into.per_op.count(op)) into.per_op[op] = p;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
@@ -378,10 +386,7 @@ void Calibrate(OptimiseRun& r) {
     cost.SetContext(r.original_cut);
     calibration = cost.Calibrate(r.original_cut, r.cal_runs);
     if (r.res.canonicalise.lowered_batchnorm > 0) {
-      CalibrationReport c = cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs);
-      calibration.new_keys += c.new_keys;
-      for (const auto& [op, p] : c.per_op)
-        if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+      AddCalibration(calibration, cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs));
     }
     r.info(
         Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
@@ -439,9 +444,7 @@ void SearchRounds(OptimiseRun& r) {
     InferShapesAndFold(chosen, fold);
     CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), r.cal_runs);
     if (c.new_keys == 0) break;
-    calibration.new_keys += c.new_keys;
-    for (const auto& [op, p] : c.per_op)
-      if (!calibration.per_op.count(op)) calibration.per_op[op] = p;
+    AddCalibration(calibration, c);
     r.info(
         Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
                "again",

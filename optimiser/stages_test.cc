@@ -11,6 +11,7 @@
 #include "core/file_util.h"
 #include "core/graph_builder.h"
 #include "core/onnx_io.h"
+#include "optimiser/scripted_backend.h"
 #include "runtime/ort_testing.h"
 
 namespace rlflow {
@@ -21,41 +22,10 @@ Graph SmallModel(uint64_t seed) {
   GraphBuilder b(seed);
   ValueId x = b.Input("x", {1, 4, 8, 8});
   ValueId y = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.2f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
-  y = b.Op("BatchNormalization", {y, b.Weight("s", {8}, 0.2f, 1.0f), b.Weight("b", {8}, 0.2f),
-                                  b.Weight("m", {8}, 0.2f), b.Weight("v", {8}, 0.1f, 1.0f)});
+  y = b.Op("BatchNormalization", {y, b.Weight("s", {8}, 0.2f, 1.0f), b.Weight("b", {8}, 0.2f), b.Weight("m", {8}, 0.2f),
+                                  b.Weight("v", {8}, 0.1f, 1.0f)});
   return b.Build({b.Op("Relu", {y})});
 }
-
-// Scripted timings: every node costs 1 ms, alone and in context, so a graph
-// with fewer nodes is faster, by exactly the ratio of the node counts.
-class NodeCountBackend : public TimingBackend {
- public:
-  std::string name() const override { return "cpu"; }
-  std::string fingerprint() const override { return "scripted-node-count"; }
-  double TimeGraph(const Graph& g, const TimingOptions&) override { return g.num_nodes(); }
-  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions&) override {
-    PairedTimes t;
-    t.cpu_clock = "thread";
-    for (int i = 0; i < pairs; ++i) {
-      const double jitter = 1.0 + 0.001 * (i % 5);
-      t.wall_a.push_back(a.num_nodes() * jitter);
-      t.wall_b.push_back(b.num_nodes() * (2.0 - jitter));
-    }
-    t.cpu_a = t.wall_a;
-    t.cpu_b = t.wall_b;
-    return t;
-  }
-  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
-    InContextTimes t;
-    t.runs = runs;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      t.node_ms.push_back(1.0);
-      t.node_spread.push_back(0.01);
-    }
-    t.run_ms = g.num_nodes();
-    return t;
-  }
-};
 
 struct StageTest : ::testing::Test {
   void SetUp() override {
@@ -66,7 +36,12 @@ struct StageTest : ::testing::Test {
     o.output = dir + "/out.onnx";
     o.timing_cache = "none";
     o.measure_runs = 10;
-    o.make_backend = [] { return std::make_unique<NodeCountBackend>(); };
+    // Every node costs 1 ms, alone and in context: a graph with fewer nodes
+    // is faster, by exactly the ratio of the node counts.
+    o.make_backend = [] {
+      return std::make_unique<testing::ScriptedBackend>("scripted-node-count",
+                                                        [](const Graph&, NodeId) { return 1.0; });
+    };
   }
   std::string dir, model;
   PipelineOptions o;

@@ -1,0 +1,62 @@
+#pragma once
+// Tests: a timing backend whose times are a formula of the graph, so that a
+// verdict or a search decision is known in advance. Each node costs
+// node_ms(graph, node), alone and in context; a whole run costs run_ms(graph)
+// (the nodes' sum unless given: a run can cost what no node shows, like a
+// fusion the runtime stops making). Paired timings carry a small
+// deterministic jitter in opposite directions, so that intervals are not
+// degenerate.
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "runtime/cost_model.h"
+
+namespace rlflow::testing {
+
+class ScriptedBackend : public TimingBackend {
+ public:
+  using NodeMs = std::function<double(const Graph&, NodeId)>;
+  using RunMs = std::function<double(const Graph&)>;
+  ScriptedBackend(std::string fingerprint, NodeMs node_ms, RunMs run_ms = nullptr)
+      : fingerprint_(std::move(fingerprint)), node_ms_(std::move(node_ms)), run_ms_(std::move(run_ms)) {}
+
+  std::string name() const override { return "cpu"; }
+  std::string fingerprint() const override { return fingerprint_; }
+  double RunTime(const Graph& g) const {
+    if (run_ms_) return run_ms_(g);
+    double ms = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += node_ms_(g, id);
+    return ms;
+  }
+  double TimeGraph(const Graph& g, const TimingOptions&) override { return RunTime(g); }
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions&) override {
+    PairedTimes t;
+    t.cpu_clock = "thread";
+    for (int i = 0; i < pairs; ++i) {
+      const double jitter = 1.0 + 0.001 * (i % 5);
+      t.wall_a.push_back(RunTime(a) * jitter);
+      t.wall_b.push_back(RunTime(b) * (2.0 - jitter));
+    }
+    t.cpu_a = t.wall_a;
+    t.cpu_b = t.wall_b;
+    return t;
+  }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
+    InContextTimes t;
+    t.runs = runs;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms.push_back(node_ms_(g, id));
+      t.node_spread.push_back(0.01);
+      t.run_ms += node_ms_(g, id);
+    }
+    return t;
+  }
+
+ private:
+  std::string fingerprint_;
+  NodeMs node_ms_;
+  RunMs run_ms_;
+};
+
+}  // namespace rlflow::testing
