@@ -22,7 +22,6 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
-#include "optimiser/pipeline.h"
 #include "runtime/threads.h"
 #include "search/canonical.h"
 #include "zoo/zoo.h"

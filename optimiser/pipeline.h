@@ -13,8 +13,8 @@
 // write (the model, the original unless the optimised graph is faster; the
 // DOT graph, the picture) -> report (JSON), each written atomically.
 //
-// The optimiser binary is flag parsing plus RunPipeline; benchmarks and the
-// agents' tools call the same function. Errors (bad input, a result that
+// The optimiser binary is flag parsing plus RunPipeline; the benchmarks call
+// the same function. Errors (bad input, a result that
 // does not check) are rlflow::Error with one line naming the problem; in
 // that case nothing is written.
 #include <atomic>
