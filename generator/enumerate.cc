@@ -710,6 +710,13 @@ rules::GeneratorSettings DescribeSettings(const Settings& s) {
   return g;
 }
 
+int64_t FirstChoices(const Settings& s) {
+  const std::vector<Template> templates = Templates();
+  const std::vector<rules::TensorVar> universe = Universe();
+  const std::vector<at::Tensor> inputs = FingerprintInputs(universe, FingerprintBinding(), s.seed);
+  return static_cast<int64_t>(Enumerator(s, templates, universe, inputs).Choices().size());
+}
+
 rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function<void(const std::string&)>& progress,
                             const std::atomic<bool>* stop) {
   if (s.max_ops < 1 || s.max_ops > 4) Fail("--max_ops must be 1 to 4");

@@ -40,6 +40,11 @@ struct Stats {
 // The default universe and templates, recorded in GeneratorSettings.
 rules::GeneratorSettings DescribeSettings(const Settings& s);
 
+// The number of first-level choices (first operator and its inputs): the
+// unit of work. Shard I of N enumerates the choices k with k % N == I (an
+// MPI task is such a shard).
+int64_t FirstChoices(const Settings& s);
+
 // Enumerates this shard's graphs. `progress` is called now and then with a
 // line of text (may be empty). `stop` aborts early when set.
 rules::GraphShard Enumerate(const Settings& s, Stats* stats, const std::function<void(const std::string&)>& progress,

@@ -4,6 +4,9 @@
 //   ./bazelw run //verifier -- --candidates=candidates.pb --output=rules/default.rules.pb
 //   ./bazelw run //verifier -- --candidates=candidates.pb --shard=0/2 --output=v0.pb   (and 1/2)
 //   ./bazelw run //verifier -- --merge=v0.pb,v1.pb --output=rules/default.rules.pb
+//   mpirun -np 5 bazel-bin/verifier/verifier --candidates=$PWD/candidates.pb --output=$PWD/rules.pb
+//     (an MPI job: rank 0 hands the candidates out to the 4 others and writes
+//     the same database as one process does)
 //   ./bazelw run //verifier -- --base=$PWD/rules/default.rules.pb
 //       --written=$PWD/rules/written.rules --output=$PWD/rules/default.rules.pb
 //     (written rules into an existing database; one command line)
@@ -34,7 +37,7 @@ DEFINE_string(written, "",
 DEFINE_string(base, "",
               "an existing rule database: its generated rules are kept as they are (not verified again) and "
               "the --written rules are verified and replace its written ones; no --candidates is read");
-DEFINE_int32(threads, 2, "worker threads");
+DEFINE_int32(threads, 2, "worker threads (under mpirun: one task at a time per rank)");
 DEFINE_uint64(rlimit, 2000000, "Z3 resource limit per rule and shape instance (deterministic)");
 DEFINE_int32(timeout_ms, 20000, "wall-clock limit per rule and shape instance (safety net)");
 DEFINE_bool(verbose, false, "log every candidate's outcome and time");
@@ -122,8 +125,11 @@ void PrintTable(const std::map<std::string, int64_t>& counts, int64_t kept, doub
 int Run() {
   if (FLAGS_threads < 1) Fail("--threads must be >= 1");
   if (FLAGS_rlimit == 0 || FLAGS_timeout_ms <= 0) Fail("--rlimit and --timeout_ms must be positive");
+  mpi::World& world = mpi::World::Get();
+  if (world.size() > 1 && (!FLAGS_merge.empty() || FLAGS_shard != "0/1"))
+    Fail("--merge and --shard are for separate processes: under mpirun the ranks share the work themselves");
   std::string output = ResolveUserPath(FLAGS_output);
-  CheckWritablePath(output, "--output");
+  if (world.root()) CheckWritablePath(output, "--output");
   cli::InstallInterruptHandler();
   at::set_num_threads(1);
   auto start = std::chrono::steady_clock::now();
@@ -181,6 +187,10 @@ int Run() {
   options.rlimit = FLAGS_rlimit;
   options.timeout_ms = FLAGS_timeout_ms;
   std::tie(options.shard_index, options.shard_count) = cli::ParseShard(FLAGS_shard);
+  options.world = &world;
+  if (world.size() > 1 && world.root())
+    LOG(INFO) << "MPI job of " << world.size() << " ranks: rank 0 hands out the candidates, " << world.size() - 1
+              << " verify them";
   cli::Throttle throttle(5.0);
   std::vector<verifier::Result> results = verifier::VerifyAll(
       candidates, options,
@@ -188,6 +198,7 @@ int Run() {
         if (throttle.Ready()) LOG(INFO) << line;
       },
       &cli::interrupted);
+  if (!world.root()) return 0;  // rank 0 writes
   std::vector<rules::Rule> proved;
   // --base: its generated rules as they are.
   for (const auto& r : base.rules())

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <random>
@@ -548,28 +549,81 @@ std::vector<Result> VerifyAll(const rules::CandidateSet& candidates, const Optio
     auto [it, inserted] = first.emplace(CanonicalForm(candidates.candidates(mine[k])), static_cast<int>(k));
     duplicate[k] = !inserted;
   }
+  auto one = [&](size_t k) {
+    const rules::Rule& c = candidates.candidates(mine[k]);
+    if (!duplicate[k]) return VerifyOne(c, options);
+    Result r;
+    r.rule = c;
+    r.outcome = Outcome::kPrunedDuplicate;
+    return r;
+  };
+  auto start = std::chrono::steady_clock::now();
+  auto report = [&](size_t done) {
+    if (!progress) return;
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress("verifying: " + std::to_string(done) + "/" + std::to_string(mine.size()) + " candidates, " +
+             std::to_string(static_cast<int>(el)) + " s");
+  };
   std::vector<Result> results(mine.size());
+  if (options.world != nullptr && options.world->size() > 1) {
+    // Over the MPI job's ranks: each result comes back to rank 0 as bytes.
+    std::vector<std::string> bytes = options.world->RunTasks(
+        static_cast<int64_t>(mine.size()), [&](int64_t k) { return EncodeResult(one(static_cast<size_t>(k))); },
+        [&](int64_t done, int64_t) { report(static_cast<size_t>(done)); }, stop);
+    if (!options.world->root()) return {};
+    for (size_t k = 0; k < mine.size(); ++k) results[k] = DecodeResult(bytes[k]);
+    return results;
+  }
   std::atomic<size_t> finished{0};
   std::mutex mu;
-  auto start = std::chrono::steady_clock::now();
   ParallelFor(mine.size(), options.threads, stop, [&](int, size_t k) {
-    const rules::Rule& c = candidates.candidates(mine[k]);
-    if (duplicate[k]) {
-      results[k].rule = c;
-      results[k].outcome = Outcome::kPrunedDuplicate;
-    } else {
-      results[k] = VerifyOne(c, options);
-    }
+    results[k] = one(k);
     size_t f = ++finished;
-    if (progress) {
-      std::lock_guard<std::mutex> lock(mu);
-      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress("verifying: " + std::to_string(f) + "/" + std::to_string(mine.size()) + " candidates, " +
-               std::to_string(static_cast<int>(el)) + " s");
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    report(f);
   });
   if (stop && stop->load()) Fail("interrupted");
   return results;
+}
+
+std::string EncodeResult(const Result& r) {
+  std::string out;
+  auto put = [&out](const void* p, size_t n) { out.append(static_cast<const char*>(p), n); };
+  const int32_t outcome = static_cast<int32_t>(r.outcome);
+  const uint8_t generalised = r.generalised ? 1 : 0;
+  const uint64_t detail = r.detail.size();
+  put(&outcome, sizeof outcome);
+  put(&generalised, sizeof generalised);
+  put(&r.seconds, sizeof r.seconds);
+  put(&detail, sizeof detail);
+  out += r.detail;
+  out += SerializeDeterministic(r.rule);
+  return out;
+}
+
+Result DecodeResult(const std::string& bytes) {
+  Result r;
+  size_t at = 0;
+  auto get = [&](void* p, size_t n) {
+    if (at + n > bytes.size()) Fail("a verifier result of ", bytes.size(), " bytes is cut short");
+    std::memcpy(p, bytes.data() + at, n);
+    at += n;
+  };
+  int32_t outcome = 0;
+  uint8_t generalised = 0;
+  uint64_t detail = 0;
+  get(&outcome, sizeof outcome);
+  get(&generalised, sizeof generalised);
+  get(&r.seconds, sizeof r.seconds);
+  get(&detail, sizeof detail);
+  if (outcome < 0 || outcome > static_cast<int32_t>(Outcome::kError) || detail > bytes.size() - at)
+    Fail("a verifier result is malformed");
+  r.outcome = static_cast<Outcome>(outcome);
+  r.generalised = generalised != 0;
+  r.detail = bytes.substr(at, detail);
+  at += detail;
+  if (!r.rule.ParseFromString(bytes.substr(at))) Fail("a verifier result's rule does not parse");
+  return r;
 }
 
 rules::RuleDatabase Assemble(const rules::GeneratorSettings& settings, const std::vector<rules::Rule>& proved,

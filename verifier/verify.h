@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mpi.h"
 #include "core/rules/rule.h"
 
 namespace rlflow::verifier {
@@ -41,6 +42,10 @@ struct Options {
   int timeout_ms = 20000;     // wall-clock safety net (also excludes the rule)
   int shard_index = 0;
   int shard_count = 1;
+  // An MPI job of several ranks (mpirun): VerifyAll hands the candidates out
+  // over its ranks instead of `threads` (rank 0 collects; the other ranks
+  // get no results). Null or one rank: threads.
+  mpi::World* world = nullptr;
 };
 
 struct Result {
@@ -81,11 +86,16 @@ std::optional<rules::Rule> Generalise(const rules::Rule& proved, bool with_group
 // generic form.
 Result VerifyOne(const rules::Rule& candidate, const Options& options);
 
-// This shard's candidates, in parallel; results in candidate order.
+// This shard's candidates, in parallel (threads, or options.world's ranks);
+// results in candidate order (on rank 0 only, over MPI).
 std::vector<Result> VerifyAll(const rules::CandidateSet& candidates, const Options& options,
                               const std::function<void(const std::string&)>& progress,
                               const std::atomic<bool>* stop = nullptr);
 
+// A result as bytes and back (VerifyAll over MPI ranks); DecodeResult throws
+// rlflow::Error on bytes EncodeResult did not make.
+std::string EncodeResult(const Result& r);
+Result DecodeResult(const std::string& bytes);
 // Proved rules from one or several shards -> the database: duplicates up to
 // renaming and side swap are pruned (the smallest id stays), sorted by id.
 // `duplicates` receives how many were pruned.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <z3++.h>
 
+#include "core/error.h"
 #include "core/rules/written.h"
 #include "core/symbolic.h"
 
@@ -121,6 +122,32 @@ TEST(Verifier, ProvesMatMulAssociativity) {
   Result v = VerifyOne(r, Options());
   EXPECT_EQ(v.outcome, Outcome::kProved) << v.detail;
   EXPECT_EQ(v.rule.provenance().proved_on_size(), 2);
+}
+
+// What a worker rank sends back to rank 0 (VerifyAll over MPI) is the
+// result itself, and bytes that are not one are an error.
+TEST(Verifier, AResultSurvivesTheTripBetweenRanks) {
+  RuleBuilder b;
+  int a = b.Input("A", {S("m"), S("k")}), m = b.Input("B", {S("k"), S("j")}), c = b.Input("C", {S("j"), S("l")});
+  rules::Rule r = b.Build({b.Op(0, "MatMul", {b.Op(0, "MatMul", {b.In(a), b.In(m)}), b.In(c)})},
+                          {b.Op(1, "MatMul", {b.In(a), b.Op(1, "MatMul", {b.In(m), b.In(c)})})});
+  Result v;
+  v.outcome = Outcome::kPrunedComposite;
+  v.rule = r;
+  v.generalised = true;
+  v.seconds = 1.25;
+  v.detail = "why, with\0 a NUL";
+  const std::string bytes = EncodeResult(v);
+  Result back = DecodeResult(bytes);
+  EXPECT_EQ(back.outcome, Outcome::kPrunedComposite);
+  EXPECT_TRUE(back.generalised);
+  EXPECT_EQ(back.seconds, 1.25);
+  EXPECT_EQ(back.detail, v.detail);
+  EXPECT_EQ(SerializeDeterministic(back.rule), SerializeDeterministic(r));
+  EXPECT_THROW(DecodeResult(bytes.substr(0, 10)), rlflow::Error);
+  std::string bad = bytes;
+  bad[0] = 99;  // no such outcome
+  EXPECT_THROW(DecodeResult(bad), rlflow::Error);
 }
 
 // Attention's 1/sqrt(d) moved from the scores onto the queries: true

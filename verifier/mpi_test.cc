@@ -1,0 +1,109 @@
+// The generator and the verifier as MPI jobs (Open MPI's mpirun): with 1, 2
+// and 4 ranks (--oversubscribe: this machine has 2 cores) they write the
+// same candidates, database and statistics, byte for byte, as one process
+// with threads, however the work was handed out.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "core/rules/rule.h"
+#include "core/subprocess.h"
+
+namespace rlflow {
+namespace {
+
+std::string Runfile(const std::string& path) { return std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/" + path; }
+
+// mpirun -np N <args...>
+std::vector<std::string> Mpirun(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"mpirun", "--oversubscribe", "-np", std::to_string(ranks)};
+  if (geteuid() == 0) all.push_back("--allow-run-as-root");
+  all.insert(all.end(), args.begin(), args.end());
+  return all;
+}
+
+// The --timings table without its seconds column: id, outcome, rule per line.
+std::string WithoutSeconds(const std::string& tsv) {
+  std::istringstream in(tsv);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, '\t');) cells.push_back(cell);
+    if (cells.size() >= 3) cells.erase(cells.begin() + 2);
+    for (const std::string& cell : cells) out += cell + "\t";
+    out += "\n";
+  }
+  return out;
+}
+
+// Candidates of up to two operators over two inputs: about 300, verified in
+// a few seconds.
+const std::vector<std::string> kSmall = {"--max_ops=2", "--max_inputs=2"};
+
+TEST(GeneratorMpi, AnyNumberOfRanksWritesTheSameCandidatesAsOneProcess) {
+  ASSERT_TRUE(HaveProgram("mpirun")) << "mpirun not found (Debian's openmpi-bin)";
+  const std::string dir = MakeTempDir("generator_mpi_");
+  const std::string log = dir + "/log.txt";
+  std::vector<std::string> generate = {Runfile("generator/generator")};
+  generate.insert(generate.end(), kSmall.begin(), kSmall.end());
+  std::vector<std::string> one = generate;
+  one.push_back("--output=" + dir + "/one.pb");
+  ASSERT_EQ(RunProgram(one, log), 0) << ReadFile(log);
+  ASSERT_GT(ReadFile(dir + "/one.pb").size(), 1000u);
+  for (const int ranks : {1, 2, 4}) {
+    std::vector<std::string> args = generate;
+    const std::string out = dir + "/ranks" + std::to_string(ranks) + ".pb";
+    args.push_back("--output=" + out);
+    ASSERT_EQ(RunProgram(Mpirun(ranks, args), log), 0) << ranks << " ranks:\n" << ReadFile(log);
+    EXPECT_EQ(ReadFile(out), ReadFile(dir + "/one.pb")) << ranks << " ranks";
+  }
+}
+
+TEST(VerifierMpi, AnyNumberOfRanksWritesTheSameDatabaseAsOneProcess) {
+  // ./bazelw installs openmpi-bin: a missing mpirun is a failure, not a skip.
+  ASSERT_TRUE(HaveProgram("mpirun")) << "mpirun not found (Debian's openmpi-bin)";
+  const std::string dir = MakeTempDir("verifier_mpi_");
+  const std::string log = dir + "/log.txt";
+  // About 300 candidates of up to two operators over two inputs.
+  ASSERT_EQ(
+      RunProgram(
+          {Runfile("generator/generator"), "--max_ops=2", "--max_inputs=2", "--output=" + dir + "/candidates.pb"}, log),
+      0)
+      << ReadFile(log);
+  const std::vector<std::string> verify = {Runfile("verifier/verifier"), "--candidates=" + dir + "/candidates.pb"};
+  std::vector<std::string> one = verify;
+  one.push_back("--output=" + dir + "/one.pb");
+  one.push_back("--threads=2");
+  one.push_back("--timings=" + dir + "/one.tsv");
+  ASSERT_EQ(RunProgram(one, log), 0) << ReadFile(log);
+  const rules::RuleDatabase db = LoadRuleDatabase(dir + "/one.pb");
+  ASSERT_GT(db.rules_size(), 50);
+  for (const int ranks : {1, 2, 4}) {
+    std::vector<std::string> args = verify;
+    const std::string out = dir + "/ranks" + std::to_string(ranks) + ".pb";
+    args.push_back("--output=" + out);
+    args.push_back("--timings=" + dir + "/ranks.tsv");
+    ASSERT_EQ(RunProgram(Mpirun(ranks, args), log), 0) << ranks << " ranks:\n" << ReadFile(log);
+    EXPECT_EQ(ReadFile(out), ReadFile(dir + "/one.pb")) << ranks << " ranks";
+    EXPECT_EQ(ReadFile(dir + "/ranks" + std::to_string(ranks) + ".stats.md"), ReadFile(dir + "/one.stats.md"))
+        << ranks << " ranks";
+    // Every candidate's outcome, in candidate order (the database is sorted
+    // by id whatever the order; this list is not).
+    EXPECT_EQ(WithoutSeconds(ReadFile(dir + "/ranks.tsv")), WithoutSeconds(ReadFile(dir + "/one.tsv")))
+        << ranks << " ranks";
+  }
+  // Shards are for separate processes: refused under mpirun.
+  std::vector<std::string> sharded = verify;
+  sharded.push_back("--output=" + dir + "/shard.pb");
+  sharded.push_back("--shard=0/2");
+  EXPECT_NE(RunProgram(Mpirun(2, sharded), log), 0);
+  EXPECT_NE(ReadFile(log).find("--merge and --shard are for separate processes"), std::string::npos) << ReadFile(log);
+}
+
+}  // namespace
+}  // namespace rlflow
