@@ -40,16 +40,21 @@ World::World() {
   if (!Launched()) return;
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (!initialised) {
-    Check(MPI_Init(nullptr, nullptr), "MPI_Init");
-    std::atexit([] {
-      int finalised = 0;
-      MPI_Finalized(&finalised);
-      if (!finalised) MPI_Finalize();
-    });
-  }
+  if (!initialised) Check(MPI_Init(nullptr, nullptr), "MPI_Init");
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+int Finish(int exit_code) {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (!initialised || finalised) return exit_code;
+  // A rank that failed cannot finalise (the others may wait for it in a
+  // send or a receive): the whole job ends with its exit code.
+  if (exit_code != 0) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  MPI_Finalize();
+  return exit_code;
 }
 
 World& World::Get() {

@@ -23,10 +23,17 @@ namespace rlflow::mpi {
 // OMPI_COMM_WORLD_SIZE, PMIx launchers such as srun PMIX_RANK).
 bool Launched();
 
+// Ends this process's part of the job and returns `exit_code` (main's
+// last call in a binary that uses World): MPI_Finalize after success;
+// after a failure MPI_Abort, which ends every rank (the others may be
+// waiting for this one), so that a one-line error never leaves a job
+// hanging. Without MPI, returns `exit_code`.
+int Finish(int exit_code);
+
 class World {
  public:
   // The job this process belongs to: MPI is initialised on first use when
-  // Launched() (and finalised at exit), else a world of one rank.
+  // Launched() (main ends with Finish), else a world of one rank.
   static World& Get();
 
   int rank() const { return rank_; }

@@ -141,6 +141,6 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv, "rlflow generator: ./bazelw run //generator -- --output=candidates.pb",
-                           rlflow::Run);
+  return rlflow::mpi::Finish(rlflow::cli::Main(
+      argc, argv, "rlflow generator: ./bazelw run //generator -- --output=candidates.pb", rlflow::Run));
 }

@@ -258,7 +258,7 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv,
-                           "rlflow verifier: ./bazelw run //verifier -- --candidates=candidates.pb --output=rules.pb",
-                           rlflow::Run);
+  return rlflow::mpi::Finish(rlflow::cli::Main(
+      argc, argv, "rlflow verifier: ./bazelw run //verifier -- --candidates=candidates.pb --output=rules.pb",
+      rlflow::Run));
 }

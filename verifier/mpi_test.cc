@@ -103,6 +103,16 @@ TEST(VerifierMpi, AnyNumberOfRanksWritesTheSameDatabaseAsOneProcess) {
   sharded.push_back("--shard=0/2");
   EXPECT_NE(RunProgram(Mpirun(2, sharded), log), 0);
   EXPECT_NE(ReadFile(log).find("--merge and --shard are for separate processes"), std::string::npos) << ReadFile(log);
+  // A one-line error on rank 0 alone (the others are waiting for their
+  // first task) ends the whole job, not a hang (mpirun's own --timeout
+  // bounds the test if it did hang).
+  std::vector<std::string> unwritable = verify;
+  unwritable.push_back("--output=" + dir + "/no_such_dir/rules.pb");
+  std::vector<std::string> job = Mpirun(3, unwritable);
+  job.insert(job.begin() + 1, {"--timeout", "60"});
+  EXPECT_NE(RunProgram(job, log), 0);
+  EXPECT_NE(ReadFile(log).find("cannot write --output"), std::string::npos) << ReadFile(log);
+  EXPECT_EQ(ReadFile(log).find("time limit for job execution has been reached"), std::string::npos) << ReadFile(log);
 }
 
 }  // namespace
