@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <sstream>
 
@@ -116,6 +117,53 @@ torch::Tensor PpoTrainerBase::Loss(const torch::Tensor& raw_logits, const torch:
     stats->entropy += entropy.mean().item<double>();
   }
   return loss;
+}
+
+void PpoTrainerBase::AverageGradients() {
+  if (num_workers() == 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> params = module().parameters();
+  int64_t n = 0;
+  for (const torch::Tensor& p : params) n += p.numel();
+  std::vector<float> flat(static_cast<size_t>(n), 0.0f);
+  int64_t at = 0;
+  for (const torch::Tensor& p : params) {
+    if (p.grad().defined()) {
+      torch::Tensor g = p.grad().to(torch::kFloat32).contiguous().view(-1);
+      std::copy(g.data_ptr<float>(), g.data_ptr<float>() + g.numel(), flat.begin() + at);
+    }
+    at += p.numel();
+  }
+  workers_->Sum(flat.data(), n);
+  const float scale = 1.0f / static_cast<float>(num_workers());
+  at = 0;
+  for (torch::Tensor& p : params) {
+    torch::Tensor mean = torch::from_blob(flat.data() + at, p.sizes(), torch::kFloat32).mul(scale).to(p.dtype());
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(mean);
+    } else {
+      p.mutable_grad() = mean.clone();
+    }
+    at += p.numel();
+  }
+}
+
+void PpoTrainerBase::CombineStats(UpdateStats* s, int64_t transitions) {
+  if (num_workers() == 1) return;
+  const double w = num_workers();
+  double v[] = {s->mean_reward * transitions, static_cast<double>(s->episodes), s->episode_return * s->episodes,
+                s->policy_loss, s->value_loss, s->entropy, s->approx_kl, s->clip_fraction, s->explained_variance,
+                static_cast<double>(transitions)};
+  workers_->Sum(v, static_cast<int64_t>(std::size(v)));
+  s->mean_reward = v[0] / v[9];
+  s->episodes = static_cast<int>(v[1]);
+  s->episode_return = v[1] > 0 ? v[2] / v[1] : 0.0;
+  s->policy_loss = v[3] / w;
+  s->value_loss = v[4] / w;
+  s->entropy = v[5] / w;
+  s->approx_kl = v[6] / w;
+  s->clip_fraction = v[7] / w;
+  s->explained_variance = v[8] / w;
 }
 
 double PpoTrainerBase::ExplainedVariance(const std::vector<float>& returns, const std::vector<float>& values) {

@@ -84,6 +84,22 @@ struct UpdateStats {
   double episode_return = 0;  // their mean return (0 if none)
 };
 
+// The workers of a data-parallel run (DD-PPO's synchronous scheme, e.g.
+// the ranks of an MPI job): each collects its own rollouts with its own
+// sampler; the gradients of every minibatch are averaged over the workers
+// before the optimiser's step, so the parameters stay the same everywhere.
+// Every worker makes the same calls in the same order.
+class Workers {
+ public:
+  virtual ~Workers() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Sums data[0..n) over the workers in place: the same bits on every
+  // worker, and the same each run (a fixed order of addition).
+  virtual void Sum(float* data, int64_t n) = 0;
+  virtual void Sum(double* data, int64_t n) = 0;
+};
+
 // What the training binaries' loop (checkpoints, resume, metrics) needs of
 // a trainer, whatever its environment and policy.
 class PpoTrainerBase {
@@ -94,7 +110,12 @@ class PpoTrainerBase {
   virtual torch::nn::Module& module() = 0;
   torch::optim::Adam& optimizer() { return *optimizer_; }
   int64_t updates() const { return updates_; }
+  // Environment steps of all workers together.
   int64_t env_steps() const { return env_steps_; }
+  // Trains as one of `workers` (not owned; null or one worker: alone). Set
+  // before the first update, with the same parameters on every worker.
+  void set_workers(Workers* workers) { workers_ = workers; }
+  int num_workers() const { return workers_ != nullptr ? workers_->size() : 1; }
   void set_counters(int64_t updates, int64_t env_steps) {
     updates_ = updates;
     env_steps_ = env_steps;
@@ -115,10 +136,17 @@ class PpoTrainerBase {
                      UpdateStats* stats);
   // Explained variance of `values` for `returns` (CleanRL's).
   static double ExplainedVariance(const std::vector<float>& returns, const std::vector<float>& values);
+  // With several workers: replaces the module's gradients by their mean
+  // over the workers (a parameter without a gradient counts as zeros).
+  void AverageGradients();
+  // With several workers: the update's statistics over all workers'
+  // transitions (rewards, episodes and returns summed; losses averaged).
+  void CombineStats(UpdateStats* stats, int64_t transitions);
 
   PpoOptions o_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   std::mt19937_64 rng_;
+  Workers* workers_ = nullptr;
   int64_t updates_ = 0, env_steps_ = 0;
   double episode_return_ = 0;
   bool need_reset_ = true;
@@ -155,6 +183,8 @@ class BasicPpoTrainer : public PpoTrainerBase {
       last_value = policy_->forward({&o}).value[0].template item<float>();
     }
     Update(rollout, last_value, &stats);
+    CombineStats(&stats, static_cast<int64_t>(rollout.size()));
+    env_steps_ += static_cast<int64_t>(rollout.size()) * num_workers();
     ++updates_;
     return stats;
   }
@@ -186,7 +216,6 @@ class BasicPpoTrainer : public PpoTrainerBase {
       tr.reward = static_cast<float>(r.reward);
       tr.done = r.done;
       episode_return_ += r.reward;
-      ++env_steps_;
       if (r.done) {
         ++stats->episodes;
         returns += episode_return_;
@@ -244,6 +273,7 @@ class BasicPpoTrainer : public PpoTrainerBase {
         torch::Tensor loss = Loss(out.logits, out.value, mask, actions, old_logp, adv, ret, old_v, &sum);
         optimizer_->zero_grad();
         loss.backward();
+        AverageGradients();
         torch::nn::utils::clip_grad_norm_(policy_->parameters(), o_.max_grad_norm);
         optimizer_->step();
         ++batches;

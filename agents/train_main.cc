@@ -12,6 +12,12 @@
 // -9, it resumes from the last checkpoint: at most one update is lost (the
 // episode in progress restarts). A different configuration in an existing
 // DIR is an error.
+//
+// Data-parallel (DD-PPO) on MPI: `mpirun -np N bazel-bin/agents/train ...`
+// (or srun) trains with N workers, each collecting its own rollouts
+// (worker r samples with --seed + r and starts on the r-th training graph),
+// gradients averaged every minibatch; --steps counts all workers' steps and
+// rank 0 writes DIR (agents/training_run.h).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -26,6 +32,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/mpi.h"
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
@@ -64,6 +71,8 @@ std::string Config() {
     << "\nminibatches=" << FLAGS_minibatches << "\nlr=" << FLAGS_lr << "\nhidden=" << FLAGS_hidden
     << "\ngnn_steps=" << FLAGS_gnn_steps << "\ncost=" << FLAGS_cost << "\nthreads=" << FLAGS_threads
     << "\nrules=" << FLAGS_rules << "\n";
+  // Several workers train differently (DD-PPO); one is today's trainer.
+  if (const int workers = mpi::World::Get().size(); workers > 1) c << "workers=" << workers << "\n";
   return c.str();
 }
 
@@ -73,6 +82,8 @@ int Run() {
   if (FLAGS_out.empty()) Fail("--out is required (a directory for metrics, plot and checkpoints)");
   if (FLAGS_steps < 1) Fail("--steps must be >= 1");
   if (FLAGS_cost != "analytical" && FLAGS_cost != "measured") Fail("--cost must be analytical or measured");
+  mpi::World& world = mpi::World::Get();
+  if (!world.root()) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 reports
   agents::EnvOptions eo;
   eo.reward = agents::ParseRewardKind(FLAGS_reward);
   eo.horizon = FLAGS_horizon;
@@ -118,30 +129,35 @@ int Run() {
   torch::manual_seed(FLAGS_seed);
   agents::GnnOptions go{FLAGS_hidden, FLAGS_gnn_steps};
   agents::Policy policy(2 * static_cast<int>(matcher.rules().size()), go);
-  size_t next = 0;
+  size_t next = static_cast<size_t>(world.rank());
   agents::PpoOptions po;
   po.rollout_steps = FLAGS_rollout_steps;
   po.epochs = FLAGS_epochs;
   po.minibatches = FLAGS_minibatches;
   po.lr = FLAGS_lr;
   agents::PpoTrainer trainer(
-      policy, &env, [&] { return graphs[next++ % graphs.size()]; }, po, FLAGS_seed);
+      policy, &env, [&] { return graphs[next++ % graphs.size()]; }, po, FLAGS_seed + world.rank());
 
   // After a resume: a fresh episode on the next graph.
-  train::RunTraining(run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()); });
+  train::RunTraining(run, trainer, resume,
+                     [&] { next = static_cast<size_t>(trainer.updates()) + static_cast<size_t>(world.rank()); });
+  // Real work of this invocation, all workers (a resumed run counts from its restart).
+  double work[] = {static_cast<double>(env.real_steps()), static_cast<double>(counted.measurements())};
+  world.SumInRankOrder(work, 2);
+  if (!world.root()) return 0;
   // The policy alone, for --search=ppo --agent=DIR/agent.pt.
   agents::SavePolicy(*policy, run.dir + "/agent.pt");
-  // Real work of this invocation (a resumed run counts from its restart).
   nlohmann::json summary = {{"updates", trainer.updates()},
                             {"env_steps", trainer.env_steps()},
-                            {"real_steps", env.real_steps()},
-                            {"real_measurements", counted.measurements()},
+                            {"workers", world.size()},
+                            {"real_steps", static_cast<int64_t>(work[0])},
+                            {"real_measurements", static_cast<int64_t>(work[1])},
                             {"resumed", resume}};
   WriteFileAtomically(run.dir + "/summary.json", summary.dump(2) + "\n");
   std::printf(
       "done: %lld updates, %lld environment steps; this run: %lld real steps, %lld graphs timed on the device; %s\n",
       static_cast<long long>(trainer.updates()), static_cast<long long>(trainer.env_steps()),
-      static_cast<long long>(env.real_steps()), static_cast<long long>(counted.measurements()), run.dir.c_str());
+      static_cast<long long>(work[0]), static_cast<long long>(work[1]), run.dir.c_str());
   return 0;
 }
 
@@ -149,7 +165,8 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv, {"model"},
-                           "train: ./bazelw run //agents:train -- --model=M [--model=M2 ...] --steps=N --out=DIR",
-                           rlflow::Run);
+  return rlflow::mpi::Finish(
+      rlflow::cli::Main(argc, argv, {"model"},
+                        "train: ./bazelw run //agents:train -- --model=M [--model=M2 ...] --steps=N --out=DIR",
+                        rlflow::Run));
 }

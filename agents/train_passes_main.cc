@@ -9,7 +9,9 @@
 // progress, metrics.csv, training.png, atomic checkpoints and resume after
 // kill -9 as //agents:train (agents/training_run.h); at the end
 // DIR/agent.pt (for --search=pass_order --agent=) and DIR/eval.md (the
-// evaluation table, also printed).
+// evaluation table, also printed). Under `mpirun -np N` it trains with N
+// data-parallel workers as //agents:train does (rank 0 writes and
+// evaluates).
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -25,6 +27,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/mpi.h"
 #include "core/onnx_io.h"
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
@@ -62,6 +65,8 @@ std::string Config() {
     << "\nrollout_steps=" << FLAGS_rollout_steps << "\nepochs=" << FLAGS_epochs << "\nminibatches=" << FLAGS_minibatches
     << "\nlr=" << FLAGS_lr << "\nhidden=" << FLAGS_hidden << "\nthreads=" << FLAGS_threads << "\nrules=" << FLAGS_rules
     << "\n";
+  // Several workers train differently (DD-PPO); one is today's trainer.
+  if (const int workers = mpi::World::Get().size(); workers > 1) c << "workers=" << workers << "\n";
   return c.str();
 }
 
@@ -85,6 +90,8 @@ int Run() {
   if (FLAGS_out.empty()) Fail("--out is required (a directory for metrics, plot and checkpoints)");
   if (FLAGS_steps < 1) Fail("--steps must be >= 1");
   if (FLAGS_random_orders < 0) Fail("--random_orders must be >= 0");
+  mpi::World& world = mpi::World::Get();
+  if (!world.root()) FLAGS_minloglevel = std::max(FLAGS_minloglevel, 1);  // rank 0 reports
   agents::PassEnvOptions eo;
   eo.reward = agents::ParsePassReward(FLAGS_reward);
   eo.shaping = FLAGS_shaping;
@@ -121,12 +128,15 @@ int Run() {
   po.epochs = FLAGS_epochs;
   po.minibatches = FLAGS_minibatches;
   po.lr = FLAGS_lr;
-  size_t next = 0;
+  size_t next = static_cast<size_t>(world.rank());
   agents::BasicPpoTrainer<agents::PassEnv, agents::PassPolicy> trainer(
-      policy, &env, [&] { return train_graphs[next++ % train_graphs.size()]; }, po, FLAGS_seed);
-  train::RunTraining(run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()); });
+      policy, &env, [&] { return train_graphs[next++ % train_graphs.size()]; }, po, FLAGS_seed + world.rank());
+  const bool finished = train::RunTraining(
+      run, trainer, resume,
+      [&] { next = static_cast<size_t>(trainer.updates()) + static_cast<size_t>(world.rank()); });
+  if (!world.root()) return finished ? 0 : 1;  // rank 0 writes and evaluates
   agents::SavePassPolicy(*policy, env.passes(), FLAGS_horizon, run.dir + "/agent.pt");
-  if (cli::interrupted) return 1;
+  if (!finished) return 1;
 
   // Evaluation: default order, random orders, the agent (greedy).
   policy->eval();
@@ -191,8 +201,9 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::cli::Main(argc, argv,
-                           "train_passes: ./bazelw run //agents:train_passes -- --train=M1,M2 --test=M3 --steps=N "
-                           "--out=DIR",
-                           rlflow::Run);
+  return rlflow::mpi::Finish(
+      rlflow::cli::Main(argc, argv,
+                        "train_passes: ./bazelw run //agents:train_passes -- --train=M1,M2 --test=M3 --steps=N "
+                        "--out=DIR",
+                        rlflow::Run));
 }

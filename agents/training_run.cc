@@ -41,7 +41,31 @@ void Plot(const std::string& dir) {
   }
 }
 
-void SaveCheckpoint(const std::string& path, agents::PpoTrainerBase& t, const std::string& rng_state, double seconds) {
+class MpiWorkersImpl : public agents::Workers {
+ public:
+  int rank() const override { return mpi::World::Get().rank(); }
+  int size() const override { return mpi::World::Get().size(); }
+  void Sum(float* data, int64_t n) override { mpi::World::Get().SumInRankOrder(data, n); }
+  void Sum(double* data, int64_t n) override { mpi::World::Get().SumInRankOrder(data, n); }
+};
+
+torch::Tensor BytesTensor(const std::string& bytes) {
+  return torch::tensor(std::vector<int64_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            reinterpret_cast<const uint8_t*>(bytes.data()) + bytes.size()));
+}
+
+std::string TensorBytes(const torch::Tensor& t) {
+  std::string bytes;
+  for (int64_t k = 0; k < t.numel(); ++k) bytes.push_back(static_cast<char>(t[k].item<int64_t>()));
+  return bytes;
+}
+
+// The sampler state of worker `rank` in a checkpoint ("sampler" for rank 0).
+std::string SamplerKey(int rank) { return rank == 0 ? "sampler" : "sampler_" + std::to_string(rank); }
+
+// `samplers`: every worker's sampler state, in rank order.
+void SaveCheckpoint(const std::string& path, agents::PpoTrainerBase& t, const std::vector<std::string>& samplers,
+                    double seconds) {
   torch::serialize::OutputArchive a;
   t.module().save(a);
   torch::serialize::OutputArchive opt;
@@ -50,39 +74,82 @@ void SaveCheckpoint(const std::string& path, agents::PpoTrainerBase& t, const st
   a.write("updates", torch::tensor(static_cast<int64_t>(t.updates())));
   a.write("env_steps", torch::tensor(static_cast<int64_t>(t.env_steps())));
   a.write("seconds", torch::tensor(seconds, torch::kFloat64));
-  std::vector<uint8_t> bytes(rng_state.begin(), rng_state.end());
-  a.write("sampler", torch::tensor(std::vector<int64_t>(bytes.begin(), bytes.end())));
+  for (size_t r = 0; r < samplers.size(); ++r) a.write(SamplerKey(static_cast<int>(r)), BytesTensor(samplers[r]));
   std::string tmp = path + ".tmp";
   a.save_to(tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
 }
 
-void LoadCheckpoint(const std::string& path, agents::PpoTrainerBase& trainer, double* seconds_before) {
-  torch::serialize::InputArchive a;
+// Loads the checkpoint `bytes` (read from `path` by rank 0) into this
+// worker's trainer.
+void LoadCheckpoint(const std::string& path, const std::string& bytes, agents::PpoTrainerBase& trainer,
+                    double* seconds_before) {
+  const int rank = mpi::World::Get().rank();
   try {
-    a.load_from(path);
+    torch::serialize::InputArchive a;
+    a.load_from(bytes.data(), bytes.size());
+    trainer.module().load(a);
+    torch::serialize::InputArchive opt;
+    a.read("optimizer", opt);
+    trainer.optimizer().load(opt);
+    torch::Tensor updates, steps, sampler, seconds;
+    a.read("seconds", seconds);
+    *seconds_before = seconds.item<double>();
+    a.read("updates", updates);
+    a.read("env_steps", steps);
+    if (!a.try_read(SamplerKey(rank), sampler))
+      Fail("the checkpoint ", path, " has no sampler state for worker ", rank, " (written by fewer workers)");
+    trainer.set_counters(updates.item<int64_t>(), steps.item<int64_t>());
+    trainer.set_sampler_state(TensorBytes(sampler));
+  } catch (const Error&) {
+    throw;
   } catch (const std::exception& e) {
     Fail("cannot read the checkpoint ", path, " (corrupt or truncated; remove it to start again)");
   }
+}
+
+// Rank 0's parameters on every rank (a fresh run: the same seed gives the
+// same initialisation, but a worker must never train other weights).
+void ShareParameters(agents::PpoTrainerBase& trainer) {
+  mpi::World& world = mpi::World::Get();
+  std::string bytes;
+  if (world.root()) {
+    torch::serialize::OutputArchive a;
+    trainer.module().save(a);
+    a.save_to([&](const void* data, size_t n) {
+      bytes.append(static_cast<const char*>(data), n);
+      return n;
+    });
+  }
+  world.Broadcast(&bytes);
+  if (world.root()) return;
+  torch::serialize::InputArchive a;
+  a.load_from(bytes.data(), bytes.size());
   trainer.module().load(a);
-  torch::serialize::InputArchive opt;
-  a.read("optimizer", opt);
-  trainer.optimizer().load(opt);
-  torch::Tensor updates, steps, sampler, seconds;
-  a.read("seconds", seconds);
-  *seconds_before = seconds.item<double>();
-  a.read("updates", updates);
-  a.read("env_steps", steps);
-  a.read("sampler", sampler);
-  trainer.set_counters(updates.item<int64_t>(), steps.item<int64_t>());
-  std::string state;
-  for (int64_t k = 0; k < sampler.numel(); ++k) state.push_back(static_cast<char>(sampler[k].item<int64_t>()));
-  trainer.set_sampler_state(state);
+}
+
+// FNV-1a over the bytes of every parameter: equal on every worker as long
+// as they train the same weights.
+uint64_t ParameterHash(torch::nn::Module& module) {
+  uint64_t h = 1469598103934665603ull;
+  for (const torch::Tensor& p : module.parameters()) {
+    torch::Tensor c = p.detach().contiguous();
+    const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
+    for (size_t k = 0; k < static_cast<size_t>(c.nbytes()); ++k) h = (h ^ bytes[k]) * 1099511628211ull;
+  }
+  return h;
 }
 
 }  // namespace
 
-bool PrepareRun(const TrainingRun& run) {
+agents::Workers& MpiWorkers() {
+  static MpiWorkersImpl workers;
+  return workers;
+}
+
+namespace {
+
+bool PrepareDirectory(const TrainingRun& run) {
   const std::string& dir = run.dir;
   for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
     ::mkdir(dir.substr(0, slash).c_str(), 0755);  // each level; existing ones are fine
@@ -102,13 +169,32 @@ bool PrepareRun(const TrainingRun& run) {
   return resume;
 }
 
-void RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool resume,
+}  // namespace
+
+bool PrepareRun(const TrainingRun& run) {
+  mpi::World& world = mpi::World::Get();
+  std::string resume;
+  if (world.root()) resume = PrepareDirectory(run) ? "1" : "0";
+  world.Broadcast(&resume);
+  return resume == "1";
+}
+
+bool RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool resume,
                  const std::function<void()>& on_resumed) {
+  mpi::World& world = mpi::World::Get();
+  trainer.set_workers(&MpiWorkers());
   const std::string ckpt = run.dir + "/checkpoint.pt", csv = run.dir + "/metrics.csv";
   double seconds_before = 0;  // training time of the run before a resume
   if (resume) {
-    LoadCheckpoint(ckpt, trainer, &seconds_before);
+    std::string bytes;
+    if (world.root()) bytes = ReadFile(ckpt, "checkpoint");
+    world.Broadcast(&bytes);
+    LoadCheckpoint(ckpt, bytes, trainer, &seconds_before);
     if (on_resumed) on_resumed();
+  } else {
+    ShareParameters(trainer);
+  }
+  if (resume && world.root()) {
     // Rows written after the checkpoint belong to an update that is redone.
     std::ifstream in(csv);
     std::string line, kept = kCsvHeader;
@@ -118,19 +204,33 @@ void RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
     WriteFileAtomically(csv, kept);
     LOG(INFO) << "resumed from " << ckpt << ": update " << trainer.updates() << ", " << trainer.env_steps()
               << " environment steps";
-  } else {
+  } else if (world.root()) {
     WriteFileAtomically(csv, kCsvHeader);
   }
 
   cli::InstallInterruptHandler();
   auto t0 = Clock::now();
-  std::ofstream metrics(csv, std::ios::app);
+  std::ofstream metrics;
+  if (world.root()) metrics.open(csv, std::ios::app);
   while (trainer.env_steps() < run.steps) {
-    if (cli::interrupted) {
-      LOG(WARNING) << "interrupted: the last checkpoint (update " << trainer.updates() << ") is kept";
-      break;
+    if (world.Any(cli::interrupted)) {
+      if (world.root())
+        LOG(WARNING) << "interrupted: the last checkpoint (update " << trainer.updates() << ") is kept";
+      return false;
     }
     agents::UpdateStats s = trainer.Iterate();
+    const std::vector<std::string> samplers = world.Gather(trainer.sampler_state());
+    if (world.size() > 1) {
+      // The workers' weights must be the same bits after every update.
+      const uint64_t mine = ParameterHash(trainer.module());
+      const std::vector<std::string> hashes =
+          world.Gather(std::string(reinterpret_cast<const char*>(&mine), sizeof mine));
+      for (size_t r = 1; r < hashes.size(); ++r)
+        if (hashes[r] != hashes[0])
+          Fail("data-parallel training: worker ", r, "'s parameters differ from worker 0's after update ",
+               trainer.updates());
+    }
+    if (!world.root()) continue;
     double sec = seconds_before + std::chrono::duration<double>(Clock::now() - t0).count();
     char row[512];
     std::snprintf(row, sizeof row, "%lld,%lld,%.2f,%.6g,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
@@ -139,7 +239,7 @@ void RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
                   s.clip_fraction, s.explained_variance);
     metrics << row;
     metrics.flush();
-    SaveCheckpoint(ckpt, trainer, trainer.sampler_state(), sec);
+    SaveCheckpoint(ckpt, trainer, samplers, sec);
     Plot(run.dir);
     std::printf(
         "update %lld  steps %lld/%lld  return %.3f (%d episodes)  entropy %.3f  kl %.4f  clip %.3f  "
@@ -149,6 +249,7 @@ void RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
         s.explained_variance, sec);
     std::fflush(stdout);
   }
+  return true;
 }
 
 }  // namespace rlflow::train

@@ -4,6 +4,7 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -123,6 +124,68 @@ std::vector<std::string> World::RunTasks(int64_t n, const std::function<std::str
   if (!error.empty()) Fail(error);
   if (done < n) Fail("interrupted");
   return results;
+}
+
+namespace {
+
+template <class T>
+void SumOverRanks(T* data, int64_t n, MPI_Datatype type, int rank, int size) {
+  if (size == 1 || n == 0) return;
+  if (n > INT32_MAX / size) Fail("MPI: ", n, " values are too many to sum in one call");
+  const int count = static_cast<int>(n);
+  std::vector<T> all(rank == 0 ? static_cast<size_t>(n) * size : 0);
+  Check(MPI_Gather(data, count, type, all.data(), count, type, 0, MPI_COMM_WORLD), "MPI_Gather");
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r) {
+      const T* from = all.data() + static_cast<size_t>(r) * n;
+      for (int64_t k = 0; k < n; ++k) data[k] += from[k];
+    }
+  }
+  Check(MPI_Bcast(data, count, type, 0, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+}  // namespace
+
+void World::SumInRankOrder(float* data, int64_t n) { SumOverRanks(data, n, MPI_FLOAT, rank_, size_); }
+void World::SumInRankOrder(double* data, int64_t n) { SumOverRanks(data, n, MPI_DOUBLE, rank_, size_); }
+
+void World::Broadcast(std::string* bytes) {
+  if (size_ == 1) return;
+  int64_t length = static_cast<int64_t>(bytes->size());
+  Check(MPI_Bcast(&length, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  if (length > INT32_MAX) Fail("MPI: ", length, " bytes are too many to broadcast in one call");
+  bytes->resize(static_cast<size_t>(length));
+  Check(MPI_Bcast(bytes->data(), static_cast<int>(length), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+std::vector<std::string> World::Gather(const std::string& bytes) {
+  if (size_ == 1) return {bytes};
+  if (bytes.size() > INT32_MAX) Fail("MPI: ", bytes.size(), " bytes are too many to gather in one call");
+  int length = static_cast<int>(bytes.size());
+  std::vector<int> lengths(root() ? size_ : 0), offsets(root() ? size_ : 0);
+  Check(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  std::vector<char> all;
+  if (root()) {
+    int64_t total = 0;
+    for (int r = 0; r < size_; ++r) {
+      offsets[r] = static_cast<int>(total);
+      total += lengths[r];
+    }
+    if (total > INT32_MAX) Fail("MPI: ", total, " bytes are too many to gather in one call");
+    all.resize(static_cast<size_t>(total));
+  }
+  Check(MPI_Gatherv(bytes.data(), length, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE, 0,
+                    MPI_COMM_WORLD),
+        "MPI_Gatherv");
+  std::vector<std::string> out;
+  for (int r = 0; root() && r < size_; ++r) out.emplace_back(all.data() + offsets[r], lengths[r]);
+  return out;
+}
+
+bool World::Any(bool flag) {
+  double v = flag ? 1 : 0;
+  SumInRankOrder(&v, 1);
+  return v > 0;
 }
 
 }  // namespace rlflow::mpi

@@ -50,6 +50,21 @@ class World {
                                     const std::function<void(int64_t, int64_t)>& progress = nullptr,
                                     const std::atomic<bool>* stop = nullptr);
 
+  // Collectives for data-parallel training (every rank calls them, in the
+  // same order; with one rank they change nothing). SumInRankOrder sums
+  // data[0..n) over the ranks in place: rank 0 gathers every rank's array,
+  // adds them in rank order and sends the sum back, so every rank holds the
+  // same bits and a seeded run gives the same sums each time (MPI_Allreduce
+  // promises neither). n must be the same on every rank.
+  void SumInRankOrder(float* data, int64_t n);
+  void SumInRankOrder(double* data, int64_t n);
+  // Rank 0's bytes, on every rank.
+  void Broadcast(std::string* bytes);
+  // Every rank's bytes, in rank order, on rank 0 (nothing on the others).
+  std::vector<std::string> Gather(const std::string& bytes);
+  // Whether `flag` is true on any rank.
+  bool Any(bool flag);
+
  private:
   World();
   int rank_ = 0, size_ = 1;

@@ -3,13 +3,14 @@
 // same candidates, database and statistics, byte for byte, as one process
 // with threads, however the work was handed out.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/mpi_testing.h"
 #include "core/rules/rule.h"
 #include "core/subprocess.h"
 
@@ -18,13 +19,7 @@ namespace {
 
 std::string Runfile(const std::string& path) { return std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/" + path; }
 
-// mpirun -np N <args...>
-std::vector<std::string> Mpirun(int ranks, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"mpirun", "--oversubscribe", "-np", std::to_string(ranks)};
-  if (geteuid() == 0) all.push_back("--allow-run-as-root");
-  all.insert(all.end(), args.begin(), args.end());
-  return all;
-}
+using testing::Mpirun;
 
 // The --timings table without its seconds column: id, outcome, rule per line.
 std::string WithoutSeconds(const std::string& tsv) {
@@ -108,8 +103,7 @@ TEST(VerifierMpi, AnyNumberOfRanksWritesTheSameDatabaseAsOneProcess) {
   // bounds the test if it did hang).
   std::vector<std::string> unwritable = verify;
   unwritable.push_back("--output=" + dir + "/no_such_dir/rules.pb");
-  std::vector<std::string> job = Mpirun(3, unwritable);
-  job.insert(job.begin() + 1, {"--timeout", "60"});
+  std::vector<std::string> job = Mpirun(3, unwritable, /*timeout_s=*/60);
   EXPECT_NE(RunProgram(job, log), 0);
   EXPECT_NE(ReadFile(log).find("cannot write --output"), std::string::npos) << ReadFile(log);
   EXPECT_EQ(ReadFile(log).find("time limit for job execution has been reached"), std::string::npos) << ReadFile(log);
