@@ -24,9 +24,15 @@ std::string Binary(const std::string& name) {
 }
 
 std::vector<std::string> TrainArgs(const std::string& out, int steps) {
-  return {Binary("train"),    "--model=resnet18,squeezenet1_1", "--steps=" + std::to_string(steps),
-          "--out=" + out,     "--rollout_steps=16",             "--minibatches=2",
-          "--epochs=2",       "--hidden=16",                    "--gnn_steps=1",
+  return {Binary("train"),
+          "--model=resnet18,squeezenet1_1",
+          "--steps=" + std::to_string(steps),
+          "--out=" + out,
+          "--rollout_steps=16",
+          "--minibatches=2",
+          "--epochs=2",
+          "--hidden=16",
+          "--gnn_steps=1",
           "--horizon=20"};
 }
 
@@ -94,11 +100,11 @@ TEST(DataParallelTraining, TwoWorkersAreReproducibleAndResume) {
 TEST(DataParallelTraining, PassOrderingTrainerWithTwoWorkers) {
   ASSERT_TRUE(HaveProgram("mpirun")) << "mpirun not found (Debian's openmpi-bin)";
   const std::string dir = MakeTempDir("dd_passes_");
-  std::vector<std::string> args = {Binary("train_passes"), "--train=resnet18,squeezenet1_1",
-                                   "--test=inception_v3",  "--steps=64",
+  std::vector<std::string> args = {Binary("train_passes"),  "--train=resnet18,squeezenet1_1",
+                                   "--test=inception_v3",   "--steps=64",
                                    "--out=" + dir + "/run", "--rollout_steps=16",
-                                   "--minibatches=2",      "--epochs=2",
-                                   "--hidden=16",          "--horizon=8",
+                                   "--minibatches=2",       "--epochs=2",
+                                   "--hidden=16",           "--horizon=8",
                                    "--random_orders=1"};
   for (const std::string run : {"a", "b"}) {
     std::vector<std::string> a = args;

@@ -151,8 +151,15 @@ void PpoTrainerBase::AverageGradients() {
 void PpoTrainerBase::CombineStats(UpdateStats* s, int64_t transitions) {
   if (num_workers() == 1) return;
   const double w = num_workers();
-  double v[] = {s->mean_reward * transitions, static_cast<double>(s->episodes), s->episode_return * s->episodes,
-                s->policy_loss, s->value_loss, s->entropy, s->approx_kl, s->clip_fraction, s->explained_variance,
+  double v[] = {s->mean_reward * transitions,
+                static_cast<double>(s->episodes),
+                s->episode_return * s->episodes,
+                s->policy_loss,
+                s->value_loss,
+                s->entropy,
+                s->approx_kl,
+                s->clip_fraction,
+                s->explained_variance,
                 static_cast<double>(transitions)};
   workers_->Sum(v, static_cast<int64_t>(std::size(v)));
   s->mean_reward = v[0] / v[9];

@@ -165,8 +165,7 @@ int Run() {
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  return rlflow::mpi::Finish(
-      rlflow::cli::Main(argc, argv, {"model"},
-                        "train: ./bazelw run //agents:train -- --model=M [--model=M2 ...] --steps=N --out=DIR",
-                        rlflow::Run));
+  return rlflow::mpi::Finish(rlflow::cli::Main(
+      argc, argv, {"model"}, "train: ./bazelw run //agents:train -- --model=M [--model=M2 ...] --steps=N --out=DIR",
+      rlflow::Run));
 }

@@ -132,8 +132,7 @@ int Run() {
   agents::BasicPpoTrainer<agents::PassEnv, agents::PassPolicy> trainer(
       policy, &env, [&] { return train_graphs[next++ % train_graphs.size()]; }, po, FLAGS_seed + world.rank());
   const bool finished = train::RunTraining(
-      run, trainer, resume,
-      [&] { next = static_cast<size_t>(trainer.updates()) + static_cast<size_t>(world.rank()); });
+      run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()) + static_cast<size_t>(world.rank()); });
   if (!world.root()) return finished ? 0 : 1;  // rank 0 writes and evaluates
   agents::SavePassPolicy(*policy, env.passes(), FLAGS_horizon, run.dir + "/agent.pt");
   if (!finished) return 1;

@@ -214,8 +214,7 @@ bool RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
   if (world.root()) metrics.open(csv, std::ios::app);
   while (trainer.env_steps() < run.steps) {
     if (world.Any(cli::interrupted)) {
-      if (world.root())
-        LOG(WARNING) << "interrupted: the last checkpoint (update " << trainer.updates() << ") is kept";
+      if (world.root()) LOG(WARNING) << "interrupted: the last checkpoint (update " << trainer.updates() << ") is kept";
       return false;
     }
     agents::UpdateStats s = trainer.Iterate();
