@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -53,6 +54,20 @@ TEST(Train, WritesMetricsPlotAndCheckpoint) {
   EXPECT_NE(summary.find("\"real_steps\": 32"), std::string::npos) << summary;
   EXPECT_NE(summary.find("\"real_measurements\": 0"), std::string::npos) << summary;
   EXPECT_NE(ReadFile(log).find("this run: 32 real steps"), std::string::npos) << ReadFile(log);
+  // The trained policy's final cost on the training graph: never above the
+  // start (the start counts as reached), never above its greedy episode's.
+  EXPECT_NE(summary.find("\"final_cost\""), std::string::npos) << summary;
+  const std::string text = ReadFile(log);
+  const size_t at = text.find("final cost on resnet18: ");
+  ASSERT_NE(at, std::string::npos) << text;
+  double before = 0, after = 0, lower = 0, greedy = 0;
+  ASSERT_EQ(std::sscanf(text.c_str() + at, "final cost on resnet18: %lf -> %lf (%lf%% lower; greedy episode alone %lf)",
+                        &before, &after, &lower, &greedy),
+            4);
+  EXPECT_GT(before, 0);
+  EXPECT_LE(after, before);
+  EXPECT_LE(after, greedy);
+  EXPECT_LE(greedy, before);
 }
 
 TEST(Train, ResumesAfterSigkill) {

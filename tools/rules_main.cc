@@ -4,6 +4,11 @@
 //   ./bazelw run //tools:rules -- show ID [--db=PATH]
 //   ./bazelw run //tools:rules -- stats [--db=PATH]
 //   ./bazelw run //tools:rules -- diff A B
+//   ./bazelw run //tools:rules -- reach MODEL... [--db=PATH] [--base=PATH]
+//     which rules of the database apply (a match whose rewrite is valid) to
+//     each model as the optimiser sees it (canonical form); with --base,
+//     only the rules not in that database (e.g. the new ones of a larger
+//     generation)
 #include <gflags/gflags.h>
 
 #include <cstdio>
@@ -14,9 +19,13 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
+#include "search/canonical.h"
+#include "zoo/load.h"
 
 DEFINE_string(db, "rules/default.rules.pb", "rule database (default: the checked-in one)");
+DEFINE_string(base, "", "reach: count only the rules that are not in this database");
 
 namespace rlflow {
 namespace {
@@ -50,7 +59,7 @@ void PrintRule(const rules::Rule& r, bool details) {
 }
 
 int Run(const std::vector<std::string>& args) {
-  if (args.empty()) Fail("usage: rules list|show ID|stats|diff A B [--db=PATH]");
+  if (args.empty()) Fail("usage: rules list|show ID|stats|diff A B|reach MODEL... [--db=PATH] [--base=PATH]");
   const std::string& cmd = args[0];
   if (cmd == "list") {
     rules::RuleDatabase db = Load(FLAGS_db);
@@ -109,14 +118,44 @@ int Run(const std::vector<std::string>& args) {
     std::printf("%d only in A, %d only in B, %d changed, %zu in both\n", only_a, only_b, changed, ia.size() - only_a);
     return (only_a || only_b || changed) ? 1 : 0;
   }
-  Fail("unknown command '", cmd, "' (list, show, stats, diff)");
+  if (cmd == "reach") {
+    if (args.size() < 2) Fail("usage: rules reach MODEL... [--db=PATH] [--base=PATH]");
+    rules::RuleDatabase db = Load(FLAGS_db);
+    std::set<std::string> base;
+    if (!FLAGS_base.empty()) {
+      const rules::RuleDatabase base_db = LoadRuleDatabase(ResolveUserPath(FLAGS_base));
+      for (const auto& r : base_db.rules()) base.insert(r.id());
+    }
+    std::vector<rules::Rule> list;
+    for (const auto& r : db.rules())
+      if (!base.count(r.id())) list.push_back(r);
+    Matcher matcher(list, /*both_directions=*/true);
+    std::printf("%zu rules%s\n", list.size(), FLAGS_base.empty() ? "" : " not in --base");
+    std::map<int, int> reached;  // rule -> models it applies to
+    for (size_t k = 1; k < args.size(); ++k) {
+      const Graph graph = CanonicalForm(LoadModel(args[k]).graph);
+      std::map<int, int> valid;  // rule -> valid matches
+      for (const Match& m : matcher.FindAll(graph))
+        if (matcher.TryApply(graph, m)) ++valid[m.rule];
+      int matches = 0;
+      for (const auto& [rule, n] : valid) {
+        matches += n;
+        ++reached[rule];
+      }
+      std::printf("%s: %zu rules apply (%d matches)\n", args[k].c_str(), valid.size(), matches);
+    }
+    for (const auto& [rule, models] : reached)
+      std::printf("  %s  %d model(s)  %s\n", list[rule].id().c_str(), models, RuleToString(list[rule]).c_str());
+    return 0;
+  }
+  Fail("unknown command '", cmd, "' (list, show, stats, diff, reach)");
 }
 
 }  // namespace
 }  // namespace rlflow
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("rules list|show ID|stats|diff A B [--db=PATH]");
+  gflags::SetUsageMessage("rules list|show ID|stats|diff A B|reach MODEL... [--db=PATH] [--base=PATH]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
