@@ -284,17 +284,7 @@ RLFLOW_REGISTER_BACKEND(cpu, BackendInfo{"cpu",
                                          "onnx",
                                          false,
                                          [](const BackendOptions&) { return std::make_unique<CpuBackend>(); }});
-// Named so that --device=cuda says what is missing rather than that it is unknown.
-RLFLOW_REGISTER_BACKEND(cuda, BackendInfo{"cuda",
-                                          "not in this build (no CUDA cost backend yet)",
-                                          {},
-                                          "onnx",
-                                          false,
-                                          [](const BackendOptions&) -> std::unique_ptr<TimingBackend> {
-                                            Fail(
-                                                "--device=cuda: this build has no CUDA cost backend yet (only "
-                                                "the CPU and ONNX Runtime backends are implemented)");
-                                          }});
+// --device=cuda: runtime/cuda (//runtime/cuda:backend, linked where the CUDA toolkit is).
 
 // ---------------------------------------------------------------- measured model
 

@@ -1,0 +1,64 @@
+// The CUDA backend where there may be no GPU: the probe gives a one-line
+// reason instead of crashing, --device=cuda and the executor fail with it,
+// and the library versions that key the timing cache are known either way.
+#include "runtime/cuda/device.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+#include "runtime/cost_model.h"
+#include "runtime/cuda/executor.h"
+
+namespace rlflow::cuda {
+namespace {
+
+TEST(CudaDevice, ProbeNeverCrashesAndKnowsTheLibraries) {
+  DeviceInfo d = ProbeDevice();
+  EXPECT_GE(d.cudnn_version, 90000u);  // cuDNN 9 (9.19 here: 91900)
+  EXPECT_GE(d.cublas_version, 120000);
+  EXPECT_GT(d.runtime_version, 0);
+  if (d.available) {
+    EXPECT_FALSE(d.name.empty());
+    EXPECT_GE(d.compute_major, 7);
+    EXPECT_NE(d.Fingerprint().find(d.name), std::string::npos);
+  } else {
+    // One line that says why.
+    EXPECT_FALSE(d.error.empty());
+    EXPECT_EQ(d.error.find('\n'), std::string::npos) << d.error;
+    EXPECT_NE(d.error.find("CUDA"), std::string::npos) << d.error;
+  }
+}
+
+TEST(CudaDevice, DeviceCudaIsRegisteredAndFailsCleanlyWithoutADevice) {
+  const BackendInfo& info = FindTimingBackend("cuda");
+  EXPECT_EQ(info.target, "onnx");
+  DeviceInfo d = ProbeDevice();
+  if (d.available) {
+    std::unique_ptr<TimingBackend> b = MakeTimingBackend("cuda");
+    EXPECT_EQ(b->name(), "cuda");
+    EXPECT_NE(b->fingerprint().find("cudnn"), std::string::npos);
+    return;
+  }
+  try {
+    MakeTimingBackend("cuda");
+    FAIL() << "made a CUDA backend without a device";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--device=cuda: no CUDA device"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  GraphBuilder b(1);
+  Graph g = b.Build({b.Op("Relu", {b.Input("x", {2, 3})})});
+  EXPECT_THROW(CudaExecutor e(g), Error);
+}
+
+TEST(CudaDevice, SupportedOpsCoverTheConvNetAndTransformerBasics) {
+  std::vector<std::string> ops = SupportedOps();
+  for (const char* op : {"Conv", "MatMul", "Gemm", "Relu", "Add", "MaxPool", "GlobalAveragePool", "Softmax",
+                         "BatchNormalization", "Concat", "Transpose", "Reshape", "Erf", "Div"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+}
+
+}  // namespace
+}  // namespace rlflow::cuda

@@ -1,0 +1,364 @@
+#include "runtime/cuda/plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/op_registry.h"
+
+namespace rlflow::cuda {
+namespace {
+
+const Shape& StaticShape(const Graph& g, ValueId v, const Node& n) {
+  const TensorType& t = g.value(v).type;
+  if (!t.IsStatic()) throw Unsupported("node " + n.Describe() + ": the CUDA backend needs static shapes");
+  return t.shape;
+}
+
+std::vector<int64_t> WindowInts(const Graph& g, NodeId id, const std::string& name) {
+  std::optional<Attribute> a = EffectiveWindowAttribute(g, id, name);
+  if (!a) throw Unsupported("node " + g.node(id).Describe() + ": its " + name + " are not known");
+  if (a->type == AttrType::kInt) return {a->i};
+  return a->ints;
+}
+
+// Spatial window attributes as 2-D (height 1 for 1-D ones).
+void To2D(std::vector<int64_t>* v, int64_t fill) {
+  if (v->size() == 1) v->insert(v->begin(), fill);
+}
+
+}  // namespace
+
+std::vector<int64_t> Strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+GemmPlan PlanMatMul(const Shape& a_in, const Shape& b_in) {
+  if (a_in.empty() || b_in.empty()) throw Unsupported("MatMul of a scalar");
+  Shape a = a_in, b = b_in;
+  if (a.size() == 1) a.insert(a.begin(), 1);  // [k] -> [1, k]
+  if (b.size() == 1) b.push_back(1);          // [k] -> [k, 1]
+  GemmPlan p;
+  p.m = a[a.size() - 2];
+  p.k = a[a.size() - 1];
+  p.n = b[b.size() - 1];
+  if (b[b.size() - 2] != p.k)
+    throw Error("MatMul: inner dimensions differ (" + std::to_string(p.k) + " and " + std::to_string(b[b.size() - 2]) +
+                ")");
+  p.lda = p.k;
+  p.ldb = p.n;
+  p.ldc = p.n;
+  const Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
+  auto count = [](const Shape& s) { return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()); };
+  const int64_t na = count(batch_a), nb = count(batch_b);
+  // Batch dimensions aligned from the right, as numpy broadcasts them.
+  const size_t rank = std::max(batch_a.size(), batch_b.size());
+  Shape pa(rank - batch_a.size(), 1), pb(rank - batch_b.size(), 1);
+  pa.insert(pa.end(), batch_a.begin(), batch_a.end());
+  pb.insert(pb.end(), batch_b.begin(), batch_b.end());
+  if (na == nb && pa == pb) {
+    p.batch = na;
+    p.stride_a = p.m * p.k;
+    p.stride_b = p.k * p.n;
+  } else if (na == 1) {
+    p.batch = nb;
+    p.stride_a = 0;
+    p.stride_b = p.k * p.n;
+  } else if (nb == 1) {
+    // b shared by every batch entry: one product of the stacked a.
+    p.batch = na;
+    p.stride_a = p.m * p.k;
+    p.stride_b = 0;
+  } else {
+    throw Unsupported("MatMul: batch broadcast between " + std::to_string(na) + " and " + std::to_string(nb) +
+                      " entries (only equal batches or a batch of one)");
+  }
+  p.stride_c = p.m * p.n;
+  return p;
+}
+
+GemmPlan PlanGemm(const Shape& a, const Shape& b, bool trans_a, bool trans_b, float alpha, float beta, bool has_c) {
+  if (a.size() != 2 || b.size() != 2) throw Error("Gemm: operands must be 2-D");
+  GemmPlan p;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.m = trans_a ? a[1] : a[0];
+  p.k = trans_a ? a[0] : a[1];
+  p.n = trans_b ? b[0] : b[1];
+  const int64_t kb = trans_b ? b[1] : b[0];
+  if (kb != p.k)
+    throw Error("Gemm: inner dimensions differ (" + std::to_string(p.k) + " and " + std::to_string(kb) + ")");
+  p.lda = a[1];
+  p.ldb = b[1];
+  p.ldc = p.n;
+  p.alpha = alpha;
+  p.beta = has_c ? beta : 0.0f;
+  p.stride_c = p.m * p.n;
+  return p;
+}
+
+std::string ConvPlan::Key() const {
+  std::ostringstream key;
+  key << n << ',' << c << ',' << h << ',' << w << '|' << k << ',' << r << ',' << s << '|' << groups << '|' << pad_h
+      << ',' << pad_w << '|' << stride_h << ',' << stride_w << '|' << dil_h << ',' << dil_w;
+  return key.str();
+}
+
+ConvPlan PlanConv(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  Shape x = StaticShape(g, node.inputs[0], node), w = StaticShape(g, node.inputs[1], node);
+  if (x.size() != 3 && x.size() != 4)
+    throw Unsupported("node " + node.Describe() + ": the CUDA backend runs 1-D and 2-D convolutions");
+  if (x.size() == 3) {
+    x.insert(x.begin() + 2, 1);
+    w.insert(w.begin() + 2, 1);
+  }
+  std::vector<int64_t> pads = WindowInts(g, id, "pads"), strides = WindowInts(g, id, "strides"),
+                       dil = WindowInts(g, id, "dilations");
+  if (pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  To2D(&strides, 1);
+  To2D(&dil, 1);
+  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2)
+    throw Error("node " + node.Describe() + ": window attributes of the wrong length");
+  if (pads[0] != pads[2] || pads[1] != pads[3])
+    throw Unsupported("node " + node.Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
+  ConvPlan p;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.k = w[0];
+  p.r = w[2];
+  p.s = w[3];
+  p.groups = WindowInts(g, id, "group").at(0);
+  if (p.groups < 1 || p.c % p.groups != 0 || w[1] * p.groups != p.c)
+    throw Error("node " + node.Describe() + ": channels do not match the groups");
+  p.pad_h = pads[0];
+  p.pad_w = pads[1];
+  p.stride_h = strides[0];
+  p.stride_w = strides[1];
+  p.dil_h = dil[0];
+  p.dil_w = dil[1];
+  p.out_h = (p.h + 2 * p.pad_h - p.dil_h * (p.r - 1) - 1) / p.stride_h + 1;
+  p.out_w = (p.w + 2 * p.pad_w - p.dil_w * (p.s - 1) - 1) / p.stride_w + 1;
+  if (p.out_h < 1 || p.out_w < 1) throw Error("node " + node.Describe() + ": the window is larger than the input");
+  p.has_bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+  if (p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 && p.groups == 1) {
+    // Y_i[k, hw] = W[k, c] X_i[c, hw] for every image i: one strided batch.
+    p.method = ConvPlan::Method::kGemm;
+    GemmPlan& gm = p.gemm;
+    gm.m = p.k;
+    gm.k = p.c;
+    gm.n = p.h * p.w;
+    gm.lda = p.c;
+    gm.ldb = gm.n;
+    gm.ldc = gm.n;
+    gm.batch = p.n;
+    gm.stride_a = 0;
+    gm.stride_b = p.c * gm.n;
+    gm.stride_c = p.k * gm.n;
+  }
+  return p;
+}
+
+PoolPlan PlanPool(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  Shape x = StaticShape(g, node.inputs[0], node), y = StaticShape(g, node.outputs[0], node);
+  if (x.size() != 3 && x.size() != 4)
+    throw Unsupported("node " + node.Describe() + ": the CUDA backend pools 1-D and 2-D inputs");
+  if (x.size() == 3) {
+    x.insert(x.begin() + 2, 1);
+    y.insert(y.begin() + 2, 1);
+  }
+  PoolPlan p;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.out_h = y[2];
+  p.out_w = y[3];
+  if (node.op == "GlobalAveragePool" || node.op == "GlobalMaxPool") {
+    p.max = node.op == "GlobalMaxPool";
+    p.win_h = p.h;
+    p.win_w = p.w;
+    return p;
+  }
+  if (node.op != "MaxPool" && node.op != "AveragePool") throw Error("PlanPool: not a pooling node: " + node.op);
+  p.max = node.op == "MaxPool";
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("no registry entry for " + node.op);
+  AttrReader attrs(node, *def);
+  if (!p.max) p.count_include_pad = attrs.Int("count_include_pad") != 0;
+  std::vector<int64_t> kernel = WindowInts(g, id, "kernel_shape"), pads = WindowInts(g, id, "pads"),
+                       strides = WindowInts(g, id, "strides");
+  if (pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  To2D(&kernel, 1);
+  To2D(&strides, 1);
+  if (node.op == "MaxPool" && attrs.Has("dilations")) {
+    for (int64_t d : attrs.Ints("dilations"))
+      if (d != 1) throw Unsupported("node " + node.Describe() + ": dilated pooling");
+  }
+  if (pads[0] != pads[2] || pads[1] != pads[3])
+    throw Unsupported("node " + node.Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
+  p.win_h = kernel[0];
+  p.win_w = kernel[1];
+  p.pad_h = pads[0];
+  p.pad_w = pads[1];
+  p.stride_h = strides[0];
+  p.stride_w = strides[1];
+  // cuDNN's output size rounds down; ceil_mode's larger output is not expressible.
+  const int64_t floor_h = (p.h + 2 * p.pad_h - p.win_h) / p.stride_h + 1;
+  const int64_t floor_w = (p.w + 2 * p.pad_w - p.win_w) / p.stride_w + 1;
+  if (floor_h != p.out_h || floor_w != p.out_w)
+    throw Unsupported("node " + node.Describe() + ": ceil_mode output sizes (cuDNN rounds down)");
+  return p;
+}
+
+BroadcastPlan PlanBroadcast(const std::vector<Shape>& inputs) {
+  BroadcastPlan p;
+  size_t rank = 0;
+  for (const Shape& s : inputs) rank = std::max(rank, s.size());
+  if (rank > static_cast<size_t>(kMaxRank)) throw Unsupported("elementwise op of rank " + std::to_string(rank));
+  p.out.assign(rank, 1);
+  for (const Shape& s : inputs) {
+    const size_t off = rank - s.size();
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t& o = p.out[off + d];
+      if (s[d] == o || s[d] == 1) continue;
+      if (o != 1) throw Error("shapes do not broadcast");
+      o = s[d];
+    }
+  }
+  p.numel = std::accumulate(p.out.begin(), p.out.end(), int64_t{1}, std::multiplies<>());
+  for (const Shape& s : inputs) {
+    const size_t off = rank - s.size();
+    std::vector<int64_t> dense = Strides(s), strides(rank, 0);
+    for (size_t d = 0; d < s.size(); ++d) strides[off + d] = s[d] == 1 && p.out[off + d] != 1 ? 0 : dense[d];
+    if (s != p.out) p.same_shapes = false;
+    p.strides.push_back(std::move(strides));
+  }
+  return p;
+}
+
+CopyPlan PlanTranspose(const Shape& in, std::vector<int64_t> perm) {
+  const int64_t rank = static_cast<int64_t>(in.size());
+  if (perm.empty())
+    for (int64_t d = rank; d-- > 0;) perm.push_back(d);
+  if (static_cast<int64_t>(perm.size()) != rank) throw Error("Transpose: perm has the wrong length");
+  if (rank > kMaxRank) throw Unsupported("Transpose of rank " + std::to_string(rank));
+  const std::vector<int64_t> in_strides = Strides(in);
+  CopyPlan p;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (perm[d] < 0 || perm[d] >= rank) throw Error("Transpose: perm out of range");
+    p.shape.push_back(in[perm[d]]);
+    p.in_strides.push_back(in_strides[perm[d]]);
+  }
+  p.out_strides = Strides(p.shape);
+  return p;
+}
+
+std::vector<CopyPlan> PlanConcat(const std::vector<Shape>& inputs, int64_t axis) {
+  if (inputs.empty()) throw Error("Concat of nothing");
+  const int64_t rank = static_cast<int64_t>(inputs[0].size());
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) throw Error("Concat: axis out of range");
+  if (rank > kMaxRank) throw Unsupported("Concat of rank " + std::to_string(rank));
+  Shape out = inputs[0];
+  out[axis] = 0;
+  for (const Shape& s : inputs) out[axis] += s[axis];
+  const std::vector<int64_t> out_strides = Strides(out);
+  std::vector<CopyPlan> plans;
+  int64_t at = 0;
+  for (const Shape& s : inputs) {
+    CopyPlan p;
+    p.shape = s;
+    p.in_strides = Strides(s);
+    p.out_strides = out_strides;
+    p.out_offset = at * out_strides[axis];
+    at += s[axis];
+    plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+SoftmaxPlan PlanSoftmax(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("no registry entry for " + node.op);
+  AttrReader attrs(node, *def);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = attrs.Int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= std::max<int64_t>(rank, 1)) throw Error("node " + node.Describe() + ": axis out of range");
+  SoftmaxPlan p;
+  p.log = node.op == "LogSoftmax";
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) p.outer *= x[d];
+    if (d == axis) p.dim = x[d];
+    if (d > axis) p.inner *= x[d];
+  }
+  return p;
+}
+
+BatchNormPlan PlanBatchNorm(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  if (x.size() < 2) throw Unsupported("node " + node.Describe() + ": BatchNormalization of rank < 2");
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("no registry entry for " + node.op);
+  AttrReader attrs(node, *def);
+  if (attrs.Int("training_mode") != 0) throw Unsupported("node " + node.Describe() + ": training mode");
+  BatchNormPlan p;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x.size() > 2 ? x[2] : 1;
+  for (size_t d = 3; d < x.size(); ++d) p.w *= x[d];
+  p.epsilon = attrs.Float("epsilon");
+  return p;
+}
+
+GatherPlan PlanGather(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const Shape& idx = StaticShape(g, node.inputs[1], node);
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("no registry entry for " + node.op);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = AttrReader(node, *def).Int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) throw Error("node " + node.Describe() + ": axis out of range");
+  GatherPlan p;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axis) p.outer *= x[d];
+    if (d == axis) p.axis_dim = x[d];
+    if (d > axis) p.inner *= x[d];
+  }
+  p.indices = std::accumulate(idx.begin(), idx.end(), int64_t{1}, std::multiplies<>());
+  return p;
+}
+
+LayerNormPlan PlanLayerNorm(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("no registry entry for " + node.op);
+  AttrReader attrs(node, *def);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  int64_t axis = attrs.Int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) throw Error("node " + node.Describe() + ": axis out of range");
+  for (size_t k = 1; k < node.outputs.size(); ++k)
+    if (node.outputs[k] != kNoValue)
+      throw Unsupported("node " + node.Describe() + ": LayerNormalization's mean and inverse deviation outputs");
+  LayerNormPlan p;
+  for (int64_t d = 0; d < rank; ++d) (d < axis ? p.rows : p.cols) *= x[d];
+  p.epsilon = attrs.Float("epsilon");
+  p.has_bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+  return p;
+}
+
+}  // namespace rlflow::cuda

@@ -1,0 +1,246 @@
+// The CUDA backend's plans, on machines without a GPU: which library call
+// and which descriptor values each node gets, from its shapes and
+// attributes. Expected values are worked out by hand from the definitions
+// (row-major products, cuDNN's output-size formula, numpy broadcasting).
+#include "runtime/cuda/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/graph_builder.h"
+
+namespace rlflow::cuda {
+namespace {
+
+TEST(GemmPlan, MatMulBatchesAndBroadcastsAsNumpy) {
+  // [2,3,4,5] x [5,6]: 6 products of [4,5] x [5,6], b shared.
+  GemmPlan p = PlanMatMul({2, 3, 4, 5}, {5, 6});
+  EXPECT_EQ(p.m, 4);
+  EXPECT_EQ(p.k, 5);
+  EXPECT_EQ(p.n, 6);
+  EXPECT_EQ(p.batch, 6);
+  EXPECT_EQ(p.stride_a, 20);
+  EXPECT_EQ(p.stride_b, 0);
+  EXPECT_EQ(p.stride_c, 24);
+  EXPECT_EQ(p.lda, 5);
+  EXPECT_EQ(p.ldb, 6);
+  EXPECT_EQ(p.ldc, 6);
+  // A vector on the left is a row: [5] x [5,6] = [6].
+  p = PlanMatMul({5}, {5, 6});
+  EXPECT_EQ(p.m, 1);
+  EXPECT_EQ(p.n, 6);
+  EXPECT_EQ(p.batch, 1);
+  // a's batch of one against b's three.
+  p = PlanMatMul({1, 4, 5}, {3, 5, 6});
+  EXPECT_EQ(p.batch, 3);
+  EXPECT_EQ(p.stride_a, 0);
+  EXPECT_EQ(p.stride_b, 30);
+  // Equal batches.
+  p = PlanMatMul({2, 4, 5}, {2, 5, 6});
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.stride_a, 20);
+  EXPECT_EQ(p.stride_b, 30);
+  // Batches that broadcast dimension by dimension ([3,1] against [1,2])
+  // are not one strided batch.
+  EXPECT_THROW(PlanMatMul({3, 1, 4, 5}, {1, 2, 5, 6}), Unsupported);
+  EXPECT_THROW(PlanMatMul({4, 5}, {4, 6}), Error);  // inner dimensions differ
+}
+
+TEST(GemmPlan, GemmTransposesAndBias) {
+  // A [7,3], B stored [5,3] with transB: C [7,5]; leading dimensions are
+  // the stored widths.
+  GemmPlan p = PlanGemm({7, 3}, {5, 3}, false, true, 2.0f, 0.5f, true);
+  EXPECT_EQ(p.m, 7);
+  EXPECT_EQ(p.k, 3);
+  EXPECT_EQ(p.n, 5);
+  EXPECT_TRUE(p.trans_b);
+  EXPECT_EQ(p.lda, 3);
+  EXPECT_EQ(p.ldb, 3);
+  EXPECT_EQ(p.ldc, 5);
+  EXPECT_FLOAT_EQ(p.alpha, 2.0f);
+  EXPECT_FLOAT_EQ(p.beta, 0.5f);
+  // Without C, beta does not apply.
+  EXPECT_FLOAT_EQ(PlanGemm({3, 7}, {3, 5}, true, false, 1.0f, 0.5f, false).beta, 0.0f);
+  EXPECT_EQ(PlanGemm({3, 7}, {3, 5}, true, false, 1.0f, 1.0f, false).m, 7);
+}
+
+Graph ConvGraph(const Shape& x, const Shape& w, AttributeMap attrs, bool bias = true) {
+  GraphBuilder b(1);
+  std::vector<ValueId> in = {b.Input("x", x), b.Weight("w", w, 0.1f)};
+  if (bias) in.push_back(b.Weight("b", {w[0]}, 0.1f));
+  return b.Build({b.Op("Conv", in, std::move(attrs))});
+}
+
+NodeId OnlyNode(const Graph& g) { return g.TopologicalOrder().at(0); }
+
+TEST(ConvPlan, CudnnDescriptorsFromShapesAndAttributes) {
+  Graph g = ConvGraph({2, 8, 14, 14}, {16, 8, 3, 3},
+                      {{"pads", Attribute::Ints({1, 1, 1, 1})}, {"strides", Attribute::Ints({2, 2})}});
+  ConvPlan p = PlanConv(g, OnlyNode(g));
+  EXPECT_EQ(p.method, ConvPlan::Method::kCudnn);
+  EXPECT_EQ(p.n, 2);
+  EXPECT_EQ(p.c, 8);
+  EXPECT_EQ(p.k, 16);
+  EXPECT_EQ(p.r, 3);
+  EXPECT_EQ(p.pad_h, 1);
+  EXPECT_EQ(p.stride_w, 2);
+  // (14 + 2 - 3) / 2 + 1 = 7.
+  EXPECT_EQ(p.out_h, 7);
+  EXPECT_EQ(p.out_w, 7);
+  EXPECT_TRUE(p.has_bias);
+  // The algorithm cache key tells apart what cuDNN does differently.
+  Graph g2 = ConvGraph({2, 8, 14, 14}, {16, 8, 3, 3}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  EXPECT_NE(PlanConv(g2, OnlyNode(g2)).Key(), p.Key());
+}
+
+TEST(ConvPlan, OneByOneConvolutionIsOneBatchedProduct) {
+  Graph g = ConvGraph({2, 8, 7, 7}, {16, 8, 1, 1}, {}, /*bias=*/false);
+  ConvPlan p = PlanConv(g, OnlyNode(g));
+  EXPECT_EQ(p.method, ConvPlan::Method::kGemm);
+  EXPECT_FALSE(p.has_bias);
+  // Y_i [16, 49] = W [16, 8] X_i [8, 49], W shared by both images.
+  EXPECT_EQ(p.gemm.m, 16);
+  EXPECT_EQ(p.gemm.k, 8);
+  EXPECT_EQ(p.gemm.n, 49);
+  EXPECT_EQ(p.gemm.batch, 2);
+  EXPECT_EQ(p.gemm.stride_a, 0);
+  EXPECT_EQ(p.gemm.stride_b, 8 * 49);
+  EXPECT_EQ(p.gemm.stride_c, 16 * 49);
+  // Strided or grouped 1x1 convolutions go to cuDNN.
+  Graph s = ConvGraph({2, 8, 7, 7}, {16, 8, 1, 1}, {{"strides", Attribute::Ints({2, 2})}});
+  EXPECT_EQ(PlanConv(s, OnlyNode(s)).method, ConvPlan::Method::kCudnn);
+  Graph d = ConvGraph({1, 8, 7, 7}, {8, 1, 3, 3}, {{"group", Attribute::Int(8)}});
+  ConvPlan dp = PlanConv(d, OnlyNode(d));
+  EXPECT_EQ(dp.method, ConvPlan::Method::kCudnn);
+  EXPECT_EQ(dp.groups, 8);
+}
+
+TEST(ConvPlan, AsymmetricPaddingAndThreeDimensionsAreUnsupported) {
+  // SAME_UPPER with an even kernel pads one side more.
+  Graph g = ConvGraph({1, 2, 4, 4}, {2, 2, 2, 2}, {{"auto_pad", Attribute::String("SAME_UPPER")}});
+  EXPECT_THROW(PlanConv(g, OnlyNode(g)), Unsupported);
+  Graph g3 = ConvGraph({1, 2, 4, 4, 4}, {2, 2, 1, 1, 1}, {});
+  EXPECT_THROW(PlanConv(g3, OnlyNode(g3)), Unsupported);
+  // 1-D convolutions run as height-1 2-D ones.
+  Graph g1 = ConvGraph({1, 2, 10}, {4, 2, 3}, {{"pads", Attribute::Ints({1, 1})}});
+  ConvPlan p1 = PlanConv(g1, OnlyNode(g1));
+  EXPECT_EQ(p1.h, 1);
+  EXPECT_EQ(p1.r, 1);
+  EXPECT_EQ(p1.s, 3);
+  EXPECT_EQ(p1.pad_h, 0);
+  EXPECT_EQ(p1.pad_w, 1);
+  EXPECT_EQ(p1.out_w, 10);
+}
+
+Graph PoolGraph(const std::string& op, const Shape& x, AttributeMap attrs) {
+  GraphBuilder b(1);
+  return b.Build({b.Op(op, {b.Input("x", x)}, std::move(attrs))});
+}
+
+TEST(PoolPlan, WindowsModesAndOutputSizes) {
+  Graph g = PoolGraph("MaxPool", {1, 4, 9, 9},
+                      {{"kernel_shape", Attribute::Ints({3, 3})},
+                       {"strides", Attribute::Ints({2, 2})},
+                       {"pads", Attribute::Ints({1, 1, 1, 1})}});
+  PoolPlan p = PlanPool(g, OnlyNode(g));
+  EXPECT_TRUE(p.max);
+  EXPECT_EQ(p.win_h, 3);
+  EXPECT_EQ(p.pad_w, 1);
+  EXPECT_EQ(p.out_h, 5);  // (9 + 2 - 3) / 2 + 1
+  Graph a = PoolGraph("AveragePool", {1, 4, 8, 8},
+                      {{"kernel_shape", Attribute::Ints({2, 2})},
+                       {"strides", Attribute::Ints({2, 2})},
+                       {"count_include_pad", Attribute::Int(1)}});
+  PoolPlan ap = PlanPool(a, OnlyNode(a));
+  EXPECT_FALSE(ap.max);
+  EXPECT_TRUE(ap.count_include_pad);
+  EXPECT_EQ(ap.out_w, 4);
+  Graph gap = PoolGraph("GlobalAveragePool", {2, 4, 7, 5}, {});
+  PoolPlan gp = PlanPool(gap, OnlyNode(gap));
+  EXPECT_FALSE(gp.max);
+  EXPECT_EQ(gp.win_h, 7);
+  EXPECT_EQ(gp.win_w, 5);
+  EXPECT_EQ(gp.out_h, 1);
+  // ceil_mode: 8 with a window of 3 and stride 2 gives 4 outputs rounded
+  // up, 3 rounded down (cuDNN's).
+  Graph c = PoolGraph("MaxPool", {1, 1, 8, 8},
+                      {{"kernel_shape", Attribute::Ints({3, 3})},
+                       {"strides", Attribute::Ints({2, 2})},
+                       {"ceil_mode", Attribute::Int(1)}});
+  EXPECT_THROW(PlanPool(c, OnlyNode(c)), Unsupported);
+}
+
+TEST(BroadcastPlan, StridesAreZeroWhereAnInputBroadcasts) {
+  BroadcastPlan p = PlanBroadcast({{2, 3, 4}, {3, 1}});
+  EXPECT_EQ(p.out, (Shape{2, 3, 4}));
+  EXPECT_EQ(p.numel, 24);
+  EXPECT_FALSE(p.same_shapes);
+  EXPECT_EQ(p.strides[0], (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(p.strides[1], (std::vector<int64_t>{0, 1, 0}));
+  BroadcastPlan same = PlanBroadcast({{5, 6}, {5, 6}});
+  EXPECT_TRUE(same.same_shapes);
+  // A scalar operand: stride 0 everywhere.
+  BroadcastPlan scalar = PlanBroadcast({{5, 6}, {}});
+  EXPECT_EQ(scalar.strides[1], (std::vector<int64_t>{0, 0}));
+  EXPECT_THROW(PlanBroadcast({{2, 3}, {4, 3}}), Error);
+}
+
+TEST(CopyPlan, TransposeAndConcat) {
+  // [2,3,4] by perm [2,0,1] -> [4,2,3]; output index (i,j,k) reads input (j,k,i).
+  CopyPlan t = PlanTranspose({2, 3, 4}, {2, 0, 1});
+  EXPECT_EQ(t.shape, (Shape{4, 2, 3}));
+  EXPECT_EQ(t.in_strides, (std::vector<int64_t>{1, 12, 4}));
+  EXPECT_EQ(t.out_strides, (std::vector<int64_t>{6, 3, 1}));
+  EXPECT_EQ(PlanTranspose({2, 3}, {}).in_strides, (std::vector<int64_t>{1, 3}));  // reversed by default
+  std::vector<CopyPlan> c = PlanConcat({{2, 3}, {2, 5}}, -1);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].out_offset, 0);
+  EXPECT_EQ(c[1].out_offset, 3);
+  EXPECT_EQ(c[1].out_strides, (std::vector<int64_t>{8, 1}));
+  EXPECT_EQ(c[1].in_strides, (std::vector<int64_t>{5, 1}));
+}
+
+TEST(SoftmaxAndBatchNormPlans, ViewsForCudnn) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3, 4});
+  Graph g = b.Build({b.Op("Softmax", {x}, {{"axis", Attribute::Int(1)}})});
+  SoftmaxPlan s = PlanSoftmax(g, OnlyNode(g));
+  EXPECT_EQ(s.outer, 2);
+  EXPECT_EQ(s.dim, 3);
+  EXPECT_EQ(s.inner, 4);
+  EXPECT_FALSE(s.log);
+  GraphBuilder b2(1);
+  ValueId y = b2.Input("x", {2, 3, 4, 5, 6});
+  std::vector<ValueId> in = {y};
+  for (const char* name : {"scale", "bias", "mean", "var"}) in.push_back(b2.Uniform(name, {3}, 0.5f, 1.5f));
+  Graph bn = b2.Build({b2.Op("BatchNormalization", in, {{"epsilon", Attribute::Float(1e-3f)}})});
+  BatchNormPlan p = PlanBatchNorm(bn, OnlyNode(bn));
+  EXPECT_EQ(p.n, 2);
+  EXPECT_EQ(p.c, 3);
+  EXPECT_EQ(p.h, 4);
+  EXPECT_EQ(p.w, 30);
+  EXPECT_NEAR(p.epsilon, 1e-3, 1e-9);
+}
+
+TEST(GatherAndLayerNormPlans, Views) {
+  GraphBuilder b(1);
+  ValueId table = b.Weight("table", {10, 4, 6}, 0.1f);
+  ValueId ids = b.Input("ids", {2, 3}, DType::kInt64);
+  Graph g = b.Build({b.Op("Gather", {table, ids}, {{"axis", Attribute::Int(1)}})});
+  GatherPlan p = PlanGather(g, OnlyNode(g));
+  EXPECT_EQ(p.outer, 10);
+  EXPECT_EQ(p.axis_dim, 4);
+  EXPECT_EQ(p.indices, 6);
+  EXPECT_EQ(p.inner, 6);
+  GraphBuilder b2(1);
+  ValueId x = b2.Input("x", {2, 5, 8});
+  Graph ln = b2.Build({b2.Op("LayerNormalization", {x, b2.Weight("s", {8}, 0.1f)}, {{"axis", Attribute::Int(-1)}})});
+  LayerNormPlan l = PlanLayerNorm(ln, OnlyNode(ln));
+  EXPECT_EQ(l.rows, 10);
+  EXPECT_EQ(l.cols, 8);
+  EXPECT_FALSE(l.has_bias);
+  EXPECT_FLOAT_EQ(l.epsilon, 1e-5f);
+}
+
+}  // namespace
+}  // namespace rlflow::cuda
