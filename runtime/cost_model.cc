@@ -167,16 +167,7 @@ class CpuBackend : public TimingBackend {
     double shortest = *std::min_element(first.begin(), first.end());
     if (shortest > 0 && shortest < o.min_sample_ms)
       reps = std::min(1000, static_cast<int>(o.min_sample_ms / shortest) + 1);
-    for (int k = 0; k < std::max(pairs, 1); ++k) {
-      // a b, b a, ...: neither graph always runs first.
-      if (k % 2 == 0) {
-        time(ea, &t.wall_a, &t.cpu_a);
-        time(eb, &t.wall_b, &t.cpu_b);
-      } else {
-        time(eb, &t.wall_b, &t.cpu_b);
-        time(ea, &t.wall_a, &t.cpu_a);
-      }
-    }
+    RunAlternately(pairs, [&](bool a) { a ? time(ea, &t.wall_a, &t.cpu_a) : time(eb, &t.wall_b, &t.cpu_b); });
     return t;
   }
 
@@ -199,6 +190,13 @@ class CpuBackend : public TimingBackend {
 };
 
 }  // namespace
+
+void RunAlternately(int pairs, const std::function<void(bool a)>& time) {
+  for (int k = 0; k < std::max(pairs, 1); ++k) {
+    time(k % 2 == 0);
+    time(k % 2 != 0);
+  }
+}
 
 InContextTimes SummariseInContext(const std::vector<std::vector<double>>& node_samples,
                                   const std::vector<double>& run_ms) {

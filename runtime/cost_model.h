@@ -55,6 +55,10 @@ struct InContextTimes {
   int runs = 0;
 };
 
+// The order every backend's TimePaired runs its pairs in: max(pairs, 1)
+// rounds, alternately a then b and b then a, so that neither graph always
+// runs first; time(true) runs and times a, time(false) b.
+void RunAlternately(int pairs, const std::function<void(bool a)>& time);
 // InContextTimes from `runs` timed runs: node_samples[node][run] (ms),
 // run_ms[run] (whole runs). Each node's time is its median scaled so that
 // the nodes add up to the median run's node total (medians of skewed

@@ -58,15 +58,7 @@ class CudaBackend : public TimingBackend {
       wall->push_back(total / reps);
       cpu->push_back((ThreadCpuMs() - c0) / reps);
     };
-    for (int k = 0; k < std::max(pairs, 1); ++k) {
-      if (k % 2 == 0) {
-        time(ea, &t.wall_a, &t.cpu_a);
-        time(eb, &t.wall_b, &t.cpu_b);
-      } else {
-        time(eb, &t.wall_b, &t.cpu_b);
-        time(ea, &t.wall_a, &t.cpu_a);
-      }
-    }
+    RunAlternately(pairs, [&](bool a) { a ? time(ea, &t.wall_a, &t.cpu_a) : time(eb, &t.wall_b, &t.cpu_b); });
     return t;
   }
 

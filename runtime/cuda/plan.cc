@@ -23,6 +23,29 @@ std::vector<int64_t> WindowInts(const Graph& g, NodeId id, const std::string& na
   return a->ints;
 }
 
+AttrReader Attrs(const Node& node) {
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr) throw Error("node " + node.Describe() + ": not in the registry");
+  return AttrReader(node, *def);
+}
+
+// The node's `axis` attribute in [0, rank).
+int64_t Axis(const Node& node, int64_t rank) {
+  int64_t axis = Attrs(node).Int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= std::max<int64_t>(rank, 1)) throw Error("node " + node.Describe() + ": axis out of range");
+  return axis;
+}
+
+// Sizes of an [outer, axis, inner] view of `x` around `axis`.
+void AroundAxis(const Shape& x, int64_t axis, int64_t* outer, int64_t* dim, int64_t* inner) {
+  for (int64_t d = 0; d < static_cast<int64_t>(x.size()); ++d) {
+    if (d < axis) *outer *= x[d];
+    if (d == axis) *dim = x[d];
+    if (d > axis) *inner *= x[d];
+  }
+}
+
 // Spatial window attributes as 2-D (height 1 for 1-D ones).
 void To2D(std::vector<int64_t>* v, int64_t fill) {
   if (v->size() == 1) v->insert(v->begin(), fill);
@@ -188,9 +211,7 @@ PoolPlan PlanPool(const Graph& g, NodeId id) {
   }
   if (node.op != "MaxPool" && node.op != "AveragePool") throw Error("PlanPool: not a pooling node: " + node.op);
   p.max = node.op == "MaxPool";
-  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-  if (def == nullptr) throw Error("no registry entry for " + node.op);
-  AttrReader attrs(node, *def);
+  AttrReader attrs = Attrs(node);
   if (!p.max) p.count_include_pad = attrs.Int("count_include_pad") != 0;
   std::vector<int64_t> kernel = WindowInts(g, id, "kernel_shape"), pads = WindowInts(g, id, "pads"),
                        strides = WindowInts(g, id, "strides");
@@ -287,20 +308,9 @@ std::vector<CopyPlan> PlanConcat(const std::vector<Shape>& inputs, int64_t axis)
 SoftmaxPlan PlanSoftmax(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   const Shape& x = StaticShape(g, node.inputs[0], node);
-  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-  if (def == nullptr) throw Error("no registry entry for " + node.op);
-  AttrReader attrs(node, *def);
-  const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t axis = attrs.Int("axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= std::max<int64_t>(rank, 1)) throw Error("node " + node.Describe() + ": axis out of range");
   SoftmaxPlan p;
   p.log = node.op == "LogSoftmax";
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) p.outer *= x[d];
-    if (d == axis) p.dim = x[d];
-    if (d > axis) p.inner *= x[d];
-  }
+  AroundAxis(x, Axis(node, static_cast<int64_t>(x.size())), &p.outer, &p.dim, &p.inner);
   return p;
 }
 
@@ -308,9 +318,7 @@ BatchNormPlan PlanBatchNorm(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   const Shape& x = StaticShape(g, node.inputs[0], node);
   if (x.size() < 2) throw Unsupported("node " + node.Describe() + ": BatchNormalization of rank < 2");
-  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-  if (def == nullptr) throw Error("no registry entry for " + node.op);
-  AttrReader attrs(node, *def);
+  AttrReader attrs = Attrs(node);
   if (attrs.Int("training_mode") != 0) throw Unsupported("node " + node.Describe() + ": training mode");
   BatchNormPlan p;
   p.n = x[0];
@@ -325,18 +333,8 @@ GatherPlan PlanGather(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   const Shape& x = StaticShape(g, node.inputs[0], node);
   const Shape& idx = StaticShape(g, node.inputs[1], node);
-  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-  if (def == nullptr) throw Error("no registry entry for " + node.op);
-  const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t axis = AttrReader(node, *def).Int("axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) throw Error("node " + node.Describe() + ": axis out of range");
   GatherPlan p;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d < axis) p.outer *= x[d];
-    if (d == axis) p.axis_dim = x[d];
-    if (d > axis) p.inner *= x[d];
-  }
+  AroundAxis(x, Axis(node, static_cast<int64_t>(x.size())), &p.outer, &p.axis_dim, &p.inner);
   p.indices = std::accumulate(idx.begin(), idx.end(), int64_t{1}, std::multiplies<>());
   return p;
 }
@@ -344,19 +342,14 @@ GatherPlan PlanGather(const Graph& g, NodeId id) {
 LayerNormPlan PlanLayerNorm(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   const Shape& x = StaticShape(g, node.inputs[0], node);
-  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-  if (def == nullptr) throw Error("no registry entry for " + node.op);
-  AttrReader attrs(node, *def);
   const int64_t rank = static_cast<int64_t>(x.size());
-  int64_t axis = attrs.Int("axis");
-  if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank) throw Error("node " + node.Describe() + ": axis out of range");
+  const int64_t axis = Axis(node, rank);
   for (size_t k = 1; k < node.outputs.size(); ++k)
     if (node.outputs[k] != kNoValue)
       throw Unsupported("node " + node.Describe() + ": LayerNormalization's mean and inverse deviation outputs");
   LayerNormPlan p;
   for (int64_t d = 0; d < rank; ++d) (d < axis ? p.rows : p.cols) *= x[d];
-  p.epsilon = attrs.Float("epsilon");
+  p.epsilon = Attrs(node).Float("epsilon");
   p.has_bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
   return p;
 }
