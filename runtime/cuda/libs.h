@@ -11,19 +11,41 @@
 
 namespace rlflow::cuda {
 
-#define RLFLOW_CUDA_LIB_FUNCTIONS(X)                                                                                  \
-  X(cublasCreate)                                                                                                     \
-  X(cublasDestroy) X(cublasSetStream) X(cublasSetMathMode) X(cublasSgemmStridedBatched) X(cublasGetStatusString)      \
-      X(cublasGetProperty) X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnCreate) X(cudnnDestroy) X(cudnnSetStream) \
-          X(cudnnCreateTensorDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnSetTensor4dDescriptor)                \
-              X(cudnnCreateFilterDescriptor) X(cudnnDestroyFilterDescriptor) X(cudnnSetFilter4dDescriptor)            \
-                  X(cudnnCreateConvolutionDescriptor) X(cudnnDestroyConvolutionDescriptor)                            \
-                      X(cudnnSetConvolution2dDescriptor) X(cudnnSetConvolutionGroupCount)                             \
-                          X(cudnnSetConvolutionMathType) X(cudnnFindConvolutionForwardAlgorithm)                      \
-                              X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)                   \
-                                  X(cudnnCreatePoolingDescriptor) X(cudnnDestroyPoolingDescriptor)                    \
-                                      X(cudnnSetPooling2dDescriptor) X(cudnnPoolingForward) X(cudnnSoftmaxForward)    \
-                                          X(cudnnBatchNormalizationForwardInference)
+// clang-format off
+#define RLFLOW_CUDA_LIB_FUNCTIONS(X) \
+  X(cublasCreate) \
+  X(cublasDestroy) \
+  X(cublasSetStream) \
+  X(cublasSetMathMode) \
+  X(cublasSgemmStridedBatched) \
+  X(cublasGetStatusString) \
+  X(cublasGetProperty) \
+  X(cudnnGetVersion) \
+  X(cudnnGetErrorString) \
+  X(cudnnCreate) \
+  X(cudnnDestroy) \
+  X(cudnnSetStream) \
+  X(cudnnCreateTensorDescriptor) \
+  X(cudnnDestroyTensorDescriptor) \
+  X(cudnnSetTensor4dDescriptor) \
+  X(cudnnCreateFilterDescriptor) \
+  X(cudnnDestroyFilterDescriptor) \
+  X(cudnnSetFilter4dDescriptor) \
+  X(cudnnCreateConvolutionDescriptor) \
+  X(cudnnDestroyConvolutionDescriptor) \
+  X(cudnnSetConvolution2dDescriptor) \
+  X(cudnnSetConvolutionGroupCount) \
+  X(cudnnSetConvolutionMathType) \
+  X(cudnnFindConvolutionForwardAlgorithm) \
+  X(cudnnGetConvolutionForwardWorkspaceSize) \
+  X(cudnnConvolutionForward) \
+  X(cudnnCreatePoolingDescriptor) \
+  X(cudnnDestroyPoolingDescriptor) \
+  X(cudnnSetPooling2dDescriptor) \
+  X(cudnnPoolingForward) \
+  X(cudnnSoftmaxForward) \
+  X(cudnnBatchNormalizationForwardInference)
+// clang-format on
 
 struct CudaLibs {
   bool loaded = false;
