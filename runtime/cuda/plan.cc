@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -49,6 +51,28 @@ void AroundAxis(const Shape& x, int64_t axis, int64_t* outer, int64_t* dim, int6
 // Spatial window attributes as 2-D (height 1 for 1-D ones).
 void To2D(std::vector<int64_t>* v, int64_t fill) {
   if (v->size() == 1) v->insert(v->begin(), fill);
+}
+
+// `x` (the input) and `other` (the weights or the output) as 4-D NCHW: a
+// 1-D window gets height 1; more spatial dimensions are unsupported.
+void To4D(const Node& node, const char* what, Shape* x, Shape* other) {
+  if (x->size() != 3 && x->size() != 4)
+    throw Unsupported("node " + node.Describe() + ": the CUDA backend " + what + " 1-D and 2-D inputs");
+  if (x->size() == 3) {
+    x->insert(x->begin() + 2, 1);
+    other->insert(other->begin() + 2, 1);
+  }
+}
+
+// The node's effective pads as (height, width); cuDNN pads both sides of a
+// dimension alike, so asymmetric padding is unsupported.
+std::pair<int64_t, int64_t> SymmetricPads(const Graph& g, NodeId id) {
+  std::vector<int64_t> pads = WindowInts(g, id, "pads");
+  if (pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  if (pads.size() != 4) throw Error("node " + g.node(id).Describe() + ": pads of the wrong length");
+  if (pads[0] != pads[2] || pads[1] != pads[3])
+    throw Unsupported("node " + g.node(id).Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
+  return {pads[0], pads[1]};
 }
 
 }  // namespace
@@ -133,21 +157,13 @@ std::string ConvPlan::Key() const {
 ConvPlan PlanConv(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   Shape x = StaticShape(g, node.inputs[0], node), w = StaticShape(g, node.inputs[1], node);
-  if (x.size() != 3 && x.size() != 4)
-    throw Unsupported("node " + node.Describe() + ": the CUDA backend runs 1-D and 2-D convolutions");
-  if (x.size() == 3) {
-    x.insert(x.begin() + 2, 1);
-    w.insert(w.begin() + 2, 1);
-  }
-  std::vector<int64_t> pads = WindowInts(g, id, "pads"), strides = WindowInts(g, id, "strides"),
-                       dil = WindowInts(g, id, "dilations");
-  if (pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  To4D(node, "convolves", &x, &w);
+  std::vector<int64_t> strides = WindowInts(g, id, "strides"), dil = WindowInts(g, id, "dilations");
   To2D(&strides, 1);
   To2D(&dil, 1);
-  if (pads.size() != 4 || strides.size() != 2 || dil.size() != 2)
+  if (strides.size() != 2 || dil.size() != 2)
     throw Error("node " + node.Describe() + ": window attributes of the wrong length");
-  if (pads[0] != pads[2] || pads[1] != pads[3])
-    throw Unsupported("node " + node.Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
+  const auto [pad_h, pad_w] = SymmetricPads(g, id);
   ConvPlan p;
   p.n = x[0];
   p.c = x[1];
@@ -159,8 +175,8 @@ ConvPlan PlanConv(const Graph& g, NodeId id) {
   p.groups = WindowInts(g, id, "group").at(0);
   if (p.groups < 1 || p.c % p.groups != 0 || w[1] * p.groups != p.c)
     throw Error("node " + node.Describe() + ": channels do not match the groups");
-  p.pad_h = pads[0];
-  p.pad_w = pads[1];
+  p.pad_h = pad_h;
+  p.pad_w = pad_w;
   p.stride_h = strides[0];
   p.stride_w = strides[1];
   p.dil_h = dil[0];
@@ -190,12 +206,7 @@ ConvPlan PlanConv(const Graph& g, NodeId id) {
 PoolPlan PlanPool(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   Shape x = StaticShape(g, node.inputs[0], node), y = StaticShape(g, node.outputs[0], node);
-  if (x.size() != 3 && x.size() != 4)
-    throw Unsupported("node " + node.Describe() + ": the CUDA backend pools 1-D and 2-D inputs");
-  if (x.size() == 3) {
-    x.insert(x.begin() + 2, 1);
-    y.insert(y.begin() + 2, 1);
-  }
+  To4D(node, "pools", &x, &y);
   PoolPlan p;
   p.n = x[0];
   p.c = x[1];
@@ -213,21 +224,16 @@ PoolPlan PlanPool(const Graph& g, NodeId id) {
   p.max = node.op == "MaxPool";
   AttrReader attrs = Attrs(node);
   if (!p.max) p.count_include_pad = attrs.Int("count_include_pad") != 0;
-  std::vector<int64_t> kernel = WindowInts(g, id, "kernel_shape"), pads = WindowInts(g, id, "pads"),
-                       strides = WindowInts(g, id, "strides");
-  if (pads.size() == 2) pads = {0, pads[0], 0, pads[1]};
+  std::vector<int64_t> kernel = WindowInts(g, id, "kernel_shape"), strides = WindowInts(g, id, "strides");
   To2D(&kernel, 1);
   To2D(&strides, 1);
   if (node.op == "MaxPool" && attrs.Has("dilations")) {
     for (int64_t d : attrs.Ints("dilations"))
       if (d != 1) throw Unsupported("node " + node.Describe() + ": dilated pooling");
   }
-  if (pads[0] != pads[2] || pads[1] != pads[3])
-    throw Unsupported("node " + node.Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
+  std::tie(p.pad_h, p.pad_w) = SymmetricPads(g, id);
   p.win_h = kernel[0];
   p.win_w = kernel[1];
-  p.pad_h = pads[0];
-  p.pad_w = pads[1];
   p.stride_h = strides[0];
   p.stride_w = strides[1];
   // cuDNN's output size rounds down; ceil_mode's larger output is not expressible.
