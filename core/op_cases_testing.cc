@@ -1,0 +1,468 @@
+#include "core/op_cases_testing.h"
+
+#include <memory>
+
+#include "core/tensor.h"
+
+namespace rlflow::testing {
+namespace {
+
+using B = GraphBuilder;
+AttributeMap A(std::initializer_list<std::pair<const std::string, Attribute>> l) { return AttributeMap(l); }
+Attribute I(int64_t v) { return Attribute::Int(v); }
+Attribute Is(std::vector<int64_t> v) { return Attribute::Ints(std::move(v)); }
+Attribute F(float v) { return Attribute::Float(v); }
+Attribute S(std::string v) { return Attribute::String(std::move(v)); }
+
+}  // namespace
+
+std::vector<OpCase> OpCases() {
+  std::vector<OpCase> c;
+  auto in = [](B& b, const std::string& n, Shape s) { return b.Input(n, s); };
+  auto unary = [&](const std::string& op) {
+    c.push_back({op, [op, in](B& b) { return b.Op(op, {in(b, op + "_x", {2, 3, 4})}); }});
+  };
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Floor", "Ceil", "Identity"}) unary(op);
+  c.push_back({"Sqrt", [in](B& b) { return b.Op("Sqrt", {b.Op("Abs", {in(b, "sqrt_x", {3, 5})})}); }});
+  c.push_back({"Reciprocal", [in](B& b) {
+                 return b.Op("Reciprocal", {b.Op("Add", {b.Op("Abs", {in(b, "rec_x", {3, 5})}), b.ConstFloat(0.5f)})});
+               }});
+  c.push_back({"Log", [in](B& b) {
+                 return b.Op("Log", {b.Op("Add", {b.Op("Abs", {in(b, "log_x", {3, 5})}), b.ConstFloat(0.5f)})});
+               }});
+  for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) {
+    std::string o = op;
+    c.push_back({o + "_broadcast", [o, in](B& b) {
+                   return b.Op(o, {in(b, o + "_a", {2, 3, 4}), in(b, o + "_b", {3, 1})});
+                 }});
+  }
+  // Divisors without zeros (1 + relu(x)).
+  c.push_back({"Div_broadcast", [in](B& b) {
+                 ValueId d = b.Op("Add", {b.Op("Relu", {in(b, "Div_b", {3, 1})}), b.ConstFloat(1.0f)});
+                 return b.Op("Div", {in(b, "Div_a", {2, 3, 4}), d});
+               }});
+  c.push_back({"Div_scalar", [in](B& b) { return b.Op("Div", {in(b, "div_s_a", {2, 3}), b.ConstFloat(8.0f)}); }});
+  // Mod: integers with either sign rule (negative dividends and divisors),
+  // floats with fmod=1.
+  for (int64_t fmod : {0, 1}) {
+    c.push_back({"Mod_int_fmod" + std::to_string(fmod), [fmod](B& b) {
+                   ValueId a = b.Input("mod_a" + std::to_string(fmod), {2, 3}, DType::kInt64);
+                   ValueId d = b.ConstInts(std::vector<int64_t>{3, -4, 5}, Shape{3});
+                   ValueId x = b.Op(
+                       "Sub", {a, b.ConstInts(std::vector<int64_t>{7, 11, 13}, Shape{3})});  // some negative dividends
+                   return b.Op("Mod", {x, d}, A({{"fmod", I(fmod)}}));
+                 }});
+  }
+  c.push_back({"Mod_float", [in](B& b) {
+                 return b.Op("Mod", {in(b, "modf_a", {2, 3}), b.ConstFloat(0.75f)}, A({{"fmod", I(1)}}));
+               }});
+  c.push_back({"LessOrEqual_GreaterOrEqual", [in](B& b) {
+                 ValueId x = in(b, "le_x", {4, 5}), y = b.Op("Floor", {in(b, "le_y", {4, 5})});
+                 ValueId fx = b.Op("Floor", {x});
+                 return b.Op("Where",
+                             {b.Op("LessOrEqual", {fx, y}), x, b.Op("Where", {b.Op("GreaterOrEqual", {y, x}), y, fx})});
+               }});
+  // Logical operators, and a mask (a bool output) through Not.
+  for (const char* op : {"And", "Or", "Xor"}) {
+    std::string o = op;
+    c.push_back({o, [o](B& b) {
+                   ValueId x = b.Input(o + "_a", {3, 4}, DType::kBool), y = b.Input(o + "_b", {4}, DType::kBool);
+                   return b.Op("Not", {b.Op(o, {x, y})});
+                 }});
+  }
+  // ScatterND: whole rows (k = 1), single elements (k = 2, a negative
+  // index), and reduction add.
+  c.push_back({"ScatterND_rows", [in](B& b) {
+                 return b.Op("ScatterND",
+                             {in(b, "snr_x", {4, 5, 3}), b.ConstInts(std::vector<int64_t>{2, 0}, Shape{2, 1}),
+                              in(b, "snr_u", {2, 5, 3})});
+               }});
+  c.push_back({"ScatterND_elements", [in](B& b) {
+                 return b.Op("ScatterND", {in(b, "sne_x", {4, 5, 3}),
+                                           b.ConstInts(std::vector<int64_t>{1, 2, 3, 0, -1, 4}, Shape{3, 2}),
+                                           in(b, "sne_u", {3, 3})});
+               }});
+  c.push_back({"ScatterND_add", [in](B& b) {
+                 return b.Op("ScatterND",
+                             {in(b, "sna_x", {4, 5}), b.ConstInts(std::vector<int64_t>{1, 3, 1}, Shape{3, 1}),
+                              in(b, "sna_u", {3, 5})},
+                             A({{"reduction", S("add")}}));
+               }});
+  c.push_back({"Pow", [in](B& b) { return b.Op("Pow", {in(b, "pow_a", {2, 3}), b.ConstFloat(3.0f)}); }});
+  c.push_back({"Where_Equal_Less_Greater", [in](B& b) {
+                 ValueId x = in(b, "where_x", {4, 5}), y = in(b, "where_y", {4, 5});
+                 ValueId lt = b.Op("Less", {x, y});
+                 ValueId pick = b.Op("Where", {lt, x, y});
+                 ValueId gt = b.Op("Greater", {x, b.ConstFloat(0.0f)});
+                 ValueId eq = b.Op("Equal", {b.Op("Floor", {x}), b.ConstFloat(0.0f)});
+                 return b.Op("Add", {b.Op("Where", {gt, pick, b.Op("Neg", {pick})}), b.Op("Where", {eq, x, y})});
+               }});
+  c.push_back({"Clip", [in](B& b) {
+                 return b.Op("Clip", {in(b, "clip_x", {3, 4}), b.ConstFloat(-0.5f), b.ConstFloat(0.7f)});
+               }});
+  c.push_back({"Clip_max_only", [in](B& b) {
+                 return b.Op("Clip", {in(b, "clipm_x", {3, 4}), kNoValue, b.ConstFloat(0.2f)});
+               }});
+  c.push_back({"Clip_no_bounds", [in](B& b) { return b.Op("Clip", {in(b, "clipn_x", {3, 4})}); }});
+  // Activations of other exporters, at their defaults and with attributes.
+  for (const char* op :
+       {"HardSigmoid", "HardSwish", "LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "ThresholdedRelu"}) {
+    std::string o = op;
+    c.push_back({o, [o, in](B& b) {
+                   // Scaled so that every piece of the function is hit.
+                   return b.Op(o, {b.Op("Mul", {in(b, o + "_x", {2, 3, 5}), b.ConstFloat(4.0f)})});
+                 }});
+  }
+  c.push_back({"HardSigmoid_attrs", [in](B& b) {
+                 return b.Op("HardSigmoid", {b.Op("Mul", {in(b, "hsa_x", {3, 5}), b.ConstFloat(4.0f)})},
+                             A({{"alpha", F(0.5f)}, {"beta", F(0.25f)}}));
+               }});
+  c.push_back({"LeakyRelu_attrs", [in](B& b) {
+                 return b.Op("LeakyRelu", {in(b, "lra_x", {3, 5})}, A({{"alpha", F(0.3f)}}));
+               }});
+  c.push_back(
+      {"Elu_Celu_attrs", [in](B& b) {
+         ValueId x = in(b, "eca_x", {3, 5});
+         return b.Op("Add", {b.Op("Elu", {x}, A({{"alpha", F(0.5f)}})), b.Op("Celu", {x}, A({{"alpha", F(2.0f)}}))});
+       }});
+  c.push_back({"Selu_attrs", [in](B& b) {
+                 return b.Op("Selu", {in(b, "sea_x", {3, 5})}, A({{"alpha", F(1.5f)}, {"gamma", F(2.0f)}}));
+               }});
+  c.push_back({"ThresholdedRelu_attrs", [in](B& b) {
+                 return b.Op("ThresholdedRelu", {in(b, "tra_x", {3, 5})}, A({{"alpha", F(-0.5f)}}));
+               }});
+  c.push_back({"PRelu_channel_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "pr_x", {2, 3, 4, 5}), in(b, "pr_slope", {3, 1, 1})});
+               }});
+  c.push_back({"PRelu_scalar_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "prs_x", {2, 3}), b.ConstFloat(0.25f)});
+               }});
+  // Resize in the forms the executor runs (the others stay opaque).
+  auto floats = [](B& b, std::vector<float> v) {
+    return b.Const(TensorData::FromFloat(v, {static_cast<int64_t>(v.size())}));
+  };
+  c.push_back({"Resize_nearest_asymmetric_floor", [in, floats](B& b) {
+                 return b.Op("Resize", {in(b, "rz1_x", {1, 2, 3, 4}), kNoValue, floats(b, {1, 1, 2, 2})},
+                             A({{"mode", S("nearest")},
+                                {"coordinate_transformation_mode", S("asymmetric")},
+                                {"nearest_mode", S("floor")}}));
+               }});
+  c.push_back({"Resize_nearest_half_pixel_sizes", [in](B& b) {
+                 return b.Op("Resize", {in(b, "rz2_x", {2, 2, 5, 4}), kNoValue, kNoValue, b.ConstInts({2, 2, 7, 9})},
+                             A({{"mode", S("nearest")},
+                                {"coordinate_transformation_mode", S("half_pixel")},
+                                {"nearest_mode", S("round_prefer_ceil")}}));
+               }});
+  c.push_back({"Resize_linear_half_pixel", [in, floats](B& b) {
+                 return b.Op("Resize", {in(b, "rz3_x", {1, 3, 5, 4}), kNoValue, floats(b, {1, 1, 1.5f, 2})},
+                             A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("half_pixel")}}));
+               }});
+  c.push_back({"Resize_linear_align_corners_down", [in](B& b) {
+                 return b.Op("Resize", {in(b, "rz4_x", {1, 2, 6, 7}), kNoValue, kNoValue, b.ConstInts({1, 2, 4, 3})},
+                             A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}}));
+               }});
+  c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
+  c.push_back({"DepthToSpace_DCR", [in](B& b) {
+                 return b.Op("DepthToSpace", {in(b, "d2s_x", {1, 8, 2, 3})}, A({{"blocksize", I(2)}}));
+               }});
+  c.push_back(
+      {"DepthToSpace_CRD", [in](B& b) {
+         return b.Op("DepthToSpace", {in(b, "d2sc_x", {2, 8, 3, 2})}, A({{"blocksize", I(2)}, {"mode", S("CRD")}}));
+       }});
+  c.push_back({"SpaceToDepth", [in](B& b) {
+                 return b.Op("SpaceToDepth", {in(b, "s2d_x", {1, 2, 4, 6})}, A({{"blocksize", I(2)}}));
+               }});
+  // Arg/TopK outputs are int64: cast to float so that one model holds every case.
+  c.push_back(
+      {"ArgMax_keepdims", [in](B& b) {
+         return b.Op("Cast", {b.Op("ArgMax", {in(b, "am_x", {3, 5, 2})}, A({{"axis", I(1)}}))}, A({{"to", I(1)}}));
+       }});
+  c.push_back({"ArgMin_last_index", [in](B& b) {
+                 // Floor makes ties; select_last_index picks the last of them.
+                 ValueId x = b.Op("Floor", {in(b, "amn_x", {4, 6})});
+                 return b.Op(
+                     "Cast",
+                     {b.Op("ArgMin", {x}, A({{"axis", I(-1)}, {"keepdims", I(0)}, {"select_last_index", I(1)}}))},
+                     A({{"to", I(1)}}));
+               }});
+  c.push_back({"TopK", [in](B& b) {
+                 auto vi = b.OpN("TopK", {in(b, "topk_x", {3, 7}), b.ConstInts({3})}, 2, A({{"axis", I(1)}}));
+                 return b.Op("Add", {vi[0], b.Op("Cast", {vi[1]}, A({{"to", I(1)}}))});
+               }});
+  c.push_back({"TopK_smallest", [in](B& b) {
+                 auto vi = b.OpN("TopK", {in(b, "topks_x", {5, 4}), b.ConstInts({2})}, 2,
+                                 A({{"axis", I(0)}, {"largest", I(0)}}));
+                 return b.Op("Add", {vi[0], b.Op("Cast", {vi[1]}, A({{"to", I(1)}}))});
+               }});
+  c.push_back({"InstanceNormalization", [in](B& b) {
+                 return b.Op("InstanceNormalization",
+                             {in(b, "in_x", {2, 3, 4, 5}), in(b, "in_scale", {3}), in(b, "in_b", {3})},
+                             A({{"epsilon", F(1e-3f)}}));
+               }});
+  c.push_back({"Cast_roundtrip", [in](B& b) {
+                 ValueId x = b.Op("Mul", {in(b, "cast_x", {3, 4}), b.ConstFloat(10.0f)});
+                 ValueId i = b.Op("Cast", {x}, A({{"to", I(7)}}));
+                 return b.Op("Cast", {i}, A({{"to", I(1)}}));
+               }});
+  // Convolutions.
+  auto conv = [in](const std::string& name, Shape x, Shape w, AttributeMap attrs, bool bias) {
+    return OpCase{name, [=](B& b) {
+                    std::vector<ValueId> ins = {in(b, name + "_x", x), b.Weight(name + "_w", w, 0.3f)};
+                    if (bias) ins.push_back(b.Weight(name + "_b", {w[0]}, 0.3f));
+                    return b.Op("Conv", ins, attrs);
+                  }};
+  };
+  c.push_back(conv("Conv_basic", {1, 3, 9, 9}, {4, 3, 3, 3}, A({{"pads", Is({1, 1, 1, 1})}}), true));
+  c.push_back(conv("Conv_asym_pads_stride", {1, 2, 10, 9}, {3, 2, 3, 2},
+                   A({{"pads", Is({0, 1, 2, 0})}, {"strides", Is({2, 3})}}), false));
+  c.push_back(conv("Conv_dilation_group", {1, 4, 11, 11}, {6, 2, 3, 3},
+                   A({{"dilations", Is({2, 2})}, {"group", I(2)}, {"pads", Is({2, 1, 2, 1})}}), true));
+  c.push_back(conv("Conv_same_upper", {1, 3, 8, 7}, {2, 3, 4, 3},
+                   A({{"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}}), true));
+  c.push_back(conv("Conv_same_lower", {1, 3, 8, 7}, {2, 3, 4, 3}, A({{"auto_pad", S("SAME_LOWER")}}), false));
+  c.push_back(
+      conv("Conv_depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, A({{"group", I(4)}, {"pads", Is({1, 1, 1, 1})}}), true));
+  c.push_back(conv("Conv_1d", {1, 3, 12}, {5, 3, 3}, A({{"pads", Is({1, 2})}, {"strides", Is({2})}}), true));
+  // Transposed convolutions (decoders, FPN/U-Net upsampling): pads, output
+  // padding, output_shape and SAME_* with odd total paddings (which side
+  // gets the odd unit), groups, dilations, 1-D and 3-D.
+  auto deconv = [in](const std::string& name, Shape x, Shape w, AttributeMap attrs, int64_t bias) {
+    return OpCase{name, [=](B& b) {
+                    std::vector<ValueId> ins = {in(b, name + "_x", x), b.Weight(name + "_w", w, 0.3f)};
+                    if (bias > 0) ins.push_back(b.Weight(name + "_b", {bias}, 0.3f));
+                    return b.Op("ConvTranspose", ins, attrs);
+                  }};
+  };
+  c.push_back(deconv("ConvTranspose_basic", {1, 3, 5, 5}, {3, 4, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}), 4));
+  c.push_back(deconv("ConvTranspose_output_padding", {1, 3, 5, 4}, {3, 2, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}, {"output_padding", Is({1, 1})}}), 2));
+  c.push_back(deconv("ConvTranspose_asym_pads", {1, 2, 4, 5}, {2, 3, 3, 2},
+                     A({{"strides", Is({2, 3})}, {"pads", Is({0, 1, 2, 0})}}), 0));
+  c.push_back(deconv("ConvTranspose_asym_output_padding", {1, 2, 4, 4}, {2, 2, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"pads", Is({1, 0, 0, 1})}, {"output_padding", Is({1, 0})}}), 2));
+  c.push_back(deconv("ConvTranspose_output_shape_odd", {1, 2, 4, 4}, {2, 3, 3, 3},
+                     A({{"strides", Is({2, 2})}, {"output_shape", Is({8, 9})}}), 3));
+  c.push_back(deconv("ConvTranspose_output_shape_larger", {1, 1, 3, 3}, {1, 2, 3, 3},
+                     A({{"strides", Is({3, 2})}, {"output_shape", Is({10, 8})}}), 2));
+  c.push_back(deconv("ConvTranspose_same_upper", {1, 2, 4, 5}, {2, 2, 4, 3},
+                     A({{"strides", Is({2, 2})}, {"auto_pad", S("SAME_UPPER")}}), 2));
+  c.push_back(deconv("ConvTranspose_same_lower", {1, 2, 4, 5}, {2, 2, 4, 3},
+                     A({{"strides", Is({2, 2})}, {"auto_pad", S("SAME_LOWER")}}), 0));
+  c.push_back(deconv("ConvTranspose_group_dilation", {1, 4, 5, 5}, {4, 3, 3, 3},
+                     A({{"group", I(2)}, {"dilations", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}), 6));
+  c.push_back(
+      deconv("ConvTranspose_1d", {1, 3, 7}, {3, 2, 4}, A({{"strides", Is({3})}, {"output_padding", Is({2})}}), 2));
+  c.push_back(deconv("ConvTranspose_3d", {1, 2, 3, 4, 4}, {2, 2, 2, 2, 2}, A({{"strides", Is({2, 2, 2})}}), 2));
+  // Einsum as transformer exports write it: batched matmul, attention
+  // scores with a transposed operand, an ellipsis, implicit output, a
+  // reduction, a three-operand product.
+  auto einsum = [in](const std::string& name, const std::string& eq, std::vector<Shape> shapes) {
+    return OpCase{name, [=](B& b) {
+                    std::vector<ValueId> ins;
+                    for (size_t k = 0; k < shapes.size(); ++k)
+                      ins.push_back(in(b, name + "_" + std::to_string(k), shapes[k]));
+                    return b.Op("Einsum", ins, A({{"equation", S(eq)}}));
+                  }};
+  };
+  c.push_back(einsum("Einsum_bmm", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}));
+  c.push_back(einsum("Einsum_attention", "bhqd,bhkd->bhqk", {{1, 2, 3, 4}, {1, 2, 5, 4}}));
+  c.push_back(einsum("Einsum_ellipsis", "...ij,...jk->...ik", {{2, 3, 4, 2}, {1, 3, 2, 3}}));
+  c.push_back(einsum("Einsum_implicit", "ij,jk", {{3, 4}, {4, 2}}));
+  c.push_back(einsum("Einsum_reduce_transpose", "i j k -> k i", {{3, 4, 5}}));
+  c.push_back(einsum("Einsum_three", "ab,bc,cd->ad", {{2, 3}, {3, 4}, {4, 2}}));
+  c.push_back({"BatchNormalization", [in](B& b) {
+                 return b.Op(
+                     "BatchNormalization",
+                     {in(b, "bn_x", {2, 3, 4, 4}), b.Uniform("bn_s", {3}, 0.5f, 1.5f), b.Weight("bn_b", {3}, 0.3f),
+                      b.Weight("bn_m", {3}, 0.3f), b.Uniform("bn_v", {3}, 0.5f, 1.5f)},
+                     A({{"epsilon", F(1e-3f)}}));
+               }});
+  // Pooling.
+  auto pool = [in](const std::string& name, const std::string& op, Shape x, AttributeMap attrs) {
+    return OpCase{name, [=](B& b) { return b.Op(op, {in(b, name + "_x", x)}, attrs); }};
+  };
+  c.push_back(pool("MaxPool_basic", "MaxPool", {1, 2, 9, 9},
+                   A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}})));
+  c.push_back(pool("MaxPool_ceil", "MaxPool", {1, 2, 10, 10},
+                   A({{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
+  c.push_back(pool("MaxPool_asym_dilated", "MaxPool", {1, 2, 11, 10},
+                   A({{"kernel_shape", Is({2, 3})}, {"pads", Is({0, 2, 1, 0})}, {"dilations", Is({2, 1})}})));
+  c.push_back(pool("MaxPool_same_upper", "MaxPool", {1, 1, 7, 7},
+                   A({{"kernel_shape", Is({2, 2})}, {"auto_pad", S("SAME_UPPER")}, {"strides", Is({2, 2})}})));
+  c.push_back(pool("AveragePool_include_pad", "AveragePool", {1, 2, 8, 8},
+                   A({{"kernel_shape", Is({3, 3})}, {"pads", Is({1, 1, 1, 1})}, {"count_include_pad", I(1)}})));
+  c.push_back(pool("AveragePool_exclude_pad", "AveragePool", {1, 2, 8, 8},
+                   A({{"kernel_shape", Is({3, 3})}, {"pads", Is({1, 1, 1, 1})}, {"strides", Is({2, 2})}})));
+  c.push_back(pool("AveragePool_asym_exclude", "AveragePool", {1, 2, 7, 9},
+                   A({{"kernel_shape", Is({3, 2})}, {"pads", Is({0, 1, 2, 1})}})));
+  c.push_back(pool("AveragePool_asym_include", "AveragePool", {1, 2, 7, 9},
+                   A({{"kernel_shape", Is({3, 2})}, {"pads", Is({2, 0, 0, 1})}, {"count_include_pad", I(1)}})));
+  c.push_back(pool("AveragePool_ceil", "AveragePool", {1, 1, 9, 9},
+                   A({{"kernel_shape", Is({2, 2})}, {"strides", Is({2, 2})}, {"ceil_mode", I(1)}})));
+  c.push_back(pool("GlobalAveragePool", "GlobalAveragePool", {2, 3, 5, 4}, {}));
+  // Pad.
+  for (const char* mode : {"constant", "reflect", "edge"}) {
+    std::string m = mode;
+    c.push_back(
+        {"Pad_" + m, [m, in](B& b) {
+           std::vector<ValueId> ins = {in(b, "pad_" + m + "_x", {1, 2, 4, 5}), b.ConstInts({0, 0, 1, 2, 0, 0, 2, 1})};
+           if (m == "constant") ins.push_back(b.ConstFloat(0.25f));
+           return b.Op("Pad", ins, A({{"mode", S(m)}}));
+         }});
+  }
+  c.push_back({"Pad_negative", [in](B& b) {
+                 return b.Op("Pad", {in(b, "padneg_x", {3, 6}), b.ConstInts({1, -2, 0, 1})});
+               }});
+  // Matrix products.
+  c.push_back({"MatMul_batched_broadcast", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mm_a", {2, 1, 3, 4}), in(b, "mm_b", {5, 4, 6})});
+               }});
+  c.push_back({"MatMul_vector_matrix", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mv_a", {4}), in(b, "mv_b", {2, 4, 3})});
+               }});
+  c.push_back({"MatMul_matrix_vector", [in](B& b) {
+                 return b.Op("MatMul", {in(b, "mw_a", {3, 4}), in(b, "mw_b", {4})});
+               }});
+  c.push_back({"Gemm_trans_alpha_beta", [in](B& b) {
+                 return b.Op("Gemm", {in(b, "gemm_a", {4, 3}), in(b, "gemm_b", {5, 4}), in(b, "gemm_c", {5})},
+                             A({{"transA", I(1)}, {"transB", I(1)}, {"alpha", F(0.5f)}, {"beta", F(2.0f)}}));
+               }});
+  c.push_back({"Gemm_no_bias", [in](B& b) {
+                 return b.Op("Gemm", {in(b, "gemm2_a", {3, 4}), in(b, "gemm2_b", {4, 2})});
+               }});
+  c.push_back({"Softmax_axis1", [in](B& b) {
+                 return b.Op("Softmax", {in(b, "sm_x", {2, 3, 4})}, A({{"axis", I(1)}}));
+               }});
+  c.push_back({"LayerNormalization_axis", [in](B& b) {
+                 return b.Op(
+                     "LayerNormalization",
+                     {in(b, "ln_x", {2, 3, 4}), b.Uniform("ln_g", {3, 4}, 0.5f, 1.5f), b.Weight("ln_b", {3, 4}, 0.2f)},
+                     A({{"axis", I(-2)}, {"epsilon", F(1e-4f)}}));
+               }});
+  // ONNX Runtime's contrib operator (com.microsoft): with every optional
+  // input, and with all four outputs (the output, the rows' mean and
+  // inverse standard deviation, the sum) combined into one.
+  c.push_back({"SkipLayerNormalization", [in](B& b) {
+                 return b.Op(
+                     "com.microsoft.SkipLayerNormalization",
+                     {in(b, "skln_x", {2, 3, 8}), in(b, "skln_s", {2, 3, 8}), b.Uniform("skln_g", {8}, 0.5f, 1.5f),
+                      b.Weight("skln_b", {8}, 0.2f), b.Weight("skln_bias", {8}, 0.3f)},
+                     A({{"epsilon", F(1e-5f)}}));
+               }});
+  c.push_back({"SkipLayerNormalization_outputs", [in](B& b) {
+                 std::vector<ValueId> o =
+                     b.OpN("com.microsoft.SkipLayerNormalization",
+                           {in(b, "sln4_x", {4, 16}), in(b, "sln4_s", {4, 16}), b.Uniform("sln4_g", {16}, 0.5f, 1.5f)},
+                           4, A({{"epsilon", F(1e-6f)}}));
+                 ValueId stats = b.Op("Add", {o[1], b.Op("Mul", {o[2], b.ConstFloat(0.01f)})});
+                 return b.Op("Add", {b.Op("Add", {o[0], stats}), o[3]});
+               }});
+  c.push_back({"ReduceMean", [in](B& b) {
+                 return b.Op("ReduceMean", {in(b, "rm_x", {2, 3, 4})}, A({{"axes", Is({0, -1})}, {"keepdims", I(0)}}));
+               }});
+  c.push_back({"ReduceMean_all", [in](B& b) { return b.Op("ReduceMean", {in(b, "rma_x", {2, 3})}); }});
+  c.push_back({"ReduceMax", [in](B& b) {
+                 return b.Op("ReduceMax", {in(b, "rx_x", {2, 3, 4})}, A({{"axes", Is({1})}}));
+               }});
+  c.push_back({"ReduceMin", [in](B& b) {
+                 return b.Op("ReduceMin", {in(b, "rmin_x", {2, 3, 4})}, A({{"axes", Is({0, 2})}}));
+               }});
+  c.push_back({"ReduceProd", [in](B& b) {
+                 return b.Op("ReduceProd", {in(b, "rp_x", {2, 3, 4})}, A({{"axes", Is({1, -1})}, {"keepdims", I(0)}}));
+               }});
+  c.push_back({"ReduceL1", [in](B& b) {
+                 return b.Op("ReduceL1", {in(b, "rl1_x", {2, 3, 4})}, A({{"axes", Is({2})}}));
+               }});
+  c.push_back({"ReduceL2", [in](B& b) {
+                 return b.Op("ReduceL2", {in(b, "rl2_x", {2, 3, 4})}, A({{"axes", Is({0, 1})}}));
+               }});
+  c.push_back({"ReduceSumSquare", [in](B& b) { return b.Op("ReduceSumSquare", {in(b, "rss_x", {2, 3, 4})}); }});
+  c.push_back({"ReduceLogSum", [in](B& b) {
+                 return b.Op("ReduceLogSum", {b.Op("Abs", {in(b, "rls_x", {2, 3, 4})})}, A({{"axes", Is({1})}}));
+               }});
+  c.push_back(
+      {"ReduceLogSumExp", [in](B& b) {
+         return b.Op("ReduceLogSumExp", {in(b, "rlse_x", {2, 3, 4})}, A({{"axes", Is({2})}, {"keepdims", I(0)}}));
+       }});
+  c.push_back({"ReduceSum", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsum_x", {2, 3, 4}), b.ConstInts({0, -1})});
+               }});
+  c.push_back({"ReduceSum_all", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsa_x", {2, 3, 4})}, A({{"keepdims", I(0)}}));
+               }});
+  c.push_back({"ReduceSum_noop", [in](B& b) {
+                 return b.Op("ReduceSum", {in(b, "rsn_x", {2, 3})}, A({{"noop_with_empty_axes", I(1)}}));
+               }});
+  // Data movement.
+  c.push_back({"Concat", [in](B& b) {
+                 return b.Op("Concat", {in(b, "cat_a", {2, 3}), in(b, "cat_b", {2, 1}), in(b, "cat_c", {2, 2})},
+                             A({{"axis", I(-1)}}));
+               }});
+  c.push_back({"Split_sizes", [in](B& b) {
+                 auto parts = b.OpN("Split", {in(b, "split_x", {2, 7}), b.ConstInts({2, 5})}, 2, A({{"axis", I(1)}}));
+                 return b.Op("Mul", {b.Op("ReduceMean", {parts[0]}, A({{"axes", Is({1})}})),
+                                     b.Op("ReduceMax", {parts[1]}, A({{"axes", Is({1})}}))});
+               }});
+  c.push_back({"Split_equal", [in](B& b) {
+                 auto parts = b.OpN("Split", {in(b, "split2_x", {6, 2})}, 3);
+                 return b.Op("Sub", {b.Op("Add", {parts[0], parts[1]}), parts[2]});
+               }});
+  c.push_back({"Slice_basic", [in](B& b) {
+                 return b.Op("Slice", {in(b, "sl_x", {5, 6, 7}), b.ConstInts({1, -5}), b.ConstInts({100, -1}),
+                                       b.ConstInts({0, 2}), b.ConstInts({2, 2})});
+               }});
+  c.push_back({"Slice_negative_step", [in](B& b) {
+                 return b.Op("Slice", {in(b, "sln_x", {5, 6}), b.ConstInts({-1, 4}), b.ConstInts({-100, 0}),
+                                       b.ConstInts({0, 1}), b.ConstInts({-2, -1})});
+               }});
+  c.push_back({"Slice_default_axes", [in](B& b) {
+                 return b.Op("Slice", {in(b, "sld_x", {4, 5}), b.ConstInts({1}), b.ConstInts({3})});
+               }});
+  c.push_back({"Transpose_perm", [in](B& b) {
+                 return b.Op("Transpose", {in(b, "tr_x", {2, 3, 4})}, A({{"perm", Is({1, 2, 0})}}));
+               }});
+  c.push_back({"Transpose_default", [in](B& b) { return b.Op("Transpose", {in(b, "trd_x", {2, 3, 4})}); }});
+  c.push_back({"Reshape_zero_minus_one", [in](B& b) {
+                 return b.Op("Reshape", {in(b, "rs_x", {2, 3, 4}), b.ConstInts({0, -1, 2})});
+               }});
+  c.push_back({"Flatten_axis2", [in](B& b) {
+                 return b.Op("Flatten", {in(b, "fl_x", {2, 3, 4, 5})}, A({{"axis", I(2)}}));
+               }});
+  c.push_back({"Flatten_axis0", [in](B& b) { return b.Op("Flatten", {in(b, "fl0_x", {2, 3})}, A({{"axis", I(0)}})); }});
+  c.push_back({"Squeeze_Unsqueeze", [in](B& b) {
+                 ValueId s = b.Op("Squeeze", {in(b, "sq_x", {1, 3, 1, 4}), b.ConstInts({0, -2})});
+                 return b.Op("Unsqueeze", {s, b.ConstInts({-1, 1})});
+               }});
+  c.push_back({"Squeeze_all", [in](B& b) { return b.Op("Squeeze", {in(b, "sqa_x", {1, 3, 1})}); }});
+  c.push_back({"Gather_negative_2d", [in](B& b) {
+                 return b.Op("Gather", {in(b, "ga_x", {3, 5, 2}), b.ConstInts({0, -1, 2, -5, 1, 1}, Shape{2, 3})},
+                             A({{"axis", I(1)}}));
+               }});
+  c.push_back({"Gather_scalar", [in](B& b) {
+                 return b.Op("Gather", {in(b, "gs_x", {4, 3}), b.Const(TensorData::ScalarInt64(-2))});
+               }});
+  c.push_back({"Expand", [in](B& b) { return b.Op("Expand", {in(b, "ex_x", {3, 1}), b.ConstInts({2, 1, 4})}); }});
+  c.push_back({"Dropout", [in](B& b) { return b.Op("Dropout", {in(b, "do_x", {2, 3})}); }});
+  // Shape computations (folded at import, so these test the kernels through folding).
+  c.push_back(
+      {"Shape_ConstantOfShape_Range", [in](B& b) {
+         ValueId x = in(b, "shp_x", {2, 3, 4});
+         ValueId shape = b.Op("Shape", {x}, A({{"start", I(1)}}));
+         ValueId ones = b.Op(
+             "ConstantOfShape", {shape},
+             A({{"value", Attribute::Tensor(std::make_shared<const TensorData>(TensorData::FromFloat({2.0f}, {1})))}}));
+         ValueId range = b.Op("Cast",
+                              {b.Op("Range", {b.Const(TensorData::ScalarInt64(0)), b.Const(TensorData::ScalarInt64(4)),
+                                              b.Const(TensorData::ScalarInt64(1))})},
+                              A({{"to", I(1)}}));
+         return b.Op("Add", {b.Op("Mul", {x, ones}), range});
+       }});
+  c.push_back({"Constant_node", [in](B& b) {
+                 ValueId k = b.Op("Constant", {}, A({{"value_floats", Attribute::Floats({1.5f, -2.0f, 0.5f})}}));
+                 return b.Op("Mul", {in(b, "cn_x", {2, 3}), k});
+               }});
+  return c;
+}
+
+}  // namespace rlflow::testing
