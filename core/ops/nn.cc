@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/ops/helpers.h"
+#include "core/ops/semantics.h"
 #include "core/symbolic.h"
 
 namespace rlflow::ops {
@@ -940,17 +941,6 @@ OpDef SkipLayerNormDef() {
 RLFLOW_REGISTER_OP(SkipLayerNormDef());
 
 // ---- reductions (opset 13 forms) ----
-std::vector<int64_t> ReduceAxes(const AttrReader& a, int64_t rank) {
-  std::vector<int64_t> axes;
-  if (a.Has("axes")) {
-    for (int64_t ax : a.Ints("axes")) axes.push_back(NormalizeAxis(ax, rank, a));
-  } else {
-    axes.resize(rank);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  return axes;
-}
-
 // `x` reduced over `axes` (kept as 1s with keepdims).
 TensorType Reduced(const TensorType& x, const std::vector<int64_t>& axes, bool keep) {
   Shape out;
@@ -1020,20 +1010,6 @@ RLFLOW_REGISTER_OP(ReduceDef("ReduceLogSum", [](KernelContext& c) {
 RLFLOW_REGISTER_OP(ReduceDef("ReduceLogSumExp", [](KernelContext& c) {
   c.outputs = {at::logsumexp(c.in(0), ReduceAxes(c, c.in(0).dim()), c.Int("keepdims") != 0)};
 }));
-
-// ReduceSum (opset 13): the axes are an optional constant input; with none
-// (or an empty list) every axis is reduced, or none if noop_with_empty_axes.
-std::vector<int64_t> ReduceSumAxes(const AttrReader& a, const std::vector<int64_t>& given, int64_t rank) {
-  std::vector<int64_t> axes;
-  for (int64_t ax : given) axes.push_back(NormalizeAxis(ax, rank, a));
-  std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) a.Fail("axes has a repeated axis");
-  if (axes.empty() && a.Int("noop_with_empty_axes") == 0) {
-    axes.resize(rank);
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  return axes;
-}
 
 OpDef ReduceSumDef() {
   OpDef d;

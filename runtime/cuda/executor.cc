@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/op_registry.h"
+#include "core/ops/kernel.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/libs.h"
 #include "runtime/cuda/plan.h"
@@ -33,46 +34,6 @@ void CheckCudnn(cudnnStatus_t s, const std::string& what) {
 void CheckCublas(cublasStatus_t s, const std::string& what) {
   if (s != CUBLAS_STATUS_SUCCESS) Fail("cuBLAS: ", what, ": ", Libs().cublasGetStatusString(s));
 }
-
-const std::map<std::string, UnaryOp>& UnaryOps() {
-  static const std::map<std::string, UnaryOp> ops = {{"Relu", UnaryOp::kRelu},
-                                                     {"Sigmoid", UnaryOp::kSigmoid},
-                                                     {"Tanh", UnaryOp::kTanh},
-                                                     {"Exp", UnaryOp::kExp},
-                                                     {"Log", UnaryOp::kLog},
-                                                     {"Sqrt", UnaryOp::kSqrt},
-                                                     {"Neg", UnaryOp::kNeg},
-                                                     {"Abs", UnaryOp::kAbs},
-                                                     {"Erf", UnaryOp::kErf},
-                                                     {"Clip", UnaryOp::kClip},
-                                                     {"LeakyRelu", UnaryOp::kLeakyRelu},
-                                                     {"HardSigmoid", UnaryOp::kHardSigmoid},
-                                                     {"HardSwish", UnaryOp::kHardSwish},
-                                                     {"Reciprocal", UnaryOp::kReciprocal}};
-  return ops;
-}
-const std::map<std::string, BinaryOp>& BinaryOps() {
-  static const std::map<std::string, BinaryOp> ops = {
-      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv},
-      {"Pow", BinaryOp::kPow}, {"Max", BinaryOp::kMax}, {"Min", BinaryOp::kMin}};
-  return ops;
-}
-const std::set<std::string>& CopyOps() {  // the output is the input's bytes
-  static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-  return ops;
-}
-const std::set<std::string>& LibraryOps() {
-  static const std::set<std::string> ops = {"Conv",          "MatMul",
-                                            "Gemm",          "MaxPool",
-                                            "AveragePool",   "GlobalAveragePool",
-                                            "GlobalMaxPool", "Softmax",
-                                            "LogSoftmax",    "BatchNormalization",
-                                            "Transpose",     "Concat",
-                                            "Gather",        "LayerNormalization"};
-  return ops;
-}
-
-size_t ElementBytes(DType t) { return t == DType::kInt64 ? 8 : 4; }
 
 IndexMap Map(const Shape& shape, const std::vector<int64_t>& strides) {
   IndexMap m;
@@ -105,22 +66,8 @@ struct Descriptors {
 
 struct Step {
   NodeId id = kNoValue;
-  std::string op;
-  std::vector<ValueId> in;
-  ValueId out = kNoValue;
-  int64_t out_numel = 0;
-  // What runs.
-  GemmPlan gemm;
-  ConvPlan conv;
-  SoftmaxPlan softmax;
-  BatchNormPlan bn;
-  GatherPlan gather;
-  LayerNormPlan layer_norm;
-  BroadcastPlan broadcast;
-  std::vector<CopyPlan> copies;
-  UnaryOp unary = UnaryOp::kRelu;
-  BinaryOp binary = BinaryOp::kAdd;
-  float p0 = 0, p1 = 0;
+  NodePlan plan;
+  int64_t out_numel = 0;  // of the first output
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   Descriptors d;
 };
@@ -139,6 +86,7 @@ struct CudaExecutor::Impl {
   size_t workspace_bytes = 0;
   cudaEvent_t start = nullptr, stop = nullptr;
   std::vector<cudaEvent_t> node_events;  // two per step
+  std::vector<std::string> host_nodes;   // "<node>: <why>" per node run on the host
 
   explicit Impl(const Graph& g) : graph(g) {}
   ~Impl() {
@@ -163,16 +111,13 @@ struct CudaExecutor::Impl {
 
   const Shape& ShapeOf(ValueId v) const { return graph.value(v).type.shape; }
 
-  // A device buffer for value v: float32, or int64 where a kernel reads it
-  // as indices (Gather).
-  void* Allocate(ValueId v, bool indices = false) {
+  // A device buffer for value v (any type: the plan checked what each
+  // device step reads).
+  void* Allocate(ValueId v) {
     const Value& val = graph.value(v);
-    if (val.type.dtype != DType::kFloat32 && !(indices && val.type.dtype == DType::kInt64))
-      throw Unsupported("value '" + val.name + "' is " + DTypeName(val.type.dtype) +
-                        ": the CUDA backend runs float32 tensors (int64 only as Gather's indices)");
     if (!val.type.IsStatic()) throw Unsupported("value '" + val.name + "' has no static shape");
     if (buffers[v] != nullptr) return buffers[v];
-    const size_t bytes = std::max<int64_t>(1, val.type.NumElements()) * ElementBytes(val.type.dtype);
+    const size_t bytes = std::max<int64_t>(1, val.type.NumElements()) * DTypeSize(val.type.dtype);
     const cudaError_t e = cudaMalloc(&buffers[v], bytes);
     if (e == cudaErrorMemoryAllocation)
       Fail("CUDA: out of device memory allocating ", bytes >> 20, " MiB for '", val.name, "'");
@@ -180,127 +125,45 @@ struct CudaExecutor::Impl {
     return buffers[v];
   }
 
-  // A constant operand read on the host (Clip's min and max).
-  float HostScalar(ValueId v, float fallback) const {
-    if (v == kNoValue) return fallback;
-    const Value& val = graph.value(v);
-    if (val.initializer == nullptr || val.initializer->dtype() != DType::kFloat32 ||
-        val.initializer->NumElements() != 1)
-      throw Unsupported("Clip with bounds computed at run time");
-    float f = 0;
-    std::memcpy(&f, val.initializer->data(), sizeof f);
-    return f;
-  }
-
   void Plan(NodeId id) {
     const Node& node = graph.node(id);
-    if (node.opaque() || !node.domain.empty() || node.outputs.empty())
-      throw Unsupported("node " + node.Describe() + ": the CUDA backend has no kernel for it");
     Step s;
     s.id = id;
-    s.op = node.op;
-    s.out = node.outputs[0];
-    for (size_t k = 1; k < node.outputs.size(); ++k)
-      if (node.outputs[k] != kNoValue && node.op != "Dropout")
-        throw Unsupported("node " + node.Describe() + ": more than one output");
-    const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
-    if (def == nullptr) throw Unsupported("node " + node.Describe() + ": not in the registry");
-    AttrReader attrs(node, *def);
-    auto data_input = [&](size_t k, bool indices = false) {
-      if (k >= node.inputs.size() || node.inputs[k] == kNoValue)
-        throw Error("node " + node.Describe() + ": input " + std::to_string(k) + " is missing");
-      Allocate(node.inputs[k], indices);
-      s.in.push_back(node.inputs[k]);
-    };
-    if (auto u = UnaryOps().find(node.op); u != UnaryOps().end()) {
-      data_input(0);
-      s.unary = u->second;
-      if (node.op == "Clip") {
-        s.p0 = HostScalar(node.inputs.size() > 1 ? node.inputs[1] : kNoValue, -3.4028235e38f);
-        s.p1 = HostScalar(node.inputs.size() > 2 ? node.inputs[2] : kNoValue, 3.4028235e38f);
-      } else if (node.op == "LeakyRelu") {
-        s.p0 = attrs.Float("alpha");
-      } else if (node.op == "HardSigmoid") {
-        s.p0 = attrs.Float("alpha");
-        s.p1 = attrs.Float("beta");
-      }
-    } else if (auto b = BinaryOps().find(node.op); b != BinaryOps().end()) {
-      if (node.inputs.size() != 2) throw Unsupported("node " + node.Describe() + ": only two operands");
-      data_input(0);
-      data_input(1);
-      s.binary = b->second;
-      s.broadcast = PlanBroadcast({ShapeOf(node.inputs[0]), ShapeOf(node.inputs[1])});
-    } else if (CopyOps().count(node.op)) {
-      data_input(0);
-    } else if (node.op == "MatMul") {
-      data_input(0);
-      data_input(1);
-      s.gemm = PlanMatMul(ShapeOf(node.inputs[0]), ShapeOf(node.inputs[1]));
-    } else if (node.op == "Gemm") {
-      data_input(0);
-      data_input(1);
-      const bool has_c = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
-      if (has_c) {
-        data_input(2);
-        s.broadcast = PlanBroadcast({ShapeOf(node.inputs[2]), ShapeOf(s.out)});
-      }
-      s.gemm = PlanGemm(ShapeOf(node.inputs[0]), ShapeOf(node.inputs[1]), attrs.Int("transA") != 0,
-                        attrs.Int("transB") != 0, attrs.Float("alpha"), attrs.Float("beta"), has_c);
-    } else if (node.op == "Conv") {
-      s.conv = PlanConv(graph, id);
-      data_input(0);
-      data_input(1);
-      if (s.conv.has_bias) data_input(2);
-      if (s.conv.method == ConvPlan::Method::kCudnn) PlanCudnnConv(s);
-    } else if (node.op == "MaxPool" || node.op == "AveragePool" || node.op == "GlobalAveragePool" ||
-               node.op == "GlobalMaxPool") {
-      if (node.op == "MaxPool" && node.outputs.size() > 1 && node.outputs[1] != kNoValue)
-        throw Unsupported("node " + node.Describe() + ": MaxPool's indices output");
-      data_input(0);
-      const PoolPlan p = PlanPool(graph, id);
-      CheckCudnn(Libs().cudnnCreatePoolingDescriptor(&s.d.pool), "pooling descriptor");
-      const cudnnPoolingMode_t mode = p.max                 ? CUDNN_POOLING_MAX
-                                      : p.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                            : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-      CheckCudnn(Libs().cudnnSetPooling2dDescriptor(s.d.pool, mode, CUDNN_PROPAGATE_NAN, p.win_h, p.win_w, p.pad_h,
-                                                    p.pad_w, p.stride_h, p.stride_w),
-                 "pooling descriptor");
-      s.d.x = Tensor4d(p.n, p.c, p.h, p.w);
-      s.d.y = Tensor4d(p.n, p.c, p.out_h, p.out_w);
-    } else if (node.op == "Softmax" || node.op == "LogSoftmax") {
-      data_input(0);
-      s.softmax = PlanSoftmax(graph, id);
-      s.d.x = Tensor4d(s.softmax.outer, s.softmax.dim, s.softmax.inner, 1);
-    } else if (node.op == "BatchNormalization") {
-      for (size_t k = 0; k < 5; ++k) data_input(k);
-      s.bn = PlanBatchNorm(graph, id);
-      s.d.x = Tensor4d(s.bn.n, s.bn.c, s.bn.h, s.bn.w);
-      s.d.c = Tensor4d(1, s.bn.c, 1, 1);
-    } else if (node.op == "Gather") {
-      data_input(0);
-      data_input(1, /*indices=*/true);
-      s.gather = PlanGather(graph, id);
-    } else if (node.op == "LayerNormalization") {
-      s.layer_norm = PlanLayerNorm(graph, id);
-      data_input(0);
-      data_input(1);
-      if (s.layer_norm.has_bias) data_input(2);
-    } else if (node.op == "Transpose") {
-      data_input(0);
-      s.copies = {
-          PlanTranspose(ShapeOf(node.inputs[0]), attrs.Has("perm") ? attrs.Ints("perm") : std::vector<int64_t>{})};
-    } else if (node.op == "Concat") {
-      std::vector<Shape> shapes;
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        data_input(k);
-        shapes.push_back(ShapeOf(node.inputs[k]));
-      }
-      s.copies = PlanConcat(shapes, attrs.Int("axis"));
+    s.plan = PlanNode(graph, id);
+    const NodePlan& p = s.plan;
+    if (p.kind == NodePlan::Kind::kHost) {
+      // On the host: computed operands come from the device; constant ones
+      // are read where they are.
+      for (ValueId v : p.inputs)
+        if (graph.value(v).initializer == nullptr) Allocate(v);
+      host_nodes.push_back(node.Describe() + ": " + p.reason);
     } else {
-      throw Unsupported("node " + node.Describe() + ": the CUDA backend has no kernel for " + node.op);
+      for (ValueId v : p.inputs) Allocate(v);
     }
-    Allocate(s.out);
-    s.out_numel = graph.value(s.out).type.NumElements();
+    for (ValueId v : p.outputs)
+      if (v != kNoValue) Allocate(v);
+    if (!p.outputs.empty() && p.outputs[0] != kNoValue) s.out_numel = graph.value(p.outputs[0]).type.NumElements();
+    {
+      if (p.kind == NodePlan::Kind::kConv && p.conv.method == ConvPlan::Method::kCudnn) PlanCudnnConv(s);
+      if (p.kind == NodePlan::Kind::kPool) {
+        const PoolPlan& pp = p.pool;
+        CheckCudnn(Libs().cudnnCreatePoolingDescriptor(&s.d.pool), "pooling descriptor");
+        const cudnnPoolingMode_t mode = pp.max                 ? CUDNN_POOLING_MAX
+                                        : pp.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+        CheckCudnn(Libs().cudnnSetPooling2dDescriptor(s.d.pool, mode, CUDNN_PROPAGATE_NAN, pp.win_h, pp.win_w, pp.pad_h,
+                                                      pp.pad_w, pp.stride_h, pp.stride_w),
+                   "pooling descriptor");
+        s.d.x = Tensor4d(pp.n, pp.c, pp.h, pp.w);
+        s.d.y = Tensor4d(pp.n, pp.c, pp.out_h, pp.out_w);
+      } else if (p.kind == NodePlan::Kind::kSoftmax) {
+        s.d.x = Tensor4d(p.softmax.outer, p.softmax.dim, p.softmax.inner, 1);
+      } else if (p.kind == NodePlan::Kind::kBatchNorm) {
+        const BatchNormPlan& bn = p.batch_norm;
+        s.d.x = Tensor4d(bn.n, bn.c, bn.h, bn.w);
+        s.d.c = Tensor4d(1, bn.c, 1, 1);
+      }
+    }
     steps.push_back(std::move(s));
   }
 
@@ -314,7 +177,7 @@ struct CudaExecutor::Impl {
   }
 
   void PlanCudnnConv(Step& s) {
-    const ConvPlan& p = s.conv;
+    const ConvPlan& p = s.plan.conv;
     s.d.x = Tensor4d(p.n, p.c, p.h, p.w);
     s.d.y = Tensor4d(p.n, p.k, p.out_h, p.out_w);
     CheckCudnn(Libs().cudnnCreateFilterDescriptor(&s.d.w), "filter descriptor");
@@ -336,8 +199,8 @@ struct CudaExecutor::Impl {
   // Finds (once per shape, process-wide) the fastest cuDNN algorithm.
   void ChooseAlgorithms() {
     for (Step& s : steps) {
-      if (s.op != "Conv" || s.conv.method != ConvPlan::Method::kCudnn) continue;
-      const std::string key = s.conv.Key();
+      if (s.plan.kind != NodePlan::Kind::kConv || s.plan.conv.method != ConvPlan::Method::kCudnn) continue;
+      const std::string key = s.plan.conv.Key();
       std::lock_guard<std::mutex> lock(algo_mutex);
       auto it = AlgoCache().find(key);
       if (it == AlgoCache().end()) {
@@ -378,71 +241,144 @@ struct CudaExecutor::Impl {
                 "sgemm");
   }
 
+  // A host step: its operands copied from the device (constants read in
+  // place), the registry's CPU kernel, its outputs copied back. The stream
+  // is drained first, so that the operands are complete; the events around
+  // the step then include the host's time, as the device waits for it.
+  void ExecuteOnHost(const Step& s) {
+    const Node& node = graph.node(s.id);
+    CheckCuda(cudaStreamSynchronize(stream), "running the graph");
+    std::vector<at::Tensor> args;
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) {
+        args.emplace_back();
+        continue;
+      }
+      const Value& val = graph.value(v);
+      if (val.initializer != nullptr) {
+        args.push_back(ToAten(val.initializer));
+        continue;
+      }
+      at::Tensor t = at::empty(std::vector<int64_t>(val.type.shape.begin(), val.type.shape.end()),
+                               at::TensorOptions().dtype(ToAtenType(val.type.dtype)));
+      CheckCuda(cudaMemcpy(t.data_ptr(), buffers[v], t.numel() * t.element_size(), cudaMemcpyDeviceToHost),
+                "copying '" + val.name + "' to the host");
+      args.push_back(std::move(t));
+    }
+    std::vector<at::Tensor> outs = RunKernel(node, KernelDefFor(node), std::move(args));
+    for (size_t k = 0; k < node.outputs.size() && k < outs.size(); ++k) {
+      const ValueId v = node.outputs[k];
+      if (v == kNoValue) continue;
+      const Value& val = graph.value(v);
+      at::Tensor t = outs[k].contiguous();
+      if (t.numel() != val.type.NumElements() || t.scalar_type() != ToAtenType(val.type.dtype))
+        Fail("node ", node.Describe(), ": its CPU kernel's output ", k, " is not ", val.type.ToString());
+      CheckCuda(cudaMemcpyAsync(buffers[v], t.data_ptr(), t.numel() * t.element_size(), cudaMemcpyHostToDevice, stream),
+                "copying '" + val.name + "' to the device");
+      CheckCuda(cudaStreamSynchronize(stream), "copying '" + val.name + "' to the device");
+    }
+  }
+
   void Execute(Step& s) {
-    float* y = static_cast<float*>(buffers[s.out]);
-    auto in = [&](size_t k) { return static_cast<float*>(buffers[s.in[k]]); };
+    using Kind = NodePlan::Kind;
+    const NodePlan& p = s.plan;
+    if (p.kind == Kind::kHost) return ExecuteOnHost(s);
+    const std::string& op = p.op;
+    float* y = static_cast<float*>(buffers[p.outputs[0]]);
+    auto in = [&](size_t k) { return static_cast<float*>(buffers[p.inputs[k]]); };
     const float one = 1.0f, zero = 0.0f;
-    if (UnaryOps().count(s.op)) {
-      CheckCuda(LaunchUnary(s.unary, in(0), y, s.out_numel, s.p0, s.p1, stream), s.op);
-    } else if (BinaryOps().count(s.op)) {
-      const BroadcastPlan& b = s.broadcast;
-      CheckCuda(LaunchBinary(s.binary, in(0), in(1), y, b.numel, Map(b.out, b.strides[0]), Map(b.out, b.strides[1]),
-                             b.same_shapes, stream),
-                s.op);
-    } else if (CopyOps().count(s.op)) {
-      CheckCuda(cudaMemcpyAsync(y, in(0), s.out_numel * sizeof(float), cudaMemcpyDeviceToDevice, stream), s.op);
-    } else if (s.op == "MatMul") {
-      Gemm(s.gemm, in(0), in(1), y);
-    } else if (s.op == "Gemm") {
-      if (s.gemm.beta != 0.0f) {  // C broadcast into the output, then accumulated
-        const BroadcastPlan& b = s.broadcast;
-        CheckCuda(
-            LaunchStridedCopy(in(2), y, b.numel, Map(b.out, b.strides[0]), Map(b.out, Strides(b.out)), 0, 0, stream),
-            "Gemm bias");
+    switch (p.kind) {
+      case Kind::kHost: break;
+      case Kind::kBytesCopy: {
+        const Value& out = graph.value(p.outputs[0]);
+        CheckCuda(cudaMemcpyAsync(buffers[p.outputs[0]], buffers[p.inputs[0]],
+                                  out.type.NumElements() * DTypeSize(out.type.dtype), cudaMemcpyDeviceToDevice, stream),
+                  op);
+        break;
       }
-      Gemm(s.gemm, in(0), in(1), y);
-    } else if (s.op == "Conv") {
-      const ConvPlan& p = s.conv;
-      if (p.method == ConvPlan::Method::kGemm) {
-        Gemm(p.gemm, in(1), in(0), y);  // W [k,c] x X_i [c,hw]
-      } else {
-        CheckCudnn(Libs().cudnnConvolutionForward(cudnn, &one, s.d.x, in(0), s.d.w, in(1), s.d.conv, s.algo, workspace,
-                                                  workspace_bytes, &zero, s.d.y, y),
-                   "convolution");
+      case Kind::kCopies:
+        if (p.fill) CheckCuda(LaunchFill(y, s.out_numel, p.p0, stream), op);
+        for (const CopyPlan& c : p.copies) {
+          int64_t n = 1;
+          for (int64_t d : c.shape) n *= d;
+          CheckCuda(LaunchStridedCopy(in(c.input), static_cast<float*>(buffers[p.outputs[c.output]]), n,
+                                      Map(c.shape, c.in_strides), Map(c.shape, c.out_strides), c.in_offset,
+                                      c.out_offset, stream),
+                    op);
+        }
+        break;
+      case Kind::kUnary: CheckCuda(LaunchUnary(p.unary, in(0), y, s.out_numel, p.p0, p.p1, stream), op); break;
+      case Kind::kBinary: {
+        const BroadcastPlan& b = p.broadcast;
+        CheckCuda(LaunchBinary(p.binary, in(0), in(1), y, b.numel, Map(b.out, b.strides[0]), Map(b.out, b.strides[1]),
+                               b.same_shapes, stream),
+                  op);
+        break;
       }
-      if (p.has_bias)
-        CheckCuda(LaunchAddChannelBias(y, in(2), s.out_numel, p.k, p.out_h * p.out_w, stream), "Conv bias");
-    } else if (s.d.pool != nullptr) {
-      CheckCudnn(Libs().cudnnPoolingForward(cudnn, s.d.pool, &one, s.d.x, in(0), &zero, s.d.y, y), "pooling");
-    } else if (s.op == "Softmax" || s.op == "LogSoftmax") {
-      CheckCudnn(Libs().cudnnSoftmaxForward(cudnn, s.softmax.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
-                                            CUDNN_SOFTMAX_MODE_CHANNEL, &one, s.d.x, in(0), &zero, s.d.x, y),
-                 "softmax");
-    } else if (s.op == "BatchNormalization") {
-      CheckCudnn(
-          Libs().cudnnBatchNormalizationForwardInference(cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s.d.x, in(0),
-                                                         s.d.x, y, s.d.c, in(1), in(2), in(3), in(4), s.bn.epsilon),
-          "batch normalisation");
-    } else if (s.op == "Gather") {
-      const GatherPlan& g = s.gather;
-      CheckCuda(LaunchGather(in(0), static_cast<const int64_t*>(buffers[s.in[1]]), y, g.outer, g.axis_dim, g.indices,
-                             g.inner, stream),
-                "Gather");
-    } else if (s.op == "LayerNormalization") {
-      const LayerNormPlan& p = s.layer_norm;
-      CheckCuda(LaunchLayerNorm(in(0), in(1), p.has_bias ? in(2) : nullptr, y, p.rows, p.cols, p.epsilon, stream),
-                "LayerNormalization");
-    } else if (s.op == "Transpose" || s.op == "Concat") {
-      for (size_t k = 0; k < s.copies.size(); ++k) {
-        const CopyPlan& c = s.copies[k];
-        int64_t n = 1;
-        for (int64_t d : c.shape) n *= d;
-        CheckCuda(LaunchStridedCopy(in(s.op == "Concat" ? k : 0), y, n, Map(c.shape, c.in_strides),
-                                    Map(c.shape, c.out_strides), c.in_offset, c.out_offset, stream),
-                  s.op);
+      case Kind::kWhere: {
+        const BroadcastPlan& b = p.broadcast;
+        CheckCuda(LaunchWhere(static_cast<const bool*>(buffers[p.inputs[0]]), in(1), in(2), y, b.numel,
+                              Map(b.out, b.strides[0]), Map(b.out, b.strides[1]), Map(b.out, b.strides[2]), stream),
+                  op);
+        break;
       }
-    } else {
-      Fail("CUDA executor: no step for ", s.op);
+      case Kind::kReduce: {
+        const ReducePlan& r = p.reduce;
+        CheckCuda(LaunchReduce(r.op, in(0), y, r.outputs, r.count, Map(r.kept, r.kept_strides),
+                               Map(r.reduced, r.reduced_strides), stream),
+                  op);
+        break;
+      }
+      case Kind::kMatMul: Gemm(p.gemm, in(0), in(1), y); break;
+      case Kind::kGemm:
+        if (p.gemm.beta != 0.0f) {  // C broadcast into the output, then accumulated
+          const BroadcastPlan& b = p.broadcast;
+          CheckCuda(
+              LaunchStridedCopy(in(2), y, b.numel, Map(b.out, b.strides[0]), Map(b.out, Strides(b.out)), 0, 0, stream),
+              "Gemm bias");
+        }
+        Gemm(p.gemm, in(0), in(1), y);
+        break;
+      case Kind::kConv: {
+        const ConvPlan& c = p.conv;
+        if (c.method == ConvPlan::Method::kGemm) {
+          Gemm(c.gemm, in(1), in(0), y);  // W [k,c] x X_i [c,hw]
+        } else {
+          CheckCudnn(Libs().cudnnConvolutionForward(cudnn, &one, s.d.x, in(0), s.d.w, in(1), s.d.conv, s.algo,
+                                                    workspace, workspace_bytes, &zero, s.d.y, y),
+                     "convolution");
+        }
+        if (c.has_bias)
+          CheckCuda(LaunchAddChannelBias(y, in(2), s.out_numel, c.k, c.out_h * c.out_w, stream), "Conv bias");
+        break;
+      }
+      case Kind::kPool:
+        CheckCudnn(Libs().cudnnPoolingForward(cudnn, s.d.pool, &one, s.d.x, in(0), &zero, s.d.y, y), "pooling");
+        break;
+      case Kind::kSoftmax:
+        CheckCudnn(Libs().cudnnSoftmaxForward(cudnn, p.softmax.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                              CUDNN_SOFTMAX_MODE_CHANNEL, &one, s.d.x, in(0), &zero, s.d.x, y),
+                   "softmax");
+        break;
+      case Kind::kBatchNorm:
+        CheckCudnn(Libs().cudnnBatchNormalizationForwardInference(cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, s.d.x,
+                                                                  in(0), s.d.x, y, s.d.c, in(1), in(2), in(3), in(4),
+                                                                  p.batch_norm.epsilon),
+                   "batch normalisation");
+        break;
+      case Kind::kGather: {
+        const GatherPlan& g = p.gather;
+        CheckCuda(LaunchGather(in(0), static_cast<const int64_t*>(buffers[p.inputs[1]]), y, g.outer, g.axis_dim,
+                               g.indices, g.inner, stream),
+                  "Gather");
+        break;
+      }
+      case Kind::kLayerNorm: {
+        const LayerNormPlan& l = p.layer_norm;
+        CheckCuda(LaunchLayerNorm(in(0), in(1), l.has_bias ? in(2) : nullptr, y, l.rows, l.cols, l.epsilon, stream),
+                  "LayerNormalization");
+        break;
+      }
     }
   }
 };
@@ -462,10 +398,7 @@ CudaExecutor::CudaExecutor(const Graph& graph) : impl_(std::make_unique<Impl>(gr
   CheckCuda(cudaEventCreate(&m.start), "cudaEventCreate");
   CheckCuda(cudaEventCreate(&m.stop), "cudaEventCreate");
   m.buffers.assign(graph.num_values(), nullptr);
-  for (ValueId v : graph.inputs()) {
-    // int64 inputs are indices (Gather's); what else reads one says so when planned.
-    if (graph.value(v).type.dtype != DType::kInt64) m.Allocate(v);
-  }
+  for (ValueId v : graph.inputs()) m.Allocate(v);
   for (NodeId id : graph.TopologicalOrder()) m.Plan(id);
   for (ValueId v : graph.outputs())
     if (m.buffers[v] == nullptr) m.Allocate(v);
@@ -473,10 +406,9 @@ CudaExecutor::CudaExecutor(const Graph& graph) : impl_(std::make_unique<Impl>(gr
   for (ValueId v = 0; v < graph.num_values(); ++v) {
     const Value& val = graph.value(v);
     if (val.initializer == nullptr || m.buffers[v] == nullptr) continue;
-    CheckCuda(
-        cudaMemcpy(m.buffers[v], val.initializer->data(),
-                   val.initializer->NumElements() * ElementBytes(val.initializer->dtype()), cudaMemcpyHostToDevice),
-        "copying weight '" + val.name + "'");
+    CheckCuda(cudaMemcpy(m.buffers[v], val.initializer->data(),
+                         val.initializer->NumElements() * DTypeSize(val.initializer->dtype()), cudaMemcpyHostToDevice),
+              "copying weight '" + val.name + "'");
   }
   m.ChooseAlgorithms();
   m.node_events.resize(2 * m.steps.size(), nullptr);
@@ -493,8 +425,7 @@ void CudaExecutor::SetInputs(const std::vector<at::Tensor>& inputs) {
   if (inputs.size() != ins.size()) Fail("CUDA executor: ", inputs.size(), " inputs for ", ins.size());
   for (size_t k = 0; k < ins.size(); ++k) {
     const Value& v = m.graph.value(ins[k]);
-    if (m.buffers[ins[k]] == nullptr) continue;  // no node reads it on the device
-    at::Tensor t = inputs[k].to(v.type.dtype == DType::kInt64 ? at::kLong : at::kFloat).contiguous();
+    at::Tensor t = inputs[k].to(ToAtenType(v.type.dtype)).contiguous();
     if (t.numel() != v.type.NumElements()) Fail("CUDA executor: input '", v.name, "' has the wrong size");
     CheckCuda(cudaMemcpy(m.buffers[ins[k]], t.data_ptr(), t.numel() * t.element_size(), cudaMemcpyHostToDevice),
               "copying input '" + v.name + "'");
@@ -529,21 +460,15 @@ std::vector<at::Tensor> CudaExecutor::Outputs() const {
   std::vector<at::Tensor> out;
   for (ValueId v : m.graph.outputs()) {
     const Value& val = m.graph.value(v);
-    at::Tensor t = at::empty(std::vector<int64_t>(val.type.shape.begin(), val.type.shape.end()), at::kFloat);
-    if (val.type.dtype != DType::kFloat32) Fail("CUDA executor: output '", val.name, "' is not float32");
-    CheckCuda(cudaMemcpy(t.data_ptr<float>(), m.buffers[v], t.numel() * sizeof(float), cudaMemcpyDeviceToHost),
+    at::Tensor t = at::empty(std::vector<int64_t>(val.type.shape.begin(), val.type.shape.end()),
+                             at::TensorOptions().dtype(ToAtenType(val.type.dtype)));
+    CheckCuda(cudaMemcpy(t.data_ptr(), m.buffers[v], t.numel() * t.element_size(), cudaMemcpyDeviceToHost),
               "copying output '" + val.name + "'");
     out.push_back(t);
   }
   return out;
 }
 
-std::vector<std::string> SupportedOps() {
-  std::set<std::string> ops = LibraryOps();
-  for (const auto& [name, op] : UnaryOps()) ops.insert(name);
-  for (const auto& [name, op] : BinaryOps()) ops.insert(name);
-  for (const std::string& name : CopyOps()) ops.insert(name);
-  return {ops.begin(), ops.end()};
-}
+const std::vector<std::string>& CudaExecutor::HostNodes() const { return impl_->host_nodes; }
 
 }  // namespace rlflow::cuda

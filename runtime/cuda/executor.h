@@ -1,14 +1,19 @@
 #pragma once
-// Runs a graph on the CUDA device, one library call or kernel per node:
-// cuBLAS for MatMul and Gemm (and 1x1 convolutions), cuDNN for convolution,
-// pooling, softmax and batch normalisation, the backend's own kernels
-// (kernels.h) for elementwise and data-movement operators. float32 only.
+// Runs a graph on the CUDA device, one library call or kernel per node
+// (plan.h's PlanNode decides which): cuBLAS for MatMul and Gemm (and 1x1
+// convolutions), cuDNN for convolution, pooling, softmax and batch
+// normalisation, the backend's own kernels (kernels.h) for elementwise,
+// reduction and data-movement operators, float32. A node without a device
+// kernel (another operator, another type, an attribute the kernel does not
+// cover) runs on the host with the registry's CPU kernel, its operands
+// copied from the device and its outputs back, as ONNX Runtime falls back
+// from its CUDA provider to its CPU provider; HostNodes() lists them.
 // Weights are copied to the device once, when the executor is made; inputs
 // once per SetInputs; every value has its own device buffer.
 //
 // Made only where a device exists: the constructor throws rlflow::Error
 // with the probe's one-line reason otherwise (no driver, no device), and
-// rlflow::Unsupported naming the first node the backend cannot run.
+// rlflow::Unsupported naming an opaque node (cut them first).
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -27,7 +32,7 @@ class CudaExecutor {
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
 
-  // Graph inputs in order (float32, the graph's shapes), copied to the device.
+  // Graph inputs in order (the graph's types and shapes), copied to the device.
   void SetInputs(const std::vector<at::Tensor>& inputs);
   // One run on the device; returns its time in ms (cudaEvents around it).
   // With `node_ms`, every node is timed by events around it (per node id,
@@ -36,14 +41,13 @@ class CudaExecutor {
   // The graph outputs of the last run, copied back.
   std::vector<at::Tensor> Outputs() const;
   const DeviceInfo& device() const;
+  // "<node>: <why>" for each node that runs on the host, in run order.
+  const std::vector<std::string>& HostNodes() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The operators the backend runs (sorted), for messages and docs.
-std::vector<std::string> SupportedOps();
 
 }  // namespace rlflow::cuda
 

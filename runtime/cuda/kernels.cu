@@ -27,6 +27,14 @@ __device__ float Unary(UnaryOp op, float x, float p0, float p1) {
     case UnaryOp::kHardSigmoid: return fminf(fmaxf(p0 * x + p1, 0.0f), 1.0f);
     case UnaryOp::kHardSwish: return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);
     case UnaryOp::kReciprocal: return 1.0f / x;
+    case UnaryOp::kFloor: return floorf(x);
+    case UnaryOp::kCeil: return ceilf(x);
+    case UnaryOp::kElu: return x >= 0.0f ? x : p0 * expm1f(x);
+    case UnaryOp::kSelu: return x > 0.0f ? p1 * x : p1 * p0 * expm1f(x);
+    case UnaryOp::kCelu: return fmaxf(x, 0.0f) + fminf(0.0f, p0 * expm1f(x / p0));
+    case UnaryOp::kSoftplus: return x > 20.0f ? x : log1pf(expf(x));  // ATen's threshold
+    case UnaryOp::kSoftsign: return x / (1.0f + fabsf(x));
+    case UnaryOp::kThresholdedRelu: return x > p0 ? x : 0.0f;
   }
   return x;
 }
@@ -40,6 +48,7 @@ __device__ float Binary(BinaryOp op, float a, float b) {
     case BinaryOp::kPow: return powf(a, b);
     case BinaryOp::kMax: return fmaxf(a, b);
     case BinaryOp::kMin: return fminf(a, b);
+    case BinaryOp::kPRelu: return a >= 0.0f ? a : a * b;
   }
   return a;
 }
@@ -99,6 +108,19 @@ __global__ void GatherKernel(const float* data, const int64_t* indices, float* o
   }
 }
 
+__global__ void WhereKernel(const bool* c, const float* a, const float* b, float* y, int64_t n, IndexMap cm,
+                            IndexMap am, IndexMap bm) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = c[Offset(i, cm)] ? a[Offset(i, am)] : b[Offset(i, bm)];
+}
+
+__global__ void FillKernel(float* y, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = value;
+}
+
 // One block per row; blockDim.x threads reduce through shared memory.
 __device__ float BlockSum(float v, float* shared) {
   shared[threadIdx.x] = v;
@@ -127,7 +149,90 @@ __global__ void LayerNormKernel(const float* x, const float* scale, const float*
     out[j] = (row[j] - mean) * inv * scale[j] + (bias != nullptr ? bias[j] : 0.0f);
 }
 
+// The block's combination of every thread's `v` (sum, max, min or product).
+enum class Combine { kSum, kMax, kMin, kProd };
+__device__ float CombineTwo(Combine c, float a, float b) {
+  switch (c) {
+    case Combine::kSum: return a + b;
+    case Combine::kMax: return fmaxf(a, b);
+    case Combine::kMin: return fminf(a, b);
+    case Combine::kProd: return a * b;
+  }
+  return a;
+}
+__device__ float BlockCombine(Combine c, float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = CombineTwo(c, shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const float total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// One block per output element. ReduceLogSumExp takes the maximum first
+// (a second pass), as ATen's logsumexp does, so that exp never overflows.
+__global__ void ReduceKernel(ReduceOp op, const float* x, float* y, int64_t count, IndexMap kept, IndexMap reduced) {
+  __shared__ float shared[kThreads];
+  const float* base = x + Offset(blockIdx.x, kept);
+  Combine combine = Combine::kSum;
+  float init = 0.0f;
+  if (op == ReduceOp::kMax || op == ReduceOp::kLogSumExp) {
+    combine = Combine::kMax;
+    init = -INFINITY;
+  } else if (op == ReduceOp::kMin) {
+    combine = Combine::kMin;
+    init = INFINITY;
+  } else if (op == ReduceOp::kProd) {
+    combine = Combine::kProd;
+    init = 1.0f;
+  }
+  float acc = init;
+  for (int64_t r = threadIdx.x; r < count; r += blockDim.x) {
+    float v = base[Offset(r, reduced)];
+    if (op == ReduceOp::kSumSquare || op == ReduceOp::kL2) v = v * v;
+    if (op == ReduceOp::kL1) v = fabsf(v);
+    acc = CombineTwo(combine, acc, v);
+  }
+  float total = BlockCombine(combine, acc, shared);
+  if (op == ReduceOp::kLogSumExp) {
+    const float max = total;
+    const float shift = isinf(max) ? 0.0f : max;  // all -inf (or an inf): exp(x - 0)
+    float sum = 0.0f;
+    for (int64_t r = threadIdx.x; r < count; r += blockDim.x) sum += expf(base[Offset(r, reduced)] - shift);
+    total = logf(BlockCombine(Combine::kSum, sum, shared)) + shift;
+  }
+  if (threadIdx.x != 0) return;
+  if (op == ReduceOp::kMean) total /= static_cast<float>(count);
+  if (op == ReduceOp::kL2) total = sqrtf(total);
+  if (op == ReduceOp::kLogSum) total = logf(total);
+  y[blockIdx.x] = total;
+}
+
 }  // namespace
+
+cudaError_t LaunchWhere(const bool* cond, const float* a, const float* b, float* y, int64_t n, const IndexMap& cond_map,
+                        const IndexMap& a_map, const IndexMap& b_map, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  WhereKernel<<<Blocks(n), kThreads, 0, stream>>>(cond, a, b, y, n, cond_map, a_map, b_map);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchFill(float* y, int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  FillKernel<<<Blocks(n), kThreads, 0, stream>>>(y, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* y, int64_t outputs, int64_t count, const IndexMap& kept,
+                         const IndexMap& reduced, cudaStream_t stream) {
+  if (outputs == 0) return cudaSuccess;
+  if (outputs > 2147483647) return cudaErrorInvalidValue;
+  ReduceKernel<<<static_cast<unsigned>(outputs), kThreads, 0, stream>>>(op, x, y, count, kept, reduced);
+  return cudaGetLastError();
+}
 
 cudaError_t LaunchGather(const float* data, const int64_t* indices, float* out, int64_t outer, int64_t axis_dim,
                          int64_t n_indices, int64_t inner, cudaStream_t stream) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "runtime/cuda/kinds.h"
+
 namespace rlflow::cuda {
 
 constexpr int kKernelMaxRank = 8;
@@ -17,26 +19,7 @@ struct IndexMap {
   int64_t strides[kKernelMaxRank] = {};  // of the operand (0: broadcast)
 };
 
-enum class UnaryOp : int {
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kSqrt,
-  kNeg,
-  kAbs,
-  kErf,
-  kClip,
-  kLeakyRelu,
-  kHardSigmoid,
-  kHardSwish,
-  kReciprocal
-};
-enum class BinaryOp : int { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
-
-// y[i] = op(x[i]) for i < n (p0, p1: Clip's min and max, LeakyRelu's alpha,
-// HardSigmoid's alpha and beta).
+// y[i] = op(x[i]) for i < n (p0, p1: the op's parameters, kinds.h).
 cudaError_t LaunchUnary(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, cudaStream_t stream);
 // y = op(a, b) over the output described by `a_map` / `b_map` (the same
 // shape, each with its operand's strides); `flat`: both are dense and of the
@@ -60,5 +43,16 @@ cudaError_t LaunchGather(const float* data, const int64_t* indices, float* out, 
 // (+ bias; nullptr: none), population variance, two passes.
 cudaError_t LaunchLayerNorm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
                             float epsilon, cudaStream_t stream);
+
+// y = cond ? a : b over the output described by the three maps (numpy
+// broadcasting, as LaunchBinary).
+cudaError_t LaunchWhere(const bool* cond, const float* a, const float* b, float* y, int64_t n, const IndexMap& cond_map,
+                        const IndexMap& a_map, const IndexMap& b_map, cudaStream_t stream);
+// y[i] = value for i < n.
+cudaError_t LaunchFill(float* y, int64_t n, float value, cudaStream_t stream);
+// y[o] = op over r < count of x[Offset(o, kept) + Offset(r, reduced)] for
+// o < outputs: one block per output element.
+cudaError_t LaunchReduce(ReduceOp op, const float* x, float* y, int64_t outputs, int64_t count, const IndexMap& kept,
+                         const IndexMap& reduced, cudaStream_t stream);
 
 }  // namespace rlflow::cuda

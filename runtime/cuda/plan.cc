@@ -1,13 +1,17 @@
 #include "runtime/cuda/plan.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
 
 #include "core/error.h"
 #include "core/op_registry.h"
+#include "core/ops/semantics.h"
 
 namespace rlflow::cuda {
 namespace {
@@ -73,6 +77,26 @@ std::pair<int64_t, int64_t> SymmetricPads(const Graph& g, NodeId id) {
   if (pads[0] != pads[2] || pads[1] != pads[3])
     throw Unsupported("node " + g.node(id).Describe() + ": asymmetric padding (cuDNN pads both sides alike)");
   return {pads[0], pads[1]};
+}
+
+// A constant integer operand (Slice's starts, Pad's pads, ...), read on the
+// host; one computed at run time keeps the node on the host.
+std::vector<int64_t> ConstInts(const Graph& g, const Node& node, size_t k, const char* what) {
+  if (k >= node.inputs.size() || node.inputs[k] == kNoValue) return {};
+  const Value& v = g.value(node.inputs[k]);
+  if (v.initializer == nullptr)
+    throw Unsupported("node " + node.Describe() + ": its " + what + " are computed at run time");
+  return v.initializer->ToInt64();
+}
+
+// A constant scalar operand (Clip's bounds, Pad's value), or `fallback`
+// where it is absent.
+float ConstScalar(const Graph& g, const Node& node, size_t k, float fallback, const char* what) {
+  if (k >= node.inputs.size() || node.inputs[k] == kNoValue) return fallback;
+  const Value& v = g.value(node.inputs[k]);
+  if (v.initializer == nullptr || v.initializer->NumElements() != 1)
+    throw Unsupported("node " + node.Describe() + ": its " + what + " is computed at run time");
+  return static_cast<float>(v.initializer->ToDouble().at(0));
 }
 
 }  // namespace
@@ -357,6 +381,362 @@ LayerNormPlan PlanLayerNorm(const Graph& g, NodeId id) {
   for (int64_t d = 0; d < rank; ++d) (d < axis ? p.rows : p.cols) *= x[d];
   p.epsilon = Attrs(node).Float("epsilon");
   p.has_bias = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+  return p;
+}
+
+CopyPlan PlanSlice(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  if (x.size() > static_cast<size_t>(kMaxRank)) throw Unsupported("Slice of rank " + std::to_string(x.size()));
+  const std::vector<int64_t> starts = ConstInts(g, node, 1, "starts"), ends = ConstInts(g, node, 2, "ends"),
+                             axes = ConstInts(g, node, 3, "axes"), steps = ConstInts(g, node, 4, "steps");
+  CopyPlan p;
+  p.shape = x;
+  p.in_strides = Strides(x);
+  for (const ops::SliceSpec& sp : ops::SliceSpecs(Attrs(node), x, starts, ends, &axes, &steps)) {
+    p.in_offset += sp.start * p.in_strides[sp.axis];
+    p.in_strides[sp.axis] *= sp.step;
+    p.shape[sp.axis] = sp.count;
+  }
+  p.out_strides = Strides(p.shape);
+  return p;
+}
+
+std::vector<CopyPlan> PlanSplit(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  if (x.size() > static_cast<size_t>(kMaxRank)) throw Unsupported("Split of rank " + std::to_string(x.size()));
+  const int64_t axis = Axis(node, static_cast<int64_t>(x.size()));
+  const std::vector<int64_t> in_strides = Strides(x);
+  std::vector<CopyPlan> plans;
+  int64_t at = 0;
+  for (size_t k = 0; k < node.outputs.size(); ++k) {
+    if (node.outputs[k] == kNoValue) throw Unsupported("node " + node.Describe() + ": an absent output");
+    const Shape& y = StaticShape(g, node.outputs[k], node);
+    CopyPlan p;
+    p.shape = y;
+    p.in_strides = in_strides;
+    p.in_offset = at * in_strides[axis];
+    p.out_strides = Strides(y);
+    p.output = static_cast<int>(k);
+    at += y[axis];
+    plans.push_back(std::move(p));
+  }
+  if (at != x[axis]) throw Error("node " + node.Describe() + ": the outputs do not add up to the input");
+  return plans;
+}
+
+CopyPlan PlanExpand(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const Shape& y = StaticShape(g, node.outputs[0], node);
+  const BroadcastPlan b = PlanBroadcast({x, y});
+  if (b.out != y) throw Error("node " + node.Describe() + ": the input does not broadcast to the output");
+  CopyPlan p;
+  p.shape = y;
+  p.in_strides = b.strides[0];
+  p.out_strides = Strides(y);
+  return p;
+}
+
+PadPlan PlanPad(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const Shape& y = StaticShape(g, node.outputs[0], node);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank > kMaxRank) throw Unsupported("Pad of rank " + std::to_string(rank));
+  if (Attrs(node).String("mode") != "constant")
+    throw Unsupported("node " + node.Describe() + ": Pad mode '" + Attrs(node).String("mode") + "'");
+  const std::vector<int64_t> pads = ConstInts(g, node, 1, "pads");
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    throw Error("node " + node.Describe() + ": pads of the wrong length");
+  PadPlan p;
+  p.value = ConstScalar(g, node, 2, 0.0f, "constant value");
+  CopyPlan& c = p.interior;
+  const std::vector<int64_t> in_strides = Strides(x), out_strides = Strides(y);
+  c.in_strides = in_strides;
+  c.out_strides = out_strides;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t begin = pads[d], end = pads[d + rank];
+    c.shape.push_back(std::max<int64_t>(0, x[d] + std::min<int64_t>(begin, 0) + std::min<int64_t>(end, 0)));
+    c.in_offset += std::max<int64_t>(-begin, 0) * in_strides[d];
+    c.out_offset += std::max<int64_t>(begin, 0) * out_strides[d];
+    if (x[d] + begin + end != y[d]) throw Error("node " + node.Describe() + ": pads do not give the output's shape");
+  }
+  return p;
+}
+
+ReducePlan PlanReduce(const Graph& g, NodeId id) {
+  static const std::map<std::string, ReduceOp> kOps = {
+      {"ReduceSum", ReduceOp::kSum},       {"ReduceMean", ReduceOp::kMean},
+      {"ReduceMax", ReduceOp::kMax},       {"ReduceMin", ReduceOp::kMin},
+      {"ReduceProd", ReduceOp::kProd},     {"ReduceSumSquare", ReduceOp::kSumSquare},
+      {"ReduceL1", ReduceOp::kL1},         {"ReduceL2", ReduceOp::kL2},
+      {"ReduceLogSum", ReduceOp::kLogSum}, {"ReduceLogSumExp", ReduceOp::kLogSumExp}};
+  const Node& node = g.node(id);
+  auto it = kOps.find(node.op);
+  if (it == kOps.end()) throw Error("PlanReduce: not a reduction: " + node.op);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank > kMaxRank) throw Unsupported("reduction of rank " + std::to_string(rank));
+  const AttrReader attrs = Attrs(node);
+  const std::vector<int64_t> axes = node.op == "ReduceSum"
+                                        ? ops::ReduceSumAxes(attrs, ConstInts(g, node, 1, "axes"), rank)
+                                        : ops::ReduceAxes(attrs, rank);
+  const std::set<int64_t> reduced(axes.begin(), axes.end());
+  ReducePlan p;
+  p.op = it->second;
+  const std::vector<int64_t> strides = Strides(x);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced.count(d)) {
+      p.reduced.push_back(x[d]);
+      p.reduced_strides.push_back(strides[d]);
+      p.count *= x[d];
+    } else {
+      p.kept.push_back(x[d]);
+      p.kept_strides.push_back(strides[d]);
+      p.outputs *= x[d];
+    }
+  }
+  return p;
+}
+
+namespace {
+
+const std::map<std::string, UnaryOp>& UnaryOps() {
+  static const std::map<std::string, UnaryOp> ops = {
+      {"Relu", UnaryOp::kRelu},
+      {"Sigmoid", UnaryOp::kSigmoid},
+      {"Tanh", UnaryOp::kTanh},
+      {"Exp", UnaryOp::kExp},
+      {"Log", UnaryOp::kLog},
+      {"Sqrt", UnaryOp::kSqrt},
+      {"Neg", UnaryOp::kNeg},
+      {"Abs", UnaryOp::kAbs},
+      {"Erf", UnaryOp::kErf},
+      {"Floor", UnaryOp::kFloor},
+      {"Ceil", UnaryOp::kCeil},
+      {"Clip", UnaryOp::kClip},
+      {"LeakyRelu", UnaryOp::kLeakyRelu},
+      {"HardSigmoid", UnaryOp::kHardSigmoid},
+      {"HardSwish", UnaryOp::kHardSwish},
+      {"Reciprocal", UnaryOp::kReciprocal},
+      {"Elu", UnaryOp::kElu},
+      {"Selu", UnaryOp::kSelu},
+      {"Celu", UnaryOp::kCelu},
+      {"Softplus", UnaryOp::kSoftplus},
+      {"Softsign", UnaryOp::kSoftsign},
+      {"ThresholdedRelu", UnaryOp::kThresholdedRelu},
+  };
+  return ops;
+}
+const std::map<std::string, BinaryOp>& BinaryOps() {
+  static const std::map<std::string, BinaryOp> ops = {
+      {"Add", BinaryOp::kAdd}, {"Sub", BinaryOp::kSub}, {"Mul", BinaryOp::kMul}, {"Div", BinaryOp::kDiv},
+      {"Pow", BinaryOp::kPow}, {"Max", BinaryOp::kMax}, {"Min", BinaryOp::kMin}, {"PRelu", BinaryOp::kPRelu}};
+  return ops;
+}
+// The output is the input's bytes, whatever its type.
+const std::set<std::string>& BytesCopyOps() {
+  static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  return ops;
+}
+// Each of these ops' own plan (registry operators: GlobalMaxPool and
+// LogSoftmax have plans but no registry entry, so never reach the backend).
+const std::set<std::string>& PlannedOps() {
+  static const std::set<std::string> ops = {"Conv",
+                                            "MatMul",
+                                            "Gemm",
+                                            "MaxPool",
+                                            "AveragePool",
+                                            "GlobalAveragePool",
+                                            "Softmax",
+                                            "BatchNormalization",
+                                            "Transpose",
+                                            "Concat",
+                                            "Gather",
+                                            "LayerNormalization",
+                                            "Slice",
+                                            "Split",
+                                            "Expand",
+                                            "Pad",
+                                            "Where",
+                                            "ReduceSum",
+                                            "ReduceMean",
+                                            "ReduceMax",
+                                            "ReduceMin",
+                                            "ReduceProd",
+                                            "ReduceSumSquare",
+                                            "ReduceL1",
+                                            "ReduceL2",
+                                            "ReduceLogSum",
+                                            "ReduceLogSumExp"};
+  return ops;
+}
+
+// The operands a device step reads: every present input but the constant
+// parameters read on the host (shapes, axes, starts, pads, bounds).
+std::vector<size_t> DeviceOperands(const Node& node) {
+  static const std::set<std::string> first_only = {"Reshape", "Squeeze", "Unsqueeze", "Slice",     "Split",
+                                                   "Expand",  "Pad",     "Clip",      "ReduceSum", "Dropout"};
+  std::vector<size_t> k;
+  for (size_t i = 0; i < node.inputs.size(); ++i)
+    if (node.inputs[i] != kNoValue && (i == 0 || !first_only.count(node.op))) k.push_back(i);
+  return k;
+}
+
+// The type a device kernel reads operand k of `node` as.
+DType DeviceOperandType(const Node& node, size_t k) {
+  if (node.op == "Gather" && k == 1) return DType::kInt64;
+  if (node.op == "Where" && k == 0) return DType::kBool;
+  return DType::kFloat32;
+}
+
+void PlanDeviceStep(const Graph& g, NodeId id, NodePlan& p) {
+  const Node& node = g.node(id);
+  const AttrReader attrs = Attrs(node);
+  auto shape = [&](size_t k) -> const Shape& { return StaticShape(g, node.inputs.at(k), node); };
+  const std::string& op = node.op;
+  if (auto u = UnaryOps().find(op); u != UnaryOps().end()) {
+    p.kind = NodePlan::Kind::kUnary;
+    p.unary = u->second;
+    if (op == "Clip") {
+      p.p0 = ConstScalar(g, node, 1, -3.4028235e38f, "minimum");
+      p.p1 = ConstScalar(g, node, 2, 3.4028235e38f, "maximum");
+    } else if (op == "LeakyRelu" || op == "Elu" || op == "Celu" || op == "ThresholdedRelu") {
+      p.p0 = attrs.Float("alpha");
+    } else if (op == "HardSigmoid") {
+      p.p0 = attrs.Float("alpha");
+      p.p1 = attrs.Float("beta");
+    } else if (op == "Selu") {
+      p.p0 = attrs.Float("alpha");
+      p.p1 = attrs.Float("gamma");
+    }
+  } else if (auto b = BinaryOps().find(op); b != BinaryOps().end()) {
+    if (node.inputs.size() != 2) throw Unsupported("node " + node.Describe() + ": only two operands");
+    p.kind = NodePlan::Kind::kBinary;
+    p.binary = b->second;
+    p.broadcast = PlanBroadcast({shape(0), shape(1)});
+  } else if (BytesCopyOps().count(op)) {
+    p.kind = NodePlan::Kind::kBytesCopy;
+  } else if (op == "MatMul") {
+    p.kind = NodePlan::Kind::kMatMul;
+    p.gemm = PlanMatMul(shape(0), shape(1));
+  } else if (op == "Gemm") {
+    p.kind = NodePlan::Kind::kGemm;
+    const bool has_c = node.inputs.size() > 2 && node.inputs[2] != kNoValue;
+    if (has_c) p.broadcast = PlanBroadcast({shape(2), StaticShape(g, node.outputs[0], node)});
+    p.gemm = PlanGemm(shape(0), shape(1), attrs.Int("transA") != 0, attrs.Int("transB") != 0, attrs.Float("alpha"),
+                      attrs.Float("beta"), has_c);
+  } else if (op == "Conv") {
+    p.kind = NodePlan::Kind::kConv;
+    p.conv = PlanConv(g, id);
+  } else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    p.kind = NodePlan::Kind::kPool;
+    p.pool = PlanPool(g, id);
+  } else if (op == "Softmax" || op == "LogSoftmax") {
+    p.kind = NodePlan::Kind::kSoftmax;
+    p.softmax = PlanSoftmax(g, id);
+  } else if (op == "BatchNormalization") {
+    if (node.inputs.size() != 5) throw Error("node " + node.Describe() + ": BatchNormalization needs 5 inputs");
+    p.kind = NodePlan::Kind::kBatchNorm;
+    p.batch_norm = PlanBatchNorm(g, id);
+  } else if (op == "Gather") {
+    p.kind = NodePlan::Kind::kGather;
+    p.gather = PlanGather(g, id);
+  } else if (op == "LayerNormalization") {
+    p.kind = NodePlan::Kind::kLayerNorm;
+    p.layer_norm = PlanLayerNorm(g, id);
+  } else if (op == "Transpose") {
+    p.copies = {PlanTranspose(shape(0), attrs.Has("perm") ? attrs.Ints("perm") : std::vector<int64_t>{})};
+  } else if (op == "Concat") {
+    std::vector<Shape> shapes;
+    for (size_t k = 0; k < node.inputs.size(); ++k) shapes.push_back(shape(k));
+    p.copies = PlanConcat(shapes, attrs.Int("axis"));
+    for (size_t k = 0; k < p.copies.size(); ++k) p.copies[k].input = static_cast<int>(k);
+  } else if (op == "Slice") {
+    p.copies = {PlanSlice(g, id)};
+  } else if (op == "Split") {
+    p.copies = PlanSplit(g, id);
+  } else if (op == "Expand") {
+    p.copies = {PlanExpand(g, id)};
+  } else if (op == "Pad") {
+    const PadPlan pad = PlanPad(g, id);
+    p.fill = true;
+    p.p0 = pad.value;
+    p.copies = {pad.interior};
+  } else if (op == "Where") {
+    p.kind = NodePlan::Kind::kWhere;
+    p.broadcast = PlanBroadcast({shape(0), shape(1), shape(2)});
+  } else if (op.rfind("Reduce", 0) == 0) {
+    p.kind = NodePlan::Kind::kReduce;
+    p.reduce = PlanReduce(g, id);
+  } else {
+    throw Unsupported("no CUDA kernel for " + op);
+  }
+  if (!p.copies.empty()) p.kind = NodePlan::Kind::kCopies;
+}
+
+}  // namespace
+
+std::vector<std::string> DeviceOps() {
+  std::set<std::string> ops = PlannedOps();
+  for (const auto& [name, op] : UnaryOps()) ops.insert(name);
+  for (const auto& [name, op] : BinaryOps()) ops.insert(name);
+  ops.insert(BytesCopyOps().begin(), BytesCopyOps().end());
+  return {ops.begin(), ops.end()};
+}
+
+NodePlan PlanNode(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  if (node.opaque()) throw Unsupported("node " + node.Describe() + ": opaque (no kernel on any device)");
+  const OpDef* def = OpRegistry::Global().Find(node.domain, node.op);
+  if (def == nullptr || def->kernel == nullptr)
+    throw Unsupported("node " + node.Describe() + ": no kernel on any device");
+  NodePlan p;
+  p.device = true;
+  p.op = node.op;
+  p.outputs = node.outputs;
+  auto host = [&](const std::string& why) {
+    NodePlan h;
+    h.kind = NodePlan::Kind::kHost;
+    h.device = false;
+    h.reason = why;
+    h.op = node.op;
+    h.outputs = node.outputs;
+    for (ValueId v : node.inputs)
+      if (v != kNoValue) h.inputs.push_back(v);
+    return h;
+  };
+  if (!node.domain.empty()) return host("no CUDA kernel for " + node.domain + "." + node.op);
+  const bool known = UnaryOps().count(node.op) || BinaryOps().count(node.op) || BytesCopyOps().count(node.op) ||
+                     PlannedOps().count(node.op);
+  if (!known) return host("no CUDA kernel for " + node.op);
+  const bool bytes = BytesCopyOps().count(node.op) > 0;
+  // Dropout's mask, MaxPool's indices, LayerNormalization's statistics:
+  // the device steps write the first output only (Split writes them all).
+  if (node.op != "Split")
+    for (size_t k = 1; k < node.outputs.size(); ++k)
+      if (node.outputs[k] != kNoValue) return host(node.op + "'s output " + std::to_string(k));
+  for (size_t k : DeviceOperands(node)) {
+    const TensorType& t = g.value(node.inputs[k]).type;
+    if (!t.IsStatic()) return host("input " + std::to_string(k) + " has no static shape");
+    if (!bytes && t.dtype != DeviceOperandType(node, k))
+      return host("input " + std::to_string(k) + " is " + DTypeName(t.dtype) + " (the device kernel reads " +
+                  DTypeName(DeviceOperandType(node, k)) + ")");
+    p.inputs.push_back(node.inputs[k]);
+  }
+  for (ValueId v : node.outputs) {
+    if (v == kNoValue) continue;
+    const TensorType& t = g.value(v).type;
+    if (!t.IsStatic()) return host("an output has no static shape");
+    if (!bytes && t.dtype != DType::kFloat32) return host("an output is " + DTypeName(t.dtype));
+  }
+  try {
+    PlanDeviceStep(g, id, p);
+  } catch (const Unsupported& e) {
+    return host(e.what());
+  }
   return p;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "runtime/cuda/kinds.h"
 
 namespace rlflow::cuda {
 
@@ -85,12 +86,17 @@ BroadcastPlan PlanBroadcast(const std::vector<Shape>& inputs);
 // Dense row-major strides of `shape`.
 std::vector<int64_t> Strides(const Shape& shape);
 
-// A strided copy: out[offset + sum_d i_d * out_strides[d]] = in[sum_d i_d *
-// in_strides[d]] over every index i of `shape` (Transpose, Concat, Slice).
+// A strided copy: out[out_offset + sum_d i_d * out_strides[d]] =
+// in[in_offset + sum_d i_d * in_strides[d]] over every index i of `shape`
+// (Transpose, Concat, Slice, Split, Expand, Pad). A stride may be 0
+// (broadcast) or negative (a backwards slice). `input` / `output`: which
+// of the node's operands it reads and writes (Concat: input k; Split:
+// output k).
 struct CopyPlan {
   Shape shape;
   std::vector<int64_t> in_strides, out_strides;
   int64_t in_offset = 0, out_offset = 0;
+  int input = 0, output = 0;
 };
 // Transpose of `in` by `perm` (empty: reversed).
 CopyPlan PlanTranspose(const Shape& in, std::vector<int64_t> perm);
@@ -129,5 +135,90 @@ struct LayerNormPlan {
   bool has_bias = false;
 };
 LayerNormPlan PlanLayerNorm(const Graph& graph, NodeId id);
+
+// Slice with constant starts, ends, axes and steps (ONNX's clamping, any
+// step sign): one strided copy.
+CopyPlan PlanSlice(const Graph& graph, NodeId id);
+// Split: one copy per present output, along the `axis` attribute.
+std::vector<CopyPlan> PlanSplit(const Graph& graph, NodeId id);
+// Expand: the input broadcast (stride 0) into the output's shape.
+CopyPlan PlanExpand(const Graph& graph, NodeId id);
+// Pad, constant mode, constant pads (negative ones crop): the output is
+// filled with `value`, then the kept part of the input copied into it.
+struct PadPlan {
+  CopyPlan interior;
+  float value = 0;
+};
+PadPlan PlanPad(const Graph& graph, NodeId id);
+
+// A reduction over any set of axes: output element o reduces the `count`
+// input elements at Offset(o, kept) + Offset(r, reduced), where `kept`
+// and `reduced` list the kept and reduced dimensions' sizes and input
+// strides in input order (keepdims only changes the output's shape).
+struct ReducePlan {
+  ReduceOp op = ReduceOp::kSum;
+  int64_t outputs = 1, count = 1;
+  Shape kept, reduced;
+  std::vector<int64_t> kept_strides, reduced_strides;
+};
+// ReduceSum (axes a constant input, noop_with_empty_axes) and the other
+// reductions (axes an attribute), as the CPU kernels read them
+// (core/ops/semantics.h).
+ReducePlan PlanReduce(const Graph& graph, NodeId id);
+
+// Where each node runs, and how. On the device: one of the plans above
+// (which library call or kernel, with which values), the device operands
+// in the order the step reads them, and the values it writes. On the host
+// (`device` false, `reason` says why): the registry's CPU kernel, its
+// operands copied from the device and its outputs back, as ONNX Runtime
+// runs a node its CUDA provider has no kernel for on its CPU provider.
+// Every node the CPU executor runs has a placement; opaque and unknown
+// nodes throw rlflow::Unsupported (cut them first, as every timing backend
+// does).
+struct NodePlan {
+  // Which step runs: the host's CPU kernel, or one device plan below.
+  enum class Kind {
+    kHost,
+    kBytesCopy,  // the output is the input's bytes (Reshape, Identity, ...), any type
+    kCopies,     // strided copies (Transpose, Concat, Slice, Split, Expand, Pad)
+    kUnary,
+    kBinary,
+    kWhere,
+    kReduce,
+    kMatMul,
+    kGemm,
+    kConv,
+    kPool,
+    kSoftmax,
+    kBatchNorm,
+    kGather,
+    kLayerNorm,
+  };
+  Kind kind = Kind::kHost;
+  bool device = true;  // kind != kHost
+  std::string reason;
+  std::string op;
+  std::vector<ValueId> inputs;   // device operands read, in the step's order
+  std::vector<ValueId> outputs;  // values written (kNoValue: an absent output)
+  UnaryOp unary = UnaryOp::kRelu;
+  BinaryOp binary = BinaryOp::kAdd;
+  float p0 = 0, p1 = 0;  // the unary op's parameters
+  GemmPlan gemm;
+  ConvPlan conv;
+  PoolPlan pool;
+  SoftmaxPlan softmax;
+  BatchNormPlan batch_norm;
+  GatherPlan gather;
+  LayerNormPlan layer_norm;
+  BroadcastPlan broadcast;  // elementwise ops, Where; Gemm's C into the output
+  ReducePlan reduce;
+  std::vector<CopyPlan> copies;
+  bool fill = false;  // Pad: fill the output with p0 before the copies
+};
+NodePlan PlanNode(const Graph& graph, NodeId id);
+
+// The operators the backend has device kernels for (sorted), for messages
+// and docs; a node of one may still run on the host (its plan says why).
+std::vector<std::string> DeviceOps();
 
 }  // namespace rlflow::cuda

@@ -6,8 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/op_cases_testing.h"
 
 namespace rlflow::cuda {
 namespace {
@@ -240,6 +245,187 @@ TEST(GatherAndLayerNormPlans, Views) {
   EXPECT_EQ(l.cols, 8);
   EXPECT_FALSE(l.has_bias);
   EXPECT_FLOAT_EQ(l.epsilon, 1e-5f);
+}
+
+// The node that computes the graph's first output.
+NodeId Producer(const Graph& g) { return g.value(g.outputs()[0]).producer; }
+
+TEST(CopyPlan, SliceWithNegativeStepsAndClamping) {
+  // x [4,5,6]; axis 0 from 1 to 3; axis 2 from the last element backwards
+  // in steps of 2 down to (not including) 0: elements 5, 3, 1.
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {4, 5, 6});
+  Graph g = b.Build(
+      {b.Op("Slice", {x, b.ConstInts({1, -1}), b.ConstInts({3, 0}), b.ConstInts({0, 2}), b.ConstInts({1, -2})})});
+  CopyPlan p = PlanSlice(g, Producer(g));
+  EXPECT_EQ(p.shape, (Shape{2, 5, 3}));
+  EXPECT_EQ(p.in_offset, 1 * 30 + 5);
+  EXPECT_EQ(p.in_strides, (std::vector<int64_t>{30, 6, -2}));
+  EXPECT_EQ(p.out_strides, (std::vector<int64_t>{15, 3, 1}));
+  EXPECT_EQ(p.out_offset, 0);
+  // An end beyond the dimension is clamped: [2, 100) of 5 is 3 elements.
+  GraphBuilder b2(1);
+  ValueId x2 = b2.Input("x", {5});
+  Graph g2 = b2.Build({b2.Op("Slice", {x2, b2.ConstInts({2}), b2.ConstInts({100})})});
+  CopyPlan p2 = PlanSlice(g2, Producer(g2));
+  EXPECT_EQ(p2.shape, (Shape{3}));
+  EXPECT_EQ(p2.in_offset, 2);
+}
+
+TEST(CopyPlan, SplitExpandAndPad) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 6});
+  std::vector<ValueId> parts = b.OpN("Split", {x, b.ConstInts({2, 4})}, 2, {{"axis", Attribute::Int(1)}});
+  Graph g = b.Build(parts);
+  std::vector<CopyPlan> split = PlanSplit(g, Producer(g));
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0].shape, (Shape{2, 2}));
+  EXPECT_EQ(split[0].in_offset, 0);
+  EXPECT_EQ(split[1].shape, (Shape{2, 4}));
+  EXPECT_EQ(split[1].in_offset, 2);
+  EXPECT_EQ(split[1].in_strides, (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(split[1].out_strides, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(split[1].output, 1);
+
+  GraphBuilder e(1);
+  Graph ge = e.Build({e.Op("Expand", {e.Input("x", {3, 1}), e.ConstInts({2, 1, 4})})});
+  CopyPlan expand = PlanExpand(ge, Producer(ge));
+  EXPECT_EQ(expand.shape, (Shape{2, 3, 4}));
+  EXPECT_EQ(expand.in_strides, (std::vector<int64_t>{0, 1, 0}));
+
+  // x [2,3] padded by (0, 1) before and (1, -1) after: y [3,3]; the first
+  // two columns of x land at row 0, column 1; the rest of y is the value.
+  GraphBuilder p(1);
+  ValueId px = p.Input("x", {2, 3});
+  Graph gp = p.Build({p.Op("Pad", {px, p.ConstInts({0, 1, 1, -1}), p.ConstFloat(2.5f)})});
+  PadPlan pad = PlanPad(gp, Producer(gp));
+  EXPECT_FLOAT_EQ(pad.value, 2.5f);
+  EXPECT_EQ(pad.interior.shape, (Shape{2, 2}));
+  EXPECT_EQ(pad.interior.in_offset, 0);
+  EXPECT_EQ(pad.interior.out_offset, 1);
+  EXPECT_EQ(pad.interior.in_strides, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(pad.interior.out_strides, (std::vector<int64_t>{3, 1}));
+  // A crop at the front reads from further in: pads (0, -1) before.
+  GraphBuilder c(1);
+  Graph gc = c.Build({c.Op("Pad", {c.Input("x", {2, 3}), c.ConstInts({0, -1, 0, 0})})});
+  PadPlan crop = PlanPad(gc, Producer(gc));
+  EXPECT_EQ(crop.interior.shape, (Shape{2, 2}));
+  EXPECT_EQ(crop.interior.in_offset, 1);
+  EXPECT_EQ(crop.interior.out_offset, 0);
+  EXPECT_EQ(crop.interior.out_strides, (std::vector<int64_t>{2, 1}));
+  // Reflect padding has no device kernel.
+  GraphBuilder r(1);
+  Graph gr = r.Build(
+      {r.Op("Pad", {r.Input("x", {2, 3}), r.ConstInts({0, 1, 0, 1})}, {{"mode", Attribute::String("reflect")}})});
+  EXPECT_THROW(PlanPad(gr, Producer(gr)), Unsupported);
+}
+
+TEST(ReducePlan, KeptAndReducedDimensions) {
+  // x [2,3,4] reduced over axes -1 and 0: 3 outputs of 8 elements each.
+  GraphBuilder b(1);
+  Graph g = b.Build({b.Op("ReduceMean", {b.Input("x", {2, 3, 4})}, {{"axes", Attribute::Ints({-1, 0})}})});
+  ReducePlan p = PlanReduce(g, Producer(g));
+  EXPECT_EQ(p.op, ReduceOp::kMean);
+  EXPECT_EQ(p.outputs, 3);
+  EXPECT_EQ(p.count, 8);
+  EXPECT_EQ(p.kept, (Shape{3}));
+  EXPECT_EQ(p.kept_strides, (std::vector<int64_t>{4}));
+  EXPECT_EQ(p.reduced, (Shape{2, 4}));
+  EXPECT_EQ(p.reduced_strides, (std::vector<int64_t>{12, 1}));
+  // ReduceSum's axes are an input.
+  GraphBuilder s(1);
+  Graph gs = s.Build({s.Op("ReduceSum", {s.Input("x", {2, 3, 4}), s.ConstInts({1})})});
+  ReducePlan ps = PlanReduce(gs, Producer(gs));
+  EXPECT_EQ(ps.kept, (Shape{2, 4}));
+  EXPECT_EQ(ps.kept_strides, (std::vector<int64_t>{12, 1}));
+  EXPECT_EQ(ps.reduced_strides, (std::vector<int64_t>{4}));
+  EXPECT_EQ(ps.count, 3);
+  // No axes: everything, unless noop_with_empty_axes.
+  GraphBuilder a(1);
+  Graph ga = a.Build({a.Op("ReduceSum", {a.Input("x", {2, 3})})});
+  EXPECT_EQ(PlanReduce(ga, Producer(ga)).count, 6);
+  GraphBuilder n(1);
+  Graph gn = n.Build({n.Op("ReduceSum", {n.Input("x", {2, 3})}, {{"noop_with_empty_axes", Attribute::Int(1)}})});
+  ReducePlan pn = PlanReduce(gn, Producer(gn));
+  EXPECT_EQ(pn.count, 1);
+  EXPECT_EQ(pn.outputs, 6);
+}
+
+TEST(NodePlan, EveryOperatorCaseIsPlacedOnTheDeviceOrTheHost) {
+  // Every node of every conformance case (core/op_cases_testing.h: every
+  // registry operator) gets a plan; the ops the backend has kernels for
+  // run on the device in at least one case, with float32 operands.
+  std::map<std::string, int> on_device, on_host;
+  std::map<std::string, std::string> reasons;
+  for (const testing::OpCase& c : testing::OpCases()) {
+    GraphBuilder b(3, 17, c.name);
+    Graph g = b.Build({c.build(b)});
+    for (NodeId id : g.TopologicalOrder()) {
+      NodePlan p;
+      ASSERT_NO_THROW(p = PlanNode(g, id)) << c.name << ": " << g.node(id).Describe();
+      EXPECT_EQ(p.device, p.kind != NodePlan::Kind::kHost) << c.name;
+      if (p.device) {
+        ++on_device[p.op];
+        EXPECT_TRUE(p.reason.empty());
+        for (ValueId v : p.outputs) EXPECT_TRUE(v == kNoValue || g.value(v).type.IsStatic());
+      } else {
+        ++on_host[p.op];
+        EXPECT_FALSE(p.reason.empty()) << c.name;
+        reasons[p.op] = p.reason;
+      }
+    }
+  }
+  for (const std::string& op : DeviceOps()) EXPECT_GT(on_device[op], 0) << op << " never ran on the device";
+  // Operators without a device kernel say so.
+  for (const char* op : {"TopK", "Resize", "Einsum", "ConvTranspose", "ScatterND"}) {
+    EXPECT_GT(on_host[op], 0) << op;
+    EXPECT_NE(reasons[op].find("no CUDA kernel for " + std::string(op)), std::string::npos) << reasons[op];
+  }
+  EXPECT_GE(DeviceOps().size(), 60u);
+}
+
+TEST(NodePlan, HostForTypesAndRunTimeParameters) {
+  // An int64 Add has no device kernel (float32 only); a bytes copy of one does.
+  GraphBuilder b(1);
+  ValueId i = b.Input("i", {2, 3}, DType::kInt64);
+  ValueId sum = b.Op("Add", {i, i});
+  ValueId flat = b.Op("Flatten", {i});
+  Graph g = b.Build({sum, flat});
+  NodePlan add = PlanNode(g, g.value(sum).producer);
+  EXPECT_FALSE(add.device);
+  EXPECT_NE(add.reason.find("int64"), std::string::npos) << add.reason;
+  EXPECT_EQ(add.inputs, (std::vector<ValueId>{i, i}));
+  NodePlan copy = PlanNode(g, g.value(flat).producer);
+  EXPECT_EQ(copy.kind, NodePlan::Kind::kBytesCopy);
+  // Clip's bounds computed at run time: on the host; constant: parameters.
+  GraphBuilder c(1);
+  ValueId x = c.Input("x", {4}), lo = c.Input("lo", {});
+  ValueId run_time = c.Op("Clip", {x, lo});
+  ValueId constant = c.Op("Clip", {x, c.ConstFloat(-1.0f), c.ConstFloat(2.0f)});
+  Graph gc = c.Build({run_time, constant});
+  EXPECT_FALSE(PlanNode(gc, gc.value(run_time).producer).device);
+  NodePlan clip = PlanNode(gc, gc.value(constant).producer);
+  EXPECT_EQ(clip.kind, NodePlan::Kind::kUnary);
+  EXPECT_EQ(clip.unary, UnaryOp::kClip);
+  EXPECT_FLOAT_EQ(clip.p0, -1.0f);
+  EXPECT_FLOAT_EQ(clip.p1, 2.0f);
+  EXPECT_EQ(clip.inputs, (std::vector<ValueId>{x}));  // the bounds are read on the host
+  // Where reads a bool condition on the device.
+  GraphBuilder w(1);
+  ValueId cond = w.Input("c", {2, 1}, DType::kBool);
+  Graph gw = w.Build({w.Op("Where", {cond, w.Input("a", {2, 3}), w.Input("b", {3})})});
+  NodePlan where = PlanNode(gw, Producer(gw));
+  EXPECT_EQ(where.kind, NodePlan::Kind::kWhere);
+  EXPECT_EQ(where.broadcast.strides[0], (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(where.broadcast.strides[2], (std::vector<int64_t>{0, 1}));
+}
+
+TEST(NodePlan, OpaqueNodesAreRefused) {
+  // A node of no registry operator has no kernel anywhere: cut it first.
+  Graph g;
+  ValueId x = g.AddInput("x", TensorType{DType::kFloat32, {2}});
+  NodeId id = g.AddNode("SomethingUnknown", {x}, 1);
+  EXPECT_THROW(PlanNode(g, id), Unsupported);
 }
 
 }  // namespace
