@@ -47,8 +47,9 @@ LIB_SRCS="core/attribute.cc core/error.cc core/graph.cc core/graph_builder.cc co
   core/strings.cc core/symbolic.cc core/tensor.cc core/ops/activations.cc core/ops/elementwise.cc
   core/ops/exporter_ops.cc core/ops/helpers.cc core/ops/kernel.cc core/ops/nn.cc core/ops/resize.cc
   core/ops/semantics.cc core/ops/tensor_ops.cc runtime/executor.cc runtime/cuda/device.cc runtime/cuda/executor.cc
-  runtime/cuda/libs.cc runtime/cuda/plan.cc zoo/zoo.cc"
-TEST_SRCS="core/op_cases_testing.cc runtime/cuda/conformance_test.cc runtime/cuda/plan_test.cc
+  runtime/cuda/libs.cc runtime/cuda/plan.cc zoo/zoo.cc core/file_util.cc core/summary.cc runtime/stats.cc
+  runtime/cost_model.cc runtime/cuda/cuda_backend.cc"
+TEST_SRCS="core/op_cases_testing.cc runtime/cuda/conformance_test.cc runtime/cuda/plan_test.cc runtime/cuda/device_test.cc
   $D/gtest/src/gtest-all.cc $D/gtest/src/gtest_main.cc benchmarks/cuda_zoo_bench.cc"
 obj() { echo "$B/$(echo "$1" | tr '/' '_').o"; }
 export -f obj
@@ -68,10 +69,14 @@ g++ -o "$B/conformance_test" $LIBS "$(obj core/op_cases_testing.cc)" "$(obj runt
   "$(obj $D/gtest/src/gtest-all.cc)" "$(obj $D/gtest/src/gtest_main.cc)" $LINK || exit 1
 g++ -o "$B/plan_test" $LIBS "$(obj core/op_cases_testing.cc)" "$(obj runtime/cuda/plan_test.cc)" \
   "$(obj $D/gtest/src/gtest-all.cc)" "$(obj $D/gtest/src/gtest_main.cc)" $LINK || exit 1
+g++ -o "$B/device_test" $LIBS "$(obj runtime/cuda/device_test.cc)" \
+  "$(obj $D/gtest/src/gtest-all.cc)" "$(obj $D/gtest/src/gtest_main.cc)" $LINK || exit 1
 g++ -o "$B/cuda_zoo_bench" $LIBS "$(obj benchmarks/cuda_zoo_bench.cc)" $LINK || exit 1
 echo "linked in $(( $(date +%s) - t0 )) s"
 rc=0
 "$B/plan_test" --gtest_brief=1 || rc=1
+timeout 120 "$B/device_test" --gtest_output=xml:"$OUT/device.xml" 2>&1 | tail -30 || rc=1
+[ "${PIPESTATUS[0]}" = 0 ] || rc=1
 timeout 300 "$B/conformance_test" --gtest_output=xml:"$OUT/conformance.xml" 2>&1 | tail -150 || rc=1
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 timeout 300 "$B/cuda_zoo_bench" 2>&1 | tee "$OUT/cuda_zoo_bench.txt"
