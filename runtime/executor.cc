@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include <c10/core/GradMode.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -56,7 +58,7 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std
     CheckType(inputs[k], v.type, "graph input '" + v.name + "'");
     values[g.inputs()[k]] = inputs[k];
   }
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
