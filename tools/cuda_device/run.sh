@@ -5,8 +5,12 @@
 # Debian's libtorch) but not this project's toolchain: the `device` tool's
 # machines. Z3 and GoogleTest come from .devdeps/ (tools/cuda_device/deps.sh,
 # carried). Writes logs and the test reports to $OUT. Never used in CI.
+# With "optimise" it builds //optimiser the same way instead (its source
+# list and generated sources also from .devdeps) and optimises the zoo's
+# ResNet-50 and BERT-Base with --device=cuda.
 #
-#   device run: tools/cuda_device/run.sh   (carry: .devdeps)
+#   device run: tools/cuda_device/run.sh [optimise]   (carry: .devdeps)
+MODE=${1:-tests}
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/rlflow_cuda_out}
@@ -40,7 +44,7 @@ CUBLAS_LIB=$(find_dir libcublas.so.13 "$CUDA/lib64" "$SITE"/nvidia/cublas/lib "$
 echo "torch $TORCH_LIBDIR (cxx11 abi $ABI); cuda $CUDA; cudnn.h $CUDNN_INC; cublas_v2.h $CUBLAS_INC; libcudnn $CUDNN_LIB; libcublas $CUBLAS_LIB"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 export LD_LIBRARY_PATH="$TORCH_LIBDIR:$D/lib:$CUDNN_LIB:$CUBLAS_LIB:$CUDA/lib64:${LD_LIBRARY_PATH:-}"
-FLAGS="-std=c++17 -O2 -fPIC -w -D_GLIBCXX_USE_CXX11_ABI=$ABI -I. -I$D/include -I$D/gen -I$D/gtest/include -I$D/gtest \
+FLAGS="-std=c++17 -O2 -fPIC -w -D_GLIBCXX_USE_CXX11_ABI=$ABI -DONNX_ML=1 -DONNX_NAMESPACE=onnx -I. -I$D/include -I$D/gen -I$D/gtest/include -I$D/gtest \
   $(for i in $TORCH_INCLUDES; do echo "-I$i"; done) -I$CUDA/include -I$CUDNN_INC -I$CUBLAS_INC \
   -DRLFLOW_CUDA_LIB_DIR=\"$CUDA/lib64\""
 LIB_SRCS="core/attribute.cc core/error.cc core/graph.cc core/graph_builder.cc core/node_key.cc core/op_registry.cc
@@ -52,6 +56,10 @@ LIB_SRCS="core/attribute.cc core/error.cc core/graph.cc core/graph_builder.cc co
 TEST_SRCS="core/op_cases_testing.cc runtime/cuda/conformance_test.cc runtime/cuda/plan_test.cc runtime/cuda/device_test.cc
   $D/gtest/src/gtest-all.cc $D/gtest/src/gtest_main.cc benchmarks/cuda_zoo_bench.cc"
 obj() { echo "$B/$(echo "$1" | tr '/' '_').o"; }
+if [ "$MODE" = optimise ]; then
+  LIB_SRCS="$(cat "$D/optimiser_srcs.txt") $D/gen/core/rules/rules.pb.cc $D/gen/world_model/rollouts.pb.cc"
+  TEST_SRCS=""
+fi
 export -f obj
 export B FLAGS
 t0=$(date +%s)
@@ -65,6 +73,22 @@ if [ -s "$OUT/compile_failures.txt" ]; then
 fi
 LIBS="$(for s in $LIB_SRCS; do obj "$s"; done) $B/kernels.o"
 LINK="-L$TORCH_LIBDIR -ltorch_cpu -lc10 $D/lib/libz3.so.4 -L$CUDA/lib64 -lcudart_static -ldl -lrt -lpthread"
+if [ "$MODE" = optimise ]; then
+  g++ -o "$B/optimiser" $LIBS -L"$TORCH_LIBDIR" -ltorch -ltorch_cpu -lc10 "$D"/lib/*.so* -L"$CUDA/lib64" -lcudart_static \
+    -ldl -lrt -lpthread || exit 1
+  echo "linked in $(( $(date +%s) - t0 )) s"
+  rc=0
+  "$B/optimiser" --list_devices
+  for m in resnet50 bert_base; do
+    timeout 240 "$B/optimiser" --model="$m" --device="${DEVICE:-cuda}" --rules=rules/default.rules.pb \
+      --output="$OUT/$m.cuda.onnx" --report="$OUT/$m.report.json" --timing_cache="$B/cache.txt" --time_limit=60 \
+      2>&1 | tee "$OUT/$m.log" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  done
+  rm -f "$OUT"/*.onnx  # the models are big; the reports say what was written
+  echo "done in $(( $(date +%s) - t0 )) s, rc=$rc"
+  exit $rc
+fi
 g++ -o "$B/conformance_test" $LIBS "$(obj core/op_cases_testing.cc)" "$(obj runtime/cuda/conformance_test.cc)" \
   "$(obj $D/gtest/src/gtest-all.cc)" "$(obj $D/gtest/src/gtest_main.cc)" $LINK || exit 1
 g++ -o "$B/plan_test" $LIBS "$(obj core/op_cases_testing.cc)" "$(obj runtime/cuda/plan_test.cc)" \
