@@ -1,5 +1,5 @@
-// The CUDA backend on the zoo's ResNet-50 and BERT-Base (C++ builders,
-// batch 1, sequence 128, random weights from seed 1): for each model, the
+// The CUDA backend on every zoo model (C++ builders, batch 1, BERT's
+// sequence 128, random weights from seed 1): for each model, the
 // nodes that run on the host (and why), the largest relative error of the
 // outputs against the CPU executor on the same random inputs, the median
 // time of 30 warm whole runs (cudaEvents around each; interquartile range),
@@ -88,7 +88,7 @@ int main() {
   std::printf("device: %s\n", d.Fingerprint().c_str());
   int bad = 0;
   try {
-    for (const char* model : {"resnet50", "bert_base"}) bad += rlflow::Bench(model);
+    for (const std::string& model : rlflow::zoo::ModelNames()) bad += rlflow::Bench(model);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -21,7 +21,7 @@ cp /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h /usr/lib/x86_64-linux-gnu/ope
 for l in libz3.so.4 libprotobuf.so.32 libonnx.so libonnx_proto.so.1 libglog.so.1 libgflags.so.2.2 libunwind.so.8 \
   libmpi.so.40 libopen-rte.so.40 libopen-pal.so.40 libhwloc.so.15 libevent_core-2.1.so.7 \
   libevent_pthreads-2.1.so.7; do
-  cp -L "/lib/x86_64-linux-gnu/$l" "$d/lib/"
+  cp -L "/lib/x86_64-linux-gnu/$l" "$d/lib/$(objdump -p "/lib/x86_64-linux-gnu/$l" | sed -n "s/^ *SONAME *//p")"
 done
 cp -r /usr/src/googletest/googletest "$d/gtest"
 cp bazel-bin/zoo/model_names.inc "$d/gen/zoo/"

@@ -7,7 +7,7 @@
 # carried). Writes logs and the test reports to $OUT. Never used in CI.
 # With "optimise" it builds //optimiser the same way instead (its source
 # list and generated sources also from .devdeps) and optimises the zoo's
-# ResNet-50 and BERT-Base with --device=cuda.
+# ResNet-50 and BERT-Base (or $MODELS) with --device=cuda.
 #
 #   device run: tools/cuda_device/run.sh [optimise]   (carry: .devdeps)
 MODE=${1:-tests}
@@ -79,7 +79,7 @@ if [ "$MODE" = optimise ]; then
   echo "linked in $(( $(date +%s) - t0 )) s"
   rc=0
   "$B/optimiser" --list_devices
-  for m in resnet50 bert_base; do
+  for m in ${MODELS:-resnet50 bert_base}; do
     timeout 240 "$B/optimiser" --model="$m" --device="${DEVICE:-cuda}" --rules=rules/default.rules.pb \
       --output="$OUT/$m.cuda.onnx" --report="$OUT/$m.report.json" --timing_cache="$B/cache.txt" --time_limit=60 \
       2>&1 | tee "$OUT/$m.log" | tail -40
