@@ -81,7 +81,7 @@ if [ "$MODE" = optimise ]; then
   "$B/optimiser" --list_devices
   for m in ${MODELS:-resnet50 bert_base}; do
     timeout 240 "$B/optimiser" --model="$m" --device="${DEVICE:-cuda}" --rules=rules/default.rules.pb \
-      --output="$OUT/$m.cuda.onnx" --report="$OUT/$m.report.json" --timing_cache="$B/cache.txt" --time_limit=60 \
+      --output="$OUT/$m.cuda.onnx" --report="$OUT/$m.report.json" --timing_cache="$B/cache.txt" --time_limit="${TIME_LIMIT:-60}" \
       2>&1 | tee "$OUT/$m.log" | tail -40
     [ "${PIPESTATUS[0]}" = 0 ] || rc=1
   done
