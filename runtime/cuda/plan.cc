@@ -439,6 +439,58 @@ CopyPlan PlanExpand(const Graph& g, NodeId id) {
   return p;
 }
 
+CopyPlan PlanDepthToSpace(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const Shape& y = StaticShape(g, node.outputs[0], node);
+  if (x.size() != 4 || y.size() != 4) throw Error("node " + node.Describe() + ": not 4-D");
+  const AttrReader attrs = Attrs(node);
+  const int64_t b = attrs.Int("blocksize");
+  const std::vector<int64_t> xs = Strides(x);
+  CopyPlan p;
+  if (node.op == "DepthToSpace") {
+    // y[n, c, h*b + i, w*b + j] = x[n, channel(c, i, j), h, w]; DCR:
+    // channel = (i*b + j)*C' + c, CRD: c*b*b + i*b + j.
+    const int64_t c_out = y[1];
+    p.shape = {y[0], c_out, x[2], b, x[3], b};
+    if (attrs.String("mode") == "CRD")
+      p.in_strides = {xs[0], b * b * xs[1], xs[2], b * xs[1], xs[3], xs[1]};
+    else
+      p.in_strides = {xs[0], xs[1], xs[2], b * c_out * xs[1], xs[3], c_out * xs[1]};
+  } else {
+    // y[n, (i*b + j)*C + c, h, w] = x[n, c, h*b + i, w*b + j]: the output
+    // is row-major over [N, b, b, C, H', W'].
+    p.shape = {x[0], b, b, x[1], y[2], y[3]};
+    p.in_strides = {xs[0], xs[2], xs[3], xs[1], b * xs[2], b * xs[3]};
+  }
+  if (node.op == "DepthToSpace") {
+    const std::vector<int64_t> ys = Strides(y);  // y [N, C', H*b, W*b]
+    p.out_strides = {ys[0], ys[1], b * ys[2], ys[2], b, 1};
+  } else {
+    p.out_strides = Strides(p.shape);
+  }
+  return p;
+}
+
+CopyPlan PlanTile(const Graph& g, NodeId id) {
+  const Node& node = g.node(id);
+  const Shape& x = StaticShape(g, node.inputs[0], node);
+  const Shape& y = StaticShape(g, node.outputs[0], node);
+  if (2 * x.size() > static_cast<size_t>(kMaxRank)) throw Unsupported("Tile of rank " + std::to_string(x.size()));
+  const std::vector<int64_t> xs = Strides(x), ys = Strides(y);
+  CopyPlan p;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == 0 || y[d] % x[d] != 0) throw Unsupported("node " + node.Describe() + ": an empty dimension");
+    p.shape.push_back(y[d] / x[d]);  // the repeat index
+    p.shape.push_back(x[d]);
+    p.in_strides.push_back(0);
+    p.in_strides.push_back(xs[d]);
+    p.out_strides.push_back(x[d] * ys[d]);
+    p.out_strides.push_back(ys[d]);
+  }
+  return p;
+}
+
 PadPlan PlanPad(const Graph& g, NodeId id) {
   const Node& node = g.node(id);
   const Shape& x = StaticShape(g, node.inputs[0], node);
@@ -570,15 +622,18 @@ const std::set<std::string>& PlannedOps() {
                                             "ReduceL1",
                                             "ReduceL2",
                                             "ReduceLogSum",
-                                            "ReduceLogSumExp"};
+                                            "ReduceLogSumExp",
+                                            "DepthToSpace",
+                                            "SpaceToDepth",
+                                            "Tile"};
   return ops;
 }
 
 // The operands a device step reads: every present input but the constant
 // parameters read on the host (shapes, axes, starts, pads, bounds).
 std::vector<size_t> DeviceOperands(const Node& node) {
-  static const std::set<std::string> first_only = {"Reshape", "Squeeze", "Unsqueeze", "Slice",     "Split",
-                                                   "Expand",  "Pad",     "Clip",      "ReduceSum", "Dropout"};
+  static const std::set<std::string> first_only = {"Reshape", "Squeeze", "Unsqueeze", "Slice",   "Split", "Expand",
+                                                   "Pad",     "Clip",    "ReduceSum", "Dropout", "Tile"};
   std::vector<size_t> k;
   for (size_t i = 0; i < node.inputs.size(); ++i)
     if (node.inputs[i] != kNoValue && (i == 0 || !first_only.count(node.op))) k.push_back(i);
@@ -660,6 +715,10 @@ void PlanDeviceStep(const Graph& g, NodeId id, NodePlan& p) {
     p.copies = PlanSplit(g, id);
   } else if (op == "Expand") {
     p.copies = {PlanExpand(g, id)};
+  } else if (op == "DepthToSpace" || op == "SpaceToDepth") {
+    p.copies = {PlanDepthToSpace(g, id)};
+  } else if (op == "Tile") {
+    p.copies = {PlanTile(g, id)};
   } else if (op == "Pad") {
     const PadPlan pad = PlanPad(g, id);
     p.fill = true;
@@ -709,6 +768,14 @@ NodePlan PlanNode(const Graph& g, NodeId id) {
     return h;
   };
   if (!node.domain.empty()) return host("no CUDA kernel for " + node.domain + "." + node.op);
+  // A Cast to the type it already has is a copy of its bytes.
+  if (node.op == "Cast" && node.inputs.size() == 1 && node.outputs.size() == 1 &&
+      g.value(node.inputs[0]).type.dtype == g.value(node.outputs[0]).type.dtype &&
+      g.value(node.inputs[0]).type.IsStatic()) {
+    p.kind = NodePlan::Kind::kBytesCopy;
+    p.inputs = {node.inputs[0]};
+    return p;
+  }
   const bool known = UnaryOps().count(node.op) || BinaryOps().count(node.op) || BytesCopyOps().count(node.op) ||
                      PlannedOps().count(node.op);
   if (!known) return host("no CUDA kernel for " + node.op);

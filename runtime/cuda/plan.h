@@ -143,6 +143,13 @@ CopyPlan PlanSlice(const Graph& graph, NodeId id);
 std::vector<CopyPlan> PlanSplit(const Graph& graph, NodeId id);
 // Expand: the input broadcast (stride 0) into the output's shape.
 CopyPlan PlanExpand(const Graph& graph, NodeId id);
+// DepthToSpace (DCR and CRD) and SpaceToDepth: one copy over a 6-D view
+// of the output ([N, C', H, b, W, b], resp. [N, b, b, C, H', W']) whose
+// input strides pick each element's source.
+CopyPlan PlanDepthToSpace(const Graph& graph, NodeId id);
+// Tile with constant repeats (rank <= 4): one copy over the output viewed
+// as [r0, n0, r1, n1, ...], the repeat dimensions reading with stride 0.
+CopyPlan PlanTile(const Graph& graph, NodeId id);
 // Pad, constant mode, constant pads (negative ones crop): the output is
 // filled with `value`, then the kept part of the input copied into it.
 struct PadPlan {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/op_cases_testing.h"
+#include "runtime/executor.h"
 
 namespace rlflow::cuda {
 namespace {
@@ -418,6 +419,95 @@ TEST(NodePlan, HostForTypesAndRunTimeParameters) {
   EXPECT_EQ(where.kind, NodePlan::Kind::kWhere);
   EXPECT_EQ(where.broadcast.strides[0], (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(where.broadcast.strides[2], (std::vector<int64_t>{0, 1}));
+}
+
+// The copy plans' arithmetic, checked without a GPU: each plan's strided
+// copies (the kernel's loop, kernels.cu's CopyKernel, run here on the
+// host) against the CPU executor, exactly, on every single-node operator
+// case that gets one (Transpose, Concat, Slice, Split, Expand, Pad, Tile,
+// DepthToSpace, SpaceToDepth) and on a few more shapes.
+int64_t Offset(int64_t i, const Shape& shape, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t d = shape.size(); d-- > 0;) {
+    off += (i % shape[d]) * strides[d];
+    i /= shape[d];
+  }
+  return off;
+}
+
+// Runs the copies of `p` on `inputs` (the node's device operands).
+std::vector<std::vector<float>> RunCopies(const Graph& g, const NodePlan& p, const std::vector<at::Tensor>& inputs) {
+  std::vector<std::vector<float>> out;
+  for (ValueId v : p.outputs)
+    out.emplace_back(static_cast<size_t>(g.value(v).type.NumElements()), p.fill ? p.p0 : -12345.0f);
+  for (const CopyPlan& c : p.copies) {
+    const at::Tensor in = inputs.at(c.input).contiguous();
+    const float* x = in.data_ptr<float>();
+    int64_t n = 1;
+    for (int64_t d : c.shape) n *= d;
+    for (int64_t i = 0; i < n; ++i)
+      out[c.output][c.out_offset + Offset(i, c.shape, c.out_strides)] =
+          x[c.in_offset + Offset(i, c.shape, c.in_strides)];
+  }
+  return out;
+}
+
+int CheckCopyPlans(const Graph& g, const std::string& name) {
+  int checked = 0;
+  for (NodeId id : g.TopologicalOrder()) {
+    const Node& node = g.node(id);
+    NodePlan p = PlanNode(g, id);
+    if (p.kind != NodePlan::Kind::kCopies) continue;
+    bool from_inputs = true;  // a node of graph inputs (and constants) only
+    for (ValueId v : p.inputs) from_inputs = from_inputs && std::count(g.inputs().begin(), g.inputs().end(), v) > 0;
+    if (!from_inputs || g.outputs() != node.outputs) continue;
+    std::vector<at::Tensor> values = RandomInputs(g, 5);
+    std::vector<at::Tensor> want = Executor(g).Run(values);
+    std::vector<at::Tensor> operands;
+    for (ValueId v : p.inputs)
+      operands.push_back(values[std::find(g.inputs().begin(), g.inputs().end(), v) - g.inputs().begin()]);
+    std::vector<std::vector<float>> got = RunCopies(g, p, operands);
+    for (size_t k = 0; k < want.size(); ++k) {
+      at::Tensor w = want[k].contiguous();
+      EXPECT_EQ(static_cast<int64_t>(got[k].size()), w.numel()) << name;
+      if (static_cast<int64_t>(got[k].size()) != w.numel()) continue;
+      EXPECT_TRUE(std::equal(got[k].begin(), got[k].end(), w.data_ptr<float>())) << name << " output " << k;
+    }
+    ++checked;
+  }
+  return checked;
+}
+
+TEST(NodePlan, CopyPlansReproduceTheCpuExecutor) {
+  int checked = 0;
+  std::set<std::string> ops;
+  for (const testing::OpCase& c : testing::OpCases()) {
+    GraphBuilder b(3, 17, c.name);
+    Graph g = b.Build({c.build(b)});
+    const int n = CheckCopyPlans(g, c.name);
+    if (n > 0) ops.insert(g.node(g.value(g.outputs()[0]).producer).op);
+    checked += n;
+  }
+  auto more = [&](const std::string& op, const std::vector<Shape>& shapes, AttributeMap attrs,
+                  const std::vector<std::vector<int64_t>>& ints) {
+    GraphBuilder b(3);
+    std::vector<ValueId> in;
+    for (size_t k = 0; k < shapes.size(); ++k) in.push_back(b.Input("x" + std::to_string(k), shapes[k]));
+    for (const std::vector<int64_t>& v : ints) in.push_back(b.ConstInts(v));
+    Graph g = b.Build({b.Op(op, in, std::move(attrs))});
+    checked += CheckCopyPlans(g, op);
+    ops.insert(op);
+  };
+  for (const char* mode : {"DCR", "CRD"})
+    more("DepthToSpace", {{2, 12, 3, 2}}, {{"blocksize", Attribute::Int(2)}, {"mode", Attribute::String(mode)}}, {});
+  more("SpaceToDepth", {{2, 3, 6, 4}}, {{"blocksize", Attribute::Int(2)}}, {});
+  more("Tile", {{2, 1, 3}}, {}, {{2, 3, 1}});
+  more("Slice", {{4, 5, 6}}, {}, {{1, -1}, {3, 0}, {0, 2}, {1, -2}});
+  more("Pad", {{2, 3, 4}}, {}, {{0, -1, 2, 1, 0, -1}});
+  more("Expand", {{3, 1}}, {}, {{2, 3, 4}});
+  for (const char* op : {"Transpose", "Concat", "Slice", "Expand", "Pad", "Tile", "DepthToSpace", "SpaceToDepth"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  EXPECT_GE(checked, 15);
 }
 
 TEST(NodePlan, OpaqueNodesAreRefused) {
