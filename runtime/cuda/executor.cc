@@ -143,26 +143,24 @@ struct CudaExecutor::Impl {
     for (ValueId v : p.outputs)
       if (v != kNoValue) Allocate(v);
     if (!p.outputs.empty() && p.outputs[0] != kNoValue) s.out_numel = graph.value(p.outputs[0]).type.NumElements();
-    {
-      if (p.kind == NodePlan::Kind::kConv && p.conv.method == ConvPlan::Method::kCudnn) PlanCudnnConv(s);
-      if (p.kind == NodePlan::Kind::kPool) {
-        const PoolPlan& pp = p.pool;
-        CheckCudnn(Libs().cudnnCreatePoolingDescriptor(&s.d.pool), "pooling descriptor");
-        const cudnnPoolingMode_t mode = pp.max                 ? CUDNN_POOLING_MAX
-                                        : pp.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
-                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-        CheckCudnn(Libs().cudnnSetPooling2dDescriptor(s.d.pool, mode, CUDNN_PROPAGATE_NAN, pp.win_h, pp.win_w, pp.pad_h,
-                                                      pp.pad_w, pp.stride_h, pp.stride_w),
-                   "pooling descriptor");
-        s.d.x = Tensor4d(pp.n, pp.c, pp.h, pp.w);
-        s.d.y = Tensor4d(pp.n, pp.c, pp.out_h, pp.out_w);
-      } else if (p.kind == NodePlan::Kind::kSoftmax) {
-        s.d.x = Tensor4d(p.softmax.outer, p.softmax.dim, p.softmax.inner, 1);
-      } else if (p.kind == NodePlan::Kind::kBatchNorm) {
-        const BatchNormPlan& bn = p.batch_norm;
-        s.d.x = Tensor4d(bn.n, bn.c, bn.h, bn.w);
-        s.d.c = Tensor4d(1, bn.c, 1, 1);
-      }
+    if (p.kind == NodePlan::Kind::kConv && p.conv.method == ConvPlan::Method::kCudnn) PlanCudnnConv(s);
+    if (p.kind == NodePlan::Kind::kPool) {
+      const PoolPlan& pp = p.pool;
+      CheckCudnn(Libs().cudnnCreatePoolingDescriptor(&s.d.pool), "pooling descriptor");
+      const cudnnPoolingMode_t mode = pp.max                 ? CUDNN_POOLING_MAX
+                                      : pp.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                             : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+      CheckCudnn(Libs().cudnnSetPooling2dDescriptor(s.d.pool, mode, CUDNN_PROPAGATE_NAN, pp.win_h, pp.win_w, pp.pad_h,
+                                                    pp.pad_w, pp.stride_h, pp.stride_w),
+                 "pooling descriptor");
+      s.d.x = Tensor4d(pp.n, pp.c, pp.h, pp.w);
+      s.d.y = Tensor4d(pp.n, pp.c, pp.out_h, pp.out_w);
+    } else if (p.kind == NodePlan::Kind::kSoftmax) {
+      s.d.x = Tensor4d(p.softmax.outer, p.softmax.dim, p.softmax.inner, 1);
+    } else if (p.kind == NodePlan::Kind::kBatchNorm) {
+      const BatchNormPlan& bn = p.batch_norm;
+      s.d.x = Tensor4d(bn.n, bn.c, bn.h, bn.w);
+      s.d.c = Tensor4d(1, bn.c, 1, 1);
     }
     steps.push_back(std::move(s));
   }
@@ -275,8 +273,9 @@ struct CudaExecutor::Impl {
         Fail("node ", node.Describe(), ": its CPU kernel's output ", k, " is not ", val.type.ToString());
       CheckCuda(cudaMemcpyAsync(buffers[v], t.data_ptr(), t.numel() * t.element_size(), cudaMemcpyHostToDevice, stream),
                 "copying '" + val.name + "' to the device");
-      CheckCuda(cudaStreamSynchronize(stream), "copying '" + val.name + "' to the device");
+      outs[k] = std::move(t);  // kept alive until the copies are done
     }
+    CheckCuda(cudaStreamSynchronize(stream), "copying " + node.Describe() + "'s outputs to the device");
   }
 
   void Execute(Step& s) {

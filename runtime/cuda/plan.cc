@@ -753,13 +753,11 @@ NodePlan PlanNode(const Graph& g, NodeId id) {
   if (def == nullptr || def->kernel == nullptr)
     throw Unsupported("node " + node.Describe() + ": no kernel on any device");
   NodePlan p;
-  p.device = true;
   p.op = node.op;
   p.outputs = node.outputs;
   auto host = [&](const std::string& why) {
     NodePlan h;
     h.kind = NodePlan::Kind::kHost;
-    h.device = false;
     h.reason = why;
     h.op = node.op;
     h.outputs = node.outputs;

@@ -202,7 +202,7 @@ struct NodePlan {
     kLayerNorm,
   };
   Kind kind = Kind::kHost;
-  bool device = true;  // kind != kHost
+  bool device() const { return kind != Kind::kHost; }
   std::string reason;
   std::string op;
   std::vector<ValueId> inputs;   // device operands read, in the step's order

@@ -364,8 +364,8 @@ TEST(NodePlan, EveryOperatorCaseIsPlacedOnTheDeviceOrTheHost) {
     for (NodeId id : g.TopologicalOrder()) {
       NodePlan p;
       ASSERT_NO_THROW(p = PlanNode(g, id)) << c.name << ": " << g.node(id).Describe();
-      EXPECT_EQ(p.device, p.kind != NodePlan::Kind::kHost) << c.name;
-      if (p.device) {
+      EXPECT_EQ(p.device(), p.kind != NodePlan::Kind::kHost) << c.name;
+      if (p.device()) {
         ++on_device[p.op];
         EXPECT_TRUE(p.reason.empty());
         for (ValueId v : p.outputs) EXPECT_TRUE(v == kNoValue || g.value(v).type.IsStatic());
@@ -393,7 +393,7 @@ TEST(NodePlan, HostForTypesAndRunTimeParameters) {
   ValueId flat = b.Op("Flatten", {i});
   Graph g = b.Build({sum, flat});
   NodePlan add = PlanNode(g, g.value(sum).producer);
-  EXPECT_FALSE(add.device);
+  EXPECT_FALSE(add.device());
   EXPECT_NE(add.reason.find("int64"), std::string::npos) << add.reason;
   EXPECT_EQ(add.inputs, (std::vector<ValueId>{i, i}));
   NodePlan copy = PlanNode(g, g.value(flat).producer);
@@ -404,7 +404,7 @@ TEST(NodePlan, HostForTypesAndRunTimeParameters) {
   ValueId run_time = c.Op("Clip", {x, lo});
   ValueId constant = c.Op("Clip", {x, c.ConstFloat(-1.0f), c.ConstFloat(2.0f)});
   Graph gc = c.Build({run_time, constant});
-  EXPECT_FALSE(PlanNode(gc, gc.value(run_time).producer).device);
+  EXPECT_FALSE(PlanNode(gc, gc.value(run_time).producer).device());
   NodePlan clip = PlanNode(gc, gc.value(constant).producer);
   EXPECT_EQ(clip.kind, NodePlan::Kind::kUnary);
   EXPECT_EQ(clip.unary, UnaryOp::kClip);
