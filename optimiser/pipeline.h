@@ -134,7 +134,7 @@ struct SearchRecord {
   SearchResult result;  // graph: the optimised graph (before the finishing passes)
   int rounds = 0;
   double seconds = 0;
-  double before_estimate = 0;  // the original's cost (ms), by the cost model the search ended with
+  double before_estimate = 0;  // the original's cost as it runs (ms, CostModel::RunCost), by the cost model the search ended with
   int64_t measurements = 0;    // graphs timed on the device by the search (its recalibration rounds included)
 };
 
@@ -160,7 +160,7 @@ struct CheckRecord {
 struct VerdictRecord : Verdict {
   int pairs = 0;
   double before_ms = 0, after_ms = 0;  // measured (ms)
-  double after_estimate = 0;           // the optimised graph's cost (ms), by the cost model
+  double after_estimate = 0;           // the optimised graph's cost as it runs (ms, CostModel::RunCost)
   bool keep_original = false;          // the original is written
 };
 

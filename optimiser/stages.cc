@@ -423,7 +423,7 @@ void SearchRounds(OptimiseRun& r) {
   options.cost = &search_cost;
   options.runner = &runner;
   rec = SearchRecord();
-  rec.before_estimate = cost.GraphCost(r.model.graph);
+  rec.before_estimate = cost.RunCost(r.model.graph);
   r.info("searching (" + search.name() + ") ...");
   auto t2 = Clock::now();
   const int64_t measured_before_search = r.counted->measurements();
@@ -449,7 +449,7 @@ void SearchRounds(OptimiseRun& r) {
         Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
                "again",
                c.new_keys, c.time_base));
-    rec.before_estimate = cost.GraphCost(r.model.graph);
+    rec.before_estimate = cost.RunCost(r.model.graph);
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);
     SearchResult previous = std::move(result);
@@ -640,7 +640,7 @@ void Measure(OptimiseRun& r) {
     rec.after_ms = rec.b_ms;
     r.info(rec.ToString());
   }
-  rec.after_estimate = r.cost->GraphCost(r.optimised);
+  rec.after_estimate = r.cost->RunCost(r.optimised);
   rec.keep_original = check.unchanged || !check.general_ok || (!o.force_optimised && !rec.faster());
 }
 

@@ -352,7 +352,11 @@ double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
 
 CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   CalibrationReport report;
-  std::vector<char> weight_only = WeightOnlyNodes(g);
+  // Weight-only nodes are timed as well where the device runs them on every
+  // run (the original model, as the user has it, pays for them: RunCost);
+  // where it folds them at load they do not run and have no time.
+  std::vector<char> weight_only =
+      backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
@@ -439,6 +443,15 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   }
   for (auto& [op, v] : spreads) report.per_op[op].spread = Median(v);
   return report;
+}
+
+double MeasuredCostModel::RunCost(const Graph& g) {
+  double total = GraphCost(g);
+  if (backend_->folds_constants()) return total;
+  std::vector<char> weight_only = WeightOnlyNodes(g);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (weight_only[id]) total += NodeMs(g, id);
+  return total;
 }
 
 double MeasuredCostModel::RunFixedMs() {

@@ -91,6 +91,11 @@ class TimingBackend {
   // Conv key costs differently in another model. MeasuredCostModel then
   // keeps in-context timings per model (SetContext).
   virtual bool context_sensitive() const { return false; }
+  // Whether the runtime computes nodes whose inputs are all weights once,
+  // when it loads the model (ONNX Runtime's constant folding), rather than on
+  // every run (rlflow's executors). A model written with them still in
+  // place then costs them on every run (CostModel::RunCost).
+  virtual bool folds_constants() const { return false; }
 };
 
 // Counts the real measurements made on a backend: every TimeGraph,
@@ -117,6 +122,7 @@ class CountingBackend : public TimingBackend {
     return inner_->TimeNodesInContext(graph, runs, options);
   }
   bool context_sensitive() const override { return inner_->context_sensitive(); }
+  bool folds_constants() const override { return inner_->folds_constants(); }
   int64_t measurements() const { return measurements_.load(); }
 
  private:
@@ -182,8 +188,16 @@ class CostModel {
   // NodeCost(...).ms, possibly faster.
   virtual double NodeMs(const Graph& graph, NodeId id) { return NodeCost(graph, id).ms; }
   // Sum of NodeMs over the nodes that run at inference time, plus
-  // RunFixedMs().
+  // RunFixedMs(). Weight-only nodes cost nothing: the optimiser folds them
+  // into initializers before it writes a graph (the graphs a search
+  // compares are all written that way).
   virtual double GraphCost(const Graph& graph);
+  // What a run of `graph` as it stands costs on the device: GraphCost, plus
+  // its weight-only nodes where the device computes them on every run
+  // (TimingBackend::folds_constants is false). The original model is
+  // measured as the user has it, unfolded: its estimate is this one. By
+  // default (no device) GraphCost.
+  virtual double RunCost(const Graph& graph) { return GraphCost(graph); }
   // What every run costs beyond its nodes, the same for the model and any
   // drop-in replacement of it (InContextTimes::fixed_ms); 0 by default.
   virtual double RunFixedMs() { return 0; }
@@ -215,7 +229,7 @@ Graph ExtractNode(const Graph& graph, NodeId id);
 
 // What one calibration measured (MeasuredCostModel::Calibrate).
 struct CalibrationReport {
-  int nodes = 0;           // nodes that run (not weight-only, not opaque)
+  int nodes = 0;           // nodes timed: those that run (not opaque; not weight-only where the device folds them)
   int keys = 0;            // distinct cost keys among them
   int new_keys = 0;        // keys timed in context by this call (the others came from the cache)
   double run_ms = 0;       // measured whole-run time (0 if nothing was run)
@@ -259,6 +273,7 @@ class MeasuredCostModel : public CostModel {
   // 5%; at least 1%) x NodeMs.
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
   double RunFixedMs() override;
+  double RunCost(const Graph& graph) override;
   // Times `before` and `after` in 60 interleaved pairs (each sample >= 1
   // ms; thread CPU time with one compute thread, else wall time), cached in
   // the timing cache under `key`.

@@ -237,7 +237,9 @@ class ScriptedBackend : public TimingBackend {
   std::map<std::string, double> in_context = {{"Conv", 1.8}, {"Relu", 0.3}, {"Add", 0.2}, {"Mul", 0.4}};
   int context_runs = 0, graphs_timed = 0;
   double fixed_ms = 0;  // added to every whole run, reported as its cost per run
+  bool folds = true;    // folds_constants(): weight-only nodes never run
   std::string name() const override { return "scripted"; }
+  bool folds_constants() const override { return folds; }
   std::string fingerprint() const override { return "scripted"; }
   double TimeGraph(const Graph& g, const TimingOptions&) override {
     ++graphs_timed;
@@ -351,6 +353,39 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_FALSE(r4.time_base_known);  // 2.3 * 3 = 6.9 of 46.9 ms
   EXPECT_DOUBLE_EQ(r4.time_base, 1.0);
   EXPECT_DOUBLE_EQ(third.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 + 1.0);
+}
+
+// On a device that runs weight-only nodes on every run (rlflow's executors),
+// the original model as the user has it pays for them: they are timed in
+// context with the rest, and RunCost (the estimate of a graph as it stands)
+// adds them to GraphCost (the graph as the optimiser writes it, folded). On
+// a device that folds them at load (ONNX Runtime) they cost nothing either
+// way.
+TEST(CostModel, RunCostChargesWeightOnlyNodesWhereTheDeviceRunsThem) {
+  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
+  ScriptedBackend runs;
+  runs.folds = false;
+  MeasuredCostModel model(&runs);
+  CalibrationReport r = model.Calibrate(g);
+  EXPECT_EQ(r.nodes, 5);
+  EXPECT_EQ(r.keys, 4);
+  EXPECT_DOUBLE_EQ(r.per_op.at("Mul").ms, 0.4);        // its in-context time
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);                // 5 nodes ran, 1 ms each beyond their kernels
+  const double folded = 1.8 + 0.3 + 1.8 + 0.2 + 4 * 1.0;  // Conv, Relu, Conv, Add
+  EXPECT_DOUBLE_EQ(model.GraphCost(g), folded);
+  EXPECT_DOUBLE_EQ(model.RunCost(g), folded + 0.4 + 1.0);
+
+  ScriptedBackend folds;  // folds = true
+  MeasuredCostModel at_load(&folds);
+  CalibrationReport f = at_load.Calibrate(g);
+  EXPECT_EQ(f.nodes, 4);
+  EXPECT_EQ(f.per_op.count("Mul"), 0u);
+  EXPECT_DOUBLE_EQ(at_load.RunCost(g), at_load.GraphCost(g));
+  EXPECT_DOUBLE_EQ(at_load.RunCost(g), folded);
+
+  // Without a device (the analytical model) RunCost is GraphCost.
+  AnalyticalCostModel analytical;
+  EXPECT_DOUBLE_EQ(analytical.RunCost(g), analytical.GraphCost(g));
 }
 
 // A backend that measures a cost per run (ONNX Runtime: inputs in, outputs
@@ -487,6 +522,10 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
   CountingBackend counted(&inner);
   EXPECT_EQ(counted.name(), "scripted");
   EXPECT_EQ(counted.fingerprint(), inner.fingerprint());
+  EXPECT_TRUE(counted.folds_constants());
+  inner.folds = false;
+  EXPECT_FALSE(counted.folds_constants());
+  inner.folds = true;
   MeasuredCostModel model(&counted);
   Graph g = Small();
   model.Calibrate(g);  // one in-context run, then each key alone

@@ -226,6 +226,8 @@ class OrtBackend : public TimingBackend {
 
   std::string name() const override { return "ort"; }
   bool context_sensitive() const override { return true; }
+  // Constant folding is one of level basic's transformers.
+  bool folds_constants() const override { return options_.level != "disabled"; }
   std::string fingerprint() const override {
     return "ort" + server_->version() + "/t" + std::to_string(options_.threads) + "/" + options_.level;
   }

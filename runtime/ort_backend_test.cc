@@ -137,6 +137,25 @@ TEST_F(Live, ProfilesNodesInContext) {
       << "run " << t.run_ms << " ms, kernels " << sum << " ms, fixed " << t.fixed_ms << " ms";
 }
 
+// Nodes computed from weights only are folded when ORT loads the model
+// (level basic and above): they take no time in a run, so the cost model
+// charges them nothing on this device (CostModel::RunCost).
+TEST_F(Live, FoldsWeightOnlyNodesAtLoad) {
+  EXPECT_TRUE(backend_->folds_constants());
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 64, 32, 32});
+  ValueId scaled = b.Op("Mul", {b.Weight("a", {1, 64, 32, 32}, 0.1f), b.Weight("s", {1, 64, 32, 32}, 0.1f, 1.0f)});
+  Graph g = b.Build({b.Op("Add", {x, scaled})});
+  NodeId mul = g.node(0).op == "Mul" ? 0 : 1, add = 1 - mul;
+  ASSERT_EQ(g.node(add).op, "Add");
+  InContextTimes t = backend_->TimeNodesInContext(g, 5, TimingOptions{});
+  ASSERT_EQ(t.node_ms.size(), 2u);
+  EXPECT_EQ(t.node_ms[mul], 0.0);
+  EXPECT_GT(t.node_ms[add], 0.0);
+  std::unique_ptr<TimingBackend> unoptimised = MakeOrtBackend(OrtOptions{1, "disabled", ""});
+  EXPECT_FALSE(unoptimised->folds_constants());
+}
+
 // The cost per run grows with what the outputs hold: the same chain on a
 // 128x128 image hands back 16x the bytes of a 32x32 one (2 MB, 128 KB).
 TEST_F(Live, TheCostPerRunFollowsTheOutputs) {
