@@ -369,8 +369,8 @@ TEST(CostModel, RunCostChargesWeightOnlyNodesWhereTheDeviceRunsThem) {
   CalibrationReport r = model.Calibrate(g);
   EXPECT_EQ(r.nodes, 5);
   EXPECT_EQ(r.keys, 4);
-  EXPECT_DOUBLE_EQ(r.per_op.at("Mul").ms, 0.4);        // its in-context time
-  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);                // 5 nodes ran, 1 ms each beyond their kernels
+  EXPECT_DOUBLE_EQ(r.per_op.at("Mul").ms, 0.4);           // its in-context time
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);                   // 5 nodes ran, 1 ms each beyond their kernels
   const double folded = 1.8 + 0.3 + 1.8 + 0.2 + 4 * 1.0;  // Conv, Relu, Conv, Add
   EXPECT_DOUBLE_EQ(model.GraphCost(g), folded);
   EXPECT_DOUBLE_EQ(model.RunCost(g), folded + 0.4 + 1.0);
