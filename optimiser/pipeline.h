@@ -134,8 +134,9 @@ struct SearchRecord {
   SearchResult result;  // graph: the optimised graph (before the finishing passes)
   int rounds = 0;
   double seconds = 0;
-  double before_estimate =
-      0;  // the original's cost as it runs (ms, CostModel::RunCost), by the cost model the search ended with
+  // The original's cost as it runs (ms, CostModel::RunCost), by the cost
+  // model the search ended with.
+  double before_estimate = 0;
   int64_t measurements = 0;  // graphs timed on the device by the search (its recalibration rounds included)
 };
 
