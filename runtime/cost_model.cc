@@ -446,12 +446,11 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
 }
 
 double MeasuredCostModel::RunCost(const Graph& g) {
-  double total = GraphCost(g);
-  if (backend_->folds_constants()) return total;
-  std::vector<char> weight_only = WeightOnlyNodes(g);
-  for (NodeId id = 0; id < g.num_nodes(); ++id)
-    if (weight_only[id]) total += NodeMs(g, id);
-  return total;
+  if (backend_->folds_constants()) return GraphCost(g);
+  // Every node runs: GraphCost without leaving the weight-only ones out.
+  double total = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) total += NodeMs(g, id);
+  return total + RunFixedMs();
 }
 
 double MeasuredCostModel::RunFixedMs() {
