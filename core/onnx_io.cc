@@ -1199,18 +1199,23 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       if (it != declared.end()) g.mutable_value(out).type = it->second;
     }
   FoldOptions fold;
-  std::set<std::string> symbolic_values;
+  std::set<std::string> symbolic_values, static_values;
   if (info.symbolic_dims) {
     // What differs between two bindings of the symbolic dimensions depends on
     // them: those values are computed at run time, not folded.
-    Graph a = g, b = g;
-    for (size_t k = 0; k < symbolic_dims.size(); ++k)
-      b.mutable_value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second] = probe_values[k];
-    // Declared (ONNX-inferred) node output types hold the first binding.
-    for (NodeId id = 0; id < b.num_nodes(); ++id) {
-      for (ValueId out : b.node(id).outputs)
-        for (int64_t& d : b.mutable_value(out).type.shape) d = kUnknownDim;
+    Graph a = g, b = g, c = g;
+    for (size_t k = 0; k < symbolic_dims.size(); ++k) {
+      const auto [input, axis] = symbolic_dims[k];
+      b.mutable_value(input).type.shape[axis] = probe_values[k];
+      // A third binding, far from both, for the static dimensions below.
+      c.mutable_value(input).type.shape[axis] = 2 * std::max(probe_values[k], g.value(input).type.shape[axis]) + 61;
     }
+    // Declared (ONNX-inferred) node output types hold the first binding.
+    for (Graph* p : {&b, &c})
+      for (NodeId id = 0; id < p->num_nodes(); ++id) {
+        for (ValueId out : p->node(id).outputs)
+          for (int64_t& d : p->mutable_value(out).type.shape) d = kUnknownDim;
+      }
     try {
       // Dead folded values are kept, so that every intermediate step of a
       // folded computation is compared, not only its result.
@@ -1218,20 +1223,49 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       probe.remove_dead = false;
       InferShapesAndFold(a, probe);
       InferShapesAndFold(b, probe);
+      auto same = [&a](const Graph& other, const Value& va) {
+        ValueId w = other.FindValue(va.name);
+        return w != kNoValue && other.value(w).initializer && *other.value(w).initializer == *va.initializer;
+      };
       for (ValueId v = 0; v < a.num_values(); ++v) {
         const Value& va = a.value(v);
         if (!va.initializer || va.is_graph_input) continue;
-        ValueId w = b.FindValue(va.name);
-        if (w == kNoValue || !b.value(w).initializer || !(*b.value(w).initializer == *va.initializer))
-          symbolic_values.insert(va.name);
+        if (!same(b, va)) symbolic_values.insert(va.name);
+      }
+      // A static dimension of a tensor with symbolic ones (torch's
+      // `n, s, w = h.shape` writes Gather(Shape(h), 2) for h's width): the
+      // same under all three bindings. Folded, the shape arithmetic built
+      // on it (a head size, the attention scale 1 / sqrt(w / heads)) folds
+      // too, and the runtime can fuse what reads it (ORT fuses a MatMul
+      // and a constant scale, not a computed one).
+      bool third = true;
+      try {
+        InferShapesAndFold(c, probe);
+      } catch (const Error&) {
+        third = false;  // the third binding does not infer: nothing is taken as static
+      }
+      for (NodeId id = 0; third && id < g.num_nodes(); ++id) {
+        const Node& n = g.node(id);
+        if (n.op != "Gather" || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
+        const Value& data = g.value(n.inputs[0]);
+        if (data.producer == kNoNode || g.node(data.producer).op != "Shape") continue;
+        if (const ValueId index = a.FindValue(g.value(n.inputs[1]).name);
+            index == kNoValue || !a.value(index).initializer || symbolic_values.count(a.value(index).name))
+          continue;
+        const Attribute* axis = n.attrs.count("axis") ? &n.attrs.at("axis") : nullptr;
+        if (axis != nullptr && axis->i != 0) continue;
+        const Value& va = a.value(a.FindValue(g.value(n.outputs[0]).name));
+        if (va.initializer && same(b, va) && same(c, va)) static_values.insert(va.name);
       }
     } catch (const Error& e) {
       rep.warnings.push_back(std::string("the model does not infer with its symbolic dimensions bound to a second "
                                          "value (") +
                              e.what() + "): shapes computed from them are folded at the first binding");
       symbolic_values.clear();
+      static_values.clear();
     }
     fold.symbolic = &symbolic_values;
+    fold.static_values = &static_values;
   }
   fold.notes = &rep.warnings;
   rep.folded_nodes = InferShapesAndFold(g, fold);

@@ -389,10 +389,10 @@ void Calibrate(OptimiseRun& r) {
       AddCalibration(calibration, cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs));
     }
     r.info(
-        Format("cost model calibrated in context: %d operator keys (%d timed now), run %g ms, per-node overhead %g us, "
-               "per-run cost %g us, in %g s",
-               calibration.keys, calibration.new_keys, calibration.run_ms, calibration.overhead_ms * 1e3,
-               calibration.fixed_ms * 1e3, Seconds(t_cal)));
+        Format("cost model calibrated in context: %d operator keys (%d timed now, %d run fused into a neighbour's "
+               "kernel), run %g ms, per-node overhead %g us, per-run cost %g us, in %g s",
+               calibration.keys, calibration.new_keys, calibration.fused_keys, calibration.run_ms,
+               calibration.overhead_ms * 1e3, calibration.fixed_ms * 1e3, Seconds(t_cal)));
   }
   // One owner of the search's limits for the whole run: every attempt (the
   // first, its rounds, its greedy finish, the retries after a slower

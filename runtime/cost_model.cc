@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -314,19 +315,67 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
     ++hits_;
     return fast->second;
   }
+  auto fused = fused_.find(fast_key);
+  if (fused != fused_.end()) {
+    ++hits_;
+    const Fused& f = fused->second;
+    return NextTo(g, id, f.anchor, f.distance) ? f.fused_ms : f.alone_ms;
+  }
   std::string key = NodeKeyText(g, id);
+  auto alone = [&] {
+    auto f = factor_.find(n.op);
+    return IsolatedTime(g, id, key) * (f != factor_.end() ? f->second : default_factor_);
+  };
   double base;
   auto ctx = cache_.find(ContextKey("|ctx|") + key);
   if (ctx != cache_.end()) {
     ++hits_;
     base = ctx->second;
+    auto distance = cache_.find(ContextKey("|fused|") + key);
+    auto anchor = cache_.find(ContextKey("|anchor|") + key);
+    if (distance != cache_.end() && anchor != cache_.end()) {
+      // Run inside a neighbour's kernel where it was timed: free next to
+      // that neighbour, its own kernel elsewhere (a rewrite broke the fusion).
+      const int code = static_cast<int>(distance->second);
+      Fused f{base + overhead_ms_, alone() + overhead_ms_, static_cast<uint64_t>(anchor->second),
+              (code / 2) * (code % 2 ? -1 : 1)};
+      fused_.emplace(fast_key, f);
+      return NextTo(g, id, f.anchor, f.distance) ? f.fused_ms : f.alone_ms;
+    }
   } else {
-    auto f = factor_.find(n.op);
-    base = IsolatedTime(g, id, key) * (f != factor_.end() ? f->second : default_factor_);
+    base = alone();
   }
   double ms = base + overhead_ms_;
   fast_.emplace(fast_key, ms);
   return ms;
+}
+
+bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int distance) {
+  // Breadth first, `distance` edges downstream (> 0) or upstream (< 0).
+  std::vector<NodeId> frontier = {id};
+  std::vector<char> frontier_value;
+  for (int step = 0; step < std::abs(distance) && !frontier.empty(); ++step) {
+    std::vector<NodeId> next;
+    if (distance < 0) {
+      for (NodeId u : frontier)
+        for (ValueId v : g.node(u).inputs)
+          if (v != kNoValue && g.value(v).producer != kNoNode) next.push_back(g.value(v).producer);
+    } else {
+      frontier_value.assign(g.num_values(), 0);
+      for (NodeId u : frontier)
+        for (ValueId v : g.node(u).outputs) frontier_value[v] = 1;
+      for (NodeId c = 0; c < g.num_nodes(); ++c)
+        for (ValueId v : g.node(c).inputs)
+          if (v != kNoValue && frontier_value[v]) {
+            next.push_back(c);
+            break;
+          }
+    }
+    for (NodeId m : next)
+      if ((NodeKeyHash(g, m) >> 12) == anchor) return true;
+    frontier = std::move(next);
+  }
+  return false;
 }
 
 double MeasuredCostModel::IsolatedTime(const Graph& g, NodeId id, const std::string& key) {
@@ -374,6 +423,9 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   }
   report.keys = static_cast<int>(by_key.size());
   bool missing = !cache_.count(overhead_key) || !cache_.count(fixed_key);
+  // Where the device fuses nodes, which ones it fused is part of the
+  // calibration (timings from before it was recorded are timed again).
+  missing |= backend_->context_sensitive() && !cache_.count(ContextKey("|fusions"));
   for (const auto& [key, ids] : by_key) missing |= !cache_.count(ctx_prefix + key);
   if (missing && executed > 0) {
     InContextTimes t = backend_->TimeNodesInContext(g, runs, options_);
@@ -403,6 +455,25 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     }
     report.time_base_known = known >= 3 && now_sum > 0 && cached_sum > 0 && now_sum >= 0.2 * total;
     report.time_base = report.time_base_known ? cached_sum / now_sum : 1.0;
+    // Keys every node of which ran fused into a neighbour of one key at one
+    // distance (InContextTimes::fused_into): free only next to it.
+    const std::string fused_prefix = ContextKey("|fused|"), anchor_prefix = ContextKey("|anchor|");
+    if (t.fused_into.size() == static_cast<size_t>(g.num_nodes()) && t.fused_distance.size() == t.fused_into.size()) {
+      for (const auto& [key, ids] : by_key) {
+        std::set<std::pair<uint64_t, int>> at;
+        for (NodeId id : ids) {
+          const NodeId into = t.fused_into[id];
+          at.insert(into == kNoNode ? std::make_pair(uint64_t{0}, 0)
+                                    : std::make_pair(NodeKeyHash(g, into) >> 12, t.fused_distance[id]));
+        }
+        if (at.size() != 1 || at.begin()->second == 0) continue;
+        // Stored non-negative (2 |d|, + 1 downstream): only A/B outcomes are signed.
+        const int d = at.begin()->second;
+        cache_.emplace(fused_prefix + key, 2 * std::abs(d) + (d < 0 ? 1 : 0));
+        cache_.emplace(anchor_prefix + key, static_cast<double>(at.begin()->first));
+      }
+    }
+    cache_[ContextKey("|fusions")] = 1;
     for (const auto& [key, ids] : by_key) {
       if (cache_.count(ctx_prefix + key)) continue;
       std::vector<double> spread;
@@ -428,6 +499,8 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   for (const auto& [key, ids] : by_key) IsolatedTime(g, ids.front(), key);
   Derive();
   fast_.clear();
+  fused_.clear();
+  for (const auto& [key, ids] : by_key) report.fused_keys += cache_.count(ContextKey("|fused|") + key) ? 1 : 0;
   report.overhead_ms = overhead_ms_;
   report.fixed_ms = fixed_ms_;
   std::map<std::string, std::vector<double>> spreads;
@@ -510,6 +583,9 @@ void MeasuredCostModel::Derive() {
   for (auto it = cache_.lower_bound(ctx_prefix);
        it != cache_.end() && it->first.compare(0, ctx_prefix.size(), ctx_prefix) == 0; ++it) {
     std::string key = it->first.substr(ctx_prefix.size());
+    // A key run inside a neighbour's kernel took no time of its own: no
+    // ratio for its op type.
+    if (cache_.count(ContextKey("|fused|") + key)) continue;
     auto iso = cache_.find(fingerprint_ + "|" + key);
     if (iso == cache_.end() || !(iso->second > 0)) continue;
     ratios[op_of(key)].push_back(it->second / iso->second);
@@ -542,6 +618,7 @@ void MeasuredCostModel::SetContext(const Graph& model) {
   context_ = context;
   derived_ = false;
   fast_.clear();
+  fused_.clear();
 }
 
 static const char kCacheMagic[] = "rlflow-timing-cache 1";
@@ -580,6 +657,7 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
   for (auto& [k, v] : loaded) cache_.emplace(k, v);
   derived_ = false;
   fast_.clear();
+  fused_.clear();
 }
 
 void MeasuredCostModel::SaveCache(const std::string& path) const {

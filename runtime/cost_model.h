@@ -53,6 +53,16 @@ struct InContextTimes {
   // cost per run, not per node. 0 where the backend does not measure it.
   double fixed_ms = 0;
   int runs = 0;
+  // Nodes the device ran inside another node's kernel (ORT's GELU, a MatMul
+  // with its scale or transposes, a Conv with its activation): fused_into[id]
+  // is the node charged with the kernel that computed node id (kNoNode for
+  // the others), fused_distance[id] how many edges lie between them (> 0:
+  // the node is upstream of it, < 0 downstream). Such a node costs nothing
+  // only while that kernel's node is still next to it: a rewrite that moves
+  // or removes it breaks the fusion, and the node runs on its own again.
+  // Empty where the backend fuses nothing.
+  std::vector<NodeId> fused_into;
+  std::vector<int> fused_distance;
 };
 
 // The order every backend's TimePaired runs its pairs in: max(pairs, 1)
@@ -235,6 +245,7 @@ struct CalibrationReport {
   double run_ms = 0;       // measured whole-run time (0 if nothing was run)
   double overhead_ms = 0;  // per-node executor overhead used
   double fixed_ms = 0;     // per-run cost used (RunFixedMs)
+  int fused_keys = 0;      // keys the device ran fused into a neighbour's kernel (free only next to it)
   // Cached / current time of the keys this run timed that were cached
   // already (their total times), used where they are at least 3 keys and
   // a fifth of the run's node time (else 1, time_base_known false): new
@@ -330,6 +341,18 @@ class MeasuredCostModel : public CostModel {
   int resolve_pairs_ = 60;
   double default_factor_ = 1, overhead_ms_ = 0, fixed_ms_ = 0;
   int64_t hits_ = 0, measured_ = 0;
+  // Keys the device ran fused into a neighbour's kernel (InContextTimes::
+  // fused_into): free while a node with the neighbour's key lies `distance`
+  // edges away in the graph being costed, else priced as run on their own.
+  // fingerprint<context>|fused|key -> distance; |anchor|key -> the
+  // neighbour's NodeKeyHash >> 12 (exact in a double).
+  struct Fused {
+    double fused_ms = 0, alone_ms = 0;
+    uint64_t anchor = 0;
+    int distance = 0;
+  };
+  std::unordered_map<uint64_t, Fused> fused_;  // NodeKeyHash -> its fused key's prices (in memory)
+  static bool NextTo(const Graph& graph, NodeId id, uint64_t anchor, int distance);
 };
 
 // Deterministic analytical model (roofline plus a per-op overhead), for tests

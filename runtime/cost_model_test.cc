@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -485,6 +486,98 @@ TEST(CostModel, InContextTimesArePerModelForContextSensitiveBackends) {
     EXPECT_DOUBLE_EQ(warm.NodeMs(h, Find(h, "Conv")), (sensitive ? 2.5 : 1.8) + 1.0);
     EXPECT_EQ(idle.context_runs, 0);
   }
+}
+
+// A device that runs a node inside a neighbour's kernel (ORT's GELU: the
+// Sigmoid of x * Sigmoid(x) here, its kernel charged to the Mul) reports it
+// (InContextTimes::fused_into): the node costs nothing while that neighbour
+// is next to it, and its own kernel in a graph where a rewrite took the
+// neighbour away. Such keys give no in-context / isolated ratio, the marker
+// that fusions were recorded is persisted, and a context calibrated before
+// fusions were recorded is timed again.
+TEST(CostModel, AFusedNodeIsFreeOnlyNextToTheKernelThatRanIt) {
+  struct Fusing : ScriptedBackend {
+    Fusing() {
+      in_context["Sigmoid"] = 0.5;
+      in_context["Mul"] = 0.7;  // the fused kernel
+      isolated["Mul"] = 0.2;
+    }
+    bool context_sensitive() const override { return true; }
+    InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+      InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+      t.fused_into.assign(g.num_nodes(), kNoNode);
+      t.fused_distance.assign(g.num_nodes(), 0);
+      for (NodeId id = 0; id < g.num_nodes(); ++id) {
+        if (g.node(id).op != "Sigmoid") continue;
+        ValueId out = g.node(id).outputs[0];
+        for (NodeId c = 0; c < g.num_nodes(); ++c)
+          if (g.node(c).op == "Mul" && g.node(c).inputs[1] == out) {
+            t.fused_into[id] = c;  // upstream of the Mul, one edge
+            t.fused_distance[id] = 1;
+            t.node_ms[id] = 0;
+            t.run_ms -= 0.5;
+          }
+      }
+      return t;
+    }
+  };
+  Fusing backend;
+  // x -> Sigmoid -> Mul(x, .) -> Relu
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {1, 64, 32});
+  Graph swish = b.Build({b.Op("Relu", {b.Op("Mul", {x, b.Op("Sigmoid", {x})})})});
+  // The same Sigmoid with the Mul moved away (after the Relu): not fused.
+  GraphBuilder b2(1);
+  ValueId x2 = b2.Input("x", {1, 64, 32});
+  Graph apart = b2.Build({b2.Op("Mul", {b2.Op("Relu", {x2}), b2.Op("Relu", {b2.Op("Sigmoid", {x2})})})});
+  ASSERT_EQ(NodeKeyText(swish, Find(swish, "Sigmoid")), NodeKeyText(apart, Find(apart, "Sigmoid")));
+  ASSERT_EQ(NodeKeyText(swish, Find(swish, "Mul")), NodeKeyText(apart, Find(apart, "Mul")));
+
+  MeasuredCostModel model(&backend);
+  model.SetContext(swish);
+  CalibrationReport r = model.Calibrate(swish);
+  EXPECT_EQ(r.fused_keys, 1);
+  EXPECT_DOUBLE_EQ(r.overhead_ms, 1.0);
+  // Next to its Mul: free (the overhead only); the Mul carries the kernel.
+  EXPECT_DOUBLE_EQ(model.NodeMs(swish, Find(swish, "Sigmoid")), 0 + 1.0);
+  EXPECT_DOUBLE_EQ(model.NodeMs(swish, Find(swish, "Mul")), 0.7 + 1.0);
+  // Apart: its isolated time x the median ratio of the keys that ran on
+  // their own (Mul 3.5, Relu 3.0: the fused Sigmoid's 0 is not one).
+  EXPECT_DOUBLE_EQ(r.per_op.at("Sigmoid").factor, (3.5 + 3.0) / 2);
+  EXPECT_DOUBLE_EQ(model.NodeMs(apart, Find(apart, "Sigmoid")), 0.3 * 3.25 + 1.0);
+  EXPECT_GT(model.GraphCost(apart) - model.NodeMs(apart, Find(apart, "Relu", 1)),
+            model.GraphCost(swish) + 0.5);
+  // Asked again in the first graph after the second: still free there.
+  EXPECT_DOUBLE_EQ(model.NodeMs(swish, Find(swish, "Sigmoid")), 0 + 1.0);
+
+  // Persisted: a fresh model prices both graphs the same without running anything.
+  std::string path = TempDir() + "/fused_cache.txt";
+  model.SaveCache(path);
+  Fusing idle;
+  MeasuredCostModel warm(&idle);
+  warm.LoadCache(path);
+  warm.SetContext(swish);
+  EXPECT_EQ(warm.Calibrate(swish).new_keys, 0);
+  EXPECT_EQ(idle.context_runs, 0);
+  EXPECT_DOUBLE_EQ(warm.NodeMs(swish, Find(swish, "Sigmoid")), 0 + 1.0);
+  EXPECT_DOUBLE_EQ(warm.NodeMs(apart, Find(apart, "Sigmoid")), model.NodeMs(apart, Find(apart, "Sigmoid")));
+
+  // A cache from before fusions were recorded (no marker): timed again.
+  std::string text = ReadFile(path, "cache");
+  std::string old;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("|fusions") == std::string::npos && line.find("|fused|") == std::string::npos &&
+        line.find("|anchor|") == std::string::npos)
+      old += line + "\n";
+  Fusing again;
+  MeasuredCostModel stale(&again);
+  stale.LoadCacheText(old, "old cache");
+  stale.SetContext(swish);
+  EXPECT_DOUBLE_EQ(stale.NodeMs(apart, Find(apart, "Sigmoid")), 0 + 1.0) << "unknown fusion: its in-context 0";
+  EXPECT_EQ(stale.Calibrate(swish).fused_keys, 1);
+  EXPECT_EQ(again.context_runs, 1);
+  EXPECT_DOUBLE_EQ(stale.NodeMs(apart, Find(apart, "Sigmoid")), 0.3 * 3.25 + 1.0);
 }
 
 // The noise rule's A/B timing: faster keeps the estimate, no difference is

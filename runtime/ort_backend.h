@@ -63,6 +63,20 @@ struct OrtKernel {
 // it is none of them (e.g. a layout reorder ORT inserted).
 NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel);
 
+// A node of ORT's optimised graph: the values it reads and writes (ORT's
+// names: the export's tags, graph inputs, initializers, or names of its own).
+struct OrtNodeIO {
+  std::vector<std::string> inputs, outputs;
+};
+// Which nodes ORT fused into another node's kernel (InContextTimes::
+// fused_into and fused_distance): for each kernel, charged to node `first`
+// (AttributeOrtKernel) and run by ORT's node `second`, the nodes of `graph`
+// between that node's inputs and its outputs that no kernel was charged to
+// (ran[id] == 0; weight-only nodes apart, which ORT folds at load).
+void FindOrtFusions(const Graph& graph, const std::vector<char>& ran,
+                    const std::vector<std::pair<NodeId, OrtNodeIO>>& kernels, std::vector<NodeId>* fused_into,
+                    std::vector<int>* fused_distance);
+
 // The element type (ONNX code) and shape of the named tensors of a model
 // whose inputs all have static shapes, from one run in ONNX Runtime on
 // seeded random inputs (floating point: normal; integer and bool: zeros).

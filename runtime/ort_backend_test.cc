@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/node_key.h"
 #include "runtime/cost_model.h"
 
 namespace rlflow {
@@ -73,6 +74,82 @@ TEST(OrtBackend, AttributesKernelsByTaggedNames) {
   EXPECT_EQ(AttributeOrtKernel(g, {"ConvFusion_3", "Conv", 1, {V(g, c.relu)}}), c.conv);
   EXPECT_EQ(AttributeOrtKernel(g, {"MatMulFusion_1", "Conv", 1, {out}}), c.conv2);
   EXPECT_EQ(AttributeOrtKernel(g, {"Fusion_7", "Conv", 1, {"some_value"}}), kNoNode);
+}
+
+// GELU as torch writes it: x * (1 + erf(x / sqrt 2)) * 0.5, which ORT
+// runs as one Gelu kernel (charged to the last Mul).
+struct GeluForm {
+  Graph g;
+  NodeId div, erf, add, mul, half;
+};
+GeluForm MakeGelu(bool with_half = true) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {1, 64, 512});
+  ValueId m = b.Op("Mul", {x, b.Op("Add", {b.Op("Erf", {b.Op("Div", {x, b.ConstFloat(1.4142135f)})}), b.ConstFloat(1)})});
+  GeluForm f{b.Build({with_half ? b.Op("Mul", {m, b.ConstFloat(0.5f)}) : m}), -1, -1, -1, -1, -1};
+  for (NodeId id = 0; id < f.g.num_nodes(); ++id) {
+    const std::string& op = f.g.node(id).op;
+    if (op == "Div") f.div = id;
+    if (op == "Erf") f.erf = id;
+    if (op == "Add") f.add = id;
+    if (op == "Mul") (f.g.node(id).inputs[0] == f.g.inputs()[0] ? f.mul : f.half) = id;
+  }
+  return f;
+}
+
+// Which nodes ORT ran inside another node's kernel, from its optimised
+// graph's node (what it reads and writes) and the kernels charged.
+TEST(OrtBackend, FindsTheNodesOrtFusedIntoAKernel) {
+  GeluForm f = MakeGelu();
+  const Graph& g = f.g;
+  std::vector<char> ran(g.num_nodes(), 0);
+  ran[f.half] = 1;  // the Gelu kernel, charged to the last Mul
+  std::vector<NodeId> into;
+  std::vector<int> distance;
+  FindOrtFusions(g, ran, {{f.half, OrtNodeIO{{"x"}, {V(g, f.half)}}}}, &into, &distance);
+  ASSERT_EQ(into.size(), static_cast<size_t>(g.num_nodes()));
+  for (NodeId id : {f.div, f.erf, f.add, f.mul}) EXPECT_EQ(into[id], f.half) << g.node(id).op;
+  EXPECT_EQ(into[f.half], kNoNode);
+  // Edges upstream of the kernel's node.
+  EXPECT_EQ(distance[f.mul], 1);
+  EXPECT_EQ(distance[f.add], 2);
+  EXPECT_EQ(distance[f.erf], 3);
+  EXPECT_EQ(distance[f.div], 4);
+  // Each node with a kernel of its own is no member, nor is what lies
+  // beyond the fused node's inputs.
+  ran.assign(g.num_nodes(), 1);
+  FindOrtFusions(g, ran, {{f.half, OrtNodeIO{{"x"}, {V(g, f.half)}}}}, &into, &distance);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) EXPECT_EQ(into[id], kNoNode);
+  ran.assign(g.num_nodes(), 0);
+  ran[f.half] = 1;
+  FindOrtFusions(g, ran, {{f.half, OrtNodeIO{{V(g, f.add)}, {V(g, f.half)}}}}, &into, &distance);
+  EXPECT_EQ(into[f.mul], f.half);
+  for (NodeId id : {f.div, f.erf, f.add}) EXPECT_EQ(into[id], kNoNode) << g.node(id).op;
+
+  // Scores: MatMul(q, Transpose(k)) / s -> Softmax, run by ORT as one
+  // FusedMatMul (charged to the MatMul) and a Softmax: the Transpose is
+  // upstream of the MatMul, the Div downstream.
+  GraphBuilder b(1);
+  ValueId q = b.Input("q", {1, 4, 64, 32}), k = b.Input("k", {1, 4, 64, 32});
+  ValueId kt = b.Op("Transpose", {k}, {{"perm", Attribute::Ints({0, 1, 3, 2})}});
+  ValueId scores = b.Op("Div", {b.Op("MatMul", {q, kt}), b.ConstFloat(5.6f)});
+  Graph h = b.Build({b.Op("Softmax", {scores}, {{"axis", Attribute::Int(-1)}})});
+  NodeId matmul = -1, transpose = -1, div = -1, softmax = -1;
+  for (NodeId id = 0; id < h.num_nodes(); ++id) {
+    const std::string& op = h.node(id).op;
+    (op == "MatMul" ? matmul : op == "Transpose" ? transpose : op == "Div" ? div : softmax) = id;
+  }
+  ran.assign(h.num_nodes(), 0);
+  ran[matmul] = ran[softmax] = 1;
+  FindOrtFusions(h, ran,
+                 {{matmul, OrtNodeIO{{"q", "k"}, {V(h, div)}}}, {softmax, OrtNodeIO{{V(h, div)}, {V(h, softmax)}}}},
+                 &into, &distance);
+  EXPECT_EQ(into[transpose], matmul);
+  EXPECT_EQ(distance[transpose], 1);
+  EXPECT_EQ(into[div], matmul);
+  EXPECT_EQ(distance[div], -1);
+  EXPECT_EQ(into[softmax], kNoNode);
+  EXPECT_EQ(into[matmul], kNoNode);
 }
 
 class Live : public ::testing::Test {
@@ -154,6 +231,34 @@ TEST_F(Live, FoldsWeightOnlyNodesAtLoad) {
   EXPECT_GT(t.node_ms[add], 0.0);
   std::unique_ptr<TimingBackend> unoptimised = MakeOrtBackend(OrtOptions{1, "disabled", ""});
   EXPECT_FALSE(unoptimised->folds_constants());
+}
+
+// ORT runs torch's GELU form as one Gelu kernel: its four other nodes take
+// no time of their own there, and the cost model charges them nothing only
+// next to the node that kernel is charged to. Without the last Mul (as a
+// rewrite that moves the 0.5 into the next layer's weights leaves it) ORT
+// runs them one by one, and so are they priced.
+TEST_F(Live, ANodeFusedIntoAKernelIsFreeOnlyNextToIt) {
+  GeluForm f = MakeGelu();
+  InContextTimes t = backend_->TimeNodesInContext(f.g, 5, TimingOptions{});
+  ASSERT_EQ(t.fused_into.size(), static_cast<size_t>(f.g.num_nodes()));
+  for (NodeId id : {f.div, f.erf, f.add, f.mul}) {
+    EXPECT_EQ(t.fused_into[id], f.half) << f.g.node(id).op;
+    EXPECT_EQ(t.node_ms[id], 0.0) << f.g.node(id).op;
+  }
+  EXPECT_EQ(t.fused_distance[f.div], 4);
+  EXPECT_GT(t.node_ms[f.half], 0.0);
+
+  MeasuredCostModel model(backend_);
+  model.SetContext(f.g);
+  CalibrationReport r = model.Calibrate(f.g);
+  EXPECT_EQ(r.fused_keys, 4);
+  GeluForm broken = MakeGelu(false);
+  for (NodeId id : {f.div, f.erf, f.add}) {
+    ASSERT_EQ(NodeKeyText(f.g, id), NodeKeyText(broken.g, id));
+    EXPECT_GT(model.NodeMs(broken.g, id), model.NodeMs(f.g, id) + 1e-4) << f.g.node(id).op;
+  }
+  EXPECT_GT(model.GraphCost(broken.g), model.GraphCost(f.g));
 }
 
 // The cost per run grows with what the outputs hold: the same chain on a

@@ -83,8 +83,16 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     if (out_bytes > static_cast<double>(options.max_growth_bytes) && out_bytes > options.max_growth_ratio * in_bytes)
       small = false;
     const bool static_shape = n.op == "Shape" && g.value(n.inputs[0]).type.IsStatic();
+    bool static_value = symbolic && options.static_values != nullptr && all_known && small;
+    for (ValueId out : n.outputs) static_value = static_value && options.static_values->count(g.value(out).name);
+    if (static_value) {
+      for (ValueId out : n.outputs) g.mutable_value(out).symbolic = false;
+      symbolic = false;
+    }
     bool compute = false;
-    if (symbolic) {
+    if (static_value) {
+      compute = true;
+    } else if (symbolic) {
       for (ValueId out : n.outputs) {
         g.mutable_value(out).symbolic = true;
         g.mutable_value(out).known = nullptr;

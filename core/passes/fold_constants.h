@@ -28,6 +28,11 @@ struct FoldOptions {
   // run time and never folded; their value at the bound dimensions is kept
   // in Value::known for the shape rules.
   const std::set<std::string>* symbolic = nullptr;
+  // Names of values computed from symbolic ones that are static all the same
+  // (found by the importer: a dimension of a tensor whose other dimensions
+  // are symbolic, Gather(Shape(h), 2) where h is [N, S, 128]): folded into
+  // constants from their known values.
+  const std::set<std::string>* static_values = nullptr;
   // Receives a line for each node turned opaque because the registry cannot
   // run it as configured (rlflow::Unsupported from its shape rule).
   std::vector<std::string>* notes = nullptr;

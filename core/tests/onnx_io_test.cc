@@ -547,6 +547,63 @@ TEST(OnnxIo, ShapeArithmeticOnSymbolicDimsStaysGeneral) {
   EXPECT_LE(RelativeError(y[0], x.reshape({3, 12})), 1e-6);
 }
 
+// A static dimension of a tensor whose other dimensions are symbolic (torch's
+// `n, c, w = x.shape` on [batch, 3, 4]) is a constant: Gather(Shape(x), 2)
+// and the arithmetic on it fold, while the batch stays computed, and the
+// written model still runs at every batch size.
+TEST(OnnxIo, StaticDimensionsOfSymbolicShapesFold) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3, 4}, onnx::TensorProto::FLOAT, "batch");
+  Int64Init(m, "minus1", {-1});
+  Int64Init(m, "axes0", {0});
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"zero", 0}, {"two", 2}}) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+  }
+  Node(m, "Shape", {"x"}, {"s"});
+  IntAttr(Node(m, "Gather", {"s", "zero"}, {"n"}), "axis", 0);
+  IntAttr(Node(m, "Gather", {"s", "two"}, {"w"}), "axis", 0);
+  Node(m, "Div", {"w", "two"}, {"half"});
+  Node(m, "Unsqueeze", {"n", "axes0"}, {"n1"});
+  Node(m, "Unsqueeze", {"half", "axes0"}, {"half1"});
+  IntAttr(Node(m, "Concat", {"n1", "half1", "minus1"}, {"target"}), "axis", 0);
+  Node(m, "Reshape", {"x", "target"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 2, 6}, onnx::TensorProto::FLOAT, "batch");
+  Graph g = ImportOnnxFile(Save(m, "static_dim.onnx"));
+  ASSERT_TRUE(g.info().symbolic_dims);
+  // The width (4) and half of it are constants; the batch is not.
+  for (const char* name : {"w", "half"}) {
+    ValueId v = g.FindValue(name);
+    if (v == kNoValue) continue;  // folded and gone
+    EXPECT_TRUE(g.IsConstant(v)) << name;
+    EXPECT_FALSE(g.value(v).symbolic) << name;
+  }
+  ASSERT_NE(g.FindValue("half1"), kNoValue);
+  ASSERT_TRUE(g.IsConstant(g.FindValue("half1")));
+  EXPECT_EQ(g.value(g.FindValue("half1")).initializer->ToInt64(), (std::vector<int64_t>{2}));
+  ASSERT_NE(g.FindValue("n"), kNoValue);
+  EXPECT_FALSE(g.IsConstant(g.FindValue("n")));
+  EXPECT_TRUE(g.value(g.FindValue("n")).symbolic);
+  ASSERT_NE(g.FindValue("target"), kNoValue);
+  EXPECT_FALSE(g.IsConstant(g.FindValue("target")));
+  EXPECT_EQ(g.value(g.FindValue("target")).known->ToInt64(), (std::vector<int64_t>{1, 2, -1}));
+  int gathers = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) gathers += g.node(id).op == "Gather";
+  EXPECT_EQ(gathers, 1) << "only the batch's Gather runs";
+
+  // Exported, it runs at batch 3 in ONNX Runtime.
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  std::string written = Save(out, "static_dim_out.onnx");
+  at::Tensor x = at::randn({3, 3, 4});
+  std::vector<at::Tensor> y = testing::RunOnnxRuntime(written, {{"x", x}});
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].sizes(), (std::vector<int64_t>{3, 2, 6}));
+  EXPECT_LE(RelativeError(y[0], x.reshape({3, 2, 6})), 1e-6);
+}
+
 // From IR 4, an input with an initializer of the same name is an input with
 // a default value: it stays an input (and is exported with its default).
 TEST(OnnxIo, InputWithDefaultValueStaysAnInput) {
