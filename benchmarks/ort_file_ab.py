@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""Two ONNX files in ONNX Runtime, the way a user compares them.
+
+Times A and B on the same seeded inputs, interleaved (A B B A ...), 1
+intra-op thread, optimisation level all, in several sessions, the files'
+order swapped every other session (two sessions of one model differ by 1-2%
+here: a single session pair is not enough), and prints the speedup of B
+(A's time / B's, median of the per-pair ratios, pooled over the sessions)
+with a 95% bootstrap interval, and each session's median.
+
+  /usr/bin/python3 benchmarks/ort_file_ab.py A.onnx B.onnx NAME:D0,D1,... [SESSIONS] [PAIRS]
+
+NAME:dims gives the (float32) input's shape. A measurement for the docs,
+not part of the build.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NODE_PATH = os.path.join(ROOT, 'third_party/onnxruntime_node/node_modules')
+ORT_RUN = os.path.join(ROOT, 'runtime/ort_run.js')
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    a, b, spec = sys.argv[1:4]
+    sessions = int(sys.argv[4]) if len(sys.argv) > 4 else 6
+    pairs = int(sys.argv[5]) if len(sys.argv) > 5 else 200
+    name, dims = spec.split(':')
+    shape = [int(d) for d in dims.split(',')]
+    with tempfile.TemporaryDirectory() as d:
+        np.random.RandomState(1).randn(*shape).astype(np.float32).tofile(os.path.join(d, 'x.bin'))
+        with open(os.path.join(d, 'inputs.json'), 'w') as f:
+            json.dump([{'name': name, 'dtype': 'float32', 'shape': shape, 'file': 'x.bin'}], f)
+        env = dict(os.environ, NODE_PATH=NODE_PATH)
+        ratios, medians = [], []
+        for s in range(sessions):
+            first, second = (a, b) if s % 2 == 0 else (b, a)
+            out = subprocess.run(['node', ORT_RUN, '--bench', first, second, d, str(pairs)], env=env,
+                                 check=True, capture_output=True, text=True).stdout
+            r = json.loads(out.strip().splitlines()[-1])
+            ta, tb = (np.array(r['a']), np.array(r['b'])) if s % 2 == 0 else (np.array(r['b']), np.array(r['a']))
+            ratios.extend(ta / tb)
+            medians.append(float(np.median(ta / tb)))
+    ratios = np.array(ratios)
+    rng = np.random.default_rng(1)
+    boot = [np.median(rng.choice(ratios, len(ratios))) for _ in range(2000)]
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    print('speedup of B: %.3fx [%.3f, %.3f] (%d sessions x %d pairs); per session: %s' %
+          (np.median(ratios), lo, hi, sessions, pairs, ', '.join('%.3f' % m for m in medians)))
+
+
+if __name__ == '__main__':
+    main()
