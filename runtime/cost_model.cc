@@ -353,7 +353,7 @@ double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
 bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int distance) {
   // Breadth first, `distance` edges downstream (> 0) or upstream (< 0).
   std::vector<NodeId> frontier = {id};
-  std::vector<char> frontier_value;
+  std::vector<ValueId> frontier_values;  // a few: fused chains are narrow
   for (int step = 0; step < std::abs(distance) && !frontier.empty(); ++step) {
     std::vector<NodeId> next;
     if (distance < 0) {
@@ -361,12 +361,12 @@ bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int d
         for (ValueId v : g.node(u).inputs)
           if (v != kNoValue && g.value(v).producer != kNoNode) next.push_back(g.value(v).producer);
     } else {
-      frontier_value.assign(g.num_values(), 0);
+      frontier_values.clear();
       for (NodeId u : frontier)
-        for (ValueId v : g.node(u).outputs) frontier_value[v] = 1;
+        for (ValueId v : g.node(u).outputs) frontier_values.push_back(v);
       for (NodeId c = 0; c < g.num_nodes(); ++c)
         for (ValueId v : g.node(c).inputs)
-          if (v != kNoValue && frontier_value[v]) {
+          if (v != kNoValue && std::find(frontier_values.begin(), frontier_values.end(), v) != frontier_values.end()) {
             next.push_back(c);
             break;
           }

@@ -545,8 +545,7 @@ TEST(CostModel, AFusedNodeIsFreeOnlyNextToTheKernelThatRanIt) {
   // their own (Mul 3.5, Relu 3.0: the fused Sigmoid's 0 is not one).
   EXPECT_DOUBLE_EQ(r.per_op.at("Sigmoid").factor, (3.5 + 3.0) / 2);
   EXPECT_DOUBLE_EQ(model.NodeMs(apart, Find(apart, "Sigmoid")), 0.3 * 3.25 + 1.0);
-  EXPECT_GT(model.GraphCost(apart) - model.NodeMs(apart, Find(apart, "Relu", 1)),
-            model.GraphCost(swish) + 0.5);
+  EXPECT_GT(model.GraphCost(apart) - model.NodeMs(apart, Find(apart, "Relu", 1)), model.GraphCost(swish) + 0.5);
   // Asked again in the first graph after the second: still free there.
   EXPECT_DOUBLE_EQ(model.NodeMs(swish, Find(swish, "Sigmoid")), 0 + 1.0);
 

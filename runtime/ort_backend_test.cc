@@ -85,7 +85,8 @@ struct GeluForm {
 GeluForm MakeGelu(bool with_half = true) {
   GraphBuilder b(3);
   ValueId x = b.Input("x", {1, 64, 512});
-  ValueId m = b.Op("Mul", {x, b.Op("Add", {b.Op("Erf", {b.Op("Div", {x, b.ConstFloat(1.4142135f)})}), b.ConstFloat(1)})});
+  ValueId m =
+      b.Op("Mul", {x, b.Op("Add", {b.Op("Erf", {b.Op("Div", {x, b.ConstFloat(1.4142135f)})}), b.ConstFloat(1)})});
   GeluForm f{b.Build({with_half ? b.Op("Mul", {m, b.ConstFloat(0.5f)}) : m}), -1, -1, -1, -1, -1};
   for (NodeId id = 0; id < f.g.num_nodes(); ++id) {
     const std::string& op = f.g.node(id).op;
