@@ -1223,7 +1223,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       probe.remove_dead = false;
       InferShapesAndFold(a, probe);
       InferShapesAndFold(b, probe);
-      auto same = [&a](const Graph& other, const Value& va) {
+      auto same = [](const Graph& other, const Value& va) {
         ValueId w = other.FindValue(va.name);
         return w != kNoValue && other.value(w).initializer && *other.value(w).initializer == *va.initializer;
       };
