@@ -1238,9 +1238,9 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
       // on it (a head size, the attention scale 1 / sqrt(w / heads)) folds
       // too, and the runtime can fuse what reads it (ORT fuses a MatMul
       // and a constant scale, not a computed one).
-      bool third = true;
+      bool third = options.fold_static_dims;
       try {
-        InferShapesAndFold(c, probe);
+        if (third) InferShapesAndFold(c, probe);
       } catch (const Error&) {
         third = false;  // the third binding does not infer: nothing is taken as static
       }
@@ -1266,6 +1266,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
     fold.symbolic = &symbolic_values;
     fold.static_values = &static_values;
+    rep.static_dims = static_cast<int>(static_values.size());
   }
   fold.notes = &rep.warnings;
   rep.folded_nodes = InferShapesAndFold(g, fold);

@@ -50,6 +50,12 @@ struct ImportOptions {
   // Runtime, runtime/ort_backend.h); without it such outputs stay untyped,
   // and a modelled node reading one is an error naming it.
   std::function<TensorTypes(const std::string& model_bytes, const std::vector<std::string>& names)> type_oracle;
+  // A static dimension of a tensor whose other dimensions are symbolic
+  // (torch's `n, s, w = h.shape`: Gather(Shape(h), 2)) is folded, with the
+  // arithmetic on it, where it is the same at three bindings of the symbolic
+  // dimensions. Off: such values are computed at run time, as in the file
+  // (the graph the user has, which the optimiser's verdict compares with).
+  bool fold_static_dims = true;
 };
 
 // Parses "NAME:D1,D2,...[;NAME2:...]" (the name ends at the last ':', so
@@ -71,6 +77,8 @@ struct ImportReport {
   std::vector<std::string> warnings;
   int opset_before_conversion = 0;
   int folded_nodes = 0;  // Constant / shape-computing nodes folded to initializers
+  // Static dimensions of symbolic shapes folded (ImportOptions::fold_static_dims).
+  int static_dims = 0;
   // The file's nodes were not in topological order (invalid ONNX) and were
   // sorted: its bytes are not a valid model to write back.
   bool reordered_nodes = false;

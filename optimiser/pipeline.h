@@ -119,6 +119,9 @@ struct LoadRecord {
   };
   std::vector<Input> inputs;
   int rules_newer = 0, rules_elsewhere = 0;  // rules left out: opset above the written model's, or not on the target
+  // Static dimensions of symbolic shapes folded at import (LoadedModel::
+  // static_dims): the optimised graph has them folded, the original not.
+  int static_dims = 0;
 };
 
 struct ReferenceRunRecord {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <onnx/onnx_pb.h>
+
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -245,6 +247,94 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
     EXPECT_EQ(j["retries"].back()["left_out"], "0a73e9f3f3a1");
     EXPECT_EQ(j["retries"].back()["outcome"], "faster");
   }
+}
+
+// x: [batch, 3, 4] reshaped to [n, w / 2, -1] where n and w are read from
+// x's shape (torch's `n, s, w = x.shape`): w is static though the batch is
+// symbolic. The import folds it (one Gather, no Div left); the file computes
+// it on every run. The verdict compares with the file's graph, so that
+// folding alone is an optimisation the verdict sees and writes.
+TEST(Pipeline, TheVerdictComparesWithTheGraphAsTheFileComputesIt) {
+  std::string dir = testing::MakeTempDir("pipeline_static_");
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto& g = *m.mutable_graph();
+  g.set_name("static_width");
+  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, const std::vector<int64_t>& shape) {
+    vi->set_name(name);
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : shape) {
+      auto* dim = t->mutable_shape()->add_dim();
+      d >= 0 ? dim->set_dim_value(d) : dim->set_dim_param("batch");
+    }
+  };
+  auto int64s = [&](const std::string& name, const std::vector<int64_t>& v, bool scalar) {
+    onnx::TensorProto* t = g.add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  auto node = [&](const std::string& op, const std::vector<std::string>& in, const std::string& out) {
+    onnx::NodeProto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(g.node_size()));
+    for (const auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  };
+  info(g.add_input(), "x", {-1, 3, 4});
+  int64s("zero", {0}, true);
+  int64s("two", {2}, true);
+  int64s("axes0", {0}, false);
+  int64s("minus1", {-1}, false);
+  node("Shape", {"x"}, "s");
+  node("Gather", {"s", "zero"}, "n");
+  node("Gather", {"s", "two"}, "w");
+  node("Div", {"w", "two"}, "half");
+  node("Unsqueeze", {"n", "axes0"}, "n1");
+  node("Unsqueeze", {"half", "axes0"}, "half1");
+  onnx::NodeProto* concat = node("Concat", {"n1", "half1", "minus1"}, "target");
+  onnx::AttributeProto* axis = concat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  node("Reshape", {"x", "target"}, "r");
+  node("Relu", {"r"}, "y");
+  info(g.add_output(), "y", {-1, 2, 6});
+  const std::string model = dir + "/model.onnx";
+  WriteFileAtomically(model, m.SerializeAsString());
+
+  PipelineOptions o = Options(dir, model);
+  o.search = "none";
+  o.measure_runs = 20;
+  // Every node costs the same: the graph with fewer nodes is faster.
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("scripted-per-node", [](const Graph&, NodeId) { return 0.01; });
+  };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.load.static_dims, 1);
+  EXPECT_FALSE(r.check.unchanged) << "the file computes the width; the imported graph has it folded";
+  EXPECT_GT(r.search.before_estimate, r.verdict.after_estimate);
+  EXPECT_TRUE(r.verdict.faster());
+  ASSERT_FALSE(r.verdict.keep_original);
+  Graph original = ImportOnnxFile(model), written = ImportOnnxFile(o.output);
+  auto count = [](const Graph& graph, const std::string& op) {
+    auto counts = graph.OpCounts();
+    return counts.count(op) ? counts.at(op) : 0;
+  };
+  EXPECT_EQ(r.finish.before.nodes, 9) << "the file's nodes, none folded";
+  EXPECT_EQ(count(written, "Gather"), 1) << "only the batch is read at run time";
+  EXPECT_TRUE(written.info().symbolic_dims);
+  // Right at another batch too.
+  ImportOptions batch3;
+  batch3.input_shapes["x"] = {3, 3, 4};
+  EXPECT_LE(CompareGraphs(ImportOnnxFile(model, batch3), ImportOnnxFile(o.output, batch3), 3).max_error, 1e-6);
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_EQ(j["static_dims_folded"], 1);
+  EXPECT_EQ(count(original, "Gather"), 1) << "imported with the folding (the default)";
 }
 
 TEST(Pipeline, RunsAGivenPassOrder) {

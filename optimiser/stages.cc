@@ -270,6 +270,7 @@ void Load(OptimiseRun& r) {
     in.sample_data = data;
   }
   rec.model_source = model.source;
+  rec.static_dims = model.static_dims;
   for (const auto& note : model.notes) r.info(note);
   // Rules that would produce an operator newer than the opset the written
   // model may have, or one the target runtime lacks, are left out (kept in
@@ -324,7 +325,7 @@ void Load(OptimiseRun& r) {
 // run fails before the search, and the run time sets the number of timed runs.
 void ReferenceRun(OptimiseRun& r) {
   ReferenceRunRecord& rec = r.res.reference_run;
-  const Graph& original = r.model.graph;
+  const Graph& original = r.model.AsGiven();
   // The parts of the model the executor can run (all of it unless it has
   // opaque nodes) run once now: a model that cannot run fails before the
   // search, and the run time sets the number of end-to-end runs.
@@ -385,7 +386,9 @@ void Calibrate(OptimiseRun& r) {
     // kept apart from other models' in the timing cache.
     cost.SetContext(r.original_cut);
     calibration = cost.Calibrate(r.original_cut, r.cal_runs);
-    if (r.res.canonicalise.lowered_batchnorm > 0) {
+    // The search starts from the canonical form of the graph as imported
+    // (batch norms lowered, static dimensions folded): its keys as well.
+    if (r.res.canonicalise.lowered_batchnorm > 0 || r.model.static_dims > 0) {
       AddCalibration(calibration, cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs));
     }
     r.info(
@@ -423,7 +426,7 @@ void SearchRounds(OptimiseRun& r) {
   options.cost = &search_cost;
   options.runner = &runner;
   rec = SearchRecord();
-  rec.before_estimate = cost.RunCost(r.model.graph);
+  rec.before_estimate = cost.RunCost(r.model.AsGiven());
   r.info("searching (" + search.name() + ") ...");
   auto t2 = Clock::now();
   const int64_t measured_before_search = r.counted->measurements();
@@ -449,7 +452,7 @@ void SearchRounds(OptimiseRun& r) {
         Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
                "again",
                c.new_keys, c.time_base));
-    rec.before_estimate = cost.RunCost(r.model.graph);
+    rec.before_estimate = cost.RunCost(r.model.AsGiven());
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);
     SearchResult previous = std::move(result);
@@ -544,7 +547,7 @@ void Finish(OptimiseRun& r) {
   rec.renamed_outputs = RestoreInterface(original, optimised);
   if (rec.renamed_outputs > 0)
     r.info("restored the names of " + std::to_string(rec.renamed_outputs) + " graph outputs");
-  rec.before = Summarize(original);
+  rec.before = Summarize(r.model.AsGiven());
   rec.after = Summarize(optimised);
 }
 
@@ -554,7 +557,8 @@ void Check(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   CheckRecord& rec = r.res.check = CheckRecord();
   const LoadedModel& model = r.model;
-  const Graph& original = r.model.graph;
+  // The original as the file computes it (static dimensions not folded).
+  const Graph& original = r.model.AsGiven();
   const Graph& optimised = r.optimised;
   // Every optimised graph is checked against the original before it is written.
   std::string applied_list;
@@ -576,6 +580,7 @@ void Check(OptimiseRun& r) {
   // written, imported again at another binding, and compared.
   if (original.info().symbolic_dims && !rec.unchanged) {
     ImportOptions other = SecondBinding(original, model.import);
+    other.fold_static_dims = false;
     Graph original_other;
     try {
       original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, AtGraphOpset())
@@ -730,7 +735,7 @@ void Write(OptimiseRun& r) {
   WriteRecord& rec = r.res.write;
   const LoadedModel& model = r.model;
   const std::string& output = r.res.load.output;
-  const Graph& original = r.model.graph;
+  const Graph& original = r.model.AsGiven();
   const bool keep_original = r.res.verdict.keep_original;
   const Graph& written = keep_original ? original : r.optimised;
   rec.real_steps = r.real_steps;
@@ -853,6 +858,9 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
   }
   j["inputs"] = inputs;
   j["rules"]["not_used"] = Json{{"newer_opset", l.rules_newer}, {"not_on_target", l.rules_elsewhere}};
+  if (l.static_dims > 0)
+    s += Format("folded:     %d static dimensions of symbolic shapes (and the arithmetic on them)\n", l.static_dims);
+  j["static_dims_folded"] = l.static_dims;
 }
 
 void DescribeReferenceRun(const PipelineResult& p, std::string&, Json& j) {

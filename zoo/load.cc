@@ -52,6 +52,16 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     // when nothing improves is the sorted model, never these bytes.
     if (report.reordered_nodes) m.bytes.clear();
     if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
+    m.static_dims = report.static_dims;
+    if (m.static_dims > 0) {
+      ImportOptions unfolded = import;
+      unfolded.fold_static_dims = false;
+      m.as_given = ImportOnnxBytes(m.bytes.empty() ? ReadFile(path, "model") : m.bytes, "'" + path + "'", unfolded);
+      m.as_given.Validate();
+      m.notes.push_back(std::to_string(m.static_dims) +
+                        " static dimensions of symbolic shapes folded (with the shape arithmetic on them); the "
+                        "verdict compares with the model as the file computes them");
+    }
   }
   m.graph.Validate();
   return m;

@@ -22,6 +22,15 @@ struct LoadedModel {
   ImportOptions import;            // the options it was imported with (external data directory set)
   std::vector<std::string> notes;  // for the log
   int folded_nodes = 0;
+  // Static dimensions of symbolic shapes folded at import (ImportOptions::
+  // fold_static_dims). Where there are some, `as_given` is the graph as the
+  // file computes it (imported without that folding): the original the
+  // verdict compares with and the graph of the bytes written when nothing is
+  // faster. Folding them is part of the optimisation (ONNX Runtime fuses a
+  // MatMul with a constant scale, not with one computed from a shape).
+  int static_dims = 0;
+  Graph as_given;
+  const Graph& AsGiven() const { return static_dims > 0 ? as_given : graph; }
 };
 
 struct LoadOptions {

@@ -571,8 +571,25 @@ TEST(OnnxIo, StaticDimensionsOfSymbolicShapesFold) {
   IntAttr(Node(m, "Concat", {"n1", "half1", "minus1"}, {"target"}), "axis", 0);
   Node(m, "Reshape", {"x", "target"}, {"y"});
   Info(m.mutable_graph()->add_output(), "y", {-1, 2, 6}, onnx::TensorProto::FLOAT, "batch");
-  Graph g = ImportOnnxFile(Save(m, "static_dim.onnx"));
+  const std::string path = Save(m, "static_dim.onnx");
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
   ASSERT_TRUE(g.info().symbolic_dims);
+  EXPECT_EQ(report.static_dims, 1) << "the width";
+  // Without the folding (the graph as the file computes it): both Gathers
+  // run and the width is computed.
+  {
+    ImportOptions off;
+    off.fold_static_dims = false;
+    ImportReport off_report;
+    Graph as_given = ImportOnnxFile(path, off, &off_report);
+    EXPECT_EQ(off_report.static_dims, 0);
+    int gathers = 0;
+    for (NodeId id = 0; id < as_given.num_nodes(); ++id) gathers += as_given.node(id).op == "Gather";
+    EXPECT_EQ(gathers, 2);
+    ASSERT_NE(as_given.FindValue("w"), kNoValue);
+    EXPECT_FALSE(as_given.IsConstant(as_given.FindValue("w")));
+  }
   // The width (4) and half of it are constants; the batch is not.
   for (const char* name : {"w", "half"}) {
     ValueId v = g.FindValue(name);
