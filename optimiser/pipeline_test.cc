@@ -7,7 +7,6 @@
 #include "optimiser/pipeline.h"
 
 #include <gtest/gtest.h>
-
 #include <onnx/onnx_pb.h>
 
 #include <nlohmann/json.hpp>
