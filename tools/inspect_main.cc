@@ -30,9 +30,11 @@ void Print(const char* what, const Graph& g, const ImportReport& rep) {
   int opaque = 0, symbolic = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) opaque += g.node(id).opaque();
   for (ValueId v = 0; v < g.num_values(); ++v) symbolic += g.value(v).symbolic && g.value(v).known != nullptr;
-  std::printf("%s: %d nodes (%d opaque), %d shape values computed from symbolic dimensions, %d folded, hash %016llx\n",
-              what, g.num_nodes(), opaque, symbolic, rep.folded_nodes,
-              static_cast<unsigned long long>(g.StructuralHash()));
+  std::printf(
+      "%s: %d nodes (%d opaque), %d shape values computed from symbolic dimensions, %d static dimensions of them "
+      "folded, %d folded, hash %016llx\n",
+      what, g.num_nodes(), opaque, symbolic, rep.static_dims, rep.folded_nodes,
+      static_cast<unsigned long long>(g.StructuralHash()));
   for (const auto& w : rep.warnings) std::printf("  note: %s\n", w.c_str());
   for (ValueId in : g.inputs()) {
     const Value& v = g.value(in);
