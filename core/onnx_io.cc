@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -173,6 +174,73 @@ TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* extern
     default: Fail("tensor '", name, "' has unsupported element type ", DTypeName(dtype));
   }
   return TensorData(dtype, shape, std::move(bytes));
+}
+
+// The external data location ReimportGraph writes for a weight it passes
+// by reference (WriteOptions::weights_by_reference): no file, the import
+// takes the tensor from ImportOptions::known_weights.
+constexpr char kByReferenceLocation[] = "rlflow-weight-by-reference";
+
+bool IsByReference(const onnx::TensorProto& t) { return IsExternal(t) && ExternalLocation(t) == kByReferenceLocation; }
+
+// A top-level initializer's data: the known tensor of its name, element type
+// and shape where there is one (shared: an inline one only where its bytes
+// are equal; an external one is the same model's file, read once already),
+// else read (external data from `external_dir`).
+TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* external_dir,
+                              const ImportOptions& options) {
+  if (options.known_weights) {
+    auto it = options.known_weights->find(t.name());
+    if (it != options.known_weights->end()) {
+      const TensorData& known = *it->second;
+      const bool same_type = static_cast<int32_t>(known.dtype()) == t.data_type() &&
+                             known.shape() == Shape(t.dims().begin(), t.dims().end());
+      if (same_type && IsExternal(t)) return it->second;
+      if (same_type && t.has_raw_data() && t.raw_data().size() == known.size_bytes() &&
+          std::memcmp(t.raw_data().data(), known.data(), known.size_bytes()) == 0)
+        return it->second;
+    }
+  }
+  if (options.known_weights && IsByReference(t))
+    Fail("tensor '", t.name(), "' was passed by reference, but no weight of its name, type and shape is known");
+  return std::make_shared<const TensorData>(FromTensorProto(t, external_dir));
+}
+
+// onnx::checker on an exported model (throws as it does). Weights exported
+// by reference have no data to check: the copy checked has them as graph
+// inputs of their types (small: the large weights are not in it).
+void CheckExported(const onnx::ModelProto& model) {
+  bool by_reference = false;
+  for (const auto& t : model.graph().initializer()) by_reference = by_reference || IsByReference(t);
+  if (!by_reference) {
+    onnx::checker::check_model(model);
+    return;
+  }
+  onnx::ModelProto copy = model;
+  auto* inits = copy.mutable_graph()->mutable_initializer();
+  for (int k = inits->size() - 1; k >= 0; --k) {
+    const onnx::TensorProto& t = inits->Get(k);
+    if (!IsByReference(t)) continue;
+    auto* vi = copy.mutable_graph()->add_input();
+    vi->set_name(t.name());
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(t.data_type());
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+    inits->DeleteSubrange(k, 1);
+  }
+  onnx::checker::check_model(copy);
+}
+
+// A by-reference stand-in for a weight (see kByReferenceLocation).
+void ToReferenceProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
+  t->set_name(name);
+  t->set_data_type(static_cast<int32_t>(data.dtype()));
+  for (int64_t d : data.shape()) t->add_dims(d);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = t->add_external_data();
+  e->set_key("location");
+  e->set_value(kByReferenceLocation);
 }
 
 void ToTensorProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
@@ -607,7 +675,8 @@ bool InlineNestedExternal(onnx::GraphProto* g, const std::string* dir, bool top)
   if (!top) {
     for (auto& t : *g->mutable_initializer()) inline_one(&t, nullptr, "");
   } else {
-    for (const auto& t : g->initializer()) any = any || IsExternal(t);
+    // Weights passed by reference (ReimportGraph) are in memory, not in a file.
+    for (const auto& t : g->initializer()) any = any || (IsExternal(t) && !IsByReference(t));
   }
   for (auto& np : *g->mutable_node())
     for (auto& a : *np.mutable_attribute()) {
@@ -664,7 +733,10 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
       size_t total = 0;
       for (auto& t : *copy.mutable_graph()->mutable_initializer()) {
         if (!IsExternal(t)) continue;
-        std::string raw = ReadExternalData(t, options.external_data_dir.empty() ? nullptr : &options.external_data_dir);
+        std::string raw =
+            IsByReference(t)
+                ? InitializerData(t, nullptr, options)->bytes()
+                : ReadExternalData(t, options.external_data_dir.empty() ? nullptr : &options.external_data_dir);
         total += raw.size();
         if (total > kMaxInlineBytes) Fail("the model's weights are too large to run it from one protobuf");
         t.clear_external_data();
@@ -1048,7 +1120,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   for (const auto& vi : gp.input()) input_names.insert(vi.name());
   const bool inputs_override = model.ir_version() >= 4;
   for (const auto& t : gp.initializer())
-    if (!(inputs_override && input_names.count(t.name()))) g.AddInitializer(t.name(), FromTensorProto(t, external_dir));
+    if (!(inputs_override && input_names.count(t.name())))
+      g.AddInitializer(t.name(), InitializerData(t, external_dir, options));
   if (gp.sparse_initializer_size() > 0) Fail("model ", what, " has sparse initializers, which are not supported");
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
@@ -1269,6 +1342,17 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     rep.static_dims = static_cast<int>(static_values.size());
   }
   fold.notes = &rep.warnings;
+  if (options.also_as_given && !static_values.empty()) {
+    // The graph as the file computes it: the same folds but the static
+    // dimensions' (a copy: its tensors are the ones g holds).
+    Graph given = g;
+    FoldOptions unfolded = fold;
+    std::vector<std::string> notes;
+    unfolded.static_values = nullptr;
+    unfolded.notes = &notes;
+    InferShapesAndFold(given, unfolded);
+    rep.as_given = std::move(given);
+  }
   rep.folded_nodes = InferShapesAndFold(g, fold);
   // Outputs whose shape depends on a graph input's values (Reshape to a
   // shape that is an input, Expand, Slice with input starts, ...) have
@@ -1301,7 +1385,10 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   return g;
 }
 
-void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
+namespace {
+// ExportOnnxModel; initializers of at least `by_reference_min` bytes are
+// written as by-reference stand-ins (ReimportGraph, weights_by_reference).
+void ExportModel(const Graph& g, onnx::ModelProto* model, size_t by_reference_min) {
   const ModelInfo& info = g.info();
   model->Clear();
   model->set_ir_version(std::min<int64_t>(std::max<int64_t>(info.ir_version, 7), 8));
@@ -1355,8 +1442,15 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
     for (ValueId in : g.node(id).inputs)
       if (in != kNoValue) used[in] = 1;
   for (ValueId out : g.outputs()) used[out] = 1;
-  for (ValueId v : g.initializers())
-    if (used[v]) ToTensorProto(*g.value(v).initializer, g.value(v).name, gp->add_initializer());
+  for (ValueId v : g.initializers()) {
+    if (!used[v]) continue;
+    const TensorData& data = *g.value(v).initializer;
+    if (data.size_bytes() >= by_reference_min) {
+      ToReferenceProto(data, g.value(v).name, gp->add_initializer());
+    } else {
+      ToTensorProto(data, g.value(v).name, gp->add_initializer());
+    }
+  }
   std::set<ValueId> outputs(g.outputs().begin(), g.outputs().end());
   // ONNX Runtime rejects two nodes of one name: rename repeats ("x", "x_1", ...).
   std::set<std::string> node_names;
@@ -1430,10 +1524,15 @@ void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
   }
   for (ValueId out : g.outputs()) interface_info(g.value(out), gp->add_output());
   try {
-    onnx::checker::check_model(*model);
+    CheckExported(*model);
   } catch (const std::exception& e) {
     Fail("the exported model fails onnx::checker: ", FirstLine(e.what()));
   }
+}
+}  // namespace
+
+void ExportOnnxModel(const Graph& g, onnx::ModelProto* model) {
+  ExportModel(g, model, std::numeric_limits<size_t>::max());
 }
 
 std::string ExportOnnxBytes(const Graph& graph) {
@@ -1568,11 +1667,12 @@ std::string SerializeModel(const onnx::ModelProto& model) {
 
 // The exported model at the source opset where it can be converted back
 // (see ExportOnnxBytesAtSourceOpset).
-void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::string* note, int* written_opset) {
+void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::string* note, int* written_opset,
+                         size_t by_reference_min = std::numeric_limits<size_t>::max()) {
   const int64_t source = graph.info().source_opset;
   const int64_t current = graph.opset();
   if (written_opset) *written_opset = static_cast<int>(current);
-  ExportOnnxModel(graph, model);
+  ExportModel(graph, model, by_reference_min);
   if (source <= 0 || source >= current) return;
   // Models from opsets 1 to 10 go back to 11, the lowest rlflow writes.
   const int64_t target = std::max<int64_t>(source, kMinWrittenOpset);
@@ -1583,7 +1683,7 @@ void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::strin
     why = DowngradeFrom13(graph, model, static_cast<int>(target));
     if (why.empty()) {
       try {
-        onnx::checker::check_model(*model);
+        CheckExported(*model);
       } catch (const std::exception& e) {
         why = FirstLine(e.what());
       }
@@ -1601,16 +1701,16 @@ void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::strin
   if (note)
     *note = "written at opset " + std::to_string(current) + ": converting back to the original opset " +
             std::to_string(target) + " failed (" + why + ")";
-  ExportOnnxModel(graph, model);
+  ExportModel(graph, model, by_reference_min);
 }
 
 void ExportFor(const Graph& graph, const WriteOptions& options, onnx::ModelProto* model, std::string* note,
-               int* written_opset) {
+               int* written_opset, size_t by_reference_min = std::numeric_limits<size_t>::max()) {
   if (options.at_graph_opset) {
-    ExportOnnxModel(graph, model);
+    ExportModel(graph, model, by_reference_min);
     if (written_opset) *written_opset = static_cast<int>(graph.opset());
   } else {
-    ExportAtSourceOpset(graph, model, note, written_opset);
+    ExportAtSourceOpset(graph, model, note, written_opset, by_reference_min);
   }
 }
 
@@ -1637,7 +1737,10 @@ void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
 // aligned to 4 KiB) and writes both: the data file first, then the model,
 // checked by path with onnx::checker (which resolves the data file) before
 // it is renamed into place. On failure neither file is left.
-void WriteWithExternalData(onnx::ModelProto* model, const std::string& path, size_t min_bytes) {
+// Weights exported by reference (ExportModel) are written from `weights`,
+// the graph's own tensors: the model is never serialized with them.
+void WriteWithExternalData(onnx::ModelProto* model, const std::string& path, size_t min_bytes,
+                           const std::map<std::string, TensorDataPtr>& weights) {
   const std::string location = BaseName(path) + ".data";
   const std::string data_path = DirName(path) + "/" + location;
   const std::string tag = ".tmp." + std::to_string(::getpid());
@@ -1651,12 +1754,22 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& path, siz
     const std::string zeros(kAlign, '\0');
     size_t offset = 0;
     for (auto& t : *model->mutable_graph()->mutable_initializer()) {
-      if (!t.has_raw_data() || t.raw_data().size() < min_bytes) continue;
+      const TensorData* by_reference = nullptr;
+      if (IsByReference(t)) {
+        auto it = weights.find(t.name());
+        RLFLOW_CHECK(it != weights.end(), "WriteWithExternalData: weight '", t.name(),
+                     "' exported by reference is unknown");
+        by_reference = it->second.get();
+        t.clear_external_data();
+      } else if (!t.has_raw_data() || t.raw_data().size() < min_bytes) {
+        continue;
+      }
       size_t pad = (kAlign - offset % kAlign) % kAlign;
       WriteAll(fd, zeros.data(), pad, data_path);
       offset += pad;
-      const size_t length = t.raw_data().size();
-      WriteAll(fd, t.raw_data().data(), length, data_path);
+      const size_t length = by_reference ? by_reference->size_bytes() : t.raw_data().size();
+      WriteAll(fd, by_reference ? static_cast<const char*>(by_reference->data()) : t.raw_data().data(), length,
+               data_path);
       t.clear_raw_data();
       t.set_data_location(onnx::TensorProto::EXTERNAL);
       for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
@@ -1714,16 +1827,38 @@ void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* not
                    int* written_opset) {
   CheckWritablePath(path, "model");
   onnx::ModelProto model;
-  ExportFor(graph, options, &model, note, written_opset);
   if (WritesExternal(graph, options, /*keep_source_form=*/true)) {
-    WriteWithExternalData(&model, path, options.external_min_bytes);
+    // The large weights go from the graph's tensors to the data file, not
+    // through the protobuf (held once in memory, not twice).
+    ExportFor(graph, options, &model, note, written_opset, options.external_min_bytes);
+    WriteWithExternalData(&model, path, options.external_min_bytes, *WeightsByName(graph, options.external_min_bytes));
   } else {
+    ExportFor(graph, options, &model, note, written_opset);
     WriteFileAtomically(path, SerializeModel(model));
   }
 }
 
+std::shared_ptr<const std::map<std::string, TensorDataPtr>> WeightsByName(const Graph& graph, size_t min_bytes) {
+  auto weights = std::make_shared<std::map<std::string, TensorDataPtr>>();
+  for (ValueId v : graph.initializers())
+    if (graph.value(v).initializer->size_bytes() >= min_bytes)
+      (*weights)[graph.value(v).name] = graph.value(v).initializer;
+  return weights;
+}
+
 Graph ReimportGraph(const Graph& graph, const std::string& what, const ImportOptions& options,
                     const WriteOptions& write, int* written_opset, std::string* note, ImportReport* report) {
+  if (write.weights_by_reference) {
+    // The large weights stay the graph's own tensors: what is serialized
+    // and imported again is the rest (always small enough for one protobuf).
+    onnx::ModelProto model;
+    ExportFor(graph, write, &model, note, written_opset, write.external_min_bytes);
+    ImportOptions shared = options;
+    shared.known_weights = WeightsByName(graph, write.external_min_bytes);
+    Graph g = ImportOnnxBytes(SerializeModel(model), what, shared, report);
+    g.info().external_data = graph.info().external_data;
+    return g;
+  }
   if (!WritesExternal(graph, write, /*keep_source_form=*/false)) {
     onnx::ModelProto model;
     ExportFor(graph, write, &model, note, written_opset);

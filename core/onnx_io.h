@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,20 @@ struct ImportOptions {
   // dimensions. Off: such values are computed at run time, as in the file
   // (the graph the user has, which the optimiser's verdict compares with).
   bool fold_static_dims = true;
+  // Where static dimensions are folded, ImportReport::as_given gets the
+  // graph without that folding as well, from the same import (its weights
+  // shared with the returned graph's, not read twice).
+  bool also_as_given = false;
+  // Weights already in memory (a second import of the same model, or a
+  // graph passed through ReimportGraph by reference), by initializer name:
+  // a top-level initializer of that name, element type and shape is this
+  // tensor, shared, instead of a copy (an inline one where its bytes are
+  // equal; one in the model's external data file without reading it again).
+  std::shared_ptr<const std::map<std::string, TensorDataPtr>> known_weights;
 };
+// The graph's initializers of at least `min_bytes`, by name (for
+// ImportOptions::known_weights).
+std::shared_ptr<const std::map<std::string, TensorDataPtr>> WeightsByName(const Graph& graph, size_t min_bytes = 1024);
 
 // Parses "NAME:D1,D2,...[;NAME2:...]" (the name ends at the last ':', so
 // tf2onnx's "input:0" names work; "NAME:" is a scalar). Errors name the item.
@@ -79,6 +94,9 @@ struct ImportReport {
   int folded_nodes = 0;  // Constant / shape-computing nodes folded to initializers
   // Static dimensions of symbolic shapes folded (ImportOptions::fold_static_dims).
   int static_dims = 0;
+  // With ImportOptions::also_as_given and static_dims > 0: the graph as the
+  // file computes it (every fold but those of the static dimensions).
+  std::optional<Graph> as_given;
   // The file's nodes were not in topological order (invalid ONNX) and were
   // sorted: its bytes are not a valid model to write back.
   bool reordered_nodes = false;
@@ -116,6 +134,13 @@ struct WriteOptions {
   size_t external_min_bytes = 1024;
   // At the graph's own opset, not converted back to the source's.
   bool at_graph_opset = false;
+  // ReimportGraph only: initializers of at least external_min_bytes are not
+  // serialized; the import takes the graph's own tensors (known_weights).
+  // The structure, the small tensors and the binding round-trip, the large
+  // weights are shared: a model's weights are held once (a check at another
+  // binding of its symbolic dimensions), not three times. Off where the
+  // point is that the weights survive the write (they go through it then).
+  bool weights_by_reference = false;
 };
 // Protobuf cannot serialize a message of 2 GiB or more: initializers beyond
 // this (leaving room for the rest of the model) are written externally.

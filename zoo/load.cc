@@ -38,7 +38,12 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     // Tensors in external data files are read from the model's directory.
     ImportOptions import = options.import;
     if (import.external_data_dir.empty()) import.external_data_dir = DirName(path);
+    // One import: where static dimensions fold, the graph without that
+    // folding comes with it (sharing its weights: a model over 2 GB is held
+    // once).
+    import.also_as_given = true;
     m.graph = ImportOnnxBytes(m.bytes, "'" + path + "'", import, &report);
+    import.also_as_given = false;
     m.import = import;
     m.external_data = m.graph.info().external_data;
     if (m.external_data)
@@ -54,9 +59,8 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
     m.static_dims = report.static_dims;
     if (m.static_dims > 0) {
-      ImportOptions unfolded = import;
-      unfolded.fold_static_dims = false;
-      m.as_given = ImportOnnxBytes(m.bytes.empty() ? ReadFile(path, "model") : m.bytes, "'" + path + "'", unfolded);
+      RLFLOW_CHECK(report.as_given.has_value(), "LoadModel: static dimensions folded without the graph as given");
+      m.as_given = std::move(*report.as_given);
       m.as_given.Validate();
       m.notes.push_back(std::to_string(m.static_dims) +
                         " static dimensions of symbolic shapes folded (with the shape arithmetic on them); the "

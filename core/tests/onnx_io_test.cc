@@ -589,6 +589,24 @@ TEST(OnnxIo, StaticDimensionsOfSymbolicShapesFold) {
     EXPECT_EQ(gathers, 2);
     ASSERT_NE(as_given.FindValue("w"), kNoValue);
     EXPECT_FALSE(as_given.IsConstant(as_given.FindValue("w")));
+    // Both from one import (the optimiser's LoadModel): the same two
+    // graphs, their weights held once.
+    ImportOptions both;
+    both.also_as_given = true;
+    ImportReport both_report;
+    Graph folded = ImportOnnxFile(path, both, &both_report);
+    EXPECT_EQ(both_report.static_dims, 1);
+    EXPECT_EQ(folded.StructuralHash(), g.StructuralHash());
+    ASSERT_TRUE(both_report.as_given.has_value());
+    const Graph& given = *both_report.as_given;
+    EXPECT_EQ(given.StructuralHash(), as_given.StructuralHash());
+    const ValueId in_folded = folded.FindValue("minus1"), in_given = given.FindValue("minus1");
+    ASSERT_NE(in_folded, kNoValue);
+    ASSERT_NE(in_given, kNoValue);
+    ASSERT_TRUE(folded.IsConstant(in_folded));
+    EXPECT_EQ(folded.value(in_folded).initializer.get(), given.value(in_given).initializer.get());
+    // Without the option, or with nothing folded, there is no second graph.
+    EXPECT_FALSE(report.as_given.has_value());
   }
   // The width (4) and half of it are constants; the batch is not.
   for (const char* name : {"w", "half"}) {
@@ -1117,6 +1135,75 @@ TEST(OnnxIo, ExternalDataIsReadAndWrittenBesideTheModel) {
   // Through a temporary directory when asked to (as for models over 2 GB).
   Graph re = ReimportGraph(g, "reimported", {}, external_write);
   EXPECT_EQ(re.value(re.FindValue("W")).initializer->bytes(), FloatBytes(64 * 64));
+}
+
+// A model's weights are held once: a second import of the same model
+// (known_weights) and a graph imported again at another binding
+// (weights_by_reference) share the first graph's tensors instead of reading
+// or serializing them again (a model over 2 GB was held three times).
+TEST(OnnxIo, WeightsAreSharedBetweenImportsOfOneModel) {
+  std::string dir = testing::MakeTempDir("ext_shared_");
+  std::string path = dir + "/model.onnx";
+  WriteFileAtomically(dir + "/weights.bin", ExternalDataFile());
+  WriteFileAtomically(path, ExternalModel().SerializeAsString());
+  Graph g = ImportOnnxFile(path);
+  const TensorDataPtr& w = g.value(g.FindValue("W")).initializer;
+  const TensorDataPtr& b = g.value(g.FindValue("B")).initializer;  // 256 bytes: below the 1 KiB bound
+
+  // By reference: W is g's own tensor; B went through the bytes; the same
+  // graph as a full round trip.
+  WriteOptions full;
+  full.at_graph_opset = true;
+  WriteOptions shared = full;
+  shared.weights_by_reference = true;
+  Graph copied = ReimportGraph(g, "copied", {}, full);
+  Graph re = ReimportGraph(g, "shared", {}, shared);
+  EXPECT_EQ(re.StructuralHash(), copied.StructuralHash());
+  EXPECT_EQ(re.value(re.FindValue("W")).initializer.get(), w.get());
+  EXPECT_NE(copied.value(copied.FindValue("W")).initializer.get(), w.get());
+  EXPECT_NE(re.value(re.FindValue("B")).initializer.get(), b.get());
+  EXPECT_EQ(re.value(re.FindValue("B")).initializer->bytes(), b->bytes());
+  EXPECT_TRUE(re.info().external_data);
+  // A by-reference stand-in with no such weight known is an error naming
+  // the tensor; in a user's file (no known weights) it is an external data
+  // location like any other.
+  onnx::ModelProto stand_in = ExternalModel();
+  stand_in.mutable_graph()->mutable_initializer(0)->mutable_external_data(0)->set_value("rlflow-weight-by-reference");
+  WriteFileAtomically(dir + "/stand_in.onnx", stand_in.SerializeAsString());
+  ImportOptions unknown;
+  unknown.known_weights = std::make_shared<std::map<std::string, TensorDataPtr>>();
+  std::string no_weight = ImportError([&] { ImportOnnxFile(dir + "/stand_in.onnx", unknown); });
+  std::string no_file = ImportError([&] { ImportOnnxFile(dir + "/stand_in.onnx"); });
+  EXPECT_NE(no_weight.find("tensor 'W' was passed by reference"), std::string::npos) << no_weight;
+  EXPECT_NE(no_file.find("rlflow-weight-by-reference"), std::string::npos) << no_file;
+  EXPECT_NE(no_file.find("No such file"), std::string::npos) << no_file;
+
+  // The same file imported again (another binding in the optimiser's check):
+  // W is taken from memory, not read. Its bytes in the file are changed
+  // first: the second import still has g's W, so it did not read them.
+  std::string data = ExternalDataFile();
+  for (size_t k = 100; k < 100 + 64 * 64 * 4; ++k) data[k] = static_cast<char>(k);
+  WriteFileAtomically(dir + "/weights.bin", data);
+  ImportOptions known;
+  known.known_weights = WeightsByName(g);
+  Graph second = ImportOnnxFile(path, known);
+  EXPECT_EQ(second.value(second.FindValue("W")).initializer.get(), w.get());
+  Graph fresh = ImportOnnxFile(path);
+  EXPECT_NE(fresh.value(fresh.FindValue("W")).initializer->bytes(), w->bytes());
+
+  // Inline weights: shared only where the bytes are equal.
+  WriteOptions inline_write;
+  inline_write.external = ExternalData::kInline;
+  WriteOnnxFile(g, dir + "/inline.onnx", nullptr, inline_write);
+  Graph inline_again = ImportOnnxFile(dir + "/inline.onnx", known);
+  EXPECT_EQ(inline_again.value(inline_again.FindValue("W")).initializer.get(), w.get());
+  auto other = std::make_shared<std::map<std::string, TensorDataPtr>>();
+  (*other)["W"] = std::make_shared<const TensorData>(DType::kFloat32, Shape{64, 64}, std::string(64 * 64 * 4, '\0'));
+  ImportOptions different;
+  different.known_weights = other;
+  Graph not_shared = ImportOnnxFile(dir + "/inline.onnx", different);
+  EXPECT_NE(not_shared.value(not_shared.FindValue("W")).initializer.get(), (*other)["W"].get());
+  EXPECT_EQ(not_shared.value(not_shared.FindValue("W")).initializer->bytes(), w->bytes());
 }
 
 TEST(OnnxIo, BadExternalDataIsAnErrorNamingTheTensorAndFile) {
