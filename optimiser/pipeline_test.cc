@@ -334,6 +334,22 @@ TEST(Pipeline, TheVerdictComparesWithTheGraphAsTheFileComputesIt) {
   nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
   EXPECT_EQ(j["static_dims_folded"], 1);
   EXPECT_EQ(count(original, "Gather"), 1) << "imported with the folding (the default)";
+
+  // Values given with --input_data are what the graph as the file computes
+  // it runs on as well (the reference run, the check, the verdict).
+  onnx::TensorProto given;
+  given.set_name("x");
+  given.set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {2, 3, 4}) given.add_dims(d);
+  for (int k = 0; k < 24; ++k) given.add_float_data(0.5f * static_cast<float>(k) - 3.0f);
+  WriteFileAtomically(dir + "/x.pb", given.SerializeAsString());
+  PipelineOptions with_data = o;
+  with_data.input_data["x"] = dir + "/x.pb";
+  with_data.output = dir + "/with_data.onnx";
+  with_data.report = dir + "/with_data.json";
+  PipelineResult d = RunPipeline(with_data);
+  EXPECT_EQ(d.load.static_dims, 1);
+  EXPECT_EQ(d.reference_run.filled["x"], "given (--input_data)");
 }
 
 TEST(Pipeline, RunsAGivenPassOrder) {

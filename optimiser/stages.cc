@@ -269,14 +269,19 @@ void Load(OptimiseRun& r) {
   }
   model = LoadModel(o.model, load);
   for (const auto& [name, data] : input_data) {
-    ValueId v = model.graph.FindValue(name);
-    if (v == kNoValue || !model.graph.value(v).is_graph_input)
-      Fail("--input_data names '", name, "', which is not a graph input of the model");
-    Value& in = model.graph.mutable_value(v);
-    if (!(data->type() == in.type))
-      Fail("--input_data for input '", name, "': the file holds ", data->type().ToString(), ", the input is ",
-           in.type.ToString(), " (declared ", DeclaredTypeText(model.graph, name), ")");
-    in.sample_data = data;
+    // Both graphs where there are two: the reference run, the check and the
+    // verdict run the graph as the file computes it.
+    for (Graph* g : {&model.graph, model.static_dims > 0 ? &model.as_given : nullptr}) {
+      if (g == nullptr) continue;
+      ValueId v = g->FindValue(name);
+      if (v == kNoValue || !g->value(v).is_graph_input)
+        Fail("--input_data names '", name, "', which is not a graph input of the model");
+      Value& in = g->mutable_value(v);
+      if (!(data->type() == in.type))
+        Fail("--input_data for input '", name, "': the file holds ", data->type().ToString(), ", the input is ",
+             in.type.ToString(), " (declared ", DeclaredTypeText(*g, name), ")");
+      in.sample_data = data;
+    }
   }
   rec.model_source = model.source;
   rec.static_dims = model.static_dims;
@@ -501,7 +506,10 @@ void SearchRounds(OptimiseRun& r) {
 // original's interface.
 void Finish(OptimiseRun& r) {
   FinishRecord& rec = r.res.finish = FinishRecord();
-  const Graph& original = r.model.graph;
+  // The graph as imported (static dimensions folded): where the search
+  // started, and what is written if it applied nothing (the folding is part
+  // of the optimisation; the verdict compares with AsGiven()).
+  const Graph& imported = r.model.graph;
   Graph& optimised = r.optimised;
   const SearchResult& result = r.res.search.result;
   // Fold weight-only subgraphs (merged conv weights, scaled weights) into
@@ -510,7 +518,7 @@ void Finish(OptimiseRun& r) {
   // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
   // batch norms the search did not fold away go back to one node each (one
   // pass over the tensor instead of Mul + Add) only if the cost model agrees.
-  optimised = result.applied.empty() ? original : result.graph;
+  optimised = result.applied.empty() ? imported : result.graph;
   for (const std::string& name : FinishPasses()) {
     Graph next = optimised;
     const int nodes = optimised.num_nodes();
@@ -539,9 +547,9 @@ void Finish(OptimiseRun& r) {
   // one were left out above; this holds the line for every other path.
   {
     const std::string& target = r.res.configure.target;
-    std::set<std::string> had;
-    for (NodeId id = 0; id < original.num_nodes(); ++id)
-      had.insert(QualifiedOp(original.node(id).domain, original.node(id).op));
+    std::set<std::string> had;  // in the file
+    const Graph& given = r.model.AsGiven();
+    for (NodeId id = 0; id < given.num_nodes(); ++id) had.insert(QualifiedOp(given.node(id).domain, given.node(id).op));
     for (NodeId id = 0; id < optimised.num_nodes(); ++id) {
       const Node& n = optimised.node(id);
       const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
@@ -553,7 +561,7 @@ void Finish(OptimiseRun& r) {
 
   // The written model keeps the original's interface: input and output
   // names, types, symbolic dimensions.
-  rec.renamed_outputs = RestoreInterface(original, optimised);
+  rec.renamed_outputs = RestoreInterface(imported, optimised);
   if (rec.renamed_outputs > 0)
     r.info("restored the names of " + std::to_string(rec.renamed_outputs) + " graph outputs");
   rec.before = Summarize(r.model.AsGiven());
