@@ -42,6 +42,12 @@ struct Value {
   // travels in ModelInfo::interface_types for export. Never run, timed,
   // filled with sample data or compared.
   bool non_tensor = false;
+  // For a graph input of a graph cut out of a larger one (a node timed
+  // alone, a rewrite's replacement): in the larger graph the value is a
+  // permuted view (PermutedView in core/node_key.h). The node key counts it
+  // and the CPU timing backend feeds the input as such a view. Never
+  // exported.
+  bool arrives_permuted = false;
   std::string doc;
 };
 

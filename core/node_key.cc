@@ -1,6 +1,7 @@
 #include "core/node_key.h"
 
 #include <cstdio>
+#include <vector>
 
 #include "core/op_registry.h"
 
@@ -16,29 +17,55 @@ uint64_t AttributeHash(const Graph& g, NodeId id) {
   return h;
 }
 
-// Calls part(type, constant) for each input of the node: type is null for an
-// omitted optional input; constant is the content hash of a small stored
-// constant, or null.
-template <typename Part>
-void ForEachInputPart(const Graph& g, const Node& n, Part&& part) {
-  for (ValueId in : n.inputs) {
-    if (in == kNoValue) {
-      part(nullptr, nullptr);
-      continue;
-    }
-    const Value& v = g.value(in);
-    uint64_t content = 0;
-    bool small = v.initializer != nullptr && v.initializer->NumElements() <= kNodeKeyConstantElements;
-    if (small) content = v.initializer->content_hash();
-    part(&v.type, small ? &content : nullptr);
+// A Transpose's permutation moves a dimension of more than one element past
+// another: its output is not laid out row-major (ATen's is_contiguous, which
+// ignores unit dimensions).
+bool MovesData(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0] == kNoValue) return false;
+  const TensorType& x = g.value(n.inputs[0]).type;
+  if (!x.rank_known) return true;
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> perm;
+  auto it = n.attrs.find("perm");
+  if (it != n.attrs.end()) perm = it->second.ints;
+  if (perm.empty())
+    for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+  int64_t last = -1;
+  for (int64_t axis : perm) {
+    if (axis < 0 || axis >= rank) return true;
+    if (x.shape[axis] == 1) continue;
+    if (axis < last) return true;
+    last = axis;
   }
+  return false;
 }
 
-// One input's part of the hash: its type and a small constant's contents.
-uint64_t InputPartHash(const TensorType& type, const uint64_t* content) {
+struct InputPart {
+  const TensorType* type = nullptr;  // null: an omitted optional input
+  bool small_constant = false;
+  uint64_t content = 0;  // a small stored constant's content hash
+  bool permuted = false;
+};
+
+InputPart PartOf(const Graph& g, ValueId in) {
+  InputPart p;
+  if (in == kNoValue) return p;
+  const Value& v = g.value(in);
+  p.type = &v.type;
+  p.small_constant = v.initializer != nullptr && v.initializer->NumElements() <= kNodeKeyConstantElements;
+  if (p.small_constant) p.content = v.initializer->content_hash();
+  p.permuted = PermutedView(g, in);
+  return p;
+}
+
+// One input's part of the hash.
+uint64_t InputPartHash(const InputPart& p) {
+  if (p.type == nullptr) return 0x51ed27;
+  const TensorType& type = *p.type;
   uint64_t h = HashCombine(static_cast<uint64_t>(type.dtype) * 4 + (type.rank_known ? 1 : 2), type.shape.size());
   for (int64_t d : type.shape) h = HashCombine(h, static_cast<uint64_t>(d));
-  return content == nullptr ? h : HashCombine(h + 0x9e37, *content);
+  if (p.small_constant) h = HashCombine(h + 0x9e37, p.content);
+  return p.permuted ? HashCombine(h, 0x7e57) : h;
 }
 
 }  // namespace
@@ -48,19 +75,33 @@ uint64_t OperatorHash(const Graph& g, NodeId id) {
   return HashCombine(HashCombine(HashString(n.domain), HashString(n.op)), AttributeHash(g, id));
 }
 
+bool PermutedView(const Graph& g, ValueId value) {
+  // Through a chain of views (kSameView) to the operator that made the layout.
+  for (ValueId v = value; v != kNoValue;) {
+    const Value& val = g.value(v);
+    if (val.producer == kNoNode) return val.arrives_permuted;
+    const Node& n = g.node(val.producer);
+    const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
+    if (def == nullptr || val.output_index != 0) return false;
+    switch (def->output_layout) {
+      case OpDef::OutputLayout::kFresh: return false;
+      case OpDef::OutputLayout::kPermutedView:
+        if (MovesData(g, n)) return true;
+        break;  // the identity on the data: as its input
+      case OpDef::OutputLayout::kSameView: break;
+    }
+    v = n.inputs.empty() ? kNoValue : n.inputs[0];
+  }
+  return false;
+}
+
 uint64_t NodeKeyHash(const Graph& g, NodeId id) {
   uint64_t h = OperatorHash(g, id);
-  ForEachInputPart(g, g.node(id), [&h](const TensorType* type, const uint64_t* content) {
-    h = HashCombine(h, type == nullptr ? 0x51ed27 : InputPartHash(*type, content));
-  });
+  for (ValueId in : g.node(id).inputs) h = HashCombine(h, InputPartHash(PartOf(g, in)));
   return h | 1;
 }
 
-uint64_t ValueKeyHash(const Value& v) {
-  bool small = v.initializer != nullptr && v.initializer->NumElements() <= kNodeKeyConstantElements;
-  uint64_t content = small ? v.initializer->content_hash() : 0;
-  return InputPartHash(v.type, small ? &content : nullptr);
-}
+uint64_t ValueKeyHash(const Graph& g, ValueId value) { return InputPartHash(PartOf(g, value)); }
 
 std::string NodeKeyText(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
@@ -68,13 +109,15 @@ std::string NodeKeyText(const Graph& g, NodeId id) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(AttributeHash(g, id)));
   key += buf;
-  ForEachInputPart(g, n, [&](const TensorType* type, const uint64_t* content) {
-    key += type == nullptr ? " -" : " " + type->ToString();
-    if (content != nullptr) {
-      std::snprintf(buf, sizeof buf, "=%016llx", static_cast<unsigned long long>(*content));
+  for (ValueId in : n.inputs) {
+    const InputPart p = PartOf(g, in);
+    key += p.type == nullptr ? " -" : " " + p.type->ToString();
+    if (p.small_constant) {
+      std::snprintf(buf, sizeof buf, "=%016llx", static_cast<unsigned long long>(p.content));
       key += buf;
     }
-  });
+    if (p.permuted) key += "^t";
+  }
   return key;
 }
 

@@ -125,6 +125,18 @@ struct OpDef {
   // matcher tries both operand orders, the generator enumerates one).
   bool commutative = false;
 
+  // How the CPU kernel lays out its first output in memory, which changes
+  // what the next node costs (an Add reading a transposed view takes about
+  // three times as long as one reading the same values contiguous), so the
+  // node key tells such inputs apart (PermutedView). kFresh: a new tensor or
+  // one of no particular layout (most operators; Reshape and Flatten, which
+  // copy a permuted input whose dimensions they merge). kPermutedView: a
+  // view of input 0 with its dimensions in another order (Transpose).
+  // kSameView: input 0 itself or a view of it with its layout (Unsqueeze,
+  // Squeeze, Identity, Dropout): permuted where input 0 is.
+  enum class OutputLayout { kFresh, kPermutedView, kSameView };
+  OutputLayout output_layout = OutputLayout::kFresh;
+
   // The deployment targets (KnownTargets) that run this operator besides
   // rlflow's executor; empty: every target (a standard ONNX operator). A
   // rule that produces an operator is used only when optimising for a

@@ -68,6 +68,8 @@ Graph ExtractNode(const Graph& g, NodeId id) {
       ValueId nv = v.initializer ? out.AddInitializer(v.name, v.initializer)
                    : v.known     ? out.AddInitializer(v.name, v.known)
                                  : out.AddInput(v.name, v.type);
+      // Timed reading the layout it reads in the graph (a permuted view or not).
+      if (!v.initializer && !v.known) out.mutable_value(nv).arrives_permuted = PermutedView(g, in);
       it = mapped.emplace(in, nv).first;
     }
     ins.push_back(it->second);
@@ -122,7 +124,9 @@ class CpuBackend : public TimingBackend {
   std::string fingerprint() const override {
     // "/m2": in-context node times include the executor's bookkeeping and
     // the release of the node's outputs (caches of earlier versions differ).
-    return "cpu/t" + std::to_string(at::get_num_threads()) + "/torch" + TORCH_VERSION + "/m2";
+    // "/m3": node keys tell permuted inputs apart (PermutedView); before,
+    // one key's time was that of whichever layout was timed first.
+    return "cpu/t" + std::to_string(at::get_num_threads()) + "/torch" + TORCH_VERSION + "/m3";
   }
   // A node's time in a run depends on the model around it: whether its
   // weights and inputs are still in the CPU's caches (the classifier Gemms

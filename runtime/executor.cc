@@ -363,6 +363,15 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<
         how->push_back("random integers in [" + std::to_string(low) + ", " + std::to_string(bound) + ")" + indexed);
     }
   }
+  // An input that is a permuted view where the graph was cut from
+  // (Value::arrives_permuted) is fed as one: the same values, laid out with
+  // the dimensions in reverse order.
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (!g.value(g.inputs()[k]).arrives_permuted || out[k].dim() < 2) continue;
+    std::vector<int64_t> reverse(out[k].dim());
+    for (size_t d = 0; d < reverse.size(); ++d) reverse[d] = static_cast<int64_t>(reverse.size() - 1 - d);
+    out[k] = out[k].permute(reverse).contiguous().permute(reverse);
+  }
   return out;
 }
 

@@ -43,7 +43,9 @@ class Executor {
 // values that make that node produce the shape the importer inferred;
 // other floats come from N(0, 1); integers from [0, bound) where bound is
 // the smallest size of a dimension they index (Gather, GatherElements,
-// ScatterElements), else 10; bools uniformly. `how` receives, per input, how
+// ScatterElements), else 10; bools uniformly. An input marked
+// Value::arrives_permuted is a permuted view of those values (dimensions laid
+// out in reverse order), as a node timed alone reads it in its graph. `how` receives, per input, how
 // it was filled (for the report).
 std::vector<at::Tensor> RandomInputs(const Graph& graph, uint64_t seed, std::vector<std::string>* how = nullptr);
 

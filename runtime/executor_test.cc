@@ -37,6 +37,24 @@ TEST(Executor, RandomInputsAreDeterministicAndSeeded) {
   EXPECT_EQ(a[0].max().item<int64_t>(), 6);
 }
 
+// An input marked arrives_permuted (a node cut out of a graph where it reads
+// a transposed tensor) is fed as a permuted view of the same values.
+TEST(Executor, PermutedInputsAreFedAsViews) {
+  GraphBuilder b(1, 17, "g");
+  ValueId x = b.Input("x", {2, 3, 4});
+  Graph g = b.Build({b.Op("Relu", {x})});
+  Graph marked = g;
+  marked.mutable_value(marked.inputs()[0]).arrives_permuted = true;
+  auto plain = RandomInputs(g, 3), permuted = RandomInputs(marked, 3);
+  EXPECT_TRUE(plain[0].is_contiguous());
+  EXPECT_FALSE(permuted[0].is_contiguous());
+  EXPECT_EQ(permuted[0].sizes(), plain[0].sizes());
+  EXPECT_TRUE(at::equal(permuted[0], plain[0]));
+  EXPECT_EQ(permuted[0].stride(0), 1);  // dimensions in reverse order in memory
+  Executor e(marked);
+  EXPECT_TRUE(at::equal(e.Run(permuted)[0], at::relu(plain[0])));
+}
+
 TEST(Executor, RunsAndMatchesHandComputation) {
   Graph g = Embedding();
   auto in = RandomInputs(g, 1);

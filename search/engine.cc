@@ -173,7 +173,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
     ValueId v = m.inputs[k];
     const Value& val = g.value(v);
     input_constant[k] = g.IsConstant(v) || (val.producer != kNoNode && weight_only[val.producer]);
-    key = HashCombine(HashCombine(key, ValueKeyHash(val)), input_constant[k]);
+    key = HashCombine(HashCombine(key, ValueKeyHash(g, v)), input_constant[k]);
   }
   auto cached = replacement_cost_.find(key);
   if (cached == replacement_cost_.end()) {

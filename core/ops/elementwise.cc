@@ -22,6 +22,7 @@ OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, 
   d.exact_on_integers = exact_on_integers;
   d.symbolic = symbolic;
   d.half_kernel = name == "Identity";
+  if (name == "Identity") d.output_layout = OpDef::OutputLayout::kSameView;
   return d;
 }
 
@@ -325,6 +326,7 @@ OpDef DropoutDef() {
     c.outputs = {c.in(0)};
     if (c.num_outputs() > 1) c.outputs.push_back(at::ones_like(c.in(0), at::kBool));
   };
+  d.output_layout = OpDef::OutputLayout::kSameView;
   return d;
 }
 RLFLOW_REGISTER_OP(DropoutDef());

@@ -243,6 +243,7 @@ OpDef TransposeDef() {
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
   d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).permute(Perm(c, c.in(0).dim()))}; };
+  d.output_layout = OpDef::OutputLayout::kPermutedView;
   return d;
 }
 RLFLOW_REGISTER_OP(TransposeDef());
@@ -352,6 +353,7 @@ OpDef SqueezeDef() {
     if (c.has(1)) axes = c.IntsInput(1);
     c.outputs = {c.in(0).reshape(SqueezeShape(c, Sizes(c.in(0)), &axes))};
   };
+  d.output_layout = OpDef::OutputLayout::kSameView;  // removing unit dimensions never copies
   return d;
 }
 RLFLOW_REGISTER_OP(SqueezeDef());
@@ -390,6 +392,7 @@ OpDef UnsqueezeDef() {
     return std::vector<TensorType>{Type(c.input(0).dtype, UnsqueezeShape(c, c.input(0).shape, *axes))};
   };
   d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).reshape(UnsqueezeShape(c, Sizes(c.in(0)), c.IntsInput(1)))}; };
+  d.output_layout = OpDef::OutputLayout::kSameView;  // inserting unit dimensions never copies
   return d;
 }
 RLFLOW_REGISTER_OP(UnsqueezeDef());

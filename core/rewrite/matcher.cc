@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/node_key.h"
 #include "core/op_registry.h"
 
 namespace rlflow {
@@ -937,6 +938,8 @@ Graph Matcher::Side(const Graph& graph, const Match& m, bool replacement,
     TensorDataPtr data = val.initializer;
     if (constants != nullptr && k < constants->size() && (*constants)[k]) data = (*constants)[k];
     inputs.push_back(data ? g.AddInitializer(name, data) : g.AddInput(name, val.type));
+    // Costed as it reads the matched value: a permuted view or not.
+    if (!data) g.mutable_value(inputs.back()).arrives_permuted = PermutedView(graph, m.inputs[k]);
   }
   g.SetOutputs(AddPattern(g, rule, side, inputs, m.attrs, m.symbols));
   return g;

@@ -74,8 +74,8 @@ TEST(NodeKey, DiffersWithAttributesTypesAndSmallConstants) {
   EXPECT_NE(NodeKeyText(r1, n1), NodeKeyText(r2, n2));
   EXPECT_NE(NodeKeyHash(r1, n1), NodeKeyHash(r3, n3));  // different input type
   EXPECT_NE(NodeKeyText(r1, n1), NodeKeyText(r3, n3));
-  EXPECT_NE(ValueKeyHash(r1.value(r1.node(n1).inputs[1])), ValueKeyHash(r2.value(r2.node(n2).inputs[1])));
-  EXPECT_EQ(ValueKeyHash(r1.value(r1.node(n1).inputs[0])), ValueKeyHash(r2.value(r2.node(n2).inputs[0])));
+  EXPECT_NE(ValueKeyHash(r1, r1.node(n1).inputs[1]), ValueKeyHash(r2, r2.node(n2).inputs[1]));
+  EXPECT_EQ(ValueKeyHash(r1, r1.node(n1).inputs[0]), ValueKeyHash(r2, r2.node(n2).inputs[0]));
 }
 
 // The text and hash forms partition every node of the zoo the same way.
@@ -97,6 +97,59 @@ TEST(NodeKey, TextAndHashAgreeOverTheZoo) {
     // Repeated blocks share keys: far fewer keys than nodes.
     EXPECT_LT(hash_of_text.size() * 2, static_cast<size_t>(g.num_nodes())) << name;
   }
+}
+
+// An Add reading a transposed tensor (the CPU executor's Transpose is a
+// permuted view; reading it costs about three times as much) has its own
+// key; through Unsqueeze and Identity (views of their input) as well; not
+// after a Reshape (it copies), nor after a Transpose that only moves unit
+// dimensions. A graph input marked arrives_permuted counts the same.
+TEST(NodeKey, PermutedInputsHaveTheirOwnKey) {
+  auto add_after = [](const std::vector<std::string>& ops, const std::vector<int64_t>& perm) {
+    GraphBuilder b(1, 17, "g");
+    ValueId x = b.Input("x", {1, 8, 6});
+    ValueId v = x;
+    for (const std::string& op : ops) {
+      if (op == "Transpose") v = b.Op("Transpose", {v}, {{"perm", Attribute::Ints(perm)}});
+      if (op == "Unsqueeze") v = b.Op("Unsqueeze", {v, b.ConstInts({0})});
+      if (op == "Squeeze") v = b.Op("Squeeze", {v, b.ConstInts({0})});
+      if (op == "Identity") v = b.Op("Identity", {v});
+      if (op == "Reshape") v = b.Op("Reshape", {v, b.ConstInts({1, 6, 8})});
+      if (op == "Relu") v = b.Op("Relu", {v});
+    }
+    ValueId c = b.Weight("c", {1, 6, 8}, 1.0f);
+    return b.Build({b.Op("Add", {v, c})});
+  };
+  Graph plain = add_after({"Relu", "Reshape"}, {});
+  Graph permuted = add_after({"Transpose"}, {0, 2, 1});
+  Graph through = add_after({"Transpose", "Unsqueeze", "Identity", "Squeeze"}, {0, 2, 1});
+  Graph copied = add_after({"Transpose", "Reshape"}, {0, 2, 1});
+  Graph unit_only = add_after({"Reshape", "Transpose"}, {1, 0, 2});  // [1,6,8] -> [6,1,8]: data in place
+  const NodeId a = Find(plain, "Add");
+  EXPECT_FALSE(PermutedView(plain, plain.node(a).inputs[0]));
+  EXPECT_TRUE(PermutedView(permuted, permuted.node(Find(permuted, "Add")).inputs[0]));
+  EXPECT_TRUE(PermutedView(through, through.node(Find(through, "Add")).inputs[0]));
+  EXPECT_FALSE(PermutedView(copied, copied.node(Find(copied, "Add")).inputs[0]));
+  EXPECT_FALSE(PermutedView(unit_only, unit_only.node(Find(unit_only, "Add")).inputs[0]));
+  EXPECT_FALSE(PermutedView(permuted, permuted.node(Find(permuted, "Add")).inputs[1]));  // a weight
+
+  const std::string key = NodeKeyText(plain, a);
+  EXPECT_EQ(key.find("^t"), std::string::npos) << key;
+  EXPECT_EQ(NodeKeyText(permuted, Find(permuted, "Add")), NodeKeyText(through, Find(through, "Add")));
+  EXPECT_NE(NodeKeyText(permuted, Find(permuted, "Add")), key);
+  EXPECT_NE(NodeKeyHash(permuted, Find(permuted, "Add")), NodeKeyHash(plain, a));
+  EXPECT_EQ(NodeKeyText(copied, Find(copied, "Add")), key);
+  EXPECT_EQ(NodeKeyHash(copied, Find(copied, "Add")), NodeKeyHash(plain, a));
+  EXPECT_NE(ValueKeyHash(permuted, permuted.node(Find(permuted, "Add")).inputs[0]),
+            ValueKeyHash(plain, plain.node(a).inputs[0]));
+  // The Add cut out alone, its input marked as it arrives there: the same key.
+  Graph alone;
+  ValueId in = alone.AddInput("t", permuted.value(permuted.node(Find(permuted, "Add")).inputs[0]).type);
+  alone.mutable_value(in).arrives_permuted = true;
+  ValueId w = alone.AddInitializer("c", permuted.value(permuted.node(Find(permuted, "Add")).inputs[1]).initializer);
+  NodeId add = alone.AddNode("Add", {in, w}, 1);
+  alone.SetOutputs({alone.node(add).outputs[0]});
+  EXPECT_EQ(NodeKeyText(alone, add), NodeKeyText(permuted, Find(permuted, "Add")));
 }
 
 }  // namespace
