@@ -214,6 +214,11 @@ struct PipelineResult {
   // The optimised time predicted from the original's measured time and the
   // estimated speedup.
   double PredictedAfterMs() const { return verdict.before_ms * verdict.after_estimate / search.before_estimate; }
+  // An estimate (ms, in the timing cache's time base, as the search costs
+  // graphs) in the machine's speed at calibration: divided by the time
+  // base of the cached timings (1 where it is unknown, e.g. a fresh cache).
+  // The estimates the summary and the report compare with measured times.
+  double EstimateNowMs(double estimate_ms) const { return estimate_ms / calibrate.time_base; }
   // The human-readable summary the optimiser prints (several lines).
   std::string Summary() const;
   // The JSON report.

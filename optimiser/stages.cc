@@ -399,7 +399,11 @@ void Calibrate(OptimiseRun& r) {
     // ONNX Runtime's in-context times belong to this model (its fusions):
     // kept apart from other models' in the timing cache.
     cost.SetContext(r.original_cut);
-    calibration = cost.Calibrate(r.original_cut, r.cal_runs);
+    // With a warm cache the original still runs as many times, for the
+    // time base of its cached timings: the machine's speed drifts (1.5x
+    // within minutes on a shared VM), and the estimates reported against
+    // measured times are in its speed now.
+    calibration = cost.Calibrate(r.original_cut, r.cal_runs, r.cal_runs);
     // The search starts from the canonical form of the graph as imported
     // (batch norms lowered, static dimensions folded): its keys as well.
     if (r.res.canonicalise.lowered_batchnorm > 0 || r.model.static_dims > 0) {
@@ -407,9 +411,10 @@ void Calibrate(OptimiseRun& r) {
     }
     r.info(
         Format("cost model calibrated in context: %d operator keys (%d timed now, %d run fused into a neighbour's "
-               "kernel), run %g ms, per-node overhead %g us, per-run cost %g us, in %g s",
+               "kernel), run %g ms, per-node overhead %g us, per-run cost %g us, time base %g%s, in %g s",
                calibration.keys, calibration.new_keys, calibration.fused_keys, calibration.run_ms,
-               calibration.overhead_ms * 1e3, calibration.fixed_ms * 1e3, Seconds(t_cal)));
+               calibration.overhead_ms * 1e3, calibration.fixed_ms * 1e3, calibration.time_base,
+               calibration.time_base_known ? "" : " (unknown)", Seconds(t_cal)));
   }
   // One owner of the search's limits for the whole run: every attempt (the
   // first, its rounds, its greedy finish, the retries after a slower
@@ -967,7 +972,8 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
 void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   const VerdictRecord& v = p.verdict;
   const bool unchanged = p.check.unchanged;
-  const double before_estimate = p.search.before_estimate, after_estimate = v.after_estimate;
+  const double before_estimate = p.EstimateNowMs(p.search.before_estimate),
+               after_estimate = p.EstimateNowMs(v.after_estimate);
   if (unchanged)
     s += Format("measured:   %.2f ms (median of %d runs)\n", v.before_ms, v.pairs);
   else
@@ -1056,9 +1062,13 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
 
 void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
   const ReportRecord& r = p.report;
-  s += Format("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits)\n", p.search.before_estimate,
+  s += Format("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits", p.search.before_estimate,
               p.verdict.after_estimate, p.configure.device.c_str(), static_cast<long long>(r.ops_timed),
               static_cast<long long>(r.cache_hits));
+  if (p.calibrate.time_base_known)
+    s += Format("; cached timings' time base %.3f: %.2f -> %.2f ms at the machine's speed now", p.calibrate.time_base,
+                p.EstimateNowMs(p.search.before_estimate), p.EstimateNowMs(p.verdict.after_estimate));
+  s += ")\n";
   s += Format("memory:     peak %.0f MB\n", r.peak_memory_mb);
   Json stages = Json::object();
   std::string line;

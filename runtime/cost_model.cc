@@ -409,7 +409,55 @@ double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
   return it == cache_.end() ? -1 : it->second;
 }
 
-CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
+// Stores what a calibration run measured for the keys not cached yet (in
+// the cache's time base); mu_ held.
+void MeasuredCostModel::RecordInContext(const Graph& g, const std::map<std::string, std::vector<NodeId>>& by_key,
+                                        const std::map<std::string, double>& now, const InContextTimes& t,
+                                        int executed, CalibrationReport& report) {
+  const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
+  const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
+  // Keys every node of which ran fused into a neighbour of one key at one
+  // distance (InContextTimes::fused_into): free only next to it.
+  const std::string fused_prefix = ContextKey("|fused|"), anchor_prefix = ContextKey("|anchor|");
+  if (t.fused_into.size() == static_cast<size_t>(g.num_nodes()) && t.fused_distance.size() == t.fused_into.size()) {
+    for (const auto& [key, ids] : by_key) {
+      std::set<std::pair<uint64_t, int>> at;
+      for (NodeId id : ids) {
+        const NodeId into = t.fused_into[id];
+        at.insert(into == kNoNode ? std::make_pair(uint64_t{0}, 0)
+                                  : std::make_pair(NodeKeyHash(g, into) >> 12, t.fused_distance[id]));
+      }
+      if (at.size() != 1 || at.begin()->second == 0) continue;
+      // Stored non-negative (2 |d|, + 1 downstream): only A/B outcomes are signed.
+      const int d = at.begin()->second;
+      cache_.emplace(fused_prefix + key, 2 * std::abs(d) + (d < 0 ? 1 : 0));
+      cache_.emplace(anchor_prefix + key, static_cast<double>(at.begin()->first));
+    }
+  }
+  cache_[ContextKey("|fusions")] = 1;
+  for (const auto& [key, ids] : by_key) {
+    if (cache_.count(ctx_prefix + key)) continue;
+    std::vector<double> spread;
+    for (NodeId id : ids) spread.push_back(t.node_spread[id]);
+    cache_.emplace(ctx_prefix + key, now.at(key) * report.time_base);
+    cache_.emplace(spread_prefix + key, Median(spread));
+    ++report.new_keys;
+  }
+  if (!cache_.count(overhead_key) || !cache_.count(fixed_key)) {
+    // What a run costs beyond its nodes' own times: the part every graph
+    // with these inputs and outputs pays (the backend's fixed_ms) once
+    // per run, the rest (dispatching each node) per node. Both or
+    // neither, so that they always split one measurement.
+    double kernels = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) kernels += t.node_ms[id];
+    const double beyond = std::max(0.0, t.run_ms - kernels);
+    const double fixed = std::min(std::max(0.0, t.fixed_ms), beyond);
+    cache_[fixed_key] = fixed * report.time_base;
+    cache_[overhead_key] = (beyond - fixed) / executed * report.time_base;
+  }
+}
+
+CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs) {
   CalibrationReport report;
   // Weight-only nodes are timed as well where the device runs them on every
   // run (the original model, as the user has it, pays for them: RunCost);
@@ -418,7 +466,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
       backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
-  const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
+  const std::string ctx_prefix = ContextKey("|ctx|");
   const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
   std::vector<std::string> keys(g.num_nodes());
   std::map<std::string, std::vector<NodeId>> by_key;
@@ -437,8 +485,10 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
   // calibration (timings from before it was recorded are timed again).
   missing |= backend_->context_sensitive() && !cache_.count(ContextKey("|fusions"));
   for (const auto& [key, ids] : by_key) missing |= !cache_.count(ctx_prefix + key);
-  if (missing && executed > 0) {
-    InContextTimes t = backend_->TimeNodesInContext(g, runs, options_);
+  // All cached: nothing is timed, unless the caller asks for the time base
+  // of the cached timings (then the graph runs, and nothing cached changes).
+  if ((missing || time_base_runs > 0) && executed > 0) {
+    InContextTimes t = backend_->TimeNodesInContext(g, missing ? runs : time_base_runs, options_);
     report.run_ms = t.run_ms;
     // One time base: the machine may run faster or slower now than when the
     // cached keys were timed (a shared VM drifts by 1.5x). New keys are
@@ -465,45 +515,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     }
     report.time_base_known = known >= 3 && now_sum > 0 && cached_sum > 0 && now_sum >= 0.2 * total;
     report.time_base = report.time_base_known ? cached_sum / now_sum : 1.0;
-    // Keys every node of which ran fused into a neighbour of one key at one
-    // distance (InContextTimes::fused_into): free only next to it.
-    const std::string fused_prefix = ContextKey("|fused|"), anchor_prefix = ContextKey("|anchor|");
-    if (t.fused_into.size() == static_cast<size_t>(g.num_nodes()) && t.fused_distance.size() == t.fused_into.size()) {
-      for (const auto& [key, ids] : by_key) {
-        std::set<std::pair<uint64_t, int>> at;
-        for (NodeId id : ids) {
-          const NodeId into = t.fused_into[id];
-          at.insert(into == kNoNode ? std::make_pair(uint64_t{0}, 0)
-                                    : std::make_pair(NodeKeyHash(g, into) >> 12, t.fused_distance[id]));
-        }
-        if (at.size() != 1 || at.begin()->second == 0) continue;
-        // Stored non-negative (2 |d|, + 1 downstream): only A/B outcomes are signed.
-        const int d = at.begin()->second;
-        cache_.emplace(fused_prefix + key, 2 * std::abs(d) + (d < 0 ? 1 : 0));
-        cache_.emplace(anchor_prefix + key, static_cast<double>(at.begin()->first));
-      }
-    }
-    cache_[ContextKey("|fusions")] = 1;
-    for (const auto& [key, ids] : by_key) {
-      if (cache_.count(ctx_prefix + key)) continue;
-      std::vector<double> spread;
-      for (NodeId id : ids) spread.push_back(t.node_spread[id]);
-      cache_.emplace(ctx_prefix + key, now[key] * report.time_base);
-      cache_.emplace(spread_prefix + key, Median(spread));
-      ++report.new_keys;
-    }
-    if (!cache_.count(overhead_key) || !cache_.count(fixed_key)) {
-      // What a run costs beyond its nodes' own times: the part every graph
-      // with these inputs and outputs pays (the backend's fixed_ms) once
-      // per run, the rest (dispatching each node) per node. Both or
-      // neither, so that they always split one measurement.
-      double kernels = 0;
-      for (NodeId id = 0; id < g.num_nodes(); ++id) kernels += t.node_ms[id];
-      const double beyond = std::max(0.0, t.run_ms - kernels);
-      const double fixed = std::min(std::max(0.0, t.fixed_ms), beyond);
-      cache_[fixed_key] = fixed * report.time_base;
-      cache_[overhead_key] = (beyond - fixed) / executed * report.time_base;
-    }
+    if (missing) RecordInContext(g, by_key, now, t, executed, report);
   }
   // Isolated times of the same keys, for the in-context / isolated ratios.
   for (const auto& [key, ids] : by_key) IsolatedTime(g, ids.front(), key);
@@ -519,7 +531,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs) {
     CalibrationReport::PerOp& p = report.per_op[op];
     p.nodes += static_cast<int>(ids.size());
     p.ms += cache_.at(ctx_prefix + key) * ids.size();
-    auto sp = cache_.find(spread_prefix + key);
+    auto sp = cache_.find(ContextKey("|spread|") + key);
     if (sp != cache_.end()) spreads[op].push_back(sp->second);
     auto f = factor_.find(op);
     p.factor = f != factor_.end() ? f->second : default_factor_;

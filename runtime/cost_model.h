@@ -249,7 +249,9 @@ struct CalibrationReport {
   // Cached / current time of the keys this run timed that were cached
   // already (their total times), used where they are at least 3 keys and
   // a fifth of the run's node time (else 1, time_base_known false): new
-  // keys were scaled by it.
+  // keys were scaled by it, and costs in ms divided by it are in the
+  // machine's speed now (the estimates a report compares with measured
+  // times).
   double time_base = 1;
   bool time_base_known = false;
   struct PerOp {
@@ -278,8 +280,12 @@ class MeasuredCostModel : public CostModel {
   // Times every node of `graph` in context (`runs` warm whole runs) unless
   // all of its keys are cached, then derives the per-op ratios and the
   // per-node overhead from the graphs calibrated so far. `graph` must run
-  // on the executor (no opaque nodes: cut them first).
-  CalibrationReport Calibrate(const Graph& graph, int runs = 7);
+  // on the executor (no opaque nodes: cut them first). With all keys cached
+  // nothing runs, unless `time_base_runs` > 0: then `graph` runs that many
+  // times to measure the time base of the cached timings (the report's
+  // time_base: how much faster the machine was when they were timed than
+  // now); nothing cached changes, so costs stay those of the cache.
+  CalibrationReport Calibrate(const Graph& graph, int runs = 7, int time_base_runs = 0);
   // The node's relative spread (its key's, else its op type's median, else
   // 5%; at least 1%) x NodeMs.
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
@@ -325,6 +331,9 @@ class MeasuredCostModel : public CostModel {
   // Key prefix of in-context entries of `kind` ("|ctx|", "|spread|", "|overhead", "|fixed"); mu_ held.
   std::string ContextKey(const char* kind) const { return fingerprint_ + context_ + kind; }
   double IsolatedTime(const Graph& graph, NodeId id, const std::string& key);  // mu_ held
+  void RecordInContext(const Graph& g, const std::map<std::string, std::vector<NodeId>>& by_key,
+                       const std::map<std::string, double>& now, const InContextTimes& t, int executed,
+                       CalibrationReport& report);  // mu_ held
   void Derive();  // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
   // fingerprint<context>|spread|key -> in-context relative spread;

@@ -321,6 +321,26 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_DOUBLE_EQ(warm.GraphCost(g), model.GraphCost(g));
   EXPECT_DOUBLE_EQ(warm.NodeMs(wide, Find(wide, "Relu")), model.NodeMs(wide, Find(wide, "Relu")));
 
+  // Asked for the time base of its cached timings, a warm model runs the
+  // graph (here on a machine twice as fast as when they were timed) and
+  // says so; nothing cached changes, so the costs stay the cache's.
+  ScriptedBackend fast;
+  for (auto& [op, ms] : fast.in_context) ms *= 0.5;
+  MeasuredCostModel based(&fast);
+  based.LoadCache(path);
+  CalibrationReport base = based.Calibrate(g, 7, 2);
+  EXPECT_EQ(fast.context_runs, 1);
+  EXPECT_EQ(base.new_keys, 0);
+  EXPECT_TRUE(base.time_base_known);
+  EXPECT_DOUBLE_EQ(base.time_base, 2.0);
+  EXPECT_DOUBLE_EQ(based.GraphCost(g), model.GraphCost(g));
+  std::string resaved = TempDir() + "/calibrated_cache_again.txt";
+  based.SaveCache(resaved);
+  EXPECT_EQ(ReadFile(resaved, "cache"), ReadFile(path, "cache"));
+  // Without the request it runs nothing (above), and the time base is unknown.
+  EXPECT_FALSE(again.time_base_known);
+  EXPECT_DOUBLE_EQ(again.time_base, 1.0);
+
   // One time base: the machine is now 2x slower; a graph with the known
   // keys (Conv, Relu, Add) and a new one (Sigmoid) gets the new key scaled
   // back by the known keys' ratio.

@@ -3,16 +3,21 @@
 # three times in turn, a fresh timing cache per run, --search=none (README,
 # "Estimate error"). With SHARED=1, one timing cache per round shared by the
 # models in turn, as the default run's persistent cache is when a user
-# optimises one model after another.
+# optimises one model after another; with CACHE=FILE, that file throughout
+# (kept: a user's persistent cache, warm after the first round). SEARCH=taso
+# (any --search value; the default run's is taso) runs that search instead
+# of none; ROUNDS=N sets the number of rounds (3). The optimised graph's
+# error follows as a seventh column.
 # Needs ./bazelw build //optimiser //zoo:real_models //zoo:torch_zoo first.
-# Prints: round source model estimate_ms measured_ms error.
+# Prints: round source model estimate_ms measured_ms error error_after.
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
 while read m s1 s2; do list+=("real:$m:$s1"); done < bazel-bin/zoo/real_models/models.txt
 for m in inception_v3 resnet18 resnet50 resnext50_32x4d squeezenet1_1 bert_base vit_b_16; do list+=("cpp:$m"); list+=("torch:$m"); done
-for rep in 1 2 3; do
-  rm -f "$tmp/cache.txt"
+for rep in $(seq "${ROUNDS:-3}"); do
+  cache=${CACHE:-$tmp/cache.txt}
+  [ -n "$CACHE" ] || rm -f "$cache"
   for e in "${list[@]}"; do
     IFS=: read src m s <<< "$e"
     case $src in
@@ -20,12 +25,13 @@ for rep in 1 2 3; do
       cpp) args="--model=$m.onnx";;
       torch) args="--model=bazel-bin/zoo/torch_zoo/$m.onnx";;
     esac
-    [ "${SHARED:-0}" = 1 ] || rm -f "$tmp/cache.txt"
-    out=$(./bazel-bin/optimiser/optimiser $args --search=none --timing_cache="$tmp/cache.txt" --output="$tmp/out.onnx" 2>&1)
+    [ "${SHARED:-0}" = 1 ] || [ -n "$CACHE" ] || rm -f "$cache"
+    out=$(./bazel-bin/optimiser/optimiser $args --search="${SEARCH:-none}" --timing_cache="$cache" --output="$tmp/out.onnx" 2>&1)
     est=$(echo "$out" | grep -o "estimate [0-9.]*" | head -1 | cut -d' ' -f2)
     meas=$(echo "$out" | grep -o "^measured: *[0-9.]*" | awk '{print $2}')
     err=$(echo "$out" | grep -o "error [-+0-9.]*%" | head -1 | cut -d' ' -f2)
-    echo "$rep $src $m $est $meas $err"
+    after=$(echo "$out" | grep -o "before, [-+0-9.]*% after" | head -1 | cut -d' ' -f2)
+    echo "$rep $src $m $est $meas $err $after"
   done
 done
 echo done
