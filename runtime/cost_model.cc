@@ -412,8 +412,8 @@ double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
 // Stores what a calibration run measured for the keys not cached yet (in
 // the cache's time base); mu_ held.
 void MeasuredCostModel::RecordInContext(const Graph& g, const std::map<std::string, std::vector<NodeId>>& by_key,
-                                        const std::map<std::string, double>& now, const InContextTimes& t,
-                                        int executed, CalibrationReport& report) {
+                                        const std::map<std::string, double>& now, const InContextTimes& t, int executed,
+                                        CalibrationReport& report) {
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
   const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
   // Keys every node of which ran fused into a neighbour of one key at one

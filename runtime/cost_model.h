@@ -334,7 +334,7 @@ class MeasuredCostModel : public CostModel {
   void RecordInContext(const Graph& g, const std::map<std::string, std::vector<NodeId>>& by_key,
                        const std::map<std::string, double>& now, const InContextTimes& t, int executed,
                        CalibrationReport& report);  // mu_ held
-  void Derive();  // factors, spreads and overhead from the cache; mu_ held
+  void Derive();                                    // factors, spreads and overhead from the cache; mu_ held
   // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
   // fingerprint<context>|spread|key -> in-context relative spread;
   // fingerprint<context>|overhead -> per-node overhead;
