@@ -466,7 +466,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
       backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
-  const std::string ctx_prefix = ContextKey("|ctx|");
+  const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
   const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
   std::vector<std::string> keys(g.num_nodes());
   std::map<std::string, std::vector<NodeId>> by_key;
@@ -531,7 +531,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     CalibrationReport::PerOp& p = report.per_op[op];
     p.nodes += static_cast<int>(ids.size());
     p.ms += cache_.at(ctx_prefix + key) * ids.size();
-    auto sp = cache_.find(ContextKey("|spread|") + key);
+    auto sp = cache_.find(spread_prefix + key);
     if (sp != cache_.end()) spreads[op].push_back(sp->second);
     auto f = factor_.find(op);
     p.factor = f != factor_.end() ? f->second : default_factor_;
