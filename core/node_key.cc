@@ -25,13 +25,14 @@ bool MovesData(const Graph& g, const Node& n) {
   const TensorType& x = g.value(n.inputs[0]).type;
   if (!x.rank_known) return true;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> perm;
+  // The permutation as given, else the reversal (no copy: this runs for
+  // every Transpose on the cost model's key path).
   auto it = n.attrs.find("perm");
-  if (it != n.attrs.end()) perm = it->second.ints;
-  if (perm.empty())
-    for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+  const std::vector<int64_t>* given = it != n.attrs.end() && !it->second.ints.empty() ? &it->second.ints : nullptr;
+  const int64_t count = given != nullptr ? static_cast<int64_t>(given->size()) : rank;
   int64_t last = -1;
-  for (int64_t axis : perm) {
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t axis = given != nullptr ? (*given)[k] : rank - 1 - k;
     if (axis < 0 || axis >= rank) return true;
     if (x.shape[axis] == 1) continue;
     if (axis < last) return true;

@@ -232,11 +232,16 @@ void CheckExported(const onnx::ModelProto& model) {
   onnx::checker::check_model(copy);
 }
 
-// A by-reference stand-in for a weight (see kByReferenceLocation).
-void ToReferenceProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
+// A tensor's name, element type and shape, without its data.
+void ToTensorHeader(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
   t->set_name(name);
   t->set_data_type(static_cast<int32_t>(data.dtype()));
   for (int64_t d : data.shape()) t->add_dims(d);
+}
+
+// A by-reference stand-in for a weight (see kByReferenceLocation).
+void ToReferenceProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
+  ToTensorHeader(data, name, t);
   t->set_data_location(onnx::TensorProto::EXTERNAL);
   auto* e = t->add_external_data();
   e->set_key("location");
@@ -244,9 +249,7 @@ void ToReferenceProto(const TensorData& data, const std::string& name, onnx::Ten
 }
 
 void ToTensorProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
-  t->set_name(name);
-  t->set_data_type(static_cast<int32_t>(data.dtype()));
-  for (int64_t d : data.shape()) t->add_dims(d);
+  ToTensorHeader(data, name, t);
   t->set_raw_data(data.bytes());
 }
 

@@ -606,10 +606,13 @@ void Check(OptimiseRun& r) {
     Graph original_other;
     try {
       // The file again where there is one (its weights the ones in memory).
-      ImportOptions file = other;
-      file.known_weights = WeightsByName(original);
-      original_other = model.bytes.empty() ? ReimportGraph(original, "original", other, SharingWeights())
-                                           : ImportOnnxBytes(model.bytes, "original", file);
+      if (model.bytes.empty()) {
+        original_other = ReimportGraph(original, "original", other, SharingWeights());
+      } else {
+        ImportOptions file = other;
+        file.known_weights = WeightsByName(original);
+        original_other = ImportOnnxBytes(model.bytes, "original", file);
+      }
     } catch (const Error& e) {
       rec.general_note =
           std::string("the original model does not import at a second binding of its symbolic dimensions (") +

@@ -132,6 +132,15 @@ TEST(NodeKey, PermutedInputsHaveTheirOwnKey) {
   EXPECT_FALSE(PermutedView(copied, copied.node(Find(copied, "Add")).inputs[0]));
   EXPECT_FALSE(PermutedView(unit_only, unit_only.node(Find(unit_only, "Add")).inputs[0]));
   EXPECT_FALSE(PermutedView(permuted, permuted.node(Find(permuted, "Add")).inputs[1]));  // a weight
+  // Without a perm attribute Transpose reverses the dimensions: [1,8,6] ->
+  // [6,8,1] moves data, [1,1,6] -> [6,1,1] does not.
+  auto reversed = [](const Shape& shape) {
+    GraphBuilder b(1, 17, "g");
+    return b.Build({b.Op("Relu", {b.Op("Transpose", {b.Input("x", shape)})})});
+  };
+  Graph moves = reversed({1, 8, 6}), in_place = reversed({1, 1, 6});
+  EXPECT_TRUE(PermutedView(moves, moves.node(Find(moves, "Relu")).inputs[0]));
+  EXPECT_FALSE(PermutedView(in_place, in_place.node(Find(in_place, "Relu")).inputs[0]));
 
   const std::string key = NodeKeyText(plain, a);
   EXPECT_EQ(key.find("^t"), std::string::npos) << key;
