@@ -78,9 +78,10 @@ int CompareMethods() {
       over += std::abs(r - 1) > 0.10 ? 1 : 0;
       if (std::abs(r - 1) > std::abs(worst - 1)) worst = r;
     }
-    std::printf("%s: %d measurements %.0f s apart, %.3f to %.3f ms; consecutive ratios beyond 10%%: %d of %d (largest %.3f)\n",
-                FLAGS_model.c_str(), FLAGS_repeat, FLAGS_gap_s, *std::min_element(ms.begin(), ms.end()),
-                *std::max_element(ms.begin(), ms.end()), over, FLAGS_repeat - 1, worst);
+    std::printf(
+        "%s: %d measurements %.0f s apart, %.3f to %.3f ms; consecutive ratios beyond 10%%: %d of %d (largest %.3f)\n",
+        FLAGS_model.c_str(), FLAGS_repeat, FLAGS_gap_s, *std::min_element(ms.begin(), ms.end()),
+        *std::max_element(ms.begin(), ms.end()), over, FLAGS_repeat - 1, worst);
     return 0;
   }
   std::vector<double> cal, measured;

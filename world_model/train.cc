@@ -273,6 +273,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   if (!(o.lr > 0)) Fail("--lr must be > 0");
   if (o.reward_loss != "mse" && o.reward_loss != "huber")
     Fail("--reward_loss must be mse or huber, got '", o.reward_loss, "'");
+  if (o.lr_schedule != "constant" && o.lr_schedule != "cosine")
+    Fail("--lr_schedule must be constant or cosine, got '", o.lr_schedule, "'");
   if (!(o.held_out > 0 && o.held_out < 1)) Fail("--held_out must be in (0, 1), got ", o.held_out);
   const std::string data_path = ResolveUserPath(o.data);
   Rollouts data = ReadRollouts(data_path);
@@ -285,7 +287,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   config << "data=" << data_path << "\ndata_bytes=" << ReadFile(data_path).size() << "\nbatch=" << o.batch
          << "\nlr=" << o.lr << "\nheld_out=" << o.held_out << "\nseed=" << o.seed << "\nhidden=" << o.hidden
          << "\nmixtures=" << o.mixtures << "\n"
-         << (o.reward_loss == "mse" ? "" : "reward_loss=" + o.reward_loss + "\n");
+         << (o.reward_loss == "mse" ? "" : "reward_loss=" + o.reward_loss + "\n")
+         << (o.lr_schedule == "constant" ? "" : "lr_schedule=" + o.lr_schedule + "\n");
   train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.epochs};
   TrainResult r;
   r.resumed = train::PrepareRun(run);
@@ -359,6 +362,9 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   std::ofstream metrics(csv, std::ios::app);
   for (int epoch = start + 1; epoch <= o.epochs; ++epoch) {
     if (o.interrupted != nullptr && o.interrupted->load()) break;
+    // A function of the epoch alone: a resumed run continues the schedule.
+    const double lr = o.lr_schedule == "cosine" ? o.lr * 0.5 * (1 + std::cos(M_PI * (epoch - 1) / o.epochs)) : o.lr;
+    for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     std::vector<const Episode*> shuffled = train;
     std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(o.seed * 1000003 + epoch));
     model->train();

@@ -48,6 +48,10 @@ struct TrainOptions {
   // a lower held-out reward error on three seeds and a controller as good
   // or better on the three CNNs, not on BERT and ViT (world_model/README.md).
   std::string reward_loss = "huber";
+  // The learning rate over the epochs: "constant", or "cosine" (from lr at
+  // the first epoch down to 0 at the last, so that the model written is not
+  // one noisy epoch's).
+  std::string lr_schedule = "constant";
   int threads = 1;
   std::function<void(const std::string&)> progress;
   const std::atomic<bool>* interrupted = nullptr;  // stops after the epoch in progress (checkpoint kept)

@@ -25,6 +25,7 @@ DEFINE_uint64(seed, 1, "seed of the initialisation, the held-out split and the e
 DEFINE_int32(hidden, 256, "LSTM hidden size");
 DEFINE_int32(mixtures, 8, "Gaussians in the mixture over the next latent");
 DEFINE_string(reward_loss, "huber", "the reward head's loss: mse or huber");
+DEFINE_string(lr_schedule, "constant", "the learning rate over the epochs: constant, or cosine (lr down to 0)");
 DEFINE_int32(threads, 1, "ATen threads");
 
 namespace rlflow {
@@ -42,6 +43,7 @@ int Run() {
   o.hidden = FLAGS_hidden;
   o.mixtures = FLAGS_mixtures;
   o.reward_loss = FLAGS_reward_loss;
+  o.lr_schedule = FLAGS_lr_schedule;
   o.threads = FLAGS_threads;
   o.progress = [](const std::string& line) {
     std::printf("%s\n", line.c_str());

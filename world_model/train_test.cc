@@ -96,5 +96,45 @@ TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
   EXPECT_THROW(LoadWorldModel(dir + "/missing.pt"), Error);
 }
 
+// The cosine schedule: a resumed run continues it (the same model as an
+// uninterrupted one), it trains another model than the constant rate, and
+// it is part of the run's configuration.
+TEST(TrainWorldModel, CosineScheduleResumesWhereItStopped) {
+  std::string dir = MakeTempDir("wm_cosine_");
+  std::string data = Data(dir);
+  TrainOptions o = Options(data, dir + "/whole");
+  o.lr_schedule = "cosine";
+  ASSERT_TRUE(TrainWorldModel(o).finished);
+  EXPECT_NE(ReadFile(dir + "/whole/config.txt").find("lr_schedule=cosine"), std::string::npos);
+
+  std::atomic<bool> stop{false};
+  TrainOptions part = Options(data, dir + "/part");
+  part.lr_schedule = "cosine";
+  part.interrupted = &stop;
+  part.progress = [&](const std::string& line) {
+    if (line.rfind("epoch 2/", 0) == 0) stop = true;
+  };
+  EXPECT_FALSE(TrainWorldModel(part).finished);
+  stop = false;
+  part.progress = nullptr;
+  ASSERT_TRUE(TrainWorldModel(part).finished);
+  ASSERT_TRUE(TrainWorldModel(Options(data, dir + "/constant")).finished);
+  MdnRnn a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
+  MdnRnn c = LoadWorldModel(dir + "/constant/world_model.pt");
+  auto pa = a->named_parameters(), pb = b->named_parameters(), pc = c->named_parameters();
+  bool differs = false;
+  for (const auto& p : pa) {
+    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+    differs |= !torch::equal(p.value(), pc[p.key()]);
+  }
+  EXPECT_TRUE(differs);
+
+  TrainOptions other = Options(data, dir + "/whole");  // the constant rate in the cosine run's directory
+  EXPECT_THROW(TrainWorldModel(other), Error);
+  TrainOptions bad = Options(data, dir + "/bad");
+  bad.lr_schedule = "linear";
+  EXPECT_THROW(TrainWorldModel(bad), Error);
+}
+
 }  // namespace
 }  // namespace rlflow::world_model
