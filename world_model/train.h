@@ -48,9 +48,9 @@ struct TrainOptions {
   // a lower held-out reward error on three seeds and a controller as good
   // or better on the three CNNs, not on BERT and ViT (world_model/README.md).
   std::string reward_loss = "huber";
-  // The learning rate over the epochs: "constant", or "cosine" (from lr at
-  // the first epoch down to 0 at the last, so that the model written is not
-  // one noisy epoch's).
+  // The learning rate over the epochs: "constant", or "cosine" (lr at the
+  // first epoch, half a cosine down towards 0: 0.3% of lr at the last of 30),
+  // so that the model written is not one noisy epoch's.
   std::string lr_schedule = "constant";
   int threads = 1;
   std::function<void(const std::string&)> progress;
