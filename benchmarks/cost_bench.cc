@@ -7,8 +7,8 @@
 // two ways the optimiser times the original are compared instead, in
 // --method_pairs interleaved pairs: the calibration's whole run (median of
 // in-context runs spanning about 1 s, what a fresh cache's estimate adds up
-// to) and the verdict's measurement (median of 40 samples of at least 25
-// ms). Their ratio's interval says whether the estimate error of the
+// to) and the verdict's measurement (the optimiser's settings: median of
+// up to 40 samples of at least 25 ms). Their ratio's interval says whether the estimate error of the
 // original is the methods' doing or the machine's drift between them.
 // With --repeat=N, the verdict's measurement alone, N times --gap_s apart:
 // how far two measurements of one graph drift apart on this machine, the
@@ -57,11 +57,11 @@ int CompareMethods() {
   io.input_shapes = ParseInputShapes(FLAGS_input_shape);
   Graph g = CutAtOpaque(ImportOnnxFile(FLAGS_model, io));
   auto backend = MakeTimingBackend("cpu");
-  const double first = backend->TimeGraph(g, TimingOptions{});
-  const int cal_runs = std::max(3, std::min(2000, static_cast<int>(1000.0 / std::max(first, 0.1))));
-  TimingOptions verdict;
-  verdict.samples = 40;
-  verdict.min_sample_ms = 25;
+  // The optimiser's settings for a graph of this run time.
+  const double first_s = backend->TimeGraph(g, TimingOptions{}) / 1000;
+  const int cal_runs = CalibrationRuns(first_s);
+  TimingOptions verdict = VerdictTiming(VerdictPairs(first_s), TimingOptions{}.seed);
+  verdict.samples = VerdictPairs(first_s);  // as the unchanged graph's measurement
   if (FLAGS_repeat > 0) {
     // The noise floor of any estimate on this machine: the verdict's own
     // measurement of one graph, repeated --gap_s apart, against itself.

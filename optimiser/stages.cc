@@ -391,9 +391,7 @@ void Calibrate(OptimiseRun& r) {
   // scaled by its op type's in-context/isolated ratio, plus the executor's
   // per-node overhead. Cached: a warm cache runs nothing here.
   CalibrationReport& calibration = r.res.calibrate;
-  // About 1 s of runs (at least 3): small models run up to 2000 times, their
-  // node times are microseconds and noisier.
-  r.cal_runs = std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(r.res.reference_run.seconds, 1e-4))));
+  r.cal_runs = CalibrationRuns(r.res.reference_run.seconds);
   {
     auto t_cal = Clock::now();
     // ONNX Runtime's in-context times belong to this model (its fusions):
@@ -649,15 +647,8 @@ void Measure(OptimiseRun& r) {
   // in wall and CPU time. Opaque nodes are the same in both graphs: the
   // parts around them are timed.
   Graph optimised_cut = CutAtOpaque(r.optimised);
-  rec.pairs = o.measure_runs > 0
-                  ? o.measure_runs
-                  : std::max(10, std::min(40, static_cast<int>(2.0 / std::max(r.res.reference_run.seconds, 1e-3))));
-  TimingOptions timing;
-  timing.seed = o.seed;
-  // Each sample repeats a small graph so that the pairs span about 2 s:
-  // 40 pairs of a 0.5 ms model would otherwise be a 40 ms snapshot of a
-  // machine whose speed moves from second to second.
-  timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / rec.pairs);
+  rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds);
+  TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
   if (check.unchanged) {
     r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs)");
     timing.samples = rec.pairs;

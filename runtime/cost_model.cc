@@ -202,6 +202,21 @@ class CpuBackend : public TimingBackend {
 
 }  // namespace
 
+int CalibrationRuns(double run_seconds) {
+  return std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(run_seconds, 1e-4))));
+}
+
+int VerdictPairs(double run_seconds) {
+  return std::max(10, std::min(40, static_cast<int>(2.0 / std::max(run_seconds, 1e-3))));
+}
+
+TimingOptions VerdictTiming(int pairs, uint64_t seed) {
+  TimingOptions timing;
+  timing.seed = seed;
+  timing.min_sample_ms = std::max(timing.min_sample_ms, 1000.0 / pairs);
+  return timing;
+}
+
 void RunAlternately(int pairs, const std::function<void(bool a)>& time) {
   for (int k = 0; k < std::max(pairs, 1); ++k) {
     time(k % 2 == 0);

@@ -263,6 +263,17 @@ struct CalibrationReport {
   std::map<std::string, PerOp> per_op;
 };
 
+// How the optimiser times a graph whose one run took `run_seconds`: the
+// whole runs a calibration times in context (about 1 s of them, at least 3:
+// small models run up to 2000 times, their node times are microseconds and
+// noisier), and the verdict's end-to-end timing (10 to 40 pairs spanning
+// about 2 s; each sample repeats a small graph to at least 1000 / pairs ms,
+// so that the pairs are not a snapshot of a machine whose speed moves from
+// second to second).
+int CalibrationRuns(double run_seconds);
+int VerdictPairs(double run_seconds);
+TimingOptions VerdictTiming(int pairs, uint64_t seed);
+
 // Measures each node on a backend, once per key, in two ways: alone (a
 // one-node graph timed by itself) and in context (timed in place inside
 // whole runs of a calibrated graph, Calibrate). A node's cost is its

@@ -683,3 +683,25 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
 
 }  // namespace
 }  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// The optimiser's timing settings: about 1 s of calibration runs (3 to
+// 2000), verdict pairs spanning about 2 s (10 to 40), each verdict sample at
+// least 1000 / pairs ms.
+TEST(TimingSettings, SpanTheirTimeWithinBounds) {
+  EXPECT_EQ(CalibrationRuns(0.010), 100);
+  EXPECT_EQ(CalibrationRuns(2.0), 3);
+  EXPECT_EQ(CalibrationRuns(1e-7), 2000);
+  EXPECT_EQ(VerdictPairs(0.1), 20);
+  EXPECT_EQ(VerdictPairs(1.0), 10);
+  EXPECT_EQ(VerdictPairs(0.001), 40);
+  TimingOptions t = VerdictTiming(40, 7);
+  EXPECT_EQ(t.seed, 7u);
+  EXPECT_DOUBLE_EQ(t.min_sample_ms, 25.0);
+  EXPECT_DOUBLE_EQ(VerdictTiming(10000, 1).min_sample_ms, TimingOptions{}.min_sample_ms);
+}
+
+}  // namespace
+}  // namespace rlflow
