@@ -103,6 +103,8 @@ TEST(Train, ErrorsAreOneLine) {
   // Another configuration in the same directory.
   EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(out, 16, "--lr=0.01"), dir + "/b.log")), 0);
   EXPECT_NE(ReadFile(dir + "/b.log").find("another configuration"), std::string::npos) << ReadFile(dir + "/b.log");
+  EXPECT_NE(ReadFile(dir + "/b.log").find("lr was '"), std::string::npos) << ReadFile(dir + "/b.log");  // names it
+  EXPECT_NE(ReadFile(dir + "/b.log").find(", now '0.01'"), std::string::npos) << ReadFile(dir + "/b.log");
   // No --out, no --model, an unknown reward.
   EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--model=resnet18"}, dir + "/c.log")), 0);
   EXPECT_NE(ReadFile(dir + "/c.log").find("--out is required"), std::string::npos) << ReadFile(dir + "/c.log");

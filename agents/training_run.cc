@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
 
 #include "core/cli.h"
 #include "core/error.h"
@@ -149,6 +153,31 @@ agents::Workers& MpiWorkers() {
 
 namespace {
 
+// The first setting ("key=value" line) in which two configurations differ,
+// for the error message: "lr_schedule was not set, now 'cosine'".
+std::string FirstDifference(const std::string& saved, const std::string& now) {
+  auto settings = [](const std::string& text) {
+    std::map<std::string, std::string> m;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      const size_t eq = line.find('=');
+      m[line.substr(0, eq)] = eq == std::string::npos ? "" : line.substr(eq + 1);
+    }
+    return m;
+  };
+  const auto a = settings(saved), b = settings(now);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  for (const std::string& k : keys) {
+    auto ia = a.find(k), ib = b.find(k);
+    const std::string was = ia == a.end() ? "not set" : "'" + ia->second + "'";
+    const std::string is = ib == b.end() ? "not set" : "'" + ib->second + "'";
+    if (was != is) return k + " was " + was + ", now " + is;
+  }
+  return "the files differ";
+}
+
 bool PrepareDirectory(const TrainingRun& run) {
   const std::string& dir = run.dir;
   for (size_t slash = dir.find('/', 1);; slash = dir.find('/', slash + 1)) {
@@ -160,8 +189,10 @@ bool PrepareDirectory(const TrainingRun& run) {
   const std::string config_path = dir + "/config.txt", ckpt = dir + "/checkpoint.pt";
   bool resume = FileExists(ckpt);
   if (FileExists(config_path)) {
-    if (ReadFile(config_path) != run.config)
-      Fail(dir, " holds a run with another configuration (", config_path, "); use another --out");
+    const std::string saved = ReadFile(config_path);
+    if (saved != run.config)
+      Fail(dir, " holds a run with another configuration (", config_path, ": ", FirstDifference(saved, run.config),
+           "); use another --out, or the settings the run was started with");
   } else {
     if (resume) Fail(dir, " has a checkpoint but no config.txt; use another --out");
     WriteFileAtomically(config_path, run.config);

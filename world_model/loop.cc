@@ -126,6 +126,7 @@ LoopResult RunLoop(const LoopOptions& o) {
       t.out = wm;
       t.epochs = o.epochs;
       t.reward_loss = o.reward_loss;
+      t.lr_schedule = o.lr_schedule;
       t.seed = o.seed;
       t.interrupted = o.interrupted;
       if (!TrainWorldModel(t).finished) return result;

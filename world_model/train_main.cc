@@ -25,7 +25,7 @@ DEFINE_uint64(seed, 1, "seed of the initialisation, the held-out split and the e
 DEFINE_int32(hidden, 256, "LSTM hidden size");
 DEFINE_int32(mixtures, 8, "Gaussians in the mixture over the next latent");
 DEFINE_string(reward_loss, "huber", "the reward head's loss: mse or huber");
-DEFINE_string(lr_schedule, "constant", "the learning rate over the epochs: constant, or cosine (lr down to 0)");
+DEFINE_string(lr_schedule, "cosine", "the learning rate over the epochs: cosine (from --lr down to 0), or constant");
 DEFINE_int32(threads, 1, "ATen threads");
 
 namespace rlflow {
