@@ -602,14 +602,17 @@ void Check(OptimiseRun& r) {
     ImportOptions other = SecondBinding(original, model.import);
     other.fold_static_dims = false;
     Graph original_other;
+    // The file again where there is one (its weights the ones in memory); a
+    // file that changed since it was loaded is an error, not a note.
+    std::string file_bytes = model.file.empty() ? std::string() : model.ReadFileAgain();
     try {
-      // The file again where there is one (its weights the ones in memory).
-      if (model.bytes.empty()) {
+      if (model.file.empty()) {
         original_other = ReimportGraph(original, "original", other, SharingWeights());
       } else {
         ImportOptions file = other;
         file.known_weights = WeightsByName(original);
-        original_other = ImportOnnxBytes(model.bytes, "original", file);
+        original_other = ImportOnnxBytes(file_bytes, "original", file);
+        std::string().swap(file_bytes);
       }
     } catch (const Error& e) {
       rec.general_note =
@@ -770,10 +773,10 @@ void Write(OptimiseRun& r) {
   // The original is written as it came: its file's bytes, unchanged (not
   // when its weights are in external files: those are written beside the
   // output from the graph).
-  const bool write_bytes = keep_original && !model.bytes.empty() && !model.external_data;
+  const bool write_bytes = keep_original && !model.file.empty() && !model.external_data;
   if (write_bytes) {
     CheckWritablePath(output, "--output");
-    WriteFileAtomically(output, model.bytes);
+    WriteFileAtomically(output, model.ReadFileAgain());
   } else {
     // At the input's opset where it was upgraded for the search (11, 12;
     // 7 to 10 are written at 11): the converted model is imported again and

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/tensor.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {
@@ -34,7 +35,7 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
                       std::to_string(options.zoo_seed) + ")");
   } else {
     ImportReport report;
-    m.bytes = ReadFile(path, "model");
+    std::string bytes = ReadFile(path, "model");
     // Tensors in external data files are read from the model's directory.
     ImportOptions import = options.import;
     if (import.external_data_dir.empty()) import.external_data_dir = DirName(path);
@@ -42,7 +43,7 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     // folding comes with it (sharing its weights: a model over 2 GB is held
     // once).
     import.also_as_given = true;
-    m.graph = ImportOnnxBytes(m.bytes, "'" + path + "'", import, &report);
+    m.graph = ImportOnnxBytes(bytes, "'" + path + "'", import, &report);
     import.also_as_given = false;
     m.import = import;
     m.external_data = m.graph.info().external_data;
@@ -55,7 +56,12 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     m.folded_nodes = report.folded_nodes;
     // The file itself is invalid ONNX (nodes out of order): what is written
     // when nothing improves is the sorted model, never these bytes.
-    if (report.reordered_nodes) m.bytes.clear();
+    if (!report.reordered_nodes) {
+      m.file = path;
+      m.file_size = bytes.size();
+      m.file_hash = HashBytes(bytes.data(), bytes.size());
+    }
+    std::string().swap(bytes);  // not held for the run
     if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
     m.static_dims = report.static_dims;
     if (m.static_dims > 0) {
@@ -69,6 +75,15 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
   }
   m.graph.Validate();
   return m;
+}
+
+std::string LoadedModel::ReadFileAgain() const {
+  RLFLOW_CHECK(!file.empty(), "LoadedModel::ReadFileAgain: no file");
+  std::string bytes = ReadFile(file, "model");
+  if (bytes.size() != file_size || HashBytes(bytes.data(), bytes.size()) != file_hash)
+    Fail("the model file '", file, "' changed while it was being optimised (", file_size, " bytes when read, ",
+         bytes.size(), " now); run again");
+  return bytes;
 }
 
 }  // namespace rlflow

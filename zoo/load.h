@@ -15,8 +15,17 @@ struct LoadedModel {
   Graph graph;
   std::string source;  // file path, or "zoo:<name>"
   bool from_zoo = false;
-  std::string bytes;  // the file's contents (empty for a zoo model)
-  // Tensors were read from external data files: `bytes` alone is not the
+  // The file the graph was imported from, for what needs the file itself
+  // (the original written back unchanged, imported again at a second
+  // binding): empty for a zoo model, and for a file that must never be
+  // written back (its nodes out of order). Its contents are not held for
+  // the run (a model up to 2 GB would be held twice, beside the graph's
+  // weights): ReadFileAgain reads it, and fails if it changed since it was
+  // loaded (size and hash).
+  std::string file;
+  uint64_t file_size = 0, file_hash = 0;
+  std::string ReadFileAgain() const;
+  // Tensors were read from external data files: the file alone is not the
   // model (it is read again with `import`, never written as the result).
   bool external_data = false;
   ImportOptions import;            // the options it was imported with (external data directory set)
