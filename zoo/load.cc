@@ -80,9 +80,11 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
 std::string LoadedModel::ReadFileAgain() const {
   RLFLOW_CHECK(!file.empty(), "LoadedModel::ReadFileAgain: no file");
   std::string bytes = ReadFile(file, "model");
-  if (bytes.size() != file_size || HashBytes(bytes.data(), bytes.size()) != file_hash)
+  if (bytes.size() != file_size)
     Fail("the model file '", file, "' changed while it was being optimised (", file_size, " bytes when read, ",
          bytes.size(), " now); run again");
+  if (HashBytes(bytes.data(), bytes.size()) != file_hash)
+    Fail("the model file '", file, "' changed while it was being optimised (same size, other contents); run again");
   return bytes;
 }
 
