@@ -8,8 +8,9 @@
 // --method_pairs interleaved pairs: the calibration's whole run (median of
 // in-context runs spanning about 1 s, what a fresh cache's estimate adds up
 // to) and the verdict's measurement (the optimiser's settings: median of
-// up to 40 samples of at least 25 ms). Their ratio's interval says whether the estimate error of the
-// original is the methods' doing or the machine's drift between them.
+// up to 40 samples of at least 25 ms). Their ratio's interval says whether
+// the estimate error of the original is the methods' doing or the machine's
+// drift between them.
 // With --repeat=N, the verdict's measurement alone, N times --gap_s apart:
 // how far two measurements of one graph drift apart on this machine, the
 // floor under any estimate's error.
@@ -60,8 +61,9 @@ int CompareMethods() {
   // The optimiser's settings for a graph of this run time.
   const double first_s = backend->TimeGraph(g, TimingOptions{}) / 1000;
   const int cal_runs = CalibrationRuns(first_s);
-  TimingOptions verdict = VerdictTiming(VerdictPairs(first_s), TimingOptions{}.seed);
-  verdict.samples = VerdictPairs(first_s);  // as the unchanged graph's measurement
+  const int pairs = VerdictPairs(first_s);
+  TimingOptions verdict = VerdictTiming(pairs, TimingOptions{}.seed);
+  verdict.samples = pairs;  // as the unchanged graph's measurement
   if (FLAGS_repeat > 0) {
     // The noise floor of any estimate on this machine: the verdict's own
     // measurement of one graph, repeated --gap_s apart, against itself.

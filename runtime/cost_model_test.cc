@@ -681,12 +681,6 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
   EXPECT_EQ(counted.measurements(), inner_total + 1);
 }
 
-}  // namespace
-}  // namespace rlflow
-
-namespace rlflow {
-namespace {
-
 // The optimiser's timing settings: about 1 s of calibration runs (3 to
 // 2000), verdict pairs spanning about 2 s (10 to 40), each verdict sample at
 // least 1000 / pairs ms.
