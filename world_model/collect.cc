@@ -121,7 +121,7 @@ CollectResult Collect(const CollectOptions& o) {
   CountingBackend& counted = *world->counted;
   agents::Policy policy{nullptr};
   Controller controller{nullptr};
-  MdnRnn controller_model{nullptr};
+  WorldModel controller_model;
   if (!o.controller.empty()) {
     if (!(o.epsilon >= 0 && o.epsilon <= 1)) Fail("--epsilon must be in [0, 1], got ", o.epsilon);
     const std::string dir = ResolveUserPath(o.controller);

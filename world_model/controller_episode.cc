@@ -4,7 +4,7 @@
 
 namespace rlflow::world_model {
 
-DreamObservation ObserveReal(const agents::Observation& obs, const MdnRnnImpl& model, std::vector<float> latent,
+DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImpl& model, std::vector<float> latent,
                              float step_fraction) {
   const std::vector<int64_t>& vocabulary = model.options().vocabulary;
   const int v = model.vocabulary_size();
@@ -20,7 +20,7 @@ DreamObservation ObserveReal(const agents::Observation& obs, const MdnRnnImpl& m
   return d;
 }
 
-ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const MdnRnnImpl& model, LatentEncoder& encoder,
+ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const WorldModelImpl& model, LatentEncoder& encoder,
                                        agents::RewriteEnv& env, const Graph& graph,
                                        const std::atomic<bool>* interrupted) {
   torch::NoGradGuard no_grad;

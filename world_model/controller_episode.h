@@ -21,12 +21,12 @@ struct ControllerEpisode {
 // The controller's observation of a real state: `latent` (the encoder's
 // for `obs`), the real valid actions and location counts in `model`'s
 // vocabulary, and the step fraction.
-DreamObservation ObserveReal(const agents::Observation& obs, const MdnRnnImpl& model, std::vector<float> latent,
+DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImpl& model, std::vector<float> latent,
                              float step_fraction);
 
 // Runs one greedy episode from `graph` (reset) until the controller stops,
 // the horizon, or `interrupted`. The controller's vocabulary is `model`'s.
-ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const MdnRnnImpl& model, LatentEncoder& encoder,
+ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const WorldModelImpl& model, LatentEncoder& encoder,
                                        agents::RewriteEnv& env, const Graph& graph,
                                        const std::atomic<bool>* interrupted = nullptr);
 

@@ -10,7 +10,7 @@ namespace rlflow::world_model {
 
 namespace nn = torch::nn;
 
-std::vector<DreamStart> DreamStarts(const Rollouts& data, const MdnRnnImpl& model) {
+std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model) {
   const int actions = static_cast<int>(data.header.rule_actions()), v = model.vocabulary_size();
   if (actions != model.options().rule_actions)
     Fail("the rollouts have ", actions, " rule actions, the world model ", model.options().rule_actions);
@@ -42,7 +42,7 @@ std::vector<DreamStart> DreamStarts(const Rollouts& data, const MdnRnnImpl& mode
   return starts;
 }
 
-DreamEnv::DreamEnv(MdnRnn model, DreamOptions options) : model_(std::move(model)), o_(options), rng_(options.seed) {
+DreamEnv::DreamEnv(WorldModel model, DreamOptions options) : model_(std::move(model)), o_(options), rng_(options.seed) {
   if (!(o_.tau > 0)) Fail("--tau must be > 0, got ", o_.tau);
   if (o_.horizon < 1) Fail("--horizon must be >= 1, got ", o_.horizon);
   model_->eval();
@@ -68,25 +68,24 @@ DreamStepResult DreamEnv::Step(int action) {
   ++steps_;
   ++steps_total_;
   torch::NoGradGuard no_grad;
-  const MdnRnnOptions& mo = model_->options();
+  const WorldModelOptions& mo = model_->options();
   int64_t rule_action = -1, location = -1;
   if (action < v) {
     rule_action = mo.vocabulary[action];
     location = std::uniform_int_distribution<int64_t>(0, std::max(1, obs_.locations[action]) - 1)(rng_);
   }
-  torch::Tensor z = torch::from_blob(obs_.latent.data(), {1, 1, mo.latent}, torch::kFloat32).clone();
-  MdnRnnImpl::Output out =
-      model_->forward(z, torch::full({1, 1}, rule_action, torch::kInt64), torch::full({1, 1}, location, torch::kInt64),
-                      have_state_ ? &state_ : nullptr);
+  torch::Tensor z = torch::from_blob(obs_.latent.data(), {1, mo.latent}, torch::kFloat32).clone();
+  WorldModelImpl::Imagined out =
+      model_->Imagine(z, torch::full({1}, rule_action, torch::kInt64), torch::full({1}, location, torch::kInt64),
+                      have_state_ ? &state_ : nullptr, o_.tau, rng_);
   state_ = out.state;
   have_state_ = true;
-  r.reward = out.reward[0][0].item<double>();
-  r.done = action == v || out.done_logit[0][0].item<double>() > 0 || steps_ >= o_.horizon;
-  torch::Tensor next = SampleLatent(out, 0, o_.tau, rng_).contiguous();
+  r.reward = out.reward[0].item<double>();
+  r.done = action == v || out.done_logit[0].item<double>() > 0 || steps_ >= o_.horizon;
+  torch::Tensor next = out.next_latent.contiguous();
   obs_.latent.assign(next.data_ptr<float>(), next.data_ptr<float>() + mo.latent);
-  torch::Tensor valid = (out.mask_logits[0][0] > 0).to(torch::kUInt8).contiguous();
-  torch::Tensor counts =
-      torch::round(torch::expm1(out.log_locations[0][0].clamp_min(0))).to(torch::kInt32).contiguous();
+  torch::Tensor valid = (out.mask_logits[0] > 0).to(torch::kUInt8).contiguous();
+  torch::Tensor counts = torch::round(torch::expm1(out.log_locations[0].clamp_min(0))).to(torch::kInt32).contiguous();
   obs_.valid.assign(valid.data_ptr<uint8_t>(), valid.data_ptr<uint8_t>() + v);
   obs_.locations.assign(v, 0);
   for (int j = 0; j < v; ++j)

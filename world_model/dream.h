@@ -1,7 +1,7 @@
 #pragma once
 // Training a controller entirely inside the world model (issue #23; World
 // Models, RLFlow): the dream is an environment whose states are latents
-// sampled from the MDN-RNN, whose valid actions are the mask head's and
+// sampled from the world model (either kind), whose valid actions are the mask head's and
 // whose rewards and episode ends are its reward and done heads. Nothing in
 // it touches a graph, a rule or the real rewrite environment: its episodes
 // start from recorded initial states (the latent and the valid actions of
@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "world_model/mdn_rnn.h"
+#include "world_model/world_model.h"
 #include "world_model/rollouts.h"
 
 namespace rlflow::world_model {
@@ -41,7 +41,7 @@ struct DreamStart {
 
 // One start per model of `data` (its first episode's initial state),
 // expressed in `model`'s vocabulary.
-std::vector<DreamStart> DreamStarts(const Rollouts& data, const MdnRnnImpl& model);
+std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model);
 
 struct DreamOptions {
   double tau = 1.0;  // sampling temperature
@@ -56,7 +56,7 @@ struct DreamStepResult {
 
 class DreamEnv {
  public:
-  DreamEnv(MdnRnn model, DreamOptions options);
+  DreamEnv(WorldModel model, DreamOptions options);
   const DreamObservation& Reset(const DreamStart& start);
   // 0 .. V - 1: the vocabulary's rule action; V: stop. An action that is not
   // valid ends the episode with reward 0.
@@ -64,14 +64,14 @@ class DreamEnv {
   const DreamObservation& observation() const { return obs_; }
   int actions() const { return model_->vocabulary_size() + 1; }
   int64_t steps() const { return steps_total_; }  // dream steps since construction
-  const MdnRnn& model() const { return model_; }
+  const WorldModel& model() const { return model_; }
 
  private:
-  MdnRnn model_;
+  WorldModel model_;
   DreamOptions o_;
   std::mt19937_64 rng_;
   DreamObservation obs_;
-  MdnRnnImpl::State state_;
+  WorldModelImpl::State state_;
   bool have_state_ = false, done_ = true;
   int steps_ = 0;
   int64_t steps_total_ = 0;

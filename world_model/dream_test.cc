@@ -20,7 +20,7 @@ namespace {
 
 struct Fixture {
   Rollouts data;
-  MdnRnn model{nullptr};
+  WorldModel model;
 };
 
 // Rollouts of squeezenet and a small world model trained on them (once).

@@ -32,7 +32,7 @@ DreamTrainResult TrainController(const DreamTrainOptions& o) {
   train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.steps};
   const bool resume = train::PrepareRun(run);
 
-  MdnRnn model = LoadWorldModel(wm_path);
+  WorldModel model = LoadWorldModel(wm_path);
   std::vector<DreamStart> starts = DreamStarts(ReadRollouts(ResolveUserPath(o.data)), *model);
   DreamOptions dream;
   dream.tau = o.tau;

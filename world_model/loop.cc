@@ -127,6 +127,7 @@ LoopResult RunLoop(const LoopOptions& o) {
       t.epochs = o.epochs;
       t.reward_loss = o.reward_loss;
       t.lr_schedule = o.lr_schedule;
+      t.kind = o.world_model_kind;
       t.seed = o.seed;
       t.interrupted = o.interrupted;
       if (!TrainWorldModel(t).finished) return result;
@@ -155,7 +156,7 @@ LoopResult RunLoop(const LoopOptions& o) {
     r.dream_steps = dr.dream_steps;
     // Evaluated in the real environment.
     Controller controller = LoadController(dir + "/dream/controller.pt");
-    MdnRnn model = LoadWorldModel(dir + "/dream/world_model.pt");
+    WorldModel model = LoadWorldModel(dir + "/dream/world_model.pt");
     controller->eval();
     nlohmann::json per_model = nlohmann::json::object();
     for (size_t m = 0; m < graphs.size(); ++m) {

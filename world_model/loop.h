@@ -39,6 +39,7 @@ struct LoopOptions {
   int epochs = 30;                     // world-model training
   std::string reward_loss = "huber";   // TrainOptions::reward_loss
   std::string lr_schedule = "cosine";  // TrainOptions::lr_schedule
+  std::string world_model_kind = "mdn_rnn";  // TrainOptions::kind
   int64_t dream_steps = 20480;
   double tau = 1.0;
   std::string cost = "analytical";

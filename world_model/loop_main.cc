@@ -34,6 +34,7 @@ DEFINE_string(locations, "uniform",
               "where the collections apply a rule action: uniform (a random location) or best (the cost model's "
               "best, as the controller does)");
 DEFINE_string(reward_loss, "huber", "the world model's reward loss: mse or huber");
+DEFINE_string(world_model_kind, "mdn_rnn", "the world model: mdn_rnn or rssm");
 DEFINE_string(lr_schedule, "cosine", "the world model's learning rate over the epochs: cosine or constant");
 DEFINE_int32(threads, 1, "ATen / OpenBLAS threads");
 
@@ -57,6 +58,7 @@ int Run() {
   o.locations = FLAGS_locations;
   o.reward_loss = FLAGS_reward_loss;
   o.lr_schedule = FLAGS_lr_schedule;
+  o.world_model_kind = FLAGS_world_model_kind;
   o.argv0 = gflags::GetArgv0();
   o.progress = [](const std::string& line) { LOG(INFO) << line; };
   SetComputeThreads(FLAGS_threads);

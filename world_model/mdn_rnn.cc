@@ -1,52 +1,19 @@
 #include "world_model/mdn_rnn.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "core/error.h"
 
 namespace rlflow::world_model {
 
 namespace nn = torch::nn;
 
-MdnRnnImpl::MdnRnnImpl(MdnRnnOptions o) : o_(std::move(o)) {
-  if (o_.latent < 1 || o_.rule_actions < 1 || o_.embedding < 1 || o_.hidden < 1 || o_.mixtures < 1)
-    Fail("world model: sizes must be positive (latent ", o_.latent, ", rule actions ", o_.rule_actions, ")");
-  if (o_.vocabulary.empty())
-    for (int64_t r = 0; r < o_.rule_actions; ++r) o_.vocabulary.push_back(r);
-  const int v = vocabulary_size(), e = o_.embedding, h = o_.hidden, k = o_.mixtures, z = o_.latent;
-  std::vector<int64_t> lookup(o_.rule_actions + 1, v + 1);
-  lookup[0] = 0;
-  for (int i = 0; i < v; ++i) {
-    const int64_t r = o_.vocabulary[i];
-    if (r < 0 || r >= o_.rule_actions || (i > 0 && r <= o_.vocabulary[i - 1]))
-      Fail("world model: the vocabulary must be increasing rule actions below ", o_.rule_actions);
-    lookup[r + 1] = i + 1;
-  }
-  lookup_ = register_buffer("lookup", torch::tensor(lookup));
-  action_ = register_module("action", nn::Embedding(v + 2, e));
+MdnRnnImpl::MdnRnnImpl(WorldModelOptions options) : WorldModelImpl(std::move(options)) {
+  const int e = o_.embedding, h = o_.hidden, k = o_.mixtures, z = o_.latent;
+  // This order fixes the initialisation the checked-in model was trained with.
+  RegisterActionEmbedding();
   lstm_ = register_module("lstm", nn::LSTM(nn::LSTMOptions(z + e + 1, h)));
   mdn_ = register_module("mdn", nn::Linear(h, k * (1 + 2 * z)));
-  done_ = register_module("done", nn::Linear(h + e + 1, 1));
-  query_ = register_module("query", nn::Linear(h, e));
-  count_ = register_module("count", nn::Linear(h, e));
-  reward_ = register_module("reward", nn::Sequential(nn::Linear(h + z + e + 1, 128), nn::Tanh(), nn::Linear(128, 64),
-                                                     nn::Tanh(), nn::Linear(64, 1)));
-  mask_bias_ = register_parameter("mask_bias", torch::zeros({v}));
-  count_bias_ = register_parameter("count_bias", torch::zeros({v}));
-  torch::NoGradGuard no_grad;
-  action_->weight.normal_(0, 0.1);
-}
-
-int64_t MdnRnnImpl::VocabularyIndex(int64_t rule_action) const {
-  auto it = std::lower_bound(o_.vocabulary.begin(), o_.vocabulary.end(), rule_action);
-  return it != o_.vocabulary.end() && *it == rule_action ? it - o_.vocabulary.begin() : -1;
-}
-
-torch::Tensor MdnRnnImpl::ActionInput(const torch::Tensor& rule_action, const torch::Tensor& location) {
-  torch::Tensor emb = action_->forward(lookup_.index_select(0, (rule_action + 1).flatten()).view(rule_action.sizes()));
-  torch::Tensor loc = torch::log1p(location.clamp_min(0).to(torch::kFloat32)) / std::log1p(o_.max_locations);
-  return torch::cat({emb, loc.unsqueeze(-1)}, -1);
+  RegisterHeads(h);
+  InitActionEmbedding();
 }
 
 MdnRnnImpl::Output MdnRnnImpl::forward(const torch::Tensor& z, const torch::Tensor& rule_action,
@@ -62,41 +29,31 @@ MdnRnnImpl::Output MdnRnnImpl::forward(const torch::Tensor& z, const torch::Tens
   out.pi_logits = m.narrow(-1, 0, k);
   out.mu = m.narrow(-1, k, k * zs).view({t, b, k, zs});
   out.log_sigma = m.narrow(-1, k + k * zs, k * zs).view({t, b, k, zs}).clamp(-7.0, 3.0);
-  out.done_logit = done_->forward(torch::cat({h, act}, -1)).squeeze(-1);
-  out.reward = reward_->forward(torch::cat({h, z, act}, -1)).squeeze(-1);
-  torch::Tensor rules = action_->weight.narrow(0, 1, vocabulary_size());  // [V, E]
-  out.mask_logits = torch::matmul(query_->forward(h), rules.t()) + mask_bias_;
-  out.log_locations = torch::matmul(count_->forward(h), rules.t()) + count_bias_;
+  Heads(h, z, act, out);
   return out;
 }
 
-torch::Tensor MixtureNll(const MdnRnnImpl::Output& out, const torch::Tensor& target) {
-  // log N(x | mu, sigma) summed over the latent's dimensions, per component.
-  torch::Tensor x = target.unsqueeze(2);  // [T, B, 1, Z]
-  torch::Tensor inv = torch::exp(-out.log_sigma);
-  torch::Tensor log_n = (-0.5 * ((x - out.mu) * inv).pow(2) - out.log_sigma - 0.5 * std::log(2 * M_PI)).sum(-1);
-  torch::Tensor log_pi = torch::log_softmax(out.pi_logits, -1);
-  return -torch::logsumexp(log_pi + log_n, -1);
+MdnRnnImpl::Imagined MdnRnnImpl::Imagine(const torch::Tensor& z, const torch::Tensor& rule_action,
+                                         const torch::Tensor& location, const State* state, double tau,
+                                         std::mt19937_64& generator) {
+  if (!(tau >= 0)) Fail("world model: the temperature must be >= 0, got ", tau);
+  Output out = forward(z.unsqueeze(0), rule_action.unsqueeze(0), location.unsqueeze(0), state);
+  Imagined r;
+  r.next_latent = tau > 0 ? SampleLatent(out, 0, tau, generator) : MostLikelyMean(out)[0];
+  r.reward = out.reward[0];
+  r.done_logit = out.done_logit[0];
+  r.mask_logits = out.mask_logits[0];
+  r.log_locations = out.log_locations[0];
+  r.state = out.state;
+  return r;
 }
 
-torch::Tensor SampleLatent(const MdnRnnImpl::Output& out, int64_t t, double tau, std::mt19937_64& generator) {
-  if (!(tau > 0)) Fail("world model: the temperature must be > 0, got ", tau);
-  torch::NoGradGuard no_grad;
-  torch::Tensor probs = torch::softmax(out.pi_logits[t].to(torch::kFloat64) / tau, -1);  // [B, K]
-  torch::Tensor mu = out.mu[t], sigma = torch::exp(out.log_sigma[t]);                    // [B, K, Z]
-  const int64_t b = probs.size(0), k = probs.size(1), z = mu.size(2);
-  // The component: the first whose cumulative probability exceeds a uniform draw.
-  torch::Tensor u = torch::empty({b, 1}, torch::kFloat64);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  double* up = u.data_ptr<double>();
-  for (int64_t i = 0; i < b; ++i) up[i] = uniform(generator);
-  torch::Tensor c = (probs.cumsum(-1) <= u).sum(-1).clamp_max(k - 1);  // [B]
-  torch::Tensor idx = c.view({b, 1, 1}).expand({b, 1, z});
-  torch::Tensor eps = torch::empty({b, z});
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  float* ep = eps.data_ptr<float>();
-  for (int64_t i = 0; i < b * z; ++i) ep[i] = normal(generator);
-  return mu.gather(1, idx).squeeze(1) + sigma.gather(1, idx).squeeze(1) * std::sqrt(tau) * eps;
+MdnRnnImpl::TrainingTerms MdnRnnImpl::ForTraining(const torch::Tensor& z, const torch::Tensor& next,
+                                                  const torch::Tensor& rule_action, const torch::Tensor& location) {
+  TrainingTerms r;
+  r.heads = forward(z, rule_action, location);
+  r.latent = MixtureNll(r.heads, next);
+  return r;
 }
 
 }  // namespace rlflow::world_model

@@ -48,7 +48,7 @@ int Run() {
   torch::set_num_threads(1);
   std::string wm_path = ResolveUserPath(FLAGS_world_model);
   if (FileExists(wm_path + "/world_model.pt")) wm_path += "/world_model.pt";
-  world_model::MdnRnn model = world_model::LoadWorldModel(wm_path);
+  world_model::WorldModel model = world_model::LoadWorldModel(wm_path);
   world_model::Rollouts data = world_model::ReadRollouts(ResolveUserPath(FLAGS_data));
   world_model::DreamStart start;
   bool found = false;

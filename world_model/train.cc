@@ -32,7 +32,7 @@ struct Batch {
   torch::Tensor z, next, action, location, reward, done, valid, mask, counts, missed;
 };
 
-Batch MakeBatch(const std::vector<const Episode*>& eps, const MdnRnnImpl& model) {
+Batch MakeBatch(const std::vector<const Episode*>& eps, const WorldModelImpl& model) {
   const int latent = model.options().latent, actions = model.options().rule_actions, v = model.vocabulary_size();
   int64_t t_max = 0;
   for (const Episode* e : eps) t_max = std::max<int64_t>(t_max, e->steps_size());
@@ -89,11 +89,12 @@ struct Losses {
   torch::Tensor total, nll, reward, done, mask, counts;
 };
 
-Losses Loss(MdnRnnImpl& model, const Batch& x, bool huber) {
-  MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
+Losses Loss(WorldModelImpl& model, const Batch& x, bool huber) {
+  WorldModelImpl::TrainingTerms terms = model.ForTraining(x.z, x.next, x.action, x.location);
+  const WorldModelImpl::Output& out = terms.heads;
   const torch::Tensor n = x.valid.sum().clamp_min(1.0);
   Losses l;
-  l.nll = (MixtureNll(out, x.next) * x.valid).sum() / n / model.options().latent;
+  l.nll = (terms.latent * x.valid).sum() / n / model.options().latent;
   const torch::Tensor reward_error =
       huber ? torch::huber_loss(out.reward, x.reward, at::Reduction::None, 1.0) : (out.reward - x.reward).pow(2);
   l.reward = (reward_error * x.valid).sum() / n;
@@ -111,19 +112,15 @@ Losses Loss(MdnRnnImpl& model, const Batch& x, bool huber) {
   return l;
 }
 
-// The mean of the most likely component at each step: [T, B, Z].
-torch::Tensor Predicted(const MdnRnnImpl::Output& out) {
-  torch::Tensor k = out.pi_logits.argmax(-1);  // [T, B]
-  torch::Tensor idx = k.unsqueeze(-1).unsqueeze(-1).expand({k.size(0), k.size(1), 1, out.mu.size(3)});
-  return out.mu.gather(2, idx).squeeze(2);
-}
-
-void Save(MdnRnnImpl& model, torch::optim::Adam* opt, int epoch, const std::string& path) {
+void Save(WorldModelImpl& model, torch::optim::Adam* opt, int epoch, const std::string& path) {
   torch::serialize::OutputArchive a;
   model.save(a);
-  const MdnRnnOptions& o = model.options();
+  const WorldModelOptions& o = model.options();
   a.write("sizes", torch::tensor(std::vector<int64_t>{o.latent, o.rule_actions, o.embedding, o.hidden, o.mixtures,
                                                       o.max_locations}));
+  // The kind: an MDN-RNN's file has no "rssm" entry (those written before
+  // the RSSM existed load unchanged).
+  if (model.kind() == "rssm") a.write("rssm", torch::tensor(std::vector<int64_t>{o.groups, o.classes}));
   a.write("vocabulary", torch::tensor(o.vocabulary));
   a.write("epoch", torch::tensor(static_cast<int64_t>(epoch)));
   if (opt != nullptr) {
@@ -171,17 +168,17 @@ nlohmann::json MetricsJson(const HeldOutMetrics& m) {
 
 }  // namespace
 
-HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes) {
+HeldOutMetrics Evaluate(WorldModelImpl& model, const std::vector<const Episode*>& episodes) {
   torch::NoGradGuard no_grad;
   HeldOutMetrics m;
   m.episodes = static_cast<int>(episodes.size());
   if (episodes.empty()) return m;
   Batch x = MakeBatch(episodes, model);
-  MdnRnnImpl::Output out = model.forward(x.z, x.action, x.location);
+  WorldModelImpl::Output out = model.forward(x.z, x.action, x.location);
   const double n = x.valid.sum().item<double>();
   m.steps = static_cast<int64_t>(n);
   m.nll = (MixtureNll(out, x.next) * x.valid).sum().item<double>() / n;
-  m.latent_error_1 = ((Predicted(out) - x.next).pow(2).mean(-1) * x.valid).sum().item<double>() / n;
+  m.latent_error_1 = ((MostLikelyMean(out) - x.next).pow(2).mean(-1) * x.valid).sum().item<double>() / n;
   m.reward_mae = ((out.reward - x.reward).abs() * x.valid).sum().item<double>() / n;
   m.reward_mae_zero = (x.reward.abs() * x.valid).sum().item<double>() / n;
   m.reward_rmse = std::sqrt(((out.reward - x.reward).pow(2) * x.valid).sum().item<double>() / n);
@@ -213,22 +210,24 @@ HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& ep
     torch::Tensor z = x.z.narrow(1, static_cast<int64_t>(i), 1), a = x.action.narrow(1, static_cast<int64_t>(i), 1),
                   l = x.location.narrow(1, static_cast<int64_t>(i), 1),
                   target = x.next.narrow(1, static_cast<int64_t>(i), 1);
-    std::vector<MdnRnnImpl::State> state(steps + 1);
+    std::vector<WorldModelImpl::State> state(steps + 1);
     for (int64_t t = 0; t < steps; ++t) {
-      MdnRnnImpl::Output o =
+      WorldModelImpl::Output o =
           model.forward(z.narrow(0, t, 1), a.narrow(0, t, 1), l.narrow(0, t, 1), t == 0 ? nullptr : &state[t]);
       state[t + 1] = o.state;
     }
+    // Open loop: the model's own most likely predictions (the dream at tau
+    // = 0; the generator is not used).
+    std::mt19937_64 unused(0);
     for (int64_t t = 0; t + 5 <= steps; ++t) {
-      torch::Tensor zt = z.narrow(0, t, 1);
-      MdnRnnImpl::State s = state[t];
+      torch::Tensor zt = z[t];
+      WorldModelImpl::State s = state[t];
       for (int64_t k = 0; k < 5; ++k) {
-        MdnRnnImpl::Output o =
-            model.forward(zt, a.narrow(0, t + k, 1), l.narrow(0, t + k, 1), t + k == 0 ? nullptr : &s);
+        WorldModelImpl::Imagined o = model.Imagine(zt, a[t + k], l[t + k], t + k == 0 ? nullptr : &s, 0.0, unused);
         s = o.state;
-        zt = Predicted(o);
+        zt = o.next_latent;
       }
-      err5 += (zt - target.narrow(0, t + 4, 1)).pow(2).mean().item<double>();
+      err5 += (zt - target[t + 4]).pow(2).mean().item<double>();
       ++count5;
     }
   }
@@ -236,7 +235,7 @@ HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& ep
   return m;
 }
 
-MdnRnn LoadWorldModel(const std::string& path) {
+WorldModel LoadWorldModel(const std::string& path) {
   torch::serialize::InputArchive a;
   try {
     a.load_from(path);
@@ -245,8 +244,8 @@ MdnRnn LoadWorldModel(const std::string& path) {
   }
   torch::Tensor sizes;
   if (!a.try_read("sizes", sizes) || sizes.numel() != 6) Fail("'", path, "' holds no world model");
-  MdnRnnOptions o;
-  torch::Tensor vocabulary;
+  WorldModelOptions o;
+  torch::Tensor vocabulary, rssm;
   if (!a.try_read("vocabulary", vocabulary)) Fail("'", path, "' holds no world model vocabulary");
   vocabulary = vocabulary.to(torch::kInt64).contiguous();
   o.vocabulary.assign(vocabulary.data_ptr<int64_t>(), vocabulary.data_ptr<int64_t>() + vocabulary.numel());
@@ -256,7 +255,13 @@ MdnRnn LoadWorldModel(const std::string& path) {
   o.hidden = static_cast<int>(sizes[3].item<int64_t>());
   o.mixtures = static_cast<int>(sizes[4].item<int64_t>());
   o.max_locations = static_cast<int>(sizes[5].item<int64_t>());
-  MdnRnn model(o);
+  const bool is_rssm = a.try_read("rssm", rssm);
+  if (is_rssm) {
+    if (rssm.numel() != 2) Fail("'", path, "' holds no world model");
+    o.groups = static_cast<int>(rssm[0].item<int64_t>());
+    o.classes = static_cast<int>(rssm[1].item<int64_t>());
+  }
+  WorldModel model = MakeWorldModel(is_rssm ? "rssm" : "mdn_rnn", o);
   try {
     model->load(a);
   } catch (const std::exception& e) {
@@ -273,6 +278,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   if (!(o.lr > 0)) Fail("--lr must be > 0");
   if (o.reward_loss != "mse" && o.reward_loss != "huber")
     Fail("--reward_loss must be mse or huber, got '", o.reward_loss, "'");
+  if (o.kind != "mdn_rnn" && o.kind != "rssm")
+    Fail("--world_model_kind must be ", kWorldModelKinds, ", got '", o.kind, "'");
   if (o.lr_schedule != "constant" && o.lr_schedule != "cosine")
     Fail("--lr_schedule must be constant or cosine, got '", o.lr_schedule, "'");
   if (!(o.held_out > 0 && o.held_out < 1)) Fail("--held_out must be in (0, 1), got ", o.held_out);
@@ -288,7 +295,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
          << "\nlr=" << o.lr << "\nheld_out=" << o.held_out << "\nseed=" << o.seed << "\nhidden=" << o.hidden
          << "\nmixtures=" << o.mixtures << "\n"
          << (o.reward_loss == "mse" ? "" : "reward_loss=" + o.reward_loss + "\n")
-         << (o.lr_schedule == "constant" ? "" : "lr_schedule=" + o.lr_schedule + "\n");
+         << (o.lr_schedule == "constant" ? "" : "lr_schedule=" + o.lr_schedule + "\n")
+         << (o.kind == "mdn_rnn" ? "" : "world_model_kind=" + o.kind + "\n");
   train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.epochs};
   TrainResult r;
   r.resumed = train::PrepareRun(run);
@@ -302,7 +310,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   for (size_t k = 0; k < order.size(); ++k) (k < held ? test : train).push_back(&data.episodes[order[k]]);
 
   torch::manual_seed(o.seed);
-  MdnRnnOptions mo;
+  WorldModelOptions mo;
   mo.latent = static_cast<int>(data.header.latent_size());
   mo.rule_actions = actions;
   mo.hidden = o.hidden;
@@ -327,7 +335,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
     if (mo.vocabulary.empty())
       Fail("rollout file '", data_path, "': no rule action is ever valid in its training episodes");
   }
-  MdnRnn model(mo);
+  WorldModel model = MakeWorldModel(o.kind, mo);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(o.lr));
   for (const auto& p : model->parameters()) r.parameters += p.numel();
 
@@ -415,6 +423,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   }
   Save(*model, nullptr, r.epochs, run.dir + "/world_model.pt");
   nlohmann::json j = {{"data", data_path},
+                      {"kind", model->kind()},
                       {"epochs", r.epochs},
                       {"parameters", r.parameters},
                       {"vocabulary", model->vocabulary_size()},

@@ -12,11 +12,13 @@
 // episodes' order in each epoch is a function of the seed and the epoch).
 //
 // Held-out metrics (episodes split off by a seeded shuffle):
-//  - latent NLL (nats per step) of z_{t+1} under the mixture;
+//  - latent NLL (nats per step) of z_{t+1} under the model's predictive
+//    mixture (the RSSM's: its Monte-Carlo mixture, world_model/rssm.h);
 //  - 1-step and 5-step latent error: mean squared error per latent
 //    dimension between z_{t+k} and the model's prediction (the mean of its
-//    most likely component), the 5-step one rolled out open-loop on its own
-//    predictions with the recorded actions;
+//    most likely component), the 5-step one rolled out open-loop as the
+//    dream does at tau = 0 (the RSSM in its own state, not re-encoding its
+//    predictions) with the recorded actions;
 //  - reward mean absolute error; done accuracy;
 //  - precision and recall of the next state's valid rule actions (logit >
 //    0; a valid one outside the model's vocabulary counts as missed) and
@@ -26,7 +28,7 @@
 #include <map>
 #include <string>
 
-#include "world_model/mdn_rnn.h"
+#include "world_model/world_model.h"
 #include "world_model/rollouts.h"
 
 namespace rlflow::world_model {
@@ -57,6 +59,10 @@ struct TrainOptions {
   // configuration unless constant, so runs started before cosine became the
   // default resume with --lr_schedule=constant.
   std::string lr_schedule = "cosine";
+  // The model (world_model/world_model.h): "mdn_rnn" (World Models',
+  // RLFlow's) or "rssm" (DreamerV3-style). Recorded in the run's
+  // configuration unless mdn_rnn (so runs started before the RSSM resume).
+  std::string kind = "mdn_rnn";
   int threads = 1;
   std::function<void(const std::string&)> progress;
   const std::atomic<bool>* interrupted = nullptr;  // stops after the epoch in progress (checkpoint kept)
@@ -87,9 +93,10 @@ struct TrainResult {
 TrainResult TrainWorldModel(const TrainOptions& options);
 
 // The held-out metrics of `model` on `episodes` (all of them together).
-HeldOutMetrics Evaluate(MdnRnnImpl& model, const std::vector<const Episode*>& episodes);
+HeldOutMetrics Evaluate(WorldModelImpl& model, const std::vector<const Episode*>& episodes);
 
-// Loads world_model.pt (or a checkpoint) written by TrainWorldModel.
-MdnRnn LoadWorldModel(const std::string& path);
+// Loads world_model.pt (or a checkpoint) written by TrainWorldModel, of
+// either kind.
+WorldModel LoadWorldModel(const std::string& path);
 
 }  // namespace rlflow::world_model

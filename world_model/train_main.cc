@@ -22,8 +22,10 @@ DEFINE_int32(batch, 16, "episodes per minibatch");
 DEFINE_double(lr, 1e-3, "Adam learning rate");
 DEFINE_double(held_out, 0.2, "fraction of the episodes held out for the metrics");
 DEFINE_uint64(seed, 1, "seed of the initialisation, the held-out split and the episodes' order");
-DEFINE_int32(hidden, 256, "LSTM hidden size");
-DEFINE_int32(mixtures, 8, "Gaussians in the mixture over the next latent");
+DEFINE_string(world_model_kind, "mdn_rnn",
+              "the model: mdn_rnn (LSTM + mixture of Gaussians, RLFlow) or rssm (DreamerV3-style state-space model)");
+DEFINE_int32(hidden, 256, "the recurrent state's size (LSTM or GRU)");
+DEFINE_int32(mixtures, 8, "components of the predicted distribution of the next latent");
 DEFINE_string(reward_loss, "huber", "the reward head's loss: mse or huber");
 DEFINE_string(lr_schedule, "cosine", "the learning rate over the epochs: cosine (from --lr down to 0), or constant");
 DEFINE_int32(threads, 1, "ATen threads");
@@ -42,6 +44,7 @@ int Run() {
   o.seed = FLAGS_seed;
   o.hidden = FLAGS_hidden;
   o.mixtures = FLAGS_mixtures;
+  o.kind = FLAGS_world_model_kind;
   o.reward_loss = FLAGS_reward_loss;
   o.lr_schedule = FLAGS_lr_schedule;
   o.threads = FLAGS_threads;

@@ -51,7 +51,7 @@ TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
     EXPECT_TRUE(FileExists(dir + "/whole/" + f)) << f;
   std::string csv = ReadFile(dir + "/whole/metrics.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4) << csv;  // header + 3 epochs
-  MdnRnn loaded = LoadWorldModel(dir + "/whole/world_model.pt");
+  WorldModel loaded = LoadWorldModel(dir + "/whole/world_model.pt");
   EXPECT_EQ(loaded->options().hidden, 32);
   EXPECT_EQ(loaded->options().latent, 32);
 
@@ -72,7 +72,7 @@ TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
   ASSERT_TRUE(second.finished);
   EXPECT_TRUE(second.resumed);
   EXPECT_EQ(second.epochs, 3);
-  MdnRnn a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
+  WorldModel a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
   auto pa = a->named_parameters(), pb = b->named_parameters();
   ASSERT_EQ(pa.size(), pb.size());
   for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
@@ -121,8 +121,8 @@ TEST(TrainWorldModel, CosineScheduleResumesWhereItStopped) {
   constant.lr_schedule = "constant";
   ASSERT_TRUE(TrainWorldModel(constant).finished);
   EXPECT_EQ(ReadFile(dir + "/constant/config.txt").find("lr_schedule"), std::string::npos);  // old runs resume
-  MdnRnn a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
-  MdnRnn c = LoadWorldModel(dir + "/constant/world_model.pt");
+  WorldModel a = LoadWorldModel(dir + "/whole/world_model.pt"), b = LoadWorldModel(dir + "/part/world_model.pt");
+  WorldModel c = LoadWorldModel(dir + "/constant/world_model.pt");
   auto pa = a->named_parameters(), pb = b->named_parameters(), pc = c->named_parameters();
   bool differs = false;
   for (const auto& p : pa) {

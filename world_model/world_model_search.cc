@@ -48,7 +48,7 @@ class WorldModelSearch : public Search {
     }
     if (!FileExists(dir + "/controller.pt") || !FileExists(dir + "/world_model.pt"))
       Fail("--agent=", dir, " must be a directory with controller.pt and world_model.pt (of //world_model:dream)");
-    MdnRnn model = LoadWorldModel(dir + "/world_model.pt");
+    WorldModel model = LoadWorldModel(dir + "/world_model.pt");
     Controller controller = LoadController(dir + "/controller.pt");
     controller->eval();
     const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
