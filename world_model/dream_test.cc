@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "agents/env.h"
 #include "agents/ppo.h"
 #include "core/error.h"
@@ -23,10 +26,13 @@ struct Fixture {
   WorldModel model;
 };
 
-// Rollouts of squeezenet and a small world model trained on them (once).
-Fixture& F() {
-  static Fixture* f = [] {
-    auto* f = new Fixture();
+// Rollouts of squeezenet and a small world model of `kind` trained on them
+// (once per kind).
+Fixture& F(const std::string& kind = "mdn_rnn") {
+  static std::map<std::string, Fixture*>* fixtures = new std::map<std::string, Fixture*>();
+  Fixture*& f = (*fixtures)[kind];
+  if (f == nullptr) {
+    f = new Fixture();
     std::string dir = MakeTempDir("dream_");
     CollectOptions c;
     c.models = {"squeezenet1_1"};
@@ -41,15 +47,22 @@ Fixture& F() {
     t.hidden = 32;
     t.mixtures = 2;
     t.batch = 4;
+    t.kind = kind;
     TrainWorldModel(t);
     f->data = ReadRollouts(c.out);
     f->model = LoadWorldModel(dir + "/wm/world_model.pt");
-    return f;
-  }();
+    EXPECT_EQ(f->model->kind(), kind);
+  }
   return *f;
 }
 
-TEST(Dream, ControllerTrainingNeverStepsTheRealEnvironment) {
+// The dream's properties hold for both kinds of world model.
+class DreamOfKind : public ::testing::TestWithParam<std::string> {
+ protected:
+  Fixture& F() { return world_model::F(GetParam()); }
+};
+
+TEST_P(DreamOfKind, ControllerTrainingNeverStepsTheRealEnvironment) {
   std::vector<DreamStart> starts = DreamStarts(F().data, *F().model);
   ASSERT_EQ(starts.size(), 1u);  // one model
   EXPECT_EQ(starts[0].state.latent.size(), 32u);
@@ -78,7 +91,7 @@ TEST(Dream, ControllerTrainingNeverStepsTheRealEnvironment) {
   EXPECT_EQ(agents::RewriteEnv::ProcessSteps(), real_before + 1);
 }
 
-TEST(Dream, DreamsAreReproducibleAndFollowTheMaskHead) {
+TEST_P(DreamOfKind, DreamsAreReproducibleAndFollowTheMaskHead) {
   std::vector<DreamStart> starts = DreamStarts(F().data, *F().model);
   DreamOptions o;
   o.seed = 9;
@@ -118,6 +131,8 @@ TEST(Dream, DreamsAreReproducibleAndFollowTheMaskHead) {
   EXPECT_EQ(env.steps(), 0);
   EXPECT_THROW(DreamEnv(F().model, DreamOptions{0.0, 5, 1}), Error);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DreamOfKind, ::testing::Values("mdn_rnn", "rssm"));
 
 TEST(Dream, TheControllerSavesAndLoads) {
   torch::manual_seed(4);

@@ -375,6 +375,9 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
     for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     std::vector<const Episode*> shuffled = train;
     std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(o.seed * 1000003 + epoch));
+    // The RSSM's posterior samples draw from torch's generator: seeded per
+    // epoch, so a resumed run draws what an uninterrupted one does.
+    torch::manual_seed(o.seed * 1000003 + epoch);
     model->train();
     double loss_sum = 0;
     int batches = 0;

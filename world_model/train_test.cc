@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/collect.h"
@@ -141,6 +143,55 @@ TEST(TrainWorldModel, CosineScheduleResumesWhereItStopped) {
   }
   TrainOptions bad = Options(data, dir + "/bad");
   bad.lr_schedule = "linear";
+  EXPECT_THROW(TrainWorldModel(bad), Error);
+}
+
+// The RSSM kind: trained, saved and loaded as an RSSM, resumed after an
+// interruption to the model an uninterrupted run gives (its posterior
+// samples included), recorded in the configuration.
+TEST(TrainWorldModel, RssmTrainsResumesAndLoadsAsItsKind) {
+  std::string dir = MakeTempDir("wm_rssm_");
+  std::string data = Data(dir);
+  TrainOptions o = Options(data, dir + "/whole");
+  o.kind = "rssm";
+  TrainResult whole = TrainWorldModel(o);
+  ASSERT_TRUE(whole.finished);
+  EXPECT_TRUE(std::isfinite(whole.held_out.nll));
+  EXPECT_GT(whole.held_out.latent_error_5, 0.0);
+  EXPECT_NE(ReadFile(dir + "/whole/config.txt").find("world_model_kind=rssm"), std::string::npos);
+  EXPECT_NE(ReadFile(dir + "/whole/eval.json").find("\"kind\": \"rssm\""), std::string::npos);
+  WorldModel a = LoadWorldModel(dir + "/whole/world_model.pt");
+  EXPECT_EQ(a->kind(), "rssm");
+  EXPECT_EQ(a->options().groups, 16);
+
+  std::atomic<bool> stop{false};
+  TrainOptions part = Options(data, dir + "/part");
+  part.kind = "rssm";
+  part.interrupted = &stop;
+  part.progress = [&](const std::string& line) {
+    if (line.rfind("epoch 1/", 0) == 0) stop = true;
+  };
+  EXPECT_FALSE(TrainWorldModel(part).finished);
+  stop = false;
+  part.progress = nullptr;
+  TrainResult second = TrainWorldModel(part);
+  ASSERT_TRUE(second.finished);
+  EXPECT_TRUE(second.resumed);
+  WorldModel b = LoadWorldModel(dir + "/part/world_model.pt");
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (const auto& p : pa) EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+  EXPECT_DOUBLE_EQ(second.held_out.nll, whole.held_out.nll);
+
+  // An MDN-RNN run's directory is not resumed as an RSSM, nor the reverse.
+  ASSERT_TRUE(TrainWorldModel(Options(data, dir + "/mdn")).finished);
+  EXPECT_EQ(LoadWorldModel(dir + "/mdn/world_model.pt")->kind(), "mdn_rnn");
+  TrainOptions swapped = Options(data, dir + "/mdn");
+  swapped.kind = "rssm";
+  EXPECT_THROW(TrainWorldModel(swapped), Error);
+  EXPECT_THROW(TrainWorldModel(Options(data, dir + "/whole")), Error);
+  TrainOptions bad = Options(data, dir + "/bad");
+  bad.kind = "transformer";
   EXPECT_THROW(TrainWorldModel(bad), Error);
 }
 
