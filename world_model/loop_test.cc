@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/rollouts.h"
+#include "world_model/train.h"
 
 namespace rlflow::world_model {
 namespace {
@@ -82,6 +83,22 @@ TEST(Loop, TwoRoundsTheSecondCollectedByTheFirstsController) {
   EXPECT_EQ(agents::RewriteEnv::ProcessSteps() - before, evaluation);
   for (size_t k = 0; k < 2; ++k)
     EXPECT_EQ(again.rounds[k].models.at("squeezenet1_1").best_cost, r.rounds[k].models.at("squeezenet1_1").best_cost);
+}
+
+// --world_model_kind=rssm: every round's world model is an RSSM, and the
+// second round is collected by the controller dreamed in it.
+TEST(Loop, TheRssmKindRunsTheWholeLoop) {
+  const std::string out = MakeTempDir("loop_rssm_");
+  LoopOptions o = Tiny(out);
+  o.world_model_kind = "rssm";
+  LoopResult r = RunLoop(o);
+  ASSERT_TRUE(r.finished);
+  ASSERT_EQ(r.rounds.size(), 2u);
+  for (int k : {1, 2})
+    EXPECT_EQ(LoadWorldModel(out + "/round_" + std::to_string(k) + "/wm/world_model.pt")->kind(), "rssm");
+  EXPECT_EQ(ReadRollouts(out + "/round_2/new.rollouts").header.policy().rfind("controller:" + out + "/round_1/dream", 0),
+            0u);
+  EXPECT_GT(r.rounds[1].models.at("squeezenet1_1").initial_cost, 0);
 }
 
 TEST(Loop, AnInterruptStopsItBeforeAnythingIsCollected) {

@@ -1,4 +1,4 @@
-// Trains the world model (MDN-RNN) on rollouts of //world_model:collect.
+// Trains the world model (MDN-RNN or RSSM, --world_model_kind) on rollouts of //world_model:collect.
 //
 //   ./bazelw run //world_model:train -- --data=FILE --out=DIR [--epochs=30]
 //
