@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -10,35 +11,45 @@ namespace rlflow::world_model {
 
 namespace nn = torch::nn;
 
-std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model) {
+std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model, bool all, uint64_t seed) {
   const int actions = static_cast<int>(data.header.rule_actions()), v = model.vocabulary_size();
   if (actions != model.options().rule_actions)
     Fail("the rollouts have ", actions, " rule actions, the world model ", model.options().rule_actions);
   if (static_cast<int>(data.header.latent_size()) != model.options().latent)
     Fail("the rollouts' latents have size ", data.header.latent_size(), ", the world model's ", model.options().latent);
-  std::vector<DreamStart> starts;
-  std::set<std::string> seen;
-  for (const Episode& e : data.episodes) {
-    if (e.steps_size() == 0 || !seen.insert(e.model()).second) continue;
+  // The state before step t of episode e: its latent and its valid actions.
+  auto start = [&](const Episode& e, int t) {
+    const ValidActions& valid = t == 0 ? e.initial_valid() : e.steps(t - 1).next_valid();
     DreamStart s;
     s.model = e.model();
-    s.state.latent.assign(e.steps(0).latent().begin(), e.steps(0).latent().end());
+    s.state.latent.assign(e.steps(t).latent().begin(), e.steps(t).latent().end());
     s.state.valid.assign(v, 0);
     s.state.locations.assign(v, 0);
-    std::vector<uint8_t> mask = UnpackMask(e.initial_valid().rule_mask(), actions);
+    std::vector<uint8_t> mask = UnpackMask(valid.rule_mask(), actions);
     int k = 0;
     for (int a = 0; a < actions; ++a) {
       if (!mask[a]) continue;
       const int64_t j = model.VocabularyIndex(a);
       if (j >= 0) {
         s.state.valid[j] = 1;
-        s.state.locations[j] = k < e.initial_valid().locations_size() ? e.initial_valid().locations(k) : 1;
+        s.state.locations[j] = k < valid.locations_size() ? valid.locations(k) : 1;
       }
       ++k;
     }
-    starts.push_back(std::move(s));
+    return s;
+  };
+  std::vector<DreamStart> starts, others;
+  std::set<std::string> seen;
+  for (const Episode& e : data.episodes) {
+    if (e.steps_size() == 0) continue;
+    if (seen.insert(e.model()).second) starts.push_back(start(e, 0));
+    else if (all) others.push_back(start(e, 0));
+    if (all)
+      for (int t = 1; t < e.steps_size(); ++t) others.push_back(start(e, t));
   }
   if (starts.empty()) Fail("the rollouts hold no episode to start a dream from");
+  std::shuffle(others.begin(), others.end(), std::mt19937_64(seed));
+  for (DreamStart& s : others) starts.push_back(std::move(s));
   return starts;
 }
 

@@ -33,15 +33,19 @@ struct DreamObservation {
   float step_fraction = 0;     // step / horizon
 };
 
-// Where a dream episode starts: a model's recorded initial state.
+// Where a dream episode starts: a recorded state of a model's graph.
 struct DreamStart {
   std::string model;
   DreamObservation state;
 };
 
-// One start per model of `data` (its first episode's initial state),
-// expressed in `model`'s vocabulary.
-std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model);
+// The starts of the dreams, expressed in `model`'s vocabulary: one per
+// model of `data` (its first episode's initial state; `all` false), or
+// every recorded state of every episode (`all` true; DreamerV3 imagines
+// from every replayed state): the initial states first, one per model,
+// then the others in a shuffle seeded by `seed`.
+std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& model, bool all = false,
+                                    uint64_t seed = 1);
 
 struct DreamOptions {
   double tau = 1.0;  // sampling temperature

@@ -18,7 +18,9 @@
 #include "world_model/dream_train.h"
 
 DEFINE_string(world_model, "", "world_model.pt of //world_model:train, or its directory; required");
-DEFINE_string(data, "", "rollout file whose episodes' initial states start the dreams; required");
+DEFINE_string(data, "", "rollout file whose recorded states start the dreams; required");
+DEFINE_string(starts, "initial",
+              "where dream episodes start: initial (each model's initial state) or all (every recorded state)");
 DEFINE_string(out, "", "output directory; required");
 DEFINE_double(tau, 1.0, "sampling temperature of the world model");
 DEFINE_int64(steps, 20480, "dream steps to train for (whole updates)");
@@ -41,6 +43,7 @@ int Run() {
   o.data = FLAGS_data;
   o.out = FLAGS_out;
   o.tau = FLAGS_tau;
+  o.starts = FLAGS_starts;
   o.steps = FLAGS_steps;
   o.horizon = FLAGS_horizon;
   o.seed = FLAGS_seed;

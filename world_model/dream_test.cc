@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "agents/env.h"
@@ -16,6 +17,7 @@
 #include "core/rewrite/matcher.h"
 #include "runtime/cost_model.h"
 #include "world_model/collect.h"
+#include "world_model/dream_train.h"
 #include "world_model/train.h"
 
 namespace rlflow::world_model {
@@ -24,6 +26,7 @@ namespace {
 struct Fixture {
   Rollouts data;
   WorldModel model;
+  std::string path, data_path;  // world_model.pt, the rollout file
 };
 
 // Rollouts of squeezenet and a small world model of `kind` trained on them
@@ -50,7 +53,9 @@ Fixture& F(const std::string& kind = "mdn_rnn") {
     t.kind = kind;
     TrainWorldModel(t);
     f->data = ReadRollouts(c.out);
-    f->model = LoadWorldModel(dir + "/wm/world_model.pt");
+    f->path = dir + "/wm/world_model.pt";
+    f->data_path = c.out;
+    f->model = LoadWorldModel(f->path);
     EXPECT_EQ(f->model->kind(), kind);
   }
   return *f;
@@ -130,6 +135,74 @@ TEST_P(DreamOfKind, DreamsAreReproducibleAndFollowTheMaskHead) {
   EXPECT_EQ(r.reward, 0.0);
   EXPECT_EQ(env.steps(), 0);
   EXPECT_THROW(DreamEnv(F().model, DreamOptions{0.0, 5, 1}), Error);
+}
+
+// Starts from every recorded state: the models' initial states first (the
+// same as the default's), then each recorded state once, with the valid
+// actions recorded for it; the order is a function of the seed.
+TEST(Dream, StartsFromEveryRecordedState) {
+  const Rollouts& data = F().data;
+  const WorldModelImpl& model = *F().model;
+  std::vector<DreamStart> initial = DreamStarts(data, model);
+  std::vector<DreamStart> all = DreamStarts(data, model, true, 3);
+  size_t steps = 0;
+  for (const Episode& e : data.episodes) steps += e.steps_size();
+  ASSERT_EQ(all.size(), steps + initial.size() - 1);  // the first episode's initial state once
+  ASSERT_EQ(initial.size(), 1u);
+  EXPECT_EQ(all[0].state.latent, initial[0].state.latent);
+  EXPECT_EQ(all[0].state.valid, initial[0].state.valid);
+  // The state before step 2 of the first episode is among them, valid
+  // actions as recorded after step 1.
+  const Episode& e = data.episodes[0];
+  ASSERT_GE(e.steps_size(), 3);
+  std::vector<float> latent(e.steps(2).latent().begin(), e.steps(2).latent().end());
+  std::vector<uint8_t> mask = UnpackMask(e.steps(1).next_valid().rule_mask(), model.options().rule_actions);
+  int found = 0;
+  for (const DreamStart& s : all) {
+    if (s.state.latent != latent) continue;
+    ++found;
+    for (int j = 0; j < model.vocabulary_size(); ++j) EXPECT_EQ(s.state.valid[j], mask[model.options().vocabulary[j]]);
+  }
+  EXPECT_GE(found, 1);
+  std::vector<DreamStart> again = DreamStarts(data, model, true, 3), other = DreamStarts(data, model, true, 4);
+  bool same = true, differs = false;
+  for (size_t i = 0; i < all.size(); ++i) {
+    same &= again[i].state.latent == all[i].state.latent;
+    differs |= other[i].state.latent != all[i].state.latent;
+  }
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(differs);
+}
+
+// //world_model:dream --starts=all: trains with no real step, records the
+// setting (a run of the other setting is not resumed) and its starts.
+TEST(Dream, TrainControllerFromAllRecordedStates) {
+  const std::string dir = MakeTempDir("dream_all_");
+  DreamTrainOptions o;
+  o.world_model = F().path;
+  o.data = F().data_path;
+  o.out = dir + "/all";
+  o.steps = 64;
+  o.rollout_steps = 32;
+  o.minibatches = 2;
+  o.epochs = 1;
+  o.starts = "all";
+  DreamTrainResult r = TrainController(o);
+  ASSERT_TRUE(r.finished);
+  EXPECT_EQ(r.real_steps, 0);
+  EXPECT_NE(ReadFile(o.out + "/config.txt").find("starts=all"), std::string::npos);
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(o.out + "/summary.json"));
+  EXPECT_GT(summary.at("starts").get<int64_t>(), 1);
+  DreamTrainOptions initial = o;
+  initial.starts = "initial";
+  EXPECT_THROW(TrainController(initial), Error);  // another configuration in the same directory
+  initial.out = dir + "/initial";
+  ASSERT_TRUE(TrainController(initial).finished);
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(initial.out + "/summary.json")).at("starts").get<int64_t>(), 1);
+  DreamTrainOptions bad = o;
+  bad.out = dir + "/bad";
+  bad.starts = "some";
+  EXPECT_THROW(TrainController(bad), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, DreamOfKind, ::testing::Values("mdn_rnn", "rssm"));

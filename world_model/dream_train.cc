@@ -1,6 +1,7 @@
 #include "world_model/dream_train.h"
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -20,6 +21,7 @@ DreamTrainResult TrainController(const DreamTrainOptions& o) {
   if (o.out.empty()) Fail("--out is required (a directory for the controller and its metrics)");
   if (o.steps < 1) Fail("--steps must be >= 1");
   if (!(o.tau > 0)) Fail("--tau must be > 0, got ", o.tau);
+  if (o.starts != "initial" && o.starts != "all") Fail("--starts must be initial or all, got '", o.starts, "'");
   std::string wm_path = ResolveUserPath(o.world_model);
   if (FileExists(wm_path + "/world_model.pt")) wm_path += "/world_model.pt";
   const int64_t real_before = agents::RewriteEnv::ProcessSteps();
@@ -28,12 +30,14 @@ DreamTrainResult TrainController(const DreamTrainOptions& o) {
   config << "world_model=" << wm_path << "\nworld_model_bytes=" << ReadFile(wm_path, "world model").size()
          << "\ndata=" << ResolveUserPath(o.data) << "\ntau=" << o.tau << "\nhorizon=" << o.horizon
          << "\nseed=" << o.seed << "\nhidden=" << o.hidden << "\nrollout_steps=" << o.rollout_steps
-         << "\nepochs=" << o.epochs << "\nminibatches=" << o.minibatches << "\nlr=" << o.lr << "\n";
+         << "\nepochs=" << o.epochs << "\nminibatches=" << o.minibatches << "\nlr=" << o.lr << "\n"
+         << (o.starts == "initial" ? "" : "starts=" + o.starts + "\n");
   train::TrainingRun run{ResolveUserPath(o.out), config.str(), o.steps};
   const bool resume = train::PrepareRun(run);
 
   WorldModel model = LoadWorldModel(wm_path);
-  std::vector<DreamStart> starts = DreamStarts(ReadRollouts(ResolveUserPath(o.data)), *model);
+  std::vector<DreamStart> starts =
+      DreamStarts(ReadRollouts(ResolveUserPath(o.data)), *model, o.starts == "all", o.seed);
   DreamOptions dream;
   dream.tau = o.tau;
   dream.horizon = o.horizon;
@@ -46,9 +50,17 @@ DreamTrainResult TrainController(const DreamTrainOptions& o) {
   po.epochs = o.epochs;
   po.minibatches = o.minibatches;
   po.lr = o.lr;
+  // The first `initial` starts are the models' initial states.
+  std::set<std::string> models;
+  for (const DreamStart& s : starts) models.insert(s.model);
+  const size_t initial = models.size(), recorded = starts.size() - initial;
   size_t next = 0;
-  agents::BasicPpoTrainer<DreamEnv, Controller, DreamStart> trainer(
-      controller, &env, [&] { return starts[next++ % starts.size()]; }, po, o.seed);
+  auto pick = [&]() -> const DreamStart& {
+    const size_t k = next++;
+    if (recorded == 0) return starts[k % initial];
+    return k % 2 == 0 ? starts[(k / 2) % initial] : starts[initial + (k / 2) % recorded];
+  };
+  agents::BasicPpoTrainer<DreamEnv, Controller, DreamStart> trainer(controller, &env, pick, po, o.seed);
   train::RunTraining(run, trainer, resume, [&] { next = static_cast<size_t>(trainer.updates()); });
   DreamTrainResult r;
   r.updates = trainer.updates();

@@ -13,7 +13,13 @@ namespace rlflow::world_model {
 
 struct DreamTrainOptions {
   std::string world_model;  // world_model.pt of TrainWorldModel, or its directory
-  std::string data;         // the rollout file whose initial states start the dreams
+  std::string data;         // the rollout file whose states start the dreams
+  // Where dream episodes start: "initial" (each model's recorded initial
+  // state, in turn) or "all": every other episode from an initial state,
+  // the others from every recorded state in turn (a seeded shuffle,
+  // DreamStarts), so the controller learns the states a random policy
+  // reached as well as the one it starts from in the real environment.
+  std::string starts = "initial";
   std::string out;          // the run directory
   double tau = 1.0;
   int64_t steps = 20480;  // dream steps (whole updates)
