@@ -19,8 +19,8 @@
 
 #include "core/cli.h"
 #include "runtime/threads.h"
-#include "world_model/world_model.h"
 #include "world_model/train.h"
+#include "world_model/world_model.h"
 
 DEFINE_string(world_model, "", "world_model.pt of //world_model:train (default: a fresh model, default sizes)");
 DEFINE_string(world_model_kind, "mdn_rnn", "the fresh model's kind: mdn_rnn or rssm");
@@ -84,8 +84,8 @@ int Run() {
   std::printf(
       "world model %s: latent %d, recurrent state %d, %d components, %d of %d rule actions known, %lld parameters "
       "(%.2f MB float32)\n",
-      model->kind().c_str(), o.latent, o.hidden, o.mixtures, model->vocabulary_size(), o.rule_actions, static_cast<long long>(params),
-      params * 4 / 1e6);
+      model->kind().c_str(), o.latent, o.hidden, o.mixtures, model->vocabulary_size(), o.rule_actions,
+      static_cast<long long>(params), params * 4 / 1e6);
   std::printf(
       "threads %d: one step at batch 1 %.3f ms at tau 0 (%.3f ms sampling at tau 1); batched (%d): %.0f "
       "dream steps/s; medians of %d\n",

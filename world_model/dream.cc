@@ -1,8 +1,8 @@
 #include "world_model/dream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -42,8 +42,10 @@ std::vector<DreamStart> DreamStarts(const Rollouts& data, const WorldModelImpl& 
   std::set<std::string> seen;
   for (const Episode& e : data.episodes) {
     if (e.steps_size() == 0) continue;
-    if (seen.insert(e.model()).second) starts.push_back(start(e, 0));
-    else if (all) others.push_back(start(e, 0));
+    if (seen.insert(e.model()).second)
+      starts.push_back(start(e, 0));
+    else if (all)
+      others.push_back(start(e, 0));
     if (all)
       for (int t = 1; t < e.steps_size(); ++t) others.push_back(start(e, t));
   }

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "world_model/world_model.h"
 #include "world_model/rollouts.h"
+#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 

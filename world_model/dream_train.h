@@ -20,7 +20,7 @@ struct DreamTrainOptions {
   // DreamStarts), so the controller learns the states a random policy
   // reached as well as the one it starts from in the real environment.
   std::string starts = "initial";
-  std::string out;          // the run directory
+  std::string out;  // the run directory
   double tau = 1.0;
   int64_t steps = 20480;  // dream steps (whole updates)
   int horizon = 50;

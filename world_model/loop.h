@@ -35,10 +35,10 @@ struct LoopOptions {
   std::string out;
   uint64_t seed = 1;
   int horizon = 50;
-  double epsilon = 0.2;                // later rounds: the controller's exploration
-  int epochs = 30;                     // world-model training
-  std::string reward_loss = "huber";   // TrainOptions::reward_loss
-  std::string lr_schedule = "cosine";  // TrainOptions::lr_schedule
+  double epsilon = 0.2;                      // later rounds: the controller's exploration
+  int epochs = 30;                           // world-model training
+  std::string reward_loss = "huber";         // TrainOptions::reward_loss
+  std::string lr_schedule = "cosine";        // TrainOptions::lr_schedule
   std::string world_model_kind = "mdn_rnn";  // TrainOptions::kind
   int64_t dream_steps = 20480;
   double tau = 1.0;

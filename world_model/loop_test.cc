@@ -96,8 +96,8 @@ TEST(Loop, TheRssmKindRunsTheWholeLoop) {
   ASSERT_EQ(r.rounds.size(), 2u);
   for (int k : {1, 2})
     EXPECT_EQ(LoadWorldModel(out + "/round_" + std::to_string(k) + "/wm/world_model.pt")->kind(), "rssm");
-  EXPECT_EQ(ReadRollouts(out + "/round_2/new.rollouts").header.policy().rfind("controller:" + out + "/round_1/dream", 0),
-            0u);
+  EXPECT_EQ(
+      ReadRollouts(out + "/round_2/new.rollouts").header.policy().rfind("controller:" + out + "/round_1/dream", 0), 0u);
   EXPECT_GT(r.rounds[1].models.at("squeezenet1_1").initial_cost, 0);
 }
 

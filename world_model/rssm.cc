@@ -12,9 +12,9 @@ namespace {
 
 constexpr int kEmbedded = 128;  // the observed latent's embedding
 constexpr int kMlp = 256;
-constexpr double kUniform = 0.01;    // DreamerV3's unimix
-constexpr double kFreeNats = 1.0;    // free bits, per step
-constexpr double kDynamics = 0.5;    // KL[sg(q) || p]: trains the prior
+constexpr double kUniform = 0.01;        // DreamerV3's unimix
+constexpr double kFreeNats = 1.0;        // free bits, per step
+constexpr double kDynamics = 0.5;        // KL[sg(q) || p]: trains the prior
 constexpr double kRepresentation = 0.1;  // KL[q || sg(p)]: regularises the posterior
 
 nn::Sequential Mlp(int in, int out) {

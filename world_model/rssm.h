@@ -58,7 +58,7 @@ class RssmImpl : public WorldModelImpl {
 
  private:
   int stochastic() const { return o_.groups * o_.classes; }
-  torch::Tensor OneHot(const torch::Tensor& index) const;  // [.., G] -> [.., G * C]
+  torch::Tensor OneHot(const torch::Tensor& index) const;                          // [.., G] -> [.., G * C]
   torch::Tensor Posterior(const torch::Tensor& h, const torch::Tensor& embedded);  // probabilities
   torch::Tensor Advance(const torch::Tensor& h, const torch::Tensor& s, const torch::Tensor& action_input);
   // Decoder mean and log sigma of features [.., H + S]: [.., Z] each.

@@ -85,7 +85,8 @@ TEST(Rssm, TheColdDreamIsTheMostLikelyPrediction) {
   model->eval();
   torch::NoGradGuard no_grad;
   Sequences s = Synthetic(3, 2, 5);
-  WorldModelImpl::Output out = model->forward(s.z.narrow(0, 0, 1), s.action.narrow(0, 0, 1), s.location.narrow(0, 0, 1));
+  WorldModelImpl::Output out =
+      model->forward(s.z.narrow(0, 0, 1), s.action.narrow(0, 0, 1), s.location.narrow(0, 0, 1));
   std::mt19937_64 g1(1), g2(2);
   WorldModelImpl::Imagined a = model->Imagine(s.z[0], s.action[0], s.location[0], nullptr, 0.0, g1);
   WorldModelImpl::Imagined b = model->Imagine(s.z[0], s.action[0], s.location[0], nullptr, 0.0, g2);

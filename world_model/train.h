@@ -28,8 +28,8 @@
 #include <map>
 #include <string>
 
-#include "world_model/world_model.h"
 #include "world_model/rollouts.h"
+#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 

@@ -12,8 +12,8 @@ namespace rlflow::world_model {
 namespace nn = torch::nn;
 
 WorldModelImpl::WorldModelImpl(WorldModelOptions o) : o_(std::move(o)) {
-  if (o_.latent < 1 || o_.rule_actions < 1 || o_.embedding < 1 || o_.hidden < 1 || o_.mixtures < 1 ||
-      o_.groups < 1 || o_.classes < 2)
+  if (o_.latent < 1 || o_.rule_actions < 1 || o_.embedding < 1 || o_.hidden < 1 || o_.mixtures < 1 || o_.groups < 1 ||
+      o_.classes < 2)
     Fail("world model: sizes must be positive (latent ", o_.latent, ", rule actions ", o_.rule_actions, ")");
   if (o_.vocabulary.empty())
     for (int64_t r = 0; r < o_.rule_actions; ++r) o_.vocabulary.push_back(r);
