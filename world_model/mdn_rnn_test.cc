@@ -8,46 +8,19 @@
 
 #include <cmath>
 
+#include "world_model/test_util.h"
+
 namespace rlflow::world_model {
 namespace {
 
-MdnRnnOptions Small(int rule_actions) {
-  MdnRnnOptions o;
-  o.latent = 4;
-  o.rule_actions = rule_actions;
-  o.embedding = 8;
-  o.hidden = 32;
-  o.mixtures = 3;
-  o.max_locations = 4;
-  return o;
-}
-
-// Episodes of a deterministic system: z_{t+1} = 0.5 z_t + effect(a_t),
-// reward = z_t[0] - z_{t+1}[0].
-struct Sequences {
-  torch::Tensor z, next, action, location, reward;
-};
-Sequences Synthetic(int steps, int batch, int rule_actions) {
-  torch::manual_seed(3);
-  Sequences s;
-  s.action = torch::randint(0, rule_actions, {steps, batch}, torch::kInt64);
-  s.location = torch::zeros({steps, batch}, torch::kInt64);
-  torch::Tensor effect = torch::randn({rule_actions, 4});
-  s.z = torch::empty({steps, batch, 4});
-  s.next = torch::empty({steps, batch, 4});
-  torch::Tensor z = torch::randn({batch, 4});
-  for (int t = 0; t < steps; ++t) {
-    s.z[t] = z;
-    z = 0.5 * z + effect.index_select(0, s.action[t]);
-    s.next[t] = z;
-  }
-  s.reward = s.z.select(2, 0) - s.next.select(2, 0);
-  return s;
-}
+using test_util::MakeTinyEnvironment;
+using test_util::Sequences;
+using test_util::SmallOptions;
+using test_util::Synthetic;
 
 TEST(MdnRnn, LossFallsOnASyntheticSequence) {
   torch::manual_seed(1);
-  MdnRnn model(Small(5));
+  MdnRnn model(SmallOptions(5));
   Sequences s = Synthetic(12, 16, 5);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(3e-3));
   double first_nll = 0, first_reward = 0, last_nll = 0, last_reward = 0;
@@ -90,18 +63,8 @@ TEST(MdnRnn, TheMaskHeadLearnsATinyEnvironment) {
   // with a + 1 locations each.
   const int actions = 6;
   torch::manual_seed(2);
-  MdnRnn model(Small(actions));
-  torch::Tensor action = torch::randint(0, actions, {8, 32}, torch::kInt64);
-  torch::Tensor mask = torch::zeros({8, 32, actions});
-  torch::Tensor counts = torch::zeros({8, 32, actions});
-  for (int t = 0; t < 8; ++t)
-    for (int b = 0; b < 32; ++b) {
-      const int64_t a = action[t][b].item<int64_t>();
-      for (int64_t v : {a, (a + 1) % actions}) {
-        mask[t][b][v] = 1;
-        counts[t][b][v] = std::log1p(static_cast<double>(v + 1));
-      }
-    }
+  MdnRnn model(SmallOptions(actions));
+  auto [action, mask, counts] = MakeTinyEnvironment(actions);
   torch::Tensor z = torch::randn({8, 32, 4}), loc = torch::zeros({8, 32}, torch::kInt64);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-2));
   for (int it = 0; it < 300; ++it) {

@@ -9,48 +9,19 @@
 
 #include <cmath>
 
+#include "world_model/test_util.h"
+
 namespace rlflow::world_model {
 namespace {
 
-WorldModelOptions Small(int rule_actions) {
-  WorldModelOptions o;
-  o.latent = 4;
-  o.rule_actions = rule_actions;
-  o.embedding = 8;
-  o.hidden = 32;
-  o.mixtures = 3;
-  o.max_locations = 4;
-  o.groups = 4;
-  o.classes = 4;
-  return o;
-}
-
-// Episodes of a deterministic system: z_{t+1} = 0.5 z_t + effect(a_t),
-// reward = z_t[0] - z_{t+1}[0].
-struct Sequences {
-  torch::Tensor z, next, action, location, reward;
-};
-Sequences Synthetic(int steps, int batch, int rule_actions) {
-  torch::manual_seed(3);
-  Sequences s;
-  s.action = torch::randint(0, rule_actions, {steps, batch}, torch::kInt64);
-  s.location = torch::zeros({steps, batch}, torch::kInt64);
-  torch::Tensor effect = torch::randn({rule_actions, 4});
-  s.z = torch::empty({steps, batch, 4});
-  s.next = torch::empty({steps, batch, 4});
-  torch::Tensor z = torch::randn({batch, 4});
-  for (int t = 0; t < steps; ++t) {
-    s.z[t] = z;
-    z = 0.5 * z + effect.index_select(0, s.action[t]);
-    s.next[t] = z;
-  }
-  s.reward = s.z.select(2, 0) - s.next.select(2, 0);
-  return s;
-}
+using test_util::MakeTinyEnvironment;
+using test_util::Sequences;
+using test_util::SmallOptions;
+using test_util::Synthetic;
 
 TEST(Rssm, LossFallsAndItLearnsTheDynamics) {
   torch::manual_seed(1);
-  Rssm model(Small(5));
+  Rssm model(SmallOptions(5));
   Sequences s = Synthetic(12, 16, 5);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(3e-3));
   double first_latent = 0, first_reward = 0, last_latent = 0, last_reward = 0;
@@ -81,7 +52,7 @@ TEST(Rssm, LossFallsAndItLearnsTheDynamics) {
 
 TEST(Rssm, TheColdDreamIsTheMostLikelyPrediction) {
   torch::manual_seed(4);
-  Rssm model(Small(5));
+  Rssm model(SmallOptions(5));
   model->eval();
   torch::NoGradGuard no_grad;
   Sequences s = Synthetic(3, 2, 5);
@@ -103,7 +74,7 @@ TEST(Rssm, TheColdDreamIsTheMostLikelyPrediction) {
 
 TEST(Rssm, TheDreamStepsInItsOwnState) {
   torch::manual_seed(5);
-  Rssm model(Small(5));
+  Rssm model(SmallOptions(5));
   model->eval();
   torch::NoGradGuard no_grad;
   Sequences s = Synthetic(3, 2, 5);
@@ -129,18 +100,8 @@ TEST(Rssm, TheMaskHeadLearnsATinyEnvironment) {
   // prior's (teacher-forced prediction).
   const int actions = 6;
   torch::manual_seed(2);
-  Rssm model(Small(actions));
-  torch::Tensor action = torch::randint(0, actions, {8, 32}, torch::kInt64);
-  torch::Tensor mask = torch::zeros({8, 32, actions});
-  torch::Tensor counts = torch::zeros({8, 32, actions});
-  for (int t = 0; t < 8; ++t)
-    for (int b = 0; b < 32; ++b) {
-      const int64_t a = action[t][b].item<int64_t>();
-      for (int64_t v : {a, (a + 1) % actions}) {
-        mask[t][b][v] = 1;
-        counts[t][b][v] = std::log1p(static_cast<double>(v + 1));
-      }
-    }
+  Rssm model(SmallOptions(actions));
+  auto [action, mask, counts] = MakeTinyEnvironment(actions);
   // The next latent is the action's too (a known transition): the prior
   // can learn what the posterior sees.
   torch::Tensor z = torch::randn({8, 32, 4});
@@ -168,7 +129,7 @@ TEST(Rssm, TheMaskHeadLearnsATinyEnvironment) {
 }
 
 TEST(Rssm, CategoricalsMixInOnePercentUniformAndTheirKlIsZeroOnlyForEqualOnes) {
-  Rssm model(Small(5));
+  Rssm model(SmallOptions(5));
   torch::Tensor logits = torch::zeros({16});
   logits[0] = 100.0f;
   torch::Tensor p = model->Probabilities(logits);
