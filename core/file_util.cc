@@ -9,11 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace rlflow {
 
@@ -29,16 +28,99 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+namespace {
+
+int OpenForReading(const std::string& path, const std::string& what, struct stat* st) {
+  if (::stat(path.c_str(), st) != 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
+  if (S_ISDIR(st->st_mode)) Fail("cannot read ", what, " '", path, "': it is a directory");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
+  return fd;
+}
+
+// read(2) into data[0, size): the bytes read (fewer only at the end of the
+// file). Leaves `fd` open.
+size_t ReadFully(int fd, char* data, size_t size, const std::string& path, const std::string& what) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::read(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
 std::string ReadFile(const std::string& path, const std::string& what) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) Fail("cannot read ", what, " '", path, "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) Fail("cannot read ", what, " '", path, "': read error");
-  return os.str();
+  const int fd = OpenForReading(path, what, &st);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string bytes;
+  // A regular file in one read of its size; then whatever else there is (a
+  // pipe, a file that grew).
+  size_t got = 0;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    bytes.resize(static_cast<size_t>(st.st_size));
+    got = ReadFully(fd, bytes.data(), bytes.size(), path, what);
+    bytes.resize(got);
+  }
+  if (got == bytes.size()) {
+    constexpr size_t kChunk = 64 << 10;
+    while (true) {
+      const size_t before = bytes.size();
+      bytes.resize(before + kChunk);
+      const size_t n = ReadFully(fd, bytes.data() + before, kChunk, path, what);
+      bytes.resize(before + n);
+      if (n < kChunk) break;
+    }
+  }
+  return bytes;
+}
+
+FileBlockReader::FileBlockReader(const std::string& path, const std::string& what) : path_(path), what_(what) {
+  struct stat st;
+  fd_ = OpenForReading(path, what, &st);
+  size_at_open_ = S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+FileBlockReader::~FileBlockReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string_view FileBlockReader::Next() {
+  if (fd_ < 0) return {};
+  block_.resize(kBlockBytes);
+  const size_t n = ReadFully(fd_, block_.data(), block_.size(), path_, what_);
+  if (n == 0) {
+    ::close(fd_);
+    fd_ = -1;
+    return {};
+  }
+  fingerprint_.size += n;
+  fingerprint_.hash = HashBytes(block_.data(), n, fingerprint_.hash);
+  return {block_.data(), n};
+}
+
+FileFingerprint FingerprintFile(const std::string& path, const std::string& what) {
+  FileBlockReader r(path, what);
+  while (!r.Next().empty()) {
+  }
+  return r.fingerprint();
+}
+
+void CopyFileAtomically(const std::string& from, const std::string& to,
+                        const std::function<void(const FileFingerprint&)>& check) {
+  FileBlockReader r(from);
+  WriteFileAtomicallyWith(to, [&](int fd) {
+    for (std::string_view b = r.Next(); !b.empty(); b = r.Next()) WriteAll(fd, b.data(), b.size(), to);
+    if (check) check(r.fingerprint());
+  });
 }
 
 void CheckWritablePath(const std::string& path, const std::string& what) {
@@ -53,22 +135,27 @@ void CheckWritablePath(const std::string& path, const std::string& what) {
     Fail("cannot write ", what, " '", path, "': it is a directory");
 }
 
-void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+void WriteFileAtomicallyWith(const std::string& path, const std::function<void(int fd)>& write) {
   CheckWritablePath(path);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail("cannot write '", tmp, "': ", std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      Fail("cannot write '", path, "': ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
+  try {
+    write(fd);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int err = errno;
@@ -80,6 +167,10 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes) {
     ::unlink(tmp.c_str());
     Fail("cannot write '", path, "': ", std::strerror(err));
   }
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& bytes) {
+  WriteFileAtomicallyWith(path, [&](int fd) { WriteAll(fd, bytes.data(), bytes.size(), path); });
 }
 
 std::string DirName(const std::string& path) {

@@ -1,17 +1,68 @@
 #pragma once
 // Whole-file reads and atomic writes (temp file in the same directory, then
 // rename), so that a failed or interrupted write never leaves a partial file.
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace rlflow {
 
-// Throws rlflow::Error("cannot read <what> '<path>': <reason>").
+// Throws rlflow::Error("cannot read <what> '<path>': <reason>"). A regular
+// file is read into a string of its size (held once, not grown and copied).
 std::string ReadFile(const std::string& path, const std::string& what = "file");
+
+// A file's size and a hash of its contents (HashBytes chained over blocks of
+// FileBlockReader::kBlockBytes): whether a file changed since it was read,
+// without holding its bytes.
+struct FileFingerprint {
+  uint64_t size = 0, hash = 0;
+  bool operator==(const FileFingerprint& o) const { return size == o.size && hash == o.hash; }
+  bool operator!=(const FileFingerprint& o) const { return !(*this == o); }
+};
+
+// Reads a file block by block, fingerprinting what it reads; errors as
+// ReadFile's.
+class FileBlockReader {
+ public:
+  static constexpr size_t kBlockBytes = size_t{1} << 20;
+  FileBlockReader(const std::string& path, const std::string& what = "file");
+  ~FileBlockReader();
+  FileBlockReader(const FileBlockReader&) = delete;
+  FileBlockReader& operator=(const FileBlockReader&) = delete;
+  // The next block (kBlockBytes, the last one shorter), empty at the end of
+  // the file; valid until the next call.
+  std::string_view Next();
+  // Of the bytes read so far (the whole file once Next returned empty).
+  const FileFingerprint& fingerprint() const { return fingerprint_; }
+  // The file's size when it was opened (0 for what is not a regular file).
+  uint64_t size_at_open() const { return size_at_open_; }
+
+ private:
+  std::string path_, what_;
+  int fd_ = -1;
+  uint64_t size_at_open_ = 0;
+  std::vector<char> block_;
+  FileFingerprint fingerprint_;
+};
+
+FileFingerprint FingerprintFile(const std::string& path, const std::string& what = "file");
+// Copies `from` to `to` atomically, block by block; `check` is called with
+// the fingerprint of the bytes copied before `to` is renamed into place (it
+// may throw: then nothing is written).
+void CopyFileAtomically(const std::string& from, const std::string& to,
+                        const std::function<void(const FileFingerprint&)>& check = {});
 // Fails unless `path`'s directory exists and is writable, and path itself is
 // not a directory. Call before long work so that bad paths fail fast.
 void CheckWritablePath(const std::string& path, const std::string& what = "output");
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
+// Writes to `path` atomically what `write` writes to the file descriptor it
+// is given (a temporary file beside `path`; removed if `write` throws).
+void WriteFileAtomicallyWith(const std::string& path, const std::function<void(int fd)>& write);
+// write(2) until all of `data` is written; errors name `path`.
+void WriteAll(int fd, const char* data, size_t size, const std::string& path);
 bool FileExists(const std::string& path);
 // "dir/name" -> "dir" ("name" -> ".", "/name" -> "/") and -> "name".
 std::string DirName(const std::string& path);

@@ -1,6 +1,9 @@
 #include "core/onnx_io.h"
 
 #include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <onnx/checker.h>
 #include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
@@ -128,7 +131,10 @@ std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir,
   return bytes;
 }
 
-TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* external_dir = nullptr) {
+// `take`: `t` itself, mutable: its raw data is moved into the result (not
+// copied), leaving `t` without it.
+TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* external_dir = nullptr,
+                           onnx::TensorProto* take = nullptr) {
   const std::string& name = t.name();
   if (t.has_segment()) Fail("tensor '", name, "' is segmented, which is not supported");
   DType dtype = DTypeFromCode(t.data_type());
@@ -154,6 +160,7 @@ TensorData FromTensorProto(const onnx::TensorProto& t, const std::string* extern
     if (t.raw_data().size() != static_cast<size_t>(n) * DTypeSize(dtype))
       Fail("tensor '", name, "' has ", t.raw_data().size(), " bytes of data, its type ", DTypeName(dtype),
            ShapeToString(shape), " needs ", static_cast<size_t>(n) * DTypeSize(dtype));
+    if (take != nullptr) return TensorData(dtype, shape, std::move(*take->mutable_raw_data()));
     return TensorData(dtype, shape, t.raw_data());
   }
   std::string bytes;
@@ -187,8 +194,8 @@ bool IsByReference(const onnx::TensorProto& t) { return IsExternal(t) && Externa
 // and shape where there is one (shared: an inline one only where its bytes
 // are equal; an external one is the same model's file, read once already),
 // else read (external data from `external_dir`).
-TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* external_dir,
-                              const ImportOptions& options) {
+TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* external_dir, const ImportOptions& options,
+                              onnx::TensorProto* take = nullptr) {
   if (options.known_weights) {
     auto it = options.known_weights->find(t.name());
     if (it != options.known_weights->end()) {
@@ -203,7 +210,7 @@ TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* ext
   }
   if (options.known_weights && IsByReference(t))
     Fail("tensor '", t.name(), "' was passed by reference, but no weight of its name, type and shape is known");
-  return std::make_shared<const TensorData>(FromTensorProto(t, external_dir));
+  return std::make_shared<const TensorData>(FromTensorProto(t, external_dir, take));
 }
 
 // onnx::checker on an exported model (throws as it does). Weights exported
@@ -922,10 +929,71 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 }
 }  // namespace
 
-Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, ImportReport* report) {
+namespace {
+
+// Protobuf's input stream over a file read block by block.
+class BlockInputStream : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit BlockInputStream(FileBlockReader* reader) : reader_(reader) {}
+  bool Next(const void** data, int* size) override {
+    if (backed_up_ == 0) {
+      block_ = reader_->Next();
+      if (block_.empty()) return false;
+      backed_up_ = block_.size();
+    }
+    *data = block_.data() + block_.size() - backed_up_;
+    *size = static_cast<int>(backed_up_);
+    count_ += static_cast<int64_t>(backed_up_);
+    backed_up_ = 0;
+    return true;
+  }
+  void BackUp(int count) override {
+    backed_up_ = static_cast<size_t>(count);
+    count_ -= count;
+  }
+  bool Skip(int count) override {
+    const void* data;
+    int size;
+    while (count > 0) {
+      if (!Next(&data, &size)) return false;
+      if (size > count) {
+        BackUp(size - count);
+        return true;
+      }
+      count -= size;
+    }
+    return true;
+  }
+  int64_t ByteCount() const override { return count_; }
+
+ private:
+  FileBlockReader* reader_;
+  std::string_view block_;
+  size_t backed_up_ = 0;  // bytes at the end of block_ returned again by Next
+  int64_t count_ = 0;
+};
+
+}  // namespace
+
+Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, ImportReport* report,
+                     FileFingerprint* fingerprint) {
   ImportOptions with_dir = options;
   if (with_dir.external_data_dir.empty()) with_dir.external_data_dir = DirName(path);
-  return ImportOnnxBytes(ReadFile(path, "model"), "'" + path + "'", with_dir, report);
+  const std::string what = "'" + path + "'";
+  onnx::ModelProto model;
+  {
+    FileBlockReader reader(path, "model");
+    if (reader.size_at_open() > static_cast<uint64_t>(INT32_MAX))
+      Fail("model ", what, " is larger than 2 GB; models with external data files are not supported");
+    BlockInputStream in(&reader);
+    const bool parsed = model.ParseFromZeroCopyStream(&in);
+    while (!reader.Next().empty()) {
+    }
+    if (reader.fingerprint().size == 0) Fail("model ", what, " is empty");
+    if (!parsed) Fail("model ", what, " is not a valid ONNX protobuf (truncated or corrupt file?)");
+    if (fingerprint) *fingerprint = reader.fingerprint();
+  }
+  return ImportOnnxModel(std::move(model), what, with_dir, report);
 }
 
 Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const ImportOptions& options,
@@ -1122,9 +1190,10 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   std::set<std::string> input_names;
   for (const auto& vi : gp.input()) input_names.insert(vi.name());
   const bool inputs_override = model.ir_version() >= 4;
-  for (const auto& t : gp.initializer())
+  // The weights' bytes move from the protobuf into the graph (held once).
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer())
     if (!(inputs_override && input_names.count(t.name())))
-      g.AddInitializer(t.name(), InitializerData(t, external_dir, options));
+      g.AddInitializer(t.name(), InitializerData(t, external_dir, options, &t));
   if (gp.sparse_initializer_size() > 0) Fail("model ", what, " has sparse initializers, which are not supported");
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
@@ -1726,14 +1795,102 @@ bool WritesExternal(const Graph& graph, const WriteOptions& options, bool keep_s
   return (keep_source_form && graph.info().external_data) || InitializerBytes(graph) > kMaxInlineBytes;
 }
 
-void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
-    done += static_cast<size_t>(n);
+// The offset in `bytes` (a serialized message, its fields in the order of
+// their numbers, as protobuf writes them) of its first field numbered above
+// `field`; its size if there is none.
+size_t OffsetAfterField(const std::string& bytes, int field) {
+  using WFL = google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (true) {
+    const size_t at = static_cast<size_t>(in.CurrentPosition());
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return bytes.size();
+    if (WFL::GetTagFieldNumber(tag) > field) return at;
+    RLFLOW_CHECK(WFL::SkipField(&in, tag), "OffsetAfterField: a malformed serialized message");
   }
+}
+
+// Writes `model`, whose large initializers are exported by reference, with
+// those initializers' bytes taken from `weights` (the graph's own tensors):
+// the bytes SerializeToString would give for the model with them inline,
+// streamed, so that the weights are never copied. Atomically.
+void WriteInlineStreamed(onnx::ModelProto* model, const std::string& path,
+                         const std::map<std::string, TensorDataPtr>& weights) {
+  using WFL = google::protobuf::internal::WireFormatLite;
+  using google::protobuf::io::CodedOutputStream;
+  constexpr int kModelGraph = onnx::ModelProto::kGraphFieldNumber;
+  constexpr int kGraphInitializer = onnx::GraphProto::kInitializerFieldNumber;
+  constexpr int kTensorRawData = onnx::TensorProto::kRawDataFieldNumber;
+  // Each initializer serialized without its data, cut where raw_data goes.
+  struct Part {
+    std::string bytes;
+    size_t cut = 0;
+    const TensorData* data = nullptr;
+    size_t size = 0;  // serialized with its data
+  };
+  auto length_delimited = [](size_t n) { return 1 + CodedOutputStream::VarintSize64(n) + n; };
+  std::vector<Part> parts;
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
+  inits.Swap(model->mutable_graph()->mutable_initializer());
+  size_t graph_size = 0;
+  for (onnx::TensorProto& t : inits) {
+    Part p;
+    if (IsByReference(t)) {
+      auto it = weights.find(t.name());
+      RLFLOW_CHECK(it != weights.end(), "WriteInlineStreamed: weight '", t.name(),
+                   "' exported by reference is unknown");
+      p.data = it->second.get();
+      t.clear_external_data();
+      t.clear_data_location();
+    }
+    p.bytes = t.SerializeAsString();
+    p.cut = p.data ? OffsetAfterField(p.bytes, kTensorRawData) : p.bytes.size();
+    p.size = p.bytes.size() + (p.data ? length_delimited(p.data->size_bytes()) : 0);
+    graph_size += length_delimited(p.size);
+    parts.push_back(std::move(p));
+  }
+  inits.Clear();
+  const std::string graph = model->graph().SerializeAsString();
+  graph_size += graph.size();
+  model->clear_graph();
+  const std::string rest = model->SerializeAsString();
+  if (rest.size() + length_delimited(graph_size) > static_cast<size_t>(INT32_MAX))
+    Fail("cannot serialize the exported model (protobuf's limit is 2 GB: write its weights as external data)");
+  const size_t graph_cut = OffsetAfterField(graph, kGraphInitializer), model_cut = OffsetAfterField(rest, kModelGraph);
+  WriteFileAtomicallyWith(path, [&](int fd) {
+    std::string buffer;  // everything but the weights, written in pieces of about 1 MiB
+    auto flush = [&] {
+      WriteAll(fd, buffer.data(), buffer.size(), path);
+      buffer.clear();
+    };
+    auto put = [&](const char* data, size_t n) {
+      buffer.append(data, n);
+      if (buffer.size() >= (size_t{1} << 20)) flush();
+    };
+    auto header = [&](int field, size_t n) {  // a length-delimited field's tag and length
+      uint8_t b[16];
+      uint8_t* end = CodedOutputStream::WriteVarint32ToArray(WFL::MakeTag(field, WFL::WIRETYPE_LENGTH_DELIMITED), b);
+      end = CodedOutputStream::WriteVarint64ToArray(n, end);
+      put(reinterpret_cast<const char*>(b), static_cast<size_t>(end - b));
+    };
+    put(rest.data(), model_cut);
+    header(kModelGraph, graph_size);
+    put(graph.data(), graph_cut);
+    for (const Part& p : parts) {
+      header(kGraphInitializer, p.size);
+      put(p.bytes.data(), p.cut);
+      if (p.data) {
+        header(kTensorRawData, p.data->size_bytes());
+        flush();
+        WriteAll(fd, static_cast<const char*>(p.data->data()), p.data->size_bytes(), path);
+      }
+      put(p.bytes.data() + p.cut, p.bytes.size() - p.cut);
+    }
+    put(graph.data() + graph_cut, graph.size() - graph_cut);
+    put(rest.data() + model_cut, rest.size() - model_cut);
+    flush();
+  });
 }
 
 // Moves the model's large initializers into "<path>.data" beside it (offsets
@@ -1836,8 +1993,12 @@ void WriteOnnxFile(const Graph& graph, const std::string& path, std::string* not
     ExportFor(graph, options, &model, note, written_opset, options.external_min_bytes);
     WriteWithExternalData(&model, path, options.external_min_bytes, *WeightsByName(graph, options.external_min_bytes));
   } else {
-    ExportFor(graph, options, &model, note, written_opset);
-    WriteFileAtomically(path, SerializeModel(model));
+    // The large weights are exported by reference and streamed from the
+    // graph's tensors into the file: never copied into the protobuf, nor
+    // the protobuf into one string.
+    constexpr size_t kStreamedMinBytes = 4096;
+    ExportFor(graph, options, &model, note, written_opset, kStreamedMinBytes);
+    WriteInlineStreamed(&model, path, *WeightsByName(graph, kStreamedMinBytes));
   }
 }
 
@@ -1865,7 +2026,9 @@ Graph ReimportGraph(const Graph& graph, const std::string& what, const ImportOpt
   if (!WritesExternal(graph, write, /*keep_source_form=*/false)) {
     onnx::ModelProto model;
     ExportFor(graph, write, &model, note, written_opset);
-    return ImportOnnxBytes(SerializeModel(model), what, options, report);
+    // What a write would serialize, imported as it is (protobuf's round trip
+    // through bytes is exact): the weights are copied once, not three times.
+    return ImportOnnxModel(std::move(model), what, options, report);
   }
   const std::string dir = MakeTempDir("rlflow-reimport-");
   try {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/file_util.h"
 #include "core/graph.h"
 
 namespace onnx {
@@ -102,7 +103,12 @@ struct ImportReport {
   bool reordered_nodes = false;
 };
 
-Graph ImportOnnxFile(const std::string& path, const ImportOptions& options = {}, ImportReport* report = nullptr);
+// The file is parsed as it is read (its bytes are never held whole) and the
+// weights are moved out of the parsed protobuf into the graph: a model's
+// weights are held once. `fingerprint`, if given, receives the file's
+// (FingerprintFile's, of the bytes parsed).
+Graph ImportOnnxFile(const std::string& path, const ImportOptions& options = {}, ImportReport* report = nullptr,
+                     FileFingerprint* fingerprint = nullptr);
 // `what` names the source in error messages.
 Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const ImportOptions& options = {},
                       ImportReport* report = nullptr);

@@ -604,17 +604,16 @@ void Check(OptimiseRun& r) {
     Graph original_other;
     // The file again where there is one (its weights the ones in memory); a
     // file that changed since it was loaded is an error, not a note.
-    std::string file_bytes = model.file.empty() ? std::string() : model.ReadFileAgain();
     try {
       if (model.file.empty()) {
         original_other = ReimportGraph(original, "original", other, SharingWeights());
       } else {
         ImportOptions file = other;
         file.known_weights = WeightsByName(original);
-        original_other = ImportOnnxBytes(file_bytes, "original", file);
-        std::string().swap(file_bytes);
+        original_other = model.ImportFileAgain(file);
       }
     } catch (const Error& e) {
+      if (!model.file.empty()) model.CheckUnchanged(FingerprintFile(model.file, "model"));
       rec.general_note =
           std::string("the original model does not import at a second binding of its symbolic dimensions (") +
           BindingText(other) + ": " + e.what() + "); checked at the first binding only";
@@ -776,7 +775,7 @@ void Write(OptimiseRun& r) {
   const bool write_bytes = keep_original && !model.file.empty() && !model.external_data;
   if (write_bytes) {
     CheckWritablePath(output, "--output");
-    WriteFileAtomically(output, model.ReadFileAgain());
+    model.CopyFileTo(output);
   } else {
     // At the input's opset where it was upgraded for the search (11, 12;
     // 7 to 10 are written at 11): the converted model is imported again and

@@ -35,15 +35,15 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
                       std::to_string(options.zoo_seed) + ")");
   } else {
     ImportReport report;
-    std::string bytes = ReadFile(path, "model");
     // Tensors in external data files are read from the model's directory.
     ImportOptions import = options.import;
     if (import.external_data_dir.empty()) import.external_data_dir = DirName(path);
     // One import: where static dimensions fold, the graph without that
     // folding comes with it (sharing its weights: a model over 2 GB is held
-    // once).
+    // once). The file is parsed as it is read, never held whole.
     import.also_as_given = true;
-    m.graph = ImportOnnxBytes(bytes, "'" + path + "'", import, &report);
+    FileFingerprint fingerprint;
+    m.graph = ImportOnnxFile(path, import, &report, &fingerprint);
     import.also_as_given = false;
     m.import = import;
     m.external_data = m.graph.info().external_data;
@@ -58,10 +58,8 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     // when nothing improves is the sorted model, never these bytes.
     if (!report.reordered_nodes) {
       m.file = path;
-      m.file_size = bytes.size();
-      m.file_hash = HashBytes(bytes.data(), bytes.size());
+      m.fingerprint = fingerprint;
     }
-    std::string().swap(bytes);  // not held for the run
     if (m.folded_nodes > 0) m.notes.push_back("folded " + std::to_string(m.folded_nodes) + " constant/shape nodes");
     m.static_dims = report.static_dims;
     if (m.static_dims > 0) {
@@ -77,15 +75,33 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
   return m;
 }
 
-std::string LoadedModel::ReadFileAgain() const {
-  RLFLOW_CHECK(!file.empty(), "LoadedModel::ReadFileAgain: no file");
-  std::string bytes = ReadFile(file, "model");
-  if (bytes.size() != file_size)
-    Fail("the model file '", file, "' changed while it was being optimised (", file_size, " bytes when read, ",
-         bytes.size(), " now); run again");
-  if (HashBytes(bytes.data(), bytes.size()) != file_hash)
+void LoadedModel::CheckUnchanged(const FileFingerprint& now) const {
+  RLFLOW_CHECK(!file.empty(), "LoadedModel: no file");
+  if (now.size != fingerprint.size)
+    Fail("the model file '", file, "' changed while it was being optimised (", fingerprint.size, " bytes when read, ",
+         now.size, " now); run again");
+  if (now.hash != fingerprint.hash)
     Fail("the model file '", file, "' changed while it was being optimised (same size, other contents); run again");
-  return bytes;
+}
+
+Graph LoadedModel::ImportFileAgain(const ImportOptions& options) const {
+  RLFLOW_CHECK(!file.empty(), "LoadedModel::ImportFileAgain: no file");
+  FileFingerprint now;
+  Graph g;
+  try {
+    g = ImportOnnxFile(file, options, nullptr, &now);
+  } catch (const Error&) {
+    // A file that changed may no longer import: say that it changed.
+    CheckUnchanged(FingerprintFile(file, "model"));
+    throw;
+  }
+  CheckUnchanged(now);
+  return g;
+}
+
+void LoadedModel::CopyFileTo(const std::string& output) const {
+  RLFLOW_CHECK(!file.empty(), "LoadedModel::CopyFileTo: no file");
+  CopyFileAtomically(file, output, [&](const FileFingerprint& copied) { CheckUnchanged(copied); });
 }
 
 }  // namespace rlflow

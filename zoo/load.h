@@ -20,11 +20,16 @@ struct LoadedModel {
   // binding): empty for a zoo model, and for a file that must never be
   // written back (its nodes out of order). Its contents are not held for
   // the run (a model up to 2 GB would be held twice, beside the graph's
-  // weights): ReadFileAgain reads it, and fails if it changed since it was
-  // loaded (size and hash).
+  // weights): it is read again, and that fails if it changed since it was
+  // loaded (its fingerprint, size and hash).
   std::string file;
-  uint64_t file_size = 0, file_hash = 0;
-  std::string ReadFileAgain() const;
+  FileFingerprint fingerprint;
+  // Imports the file again (with `options`), block by block.
+  Graph ImportFileAgain(const ImportOptions& options) const;
+  // Copies the file to `output` atomically, block by block.
+  void CopyFileTo(const std::string& output) const;
+  // Fails unless `now` (the file's fingerprint read again) is the loaded one.
+  void CheckUnchanged(const FileFingerprint& now) const;
   // Tensors were read from external data files: the file alone is not the
   // model (it is read again with `import`, never written as the result).
   bool external_data = false;

@@ -1,5 +1,6 @@
-// LoadModel: a file is not held for the run; reading it again gives its
-// bytes, and a file changed since it was loaded is an error.
+// LoadModel: a file is not held for the run; using it again (a copy, a
+// second import) gives its contents, and a file changed since it was loaded
+// is an error.
 #include "zoo/load.h"
 
 #include <gtest/gtest.h>
@@ -11,44 +12,70 @@
 namespace rlflow {
 namespace {
 
-TEST(LoadModel, ReadsTheFileAgainOnlyWhileItIsUnchanged) {
+TEST(LoadModel, UsesTheFileAgainOnlyWhileItIsUnchanged) {
   const std::string dir = MakeTempDir("load_test_");
-  const std::string path = dir + "/m.onnx";
+  const std::string path = dir + "/m.onnx", copy = dir + "/copy.onnx";
   const std::string bytes = ExportOnnxBytes(zoo::Build("squeezenet1_1", 1));
   WriteFileAtomically(path, bytes);
 
   LoadedModel m = LoadModel(path);
   EXPECT_EQ(m.file, path);
-  EXPECT_EQ(m.file_size, bytes.size());
-  EXPECT_EQ(m.ReadFileAgain(), bytes);
+  EXPECT_EQ(m.fingerprint.size, bytes.size());
+  EXPECT_EQ(m.fingerprint, FingerprintFile(path));
+  m.CopyFileTo(copy);
+  EXPECT_EQ(ReadFile(copy), bytes);
+  EXPECT_EQ(m.ImportFileAgain({}).StructuralHash(), m.graph.StructuralHash());
+  RemoveTree(copy);
 
-  // The same size, one byte different: still caught (by the hash).
+  // Each use of the file fails once it changed, and writes nothing.
+  auto expect_changed = [&](const std::string& why) {
+    try {
+      m.CopyFileTo(copy);
+      ADD_FAILURE() << "a changed file was copied as the loaded one";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(FileExists(copy));
+    try {
+      m.ImportFileAgain({});
+      ADD_FAILURE() << "a changed file was imported as the loaded one";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  // The same size, one byte different (in a weight: the model still
+  // imports): still caught, by the hash.
   std::string changed = bytes;
   changed[changed.size() / 2] ^= 1;
   WriteFileAtomically(path, changed);
-  try {
-    m.ReadFileAgain();
-    ADD_FAILURE() << "a changed file was read as the loaded one";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("changed while it was being optimised (same size"), std::string::npos)
-        << e.what();
-  }
-  // Another size.
+  expect_changed("changed while it was being optimised (same size");
+  // Another size (and no longer a model).
   WriteFileAtomically(path, bytes + "x");
-  try {
-    m.ReadFileAgain();
-    ADD_FAILURE() << "a longer file was read as the loaded one";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(std::to_string(bytes.size() + 1) + " now"), std::string::npos) << e.what();
-  }
+  expect_changed(std::to_string(bytes.size() + 1) + " now");
   // Removed: the read error names the file.
   RemoveTree(dir);
-  try {
-    m.ReadFileAgain();
-    ADD_FAILURE() << "a removed file was read";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  expect_changed(path);
+}
+
+TEST(FileFingerprint, IsOfTheWholeContentsAcrossBlocks) {
+  const std::string dir = MakeTempDir("load_test_");
+  const std::string path = dir + "/f";
+  // Three blocks and a bit; a change in the last block and in the first.
+  std::string bytes(3 * FileBlockReader::kBlockBytes + 17, 'a');
+  for (size_t k = 0; k < bytes.size(); k += 4099) bytes[k] = static_cast<char>(k);
+  WriteFileAtomically(path, bytes);
+  const FileFingerprint f = FingerprintFile(path);
+  EXPECT_EQ(f.size, bytes.size());
+  EXPECT_EQ(ReadFile(path), bytes);
+  for (size_t at : {bytes.size() - 1, size_t{0}}) {
+    std::string other = bytes;
+    other[at] ^= 1;
+    WriteFileAtomically(path, other);
+    EXPECT_NE(FingerprintFile(path), f) << at;
   }
+  WriteFileAtomically(path, bytes);
+  EXPECT_EQ(FingerprintFile(path), f);
+  RemoveTree(dir);
 }
 
 TEST(LoadModel, AZooModelHasNoFile) {

@@ -442,6 +442,43 @@ TEST(OnnxIo, DeclaredShapeContradictingInferenceIsAnError) {
   }
 }
 
+// An inline write streams the large weights from the graph's tensors into
+// the file (never into the protobuf): the file holds exactly the bytes of
+// the model serialized with them inline, whatever else the model holds
+// around them (fields before and after the graph, the initializers and the
+// tensors' raw data), and imports to the same weights.
+TEST(OnnxIo, InlineWriteStreamsTheWeightsToTheSerializedBytes) {
+  Graph g;
+  g.info().doc = "a model";
+  g.info().metadata.push_back({"key", "value"});
+  ValueId x = g.AddInput("x", TensorType{DType::kFloat32, {4, 300}, true});
+  std::vector<ValueId> ws;
+  for (int k = 0; k < 3; ++k) {  // 3 x 300 x 300 floats: streamed; a 4-element one: inline
+    const int64_t n = k < 2 ? 300 : 2;
+    std::vector<float> v(static_cast<size_t>(300 * n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 977) * 0.5f - static_cast<float>(k);
+    ws.push_back(g.AddInitializer("w" + std::to_string(k), TensorData::FromFloat(v, {300, n})));
+  }
+  ValueId h = g.node(g.AddNode("MatMul", {x, ws[0]}, 1)).outputs[0];
+  h = g.node(g.AddNode("MatMul", {h, ws[1]}, 1)).outputs[0];
+  h = g.node(g.AddNode("MatMul", {h, ws[2]}, 1)).outputs[0];
+  g.SetOutputs({h});
+  InferShapes(g);
+  const std::string dir = testing::MakeTempDir("streamed_");
+  WriteOptions at_graph;
+  at_graph.at_graph_opset = true;
+  at_graph.external = ExternalData::kInline;
+  WriteOnnxFile(g, dir + "/m.onnx", nullptr, at_graph);
+  EXPECT_EQ(ReadFile(dir + "/m.onnx"), ExportOnnxBytes(g));
+  Graph again = ImportOnnxFile(dir + "/m.onnx");
+  for (int k = 0; k < 3; ++k) {
+    const std::string name = "w" + std::to_string(k);
+    EXPECT_EQ(again.value(again.FindValue(name)).initializer->bytes(), g.value(ws[k]).initializer->bytes()) << name;
+  }
+  EXPECT_EQ(again.info().doc, "a model");
+  RemoveTree(dir);
+}
+
 TEST(OnnxIo, AtomicWriteLeavesNoTemporaryFiles) {
   onnx::ModelProto m = Model(13);
   Info(m.mutable_graph()->add_input(), "x", {2});
