@@ -71,13 +71,13 @@ std::string ReadFile(const std::string& path, const std::string& what) {
     bytes.resize(got);
   }
   if (got == bytes.size()) {
-    constexpr size_t kChunk = 64 << 10;
+    // Read into a chunk of its own: growing `bytes` at the end of a large
+    // file would copy it.
+    std::vector<char> chunk(size_t{64} << 10);
     while (true) {
-      const size_t before = bytes.size();
-      bytes.resize(before + kChunk);
-      const size_t n = ReadFully(fd, bytes.data() + before, kChunk, path, what);
-      bytes.resize(before + n);
-      if (n < kChunk) break;
+      const size_t n = ReadFully(fd, chunk.data(), chunk.size(), path, what);
+      bytes.append(chunk.data(), n);
+      if (n < chunk.size()) break;
     }
   }
   return bytes;

@@ -984,7 +984,8 @@ Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, Impo
   {
     FileBlockReader reader(path, "model");
     if (reader.size_at_open() > static_cast<uint64_t>(INT32_MAX))
-      Fail("model ", what, " is larger than 2 GB; models with external data files are not supported");
+      Fail("model ", what,
+           " is larger than 2 GB, protobuf's limit (a model this large keeps its weights in external data files)");
     BlockInputStream in(&reader);
     const bool parsed = model.ParseFromZeroCopyStream(&in);
     while (!reader.Next().empty()) {
@@ -1000,7 +1001,8 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
                       ImportReport* report) {
   if (bytes.empty()) Fail("model ", what, " is empty");
   if (bytes.size() > static_cast<size_t>(INT32_MAX))
-    Fail("model ", what, " is larger than 2 GB; models with external data files are not supported");
+    Fail("model ", what,
+         " is larger than 2 GB, protobuf's limit (a model this large keeps its weights in external data files)");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) Fail("model ", what, " is not a valid ONNX protobuf (truncated or corrupt file?)");
   return ImportOnnxModel(std::move(model), what, options, report);
