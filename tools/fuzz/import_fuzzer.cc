@@ -1,12 +1,18 @@
-// Fuzz target: the ONNX importer (schema checks, ONNX shape inference in its
-// child process, rlflow's shape rules and folding), the cut at opaque nodes,
-// the executor on tiny graphs, and export. Every input must end in a result
-// or an exception, never a crash, a sanitizer report or a hang.
+// Fuzz target: the ONNX importer (the file parsed as it is read, schema
+// checks, ONNX shape inference in its child process, rlflow's shape rules and
+// folding), the cut at opaque nodes, the executor on tiny graphs, and export.
+// Every input must end in a result or an exception, never a crash, a
+// sanitizer report or a hang; and the streamed writer must write exactly the
+// bytes of the serialized export.
 #include <ATen/Parallel.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
+#include "core/file_util.h"
 #include "core/onnx_io.h"
 #include "core/passes/interface.h"
 #include "runtime/executor.h"
@@ -20,9 +26,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)init;
   using namespace rlflow;
+  static const std::string dir = MakeTempDir("import_fuzz_");
   try {
-    Graph g = ImportOnnxBytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz input");
+    std::ofstream(dir + "/in.onnx", std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    Graph g = ImportOnnxFile(dir + "/in.onnx");
     std::string exported = ExportOnnxBytes(g);
+    WriteOptions inline_write;
+    inline_write.external = ExternalData::kInline;
+    inline_write.at_graph_opset = true;
+    WriteOnnxFile(g, dir + "/out.onnx", nullptr, inline_write);
+    if (ReadFile(dir + "/out.onnx") != exported) {
+      std::fprintf(stderr, "the streamed writer's bytes differ from the serialized export\n");
+      std::abort();
+    }
     Graph cut = CutAtOpaque(g);
     // Run only tiny graphs (bounded time per input).
     int64_t elements = 0;
