@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <onnx/checker.h>
 #include <onnx/defs/data_type_utils.h>
@@ -194,20 +195,24 @@ bool IsByReference(const onnx::TensorProto& t) { return IsExternal(t) && Externa
 // and shape where there is one (shared: an inline one only where its bytes
 // are equal; an external one is the same model's file, read once already),
 // else read (external data from `external_dir`).
+// The known tensor (ImportOptions::known_weights) `t` may share, or null.
+const TensorDataPtr* KnownWeight(const onnx::TensorProto& t, const ImportOptions& options) {
+  if (!options.known_weights) return nullptr;
+  auto it = options.known_weights->find(t.name());
+  if (it == options.known_weights->end()) return nullptr;
+  const TensorData& known = *it->second;
+  const bool same_type =
+      static_cast<int32_t>(known.dtype()) == t.data_type() && known.shape() == Shape(t.dims().begin(), t.dims().end());
+  if (same_type && IsExternal(t)) return &it->second;
+  if (same_type && t.has_raw_data() && t.raw_data().size() == known.size_bytes() &&
+      std::memcmp(t.raw_data().data(), known.data(), known.size_bytes()) == 0)
+    return &it->second;
+  return nullptr;
+}
+
 TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* external_dir, const ImportOptions& options,
                               onnx::TensorProto* take = nullptr) {
-  if (options.known_weights) {
-    auto it = options.known_weights->find(t.name());
-    if (it != options.known_weights->end()) {
-      const TensorData& known = *it->second;
-      const bool same_type = static_cast<int32_t>(known.dtype()) == t.data_type() &&
-                             known.shape() == Shape(t.dims().begin(), t.dims().end());
-      if (same_type && IsExternal(t)) return it->second;
-      if (same_type && t.has_raw_data() && t.raw_data().size() == known.size_bytes() &&
-          std::memcmp(t.raw_data().data(), known.data(), known.size_bytes()) == 0)
-        return it->second;
-    }
-  }
+  if (const TensorDataPtr* known = KnownWeight(t, options)) return *known;
   if (options.known_weights && IsByReference(t))
     Fail("tensor '", t.name(), "' was passed by reference, but no weight of its name, type and shape is known");
   return std::make_shared<const TensorData>(FromTensorProto(t, external_dir, take));
@@ -975,6 +980,67 @@ class BlockInputStream : public google::protobuf::io::ZeroCopyInputStream {
 
 }  // namespace
 
+namespace {
+
+// Parses a model from `stream` as ParseFromZeroCopyStream does, but field by
+// field, and each top-level initializer whose data is a known weight
+// (ImportOptions::known_weights, the bytes equal) becomes a stand-in
+// exported by reference as soon as it is read: the file's copy of the
+// weights is never held beside the known one.
+bool ParseSharingKnownWeights(google::protobuf::io::ZeroCopyInputStream* stream, const ImportOptions& options,
+                              onnx::ModelProto* model) {
+  using WFL = google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream in(stream);
+  in.SetTotalBytesLimit(INT_MAX);
+  // One field of any other kind, merged as a parse would.
+  auto merge_field = [&](uint32_t tag, google::protobuf::MessageLite* into) {
+    std::string bytes;
+    {
+      google::protobuf::io::StringOutputStream out_stream(&bytes);
+      google::protobuf::io::CodedOutputStream out(&out_stream);
+      if (!WFL::SkipField(&in, tag, &out)) return false;
+    }
+    return into->MergeFromString(bytes);
+  };
+  auto length_delimited = [](uint32_t tag, int field) {
+    return WFL::GetTagFieldNumber(tag) == field && WFL::GetTagWireType(tag) == WFL::WIRETYPE_LENGTH_DELIMITED;
+  };
+  while (const uint32_t tag = in.ReadTag()) {
+    if (!length_delimited(tag, onnx::ModelProto::kGraphFieldNumber)) {
+      if (!merge_field(tag, model)) return false;
+      continue;
+    }
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length)) return false;
+    const auto graph_limit = in.PushLimit(static_cast<int>(length));
+    onnx::GraphProto* graph = model->mutable_graph();
+    while (const uint32_t graph_tag = in.ReadTag()) {
+      if (!length_delimited(graph_tag, onnx::GraphProto::kInitializerFieldNumber)) {
+        if (!merge_field(graph_tag, graph)) return false;
+        continue;
+      }
+      if (!in.ReadVarint32(&length)) return false;
+      const auto tensor_limit = in.PushLimit(static_cast<int>(length));
+      onnx::TensorProto* t = graph->add_initializer();
+      if (!t->MergeFromCodedStream(&in) || !in.ConsumedEntireMessage()) return false;
+      in.PopLimit(tensor_limit);
+      if (t->has_raw_data() && KnownWeight(*t, options) != nullptr) {
+        std::string().swap(*t->mutable_raw_data());  // clear_raw_data alone keeps its buffer
+        t->clear_raw_data();
+        t->set_data_location(onnx::TensorProto::EXTERNAL);
+        auto* e = t->add_external_data();
+        e->set_key("location");
+        e->set_value(kByReferenceLocation);
+      }
+    }
+    if (!in.ConsumedEntireMessage()) return false;
+    in.PopLimit(graph_limit);
+  }
+  return in.ConsumedEntireMessage();
+}
+
+}  // namespace
+
 Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, ImportReport* report,
                      FileFingerprint* fingerprint) {
   ImportOptions with_dir = options;
@@ -987,7 +1053,12 @@ Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, Impo
       Fail("model ", what,
            " is larger than 2 GB, protobuf's limit (a model this large keeps its weights in external data files)");
     BlockInputStream in(&reader);
-    const bool parsed = model.ParseFromZeroCopyStream(&in);
+    bool parsed = false;
+    if (options.known_weights) {
+      parsed = ParseSharingKnownWeights(&in, options, &model);
+    } else {
+      parsed = model.ParseFromZeroCopyStream(&in);
+    }
     while (!reader.Next().empty()) {
     }
     if (reader.fingerprint().size == 0) Fail("model ", what, " is empty");
