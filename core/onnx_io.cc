@@ -983,10 +983,12 @@ class BlockInputStream : public google::protobuf::io::ZeroCopyInputStream {
 namespace {
 
 // Parses a model from `stream` as ParseFromZeroCopyStream does, but field by
-// field, and each top-level initializer whose data is a known weight
+// field (the graph's fields one at a time, each initializer on its own), so
+// that each top-level initializer whose data is a known weight
 // (ImportOptions::known_weights, the bytes equal) becomes a stand-in
 // exported by reference as soon as it is read: the file's copy of the
-// weights is never held beside the known one.
+// weights is never held beside the known one. Without known weights it is
+// the same parse; the one path every file import takes.
 bool ParseSharingKnownWeights(google::protobuf::io::ZeroCopyInputStream* stream, const ImportOptions& options,
                               onnx::ModelProto* model) {
   using WFL = google::protobuf::internal::WireFormatLite;
@@ -1053,12 +1055,7 @@ Graph ImportOnnxFile(const std::string& path, const ImportOptions& options, Impo
       Fail("model ", what,
            " is larger than 2 GB, protobuf's limit (a model this large keeps its weights in external data files)");
     BlockInputStream in(&reader);
-    bool parsed = false;
-    if (options.known_weights) {
-      parsed = ParseSharingKnownWeights(&in, options, &model);
-    } else {
-      parsed = model.ParseFromZeroCopyStream(&in);
-    }
+    const bool parsed = ParseSharingKnownWeights(&in, options, &model);
     while (!reader.Next().empty()) {
     }
     if (reader.fingerprint().size == 0) Fail("model ", what, " is empty");

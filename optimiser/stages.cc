@@ -612,8 +612,9 @@ void Check(OptimiseRun& r) {
         file.known_weights = WeightsByName(original);
         original_other = model.ImportFileAgain(file);
       }
+    } catch (const ModelFileChanged&) {
+      throw;  // checked by ImportFileAgain, also where the file no longer imports
     } catch (const Error& e) {
-      if (!model.file.empty()) model.CheckUnchanged(FingerprintFile(model.file, "model"));
       rec.general_note =
           std::string("the original model does not import at a second binding of its symbolic dimensions (") +
           BindingText(other) + ": " + e.what() + "); checked at the first binding only";

@@ -78,10 +78,12 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
 void LoadedModel::CheckUnchanged(const FileFingerprint& now) const {
   RLFLOW_CHECK(!file.empty(), "LoadedModel: no file");
   if (now.size != fingerprint.size)
-    Fail("the model file '", file, "' changed while it was being optimised (", fingerprint.size, " bytes when read, ",
-         now.size, " now); run again");
+    throw ModelFileChanged("the model file '" + file + "' changed while it was being optimised (" +
+                           std::to_string(fingerprint.size) + " bytes when read, " + std::to_string(now.size) +
+                           " now); run again");
   if (now.hash != fingerprint.hash)
-    Fail("the model file '", file, "' changed while it was being optimised (same size, other contents); run again");
+    throw ModelFileChanged("the model file '" + file +
+                           "' changed while it was being optimised (same size, other contents); run again");
 }
 
 Graph LoadedModel::ImportFileAgain(const ImportOptions& options) const {
@@ -90,9 +92,16 @@ Graph LoadedModel::ImportFileAgain(const ImportOptions& options) const {
   Graph g;
   try {
     g = ImportOnnxFile(file, options, nullptr, &now);
-  } catch (const Error&) {
-    // A file that changed may no longer import: say that it changed.
-    CheckUnchanged(FingerprintFile(file, "model"));
+  } catch (const Error& e) {
+    // A file that changed may no longer import, or no longer be there: say
+    // that it changed.
+    FileFingerprint again;
+    try {
+      again = FingerprintFile(file, "model");
+    } catch (const Error& read) {
+      throw ModelFileChanged(std::string(read.what()) + " (it was read when the model was loaded)");
+    }
+    CheckUnchanged(again);
     throw;
   }
   CheckUnchanged(now);

@@ -5,11 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph.h"
 #include "core/onnx_io.h"
 
 namespace rlflow {
+
+// The file of a LoadedModel changed since it was loaded: never a note, always
+// the run's error.
+class ModelFileChanged : public Error {
+ public:
+  using Error::Error;
+};
 
 struct LoadedModel {
   Graph graph;
@@ -28,7 +36,9 @@ struct LoadedModel {
   Graph ImportFileAgain(const ImportOptions& options) const;
   // Copies the file to `output` atomically, block by block.
   void CopyFileTo(const std::string& output) const;
-  // Fails unless `now` (the file's fingerprint read again) is the loaded one.
+  // Throws ModelFileChanged unless `now` (the file's fingerprint read again)
+  // is the loaded one; ImportFileAgain and CopyFileTo check it, also where
+  // the file no longer imports or cannot be read to the end.
   void CheckUnchanged(const FileFingerprint& now) const;
   // Tensors were read from external data files: the file alone is not the
   // model (it is read again with `import`, never written as the result).
