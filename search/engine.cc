@@ -1,5 +1,6 @@
 #include "search/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -181,7 +182,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
     try {
       rep = o_.matcher->Replacement(g, m);
     } catch (const Error&) {
-      replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}});
+      replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}, {}});
       ++stats_.rewrites_rejected;
       return std::nullopt;
     }
@@ -204,16 +205,46 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
         added_keys.push_back({NodeKeyHash(rep, id), o_.cost->NodeNoiseMs(rep, id)});
       }
     }
-    cached = replacement_cost_.emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys)}).first;
+    std::vector<char> out_permuted;
+    for (ValueId o : rep.outputs()) out_permuted.push_back(PermutedView(rep, o) ? 1 : 0);
+    cached = replacement_cost_
+                 .emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys), std::move(out_permuted)})
+                 .first;
   }
   const ReplacementCost& rc = cached->second;
   if (rc.added < 0) return std::nullopt;  // the replacement does not infer
   if (o_.max_nodes > 0 && g.num_nodes() - static_cast<int64_t>(m.nodes.size()) + rc.nodes > o_.max_nodes)
     return std::nullopt;
+  // The readers of the match's outputs stay, but where an output turns from
+  // a permuted view into a contiguous tensor or back (a Transpose moved
+  // across the match's boundary), each reader reads another layout: another
+  // cost key, another time (the CPU executor's Transpose returns a view).
+  double added = rc.added;
+  std::vector<std::pair<uint64_t, double>> added_keys;
+  const std::vector<ValueId> outputs = o_.matcher->MatchedOutputs(g, m);
+  for (size_t k = 0; k < outputs.size() && k < rc.out_permuted.size(); ++k) {
+    const bool after = rc.out_permuted[k] != 0;
+    if (PermutedView(g, outputs[k]) == after) continue;
+    if (!memo->consumers) memo->consumers = g.Consumers();
+    for (auto [reader, slot] : (*memo->consumers)[outputs[k]]) {
+      if (weight_only[reader] || std::find(m.nodes.begin(), m.nodes.end(), reader) != m.nodes.end()) continue;
+      // The reader alone, reading the output's layout before and after.
+      Graph alone = ExtractNode(g, reader);
+      const NodeId only = 0;
+      const double before_ms = o_.cost->NodeMs(alone, only);
+      removed_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
+      for (ValueId in : alone.node(only).inputs)
+        if (in != kNoValue && alone.value(in).name == g.value(outputs[k]).name)
+          alone.mutable_value(in).arrives_permuted = after;
+      added += o_.cost->NodeMs(alone, only) - before_ms;
+      added_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
+    }
+  }
+  if (!added_keys.empty()) added_keys.insert(added_keys.end(), rc.keys.begin(), rc.keys.end());
   // The noise rule: a gain within the timings' noise is not a gain unless
   // the two sides, timed against each other, say so.
-  double gain = removed - rc.added, used = gain;
-  double noise = Noise(removed_keys, rc.keys);
+  double gain = removed - added, used = gain;
+  double noise = Noise(removed_keys, added_keys.empty() ? rc.keys : added_keys);
   if (gain > 0 && gain <= noise) used = ResolvedGain(g, m, key, input_constant, gain);
   return Candidate{m, s.cost() - used, gain - used};
 }

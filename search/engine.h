@@ -140,6 +140,7 @@ class RewriteEngine {
     explicit NodeMemo(int nodes) : key(nodes, 0), ms(nodes, -1.0), noise(nodes, -1.0) {}
     std::vector<uint64_t> key;
     std::vector<double> ms, noise;
+    std::optional<std::vector<std::vector<std::pair<NodeId, int>>>> consumers;  // built when first needed
   };
   std::optional<Candidate> Estimate(const RewriteState& s, const Match& m, const std::vector<char>& weight_only,
                                     NodeMemo* memo);
@@ -152,6 +153,7 @@ class RewriteEngine {
     double added;  // -1: does not infer
     int nodes;
     std::vector<std::pair<uint64_t, double>> keys;  // its running nodes' cost keys and noise
+    std::vector<char> out_permuted;                 // per output: a permuted view (PermutedView)
   };
   std::unordered_map<uint64_t, ReplacementCost> replacement_cost_;
   std::unordered_map<uint64_t, double> resolved_;  // replacement key -> ResolveGain outcome

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/node_key.h"
 #include "rules/testing.h"
 #include "runtime/table_cost_testing.h"
 
@@ -78,6 +79,55 @@ TEST(Engine, EstimatesAreTheAppliedGraphsCost) {
   bool fold = false;
   for (const Candidate& c : candidates) fold = fold || c.cost == start.cost() - 1.0;
   EXPECT_TRUE(fold);
+}
+
+// The table model, and 5 more for each input a node reads as a permuted
+// view (as the CPU executor's Transpose returns one).
+class PermutedReadCost : public testing::TableCost {
+ public:
+  OpCost NodeCost(const Graph& g, NodeId id) override {
+    OpCost c = TableCost::NodeCost(g, id);
+    for (ValueId in : g.node(id).inputs)
+      if (in != kNoValue && PermutedView(g, in)) c.ms += 5.0;
+    return c;
+  }
+};
+
+// A Transpose moved across a Relu changes the layout the Relu's reader
+// reads (rules 09b0f3f4c8d2 and its reverse): the estimate charges the
+// reader's change too, so it is the applied graph's cost.
+TEST(Engine, EstimatesChargeReadersOfAChangedLayout) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {4, 6});
+  ValueId perm = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({1, 0})}});
+  ValueId y = b.Op("Sigmoid", {b.Op("Relu", {perm})});  // Sigmoid reads contiguous; after: permuted
+  ValueId x2 = b.Input("x2", {4, 6});
+  ValueId z = b.Op("Tanh", {b.Op("Transpose", {b.Op("Relu", {x2})}, {{"perm", Attribute::Ints({1, 0})}})});
+  Graph g = b.Build({y, z});  // Tanh reads permuted; after: contiguous
+  Matcher matcher(testing::RulesById({"09b0f3f4c8d2"}));
+  PermutedReadCost cost;
+  EngineOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  RewriteEngine engine(o);
+  RewriteState start = engine.Start(g);
+  // Two Relus reading a permuted and a contiguous input, Sigmoid contiguous,
+  // Tanh permuted: 6 nodes, two permuted reads.
+  EXPECT_DOUBLE_EQ(start.cost(), 6 + 10);
+  std::vector<Candidate> candidates = start.Candidates();
+  ASSERT_EQ(candidates.size(), 2u);
+  int faster = 0, same = 0;
+  for (const Candidate& c : candidates) {
+    std::optional<RewriteState> next = start.Apply(c);
+    ASSERT_TRUE(next.has_value());
+    // Either way the permuted read moves from a Relu to its reader or back:
+    // no gain, though the matched nodes alone differ by 5.
+    EXPECT_DOUBLE_EQ(c.cost, next->cost()) << engine.MatchName(c.match);
+    EXPECT_DOUBLE_EQ(next->cost(), start.cost()) << engine.MatchName(c.match);
+    (c.cost < start.cost() ? faster : same)++;
+  }
+  EXPECT_EQ(same, 2);
+  EXPECT_EQ(faster, 0);
 }
 
 TEST(Engine, IncrementalMatchesAreFindAll) {

@@ -925,6 +925,15 @@ Graph Matcher::Matched(const Graph& graph, const Match& m, const std::vector<Ten
   return Side(graph, m, false, constants);
 }
 
+std::vector<ValueId> Matcher::MatchedOutputs(const Graph& graph, const Match& m) const {
+  const rules::Rule& rule = rules_.at(m.rule);
+  const rules::Pattern& from = m.reverse ? rule.target() : rule.source();
+  std::vector<ValueId> out;
+  for (const rules::Ref& r : from.outputs())
+    out.push_back(graph.node(m.nodes.at(r.node().node())).outputs.at(r.node().output()));
+  return out;
+}
+
 Graph Matcher::Side(const Graph& graph, const Match& m, bool replacement,
                     const std::vector<TensorDataPtr>* constants) const {
   const rules::Rule& rule = rules_.at(m.rule);

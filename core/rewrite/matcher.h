@@ -99,6 +99,9 @@ class Matcher {
   // The same for the matched side, built from the rule: what the match
   // computes, alone (its nodes have the matched nodes' effective attributes).
   Graph Matched(const Graph& graph, const Match& match, const std::vector<TensorDataPtr>* constants = nullptr) const;
+  // The graph values of the matched side's outputs, in the order of the
+  // outputs of Replacement and Matched (the values a rewrite replaces).
+  std::vector<ValueId> MatchedOutputs(const Graph& graph, const Match& match) const;
 
   const std::vector<rules::Rule>& rules() const { return rules_; }
   // Whether rule `rule` may match (the constructor's `enabled`).
