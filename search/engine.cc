@@ -222,23 +222,28 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   double added = rc.added;
   std::vector<std::pair<uint64_t, double>> added_keys;
   const std::vector<ValueId> outputs = o_.matcher->MatchedOutputs(g, m);
+  std::map<NodeId, std::map<std::string, bool>> readers;  // reader -> its inputs' layouts after (by value name)
   for (size_t k = 0; k < outputs.size() && k < rc.out_permuted.size(); ++k) {
     const bool after = rc.out_permuted[k] != 0;
     if (PermutedView(g, outputs[k]) == after) continue;
     if (!memo->consumers) memo->consumers = g.Consumers();
-    for (auto [reader, slot] : (*memo->consumers)[outputs[k]]) {
-      if (weight_only[reader] || std::find(m.nodes.begin(), m.nodes.end(), reader) != m.nodes.end()) continue;
-      // The reader alone, reading the output's layout before and after.
-      Graph alone = ExtractNode(g, reader);
-      const NodeId only = 0;
-      const double before_ms = o_.cost->NodeMs(alone, only);
-      removed_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
-      for (ValueId in : alone.node(only).inputs)
-        if (in != kNoValue && alone.value(in).name == g.value(outputs[k]).name)
-          alone.mutable_value(in).arrives_permuted = after;
-      added += o_.cost->NodeMs(alone, only) - before_ms;
-      added_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
+    for (const auto& [reader, slot] : (*memo->consumers)[outputs[k]])
+      if (!weight_only[reader] && std::find(m.nodes.begin(), m.nodes.end(), reader) == m.nodes.end())
+        readers[reader][g.value(outputs[k]).name] = after;
+  }
+  for (const auto& [reader, layouts] : readers) {
+    // The reader alone, reading the outputs' layouts before and after.
+    Graph alone = ExtractNode(g, reader);
+    const NodeId only = 0;
+    const double before_ms = o_.cost->NodeMs(alone, only);
+    removed_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
+    for (ValueId in : alone.node(only).inputs) {
+      if (in == kNoValue) continue;
+      auto it = layouts.find(alone.value(in).name);
+      if (it != layouts.end()) alone.mutable_value(in).arrives_permuted = it->second;
     }
+    added += o_.cost->NodeMs(alone, only) - before_ms;
+    added_keys.push_back({NodeKeyHash(alone, only), o_.cost->NodeNoiseMs(alone, only)});
   }
   if (!added_keys.empty()) added_keys.insert(added_keys.end(), rc.keys.begin(), rc.keys.end());
   // The noise rule: a gain within the timings' noise is not a gain unless

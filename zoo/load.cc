@@ -92,7 +92,7 @@ Graph LoadedModel::ImportFileAgain(const ImportOptions& options) const {
   Graph g;
   try {
     g = ImportOnnxFile(file, options, nullptr, &now);
-  } catch (const Error& e) {
+  } catch (const Error&) {
     // A file that changed may no longer import, or no longer be there: say
     // that it changed.
     FileFingerprint again;
