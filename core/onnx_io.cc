@@ -191,10 +191,14 @@ constexpr char kByReferenceLocation[] = "rlflow-weight-by-reference";
 
 bool IsByReference(const onnx::TensorProto& t) { return IsExternal(t) && ExternalLocation(t) == kByReferenceLocation; }
 
-// A top-level initializer's data: the known tensor of its name, element type
-// and shape where there is one (shared: an inline one only where its bytes
-// are equal; an external one is the same model's file, read once already),
-// else read (external data from `external_dir`).
+// Marks `t` as a by-reference stand-in (its data is a known weight).
+void MarkByReference(onnx::TensorProto* t) {
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* e = t->add_external_data();
+  e->set_key("location");
+  e->set_value(kByReferenceLocation);
+}
+
 // The known tensor (ImportOptions::known_weights) `t` may share, or null.
 const TensorDataPtr* KnownWeight(const onnx::TensorProto& t, const ImportOptions& options) {
   if (!options.known_weights) return nullptr;
@@ -210,6 +214,10 @@ const TensorDataPtr* KnownWeight(const onnx::TensorProto& t, const ImportOptions
   return nullptr;
 }
 
+// A top-level initializer's data: the known tensor of its name, element type
+// and shape where there is one (shared: an inline one only where its bytes
+// are equal; an external one is the same model's file, read once already),
+// else read (external data from `external_dir`).
 TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* external_dir, const ImportOptions& options,
                               onnx::TensorProto* take = nullptr) {
   if (const TensorDataPtr* known = KnownWeight(t, options)) return *known;
@@ -254,10 +262,7 @@ void ToTensorHeader(const TensorData& data, const std::string& name, onnx::Tenso
 // A by-reference stand-in for a weight (see kByReferenceLocation).
 void ToReferenceProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
   ToTensorHeader(data, name, t);
-  t->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* e = t->add_external_data();
-  e->set_key("location");
-  e->set_value(kByReferenceLocation);
+  MarkByReference(t);
 }
 
 void ToTensorProto(const TensorData& data, const std::string& name, onnx::TensorProto* t) {
@@ -978,10 +983,6 @@ class BlockInputStream : public google::protobuf::io::ZeroCopyInputStream {
   int64_t count_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // Parses a model from `stream` as ParseFromZeroCopyStream does, but field by
 // field (the graph's fields one at a time, each initializer on its own), so
 // that each top-level initializer whose data is a known weight
@@ -1029,10 +1030,7 @@ bool ParseSharingKnownWeights(google::protobuf::io::ZeroCopyInputStream* stream,
       if (t->has_raw_data() && KnownWeight(*t, options) != nullptr) {
         std::string().swap(*t->mutable_raw_data());  // clear_raw_data alone keeps its buffer
         t->clear_raw_data();
-        t->set_data_location(onnx::TensorProto::EXTERNAL);
-        auto* e = t->add_external_data();
-        e->set_key("location");
-        e->set_value(kByReferenceLocation);
+        MarkByReference(t);
       }
     }
     if (!in.ConsumedEntireMessage()) return false;
