@@ -133,9 +133,22 @@ struct CanonicaliseRecord {
   int lowered_batchnorm = 0;  // BatchNormalization nodes lowered to Mul/Add
 };
 
+// One search round's own figures.
+struct SearchRoundRecord {
+  int64_t graphs_explored = 0, rewrites_costed = 0, graphs_built = 0, rewrites_rejected = 0, real_steps = 0;
+  int64_t applied = 0, finish_applied = 0;  // rewrites of the round's graph; of them, by the greedy finish
+  double final_cost = 0;                    // its graph's estimate under that round's timings (ms)
+  StopReason stop_reason = StopReason::kNone;
+};
+
 struct SearchRecord {
-  SearchResult result;  // graph: the optimised graph (before the finishing passes)
+  // graph: the optimised graph (before the finishing passes). Its work
+  // counters (graphs explored, rewrites costed, graphs built, rewrites
+  // rejected, real steps) are the sums over the rounds; the rest is the kept
+  // round's.
+  SearchResult result;
   int rounds = 0;
+  std::vector<SearchRoundRecord> per_round;  // each round's own figures, in order
   double seconds = 0;
   // The original's cost as it runs (ms, CostModel::RunCost), by the cost
   // model the search ended with.

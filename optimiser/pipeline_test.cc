@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -350,6 +352,100 @@ TEST(Pipeline, TheVerdictComparesWithTheGraphAsTheFileComputesIt) {
   PipelineResult d = RunPipeline(with_data);
   EXPECT_EQ(d.load.static_dims, 1);
   EXPECT_EQ(d.reference_run.filled["x"], "given (--input_data)");
+}
+
+// A backend whose in-context timings of a Conv with a bias (what folding a
+// batch norm makes) are 100x their isolated ones, and which interrupts the
+// run when it first times such a conv in context: after round 1, whose graph
+// has them. Round 2 is stopped before it explores a graph, and round 1's
+// graph, dearer under the new timings, is not kept.
+class StopAtTheChosenGraph : public testing::ScriptedBackend {
+ public:
+  explicit StopAtTheChosenGraph(std::atomic<bool>* stop)
+      : ScriptedBackend("scripted-stop-at-round-2", FusionNodeMs), stop_(stop) {}
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      if (g.node(id).op != "Conv" || g.node(id).inputs.size() < 3) continue;
+      stop_->store(true);
+      t.run_ms += 99 * t.node_ms[id];
+      t.node_ms[id] *= 100;
+    }
+    return t;
+  }
+
+ private:
+  std::atomic<bool>* stop_;
+};
+
+// The report's work counters are every round's: a round stopped at once
+// adds nothing, but does not erase what the rounds before it did.
+TEST(Pipeline, TheSearchCountersSumTheRounds) {
+  std::string dir = testing::MakeTempDir("pipeline_rounds_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  std::atomic<bool> stop{false};
+  o.interrupted = &stop;
+  o.make_backend = [&stop] { return std::make_unique<StopAtTheChosenGraph>(&stop); };
+  PipelineResult r = RunPipeline(o);
+  const SearchRecord& rec = r.search;
+  ASSERT_EQ(rec.rounds, 2);
+  ASSERT_EQ(rec.per_round.size(), 2u);
+  EXPECT_GT(rec.per_round[0].graphs_explored, 0);
+  EXPECT_GT(rec.per_round[0].applied, 0);
+  EXPECT_EQ(rec.per_round[1].graphs_explored, 0);
+  EXPECT_EQ(rec.per_round[1].stop_reason, StopReason::kInterrupted);
+  EXPECT_TRUE(rec.result.applied.empty());  // round 2's graph (the original) was kept
+  EXPECT_EQ(rec.result.graphs_explored, rec.per_round[0].graphs_explored);
+  EXPECT_EQ(rec.result.rewrites_costed, rec.per_round[0].rewrites_costed + rec.per_round[1].rewrites_costed);
+  EXPECT_EQ(rec.result.graphs_built, rec.per_round[0].graphs_built + rec.per_round[1].graphs_built);
+  EXPECT_EQ(rec.result.real_steps, rec.per_round[0].real_steps + rec.per_round[1].real_steps);
+  EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_EQ(j["search"]["graphs_explored"], rec.per_round[0].graphs_explored);
+  ASSERT_EQ(j["search"]["per_round"].size(), 2u);
+  EXPECT_EQ(j["search"]["per_round"][0]["graphs_explored"], rec.per_round[0].graphs_explored);
+  EXPECT_EQ(j["search"]["per_round"][1]["stop_reason"], StopReasonName(StopReason::kInterrupted));
+  const std::string summary = r.Summary();
+  EXPECT_NE(summary.find(std::to_string(rec.per_round[0].graphs_explored) + " + 0 by round"), std::string::npos)
+      << summary;
+}
+
+// A backend whose every calibration takes 2 s (a large model's).
+class SlowCalibration : public testing::ScriptedBackend {
+ public:
+  SlowCalibration() : ScriptedBackend("scripted-slow-calibration", FusionNodeMs) {}
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    return ScriptedBackend::TimeNodesInContext(g, runs, o);
+  }
+};
+
+// Under a deadline, another round starts only if its calibration and search
+// fit in the time left: here the chosen graph has new keys (convs with a
+// folded bias) but calibrating it (2 s) does not fit in the 1.5 s deadline,
+// so the first round's graph stands; before, the calibration ran past the
+// deadline and round 2 was stopped where it started.
+TEST(Pipeline, NoRoundStartsThatTheDeadlineCannotHold) {
+  std::string dir = testing::MakeTempDir("pipeline_deadline_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.time_limit_s = 1.5;
+  o.force_optimised = true;
+  o.make_backend = [] { return std::make_unique<SlowCalibration>(); };
+  std::vector<std::string> lines;
+  o.log = [&lines](bool, const std::string& line) { lines.push_back(line); };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.search.rounds, 1);
+  ASSERT_EQ(r.search.per_round.size(), 1u);
+  // Unless the deadline stopped round 1 itself (a very slow machine), it
+  // chose convs with a folded bias, and no second round was tried for them.
+  if (!IsRunnerStop(r.search.per_round[0].stop_reason)) {
+    EXPECT_GT(r.search.per_round[0].applied, 0);
+    bool said = false;
+    for (const std::string& l : lines) said |= l.find("does not fit in the") != std::string::npos;
+    EXPECT_TRUE(said) << "no line says why no second round ran";
+  }
 }
 
 TEST(Pipeline, RunsAGivenPassOrder) {

@@ -402,6 +402,7 @@ void Calibrate(OptimiseRun& r) {
     // within minutes on a shared VM), and the estimates reported against
     // measured times are in its speed now.
     calibration = cost.Calibrate(r.original_cut, r.cal_runs, r.cal_runs);
+    r.calibration_s = Seconds(t_cal);
     // The search starts from the canonical form of the graph as imported
     // (batch norms lowered, static dimensions folded): its keys as well.
     if (r.res.canonicalise.lowered_batchnorm > 0 || r.model.static_dims > 0) {
@@ -448,7 +449,21 @@ void SearchRounds(OptimiseRun& r) {
   auto t2 = Clock::now();
   const int64_t measured_before_search = r.counted->measurements();
   SearchResult& result = rec.result;
+  auto record_round = [&rec](const SearchResult& s) {
+    SearchRoundRecord f;
+    f.graphs_explored = s.graphs_explored;
+    f.rewrites_costed = s.rewrites_costed;
+    f.graphs_built = s.graphs_built;
+    f.rewrites_rejected = s.rewrites_rejected;
+    f.real_steps = s.real_steps;
+    f.applied = static_cast<int64_t>(s.applied.size());
+    f.finish_applied = s.finish_applied;
+    f.final_cost = s.final_cost;
+    f.stop_reason = s.stop_reason;
+    rec.per_round.push_back(f);
+  };
   result = search.Run(r.canonical, options);
+  record_round(result);
   // Operators the search created (a conv with a folded bias, a merged conv)
   // were costed from their isolated timings. Their graph is run and timed
   // in context, and the search repeats with those timings until it picks
@@ -457,12 +472,28 @@ void SearchRounds(OptimiseRun& r) {
   CalibrationReport& calibration = r.res.calibrate;
   int& search_rounds = rec.rounds;
   search_rounds = 1;
+  double round_s = Seconds(t2);
   for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
     Graph chosen = result.graph;
     FoldOptions fold;
     fold.max_elements = std::numeric_limits<int64_t>::max();
     InferShapesAndFold(chosen, fold);
-    CalibrationReport c = cost.Calibrate(CutAtOpaque(chosen), r.cal_runs);
+    chosen = CutAtOpaque(chosen);
+    const int untimed = cost.UncalibratedKeys(chosen);
+    if (untimed == 0) break;
+    // Another round costs a calibration (about what the original's took)
+    // and about the last round's search. Where the deadline leaves less, it
+    // would be stopped where it starts, after a calibration run past the
+    // deadline: the rounds end here and the last round's graph stands.
+    const double needed = r.calibration_s + round_s;
+    if (runner.Remaining() < needed) {
+      r.info(
+          Format("the chosen graph has %d operator keys never timed in context, but another round (about %.1f s) "
+                 "does not fit in the %.1f s left: keeping round %d's graph",
+                 untimed, needed, runner.Remaining(), search_rounds));
+      break;
+    }
+    CalibrationReport c = cost.Calibrate(chosen, r.cal_runs);
     if (c.new_keys == 0) break;
     AddCalibration(calibration, c);
     r.info(
@@ -473,7 +504,10 @@ void SearchRounds(OptimiseRun& r) {
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);
     SearchResult previous = std::move(result);
+    const auto t_round = Clock::now();
     result = search.Run(r.canonical, options);
+    round_s = Seconds(t_round);
+    record_round(result);
     // The deadline is the run's, not the round's: a round it cut short may
     // have got less far than the round before. Keep the better of the two
     // under the new timings (the verdict measures whichever is kept).
@@ -481,8 +515,8 @@ void SearchRounds(OptimiseRun& r) {
         search_cost.GraphCost(previous.graph) < result.final_cost) {
       r.info(Format("round %d was stopped (%s) before it reached round %d's graph: keeping that graph",
                     search_rounds + 1, StopReasonName(result.stop_reason), search_rounds));
-      // The kept round's own counters (the report's search figures are one
-      // search's); the stop reason is the deadline's.
+      // The kept round's graph, applied rules and finish; the stop reason is
+      // the deadline's (the work counters are summed over rounds below).
       previous.stop_reason = result.stop_reason;
       previous.final_cost = search_cost.GraphCost(previous.graph);
       previous.initial_cost = result.initial_cost;
@@ -495,6 +529,17 @@ void SearchRounds(OptimiseRun& r) {
     result.gains_confirmed += confirmed;
     noise.insert(noise.end(), result.noise_rule.begin(), result.noise_rule.end());
     result.noise_rule = std::move(noise);
+  }
+  // The work counters are every round's: a round the deadline stopped at
+  // once, or one whose graph was not kept, still did its part of the work.
+  result.graphs_explored = result.rewrites_costed = result.graphs_built = result.rewrites_rejected = result.real_steps =
+      0;
+  for (const SearchRoundRecord& f : rec.per_round) {
+    result.graphs_explored += f.graphs_explored;
+    result.rewrites_costed += f.rewrites_costed;
+    result.graphs_built += f.graphs_built;
+    result.rewrites_rejected += f.rewrites_rejected;
+    result.real_steps += f.real_steps;
   }
   rec.seconds = Seconds(t2);
   rec.measurements = r.counted->measurements() - measured_before_search;
@@ -912,11 +957,19 @@ void DescribeSearch(const PipelineResult& p, std::string& s, Json& j) {
   const SearchResult& r = rec.result;
   std::map<std::string, int> rule_counts;
   for (const auto& a : r.applied) ++rule_counts[a];
+  // Each round's share of the graphs explored, where there were several.
+  std::string by_round;
+  for (const SearchRoundRecord& f : rec.per_round)
+    by_round += (by_round.empty() ? "" : " + ") + std::to_string(f.graphs_explored);
+  if (rec.per_round.size() > 1)
+    by_round = " (" + by_round + " by round)";
+  else
+    by_round.clear();
   s += Format(
-      "search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored, %lld rewrites costed, %lld "
+      "search:     %s, %d round%s, %.2f s, stopped: %s; %lld graphs explored%s, %lld rewrites costed, %lld "
       "graphs built; %zu rewrites applied%s\n",
       p.configure.search.c_str(), rec.rounds, rec.rounds == 1 ? "" : "s", rec.seconds, StopReasonName(r.stop_reason),
-      static_cast<long long>(r.graphs_explored), static_cast<long long>(r.rewrites_costed),
+      static_cast<long long>(r.graphs_explored), by_round.c_str(), static_cast<long long>(r.rewrites_costed),
       static_cast<long long>(r.graphs_built), r.applied.size(),
       r.finish_applied > 0 ? (" (" + std::to_string(r.finish_applied) + " by the greedy finish)").c_str() : "");
   if (r.gains_resolved > 0)
@@ -934,6 +987,16 @@ void DescribeSearch(const PipelineResult& p, std::string& s, Json& j) {
   js["time_s"] = rec.seconds;
   js["stop_reason"] = StopReasonName(r.stop_reason);
   js["rounds"] = rec.rounds;
+  Json per_round = Json::array();
+  for (const SearchRoundRecord& f : rec.per_round)
+    per_round.push_back(Json{{"graphs_explored", f.graphs_explored},
+                             {"rewrites_costed", f.rewrites_costed},
+                             {"graphs_built", f.graphs_built},
+                             {"rewrites_applied", f.applied},
+                             {"finish_applied", f.finish_applied},
+                             {"estimated_ms", f.final_cost},
+                             {"stop_reason", StopReasonName(f.stop_reason)}});
+  js["per_round"] = per_round;
   js["graphs_explored"] = r.graphs_explored;
   js["rewrites_costed"] = r.rewrites_costed;
   js["graphs_built"] = r.graphs_built;

@@ -51,6 +51,8 @@ struct OptimiseRun {
   int lowered = 0;
   Graph canonical;
   int cal_runs = 0;
+  // How long calibrating the original took (about what another search round's calibration costs).
+  double calibration_s = 0;
   std::unique_ptr<Runner> runner;  // the search phase's one deadline, interrupt and progress
   // one attempt (search, finish, check, verdict): its rules and verdict level
   std::vector<char> mask;

@@ -472,13 +472,30 @@ void MeasuredCostModel::RecordInContext(const Graph& g, const std::map<std::stri
   }
 }
 
-CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs) {
-  CalibrationReport report;
+std::vector<char> MeasuredCostModel::UntimedNodes(const Graph& g) const {
   // Weight-only nodes are timed as well where the device runs them on every
   // run (the original model, as the user has it, pays for them: RunCost);
   // where it folds them at load they do not run and have no time.
-  std::vector<char> weight_only =
-      backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
+  return backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
+}
+
+int MeasuredCostModel::UncalibratedKeys(const Graph& g) {
+  std::vector<char> weight_only = UntimedNodes(g);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
+  const std::string ctx_prefix = ContextKey("|ctx|");
+  std::set<std::string> missing;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).opaque() || weight_only[id]) continue;
+    std::string key = NodeKeyText(g, id);
+    if (!cache_.count(ctx_prefix + key)) missing.insert(std::move(key));
+  }
+  return static_cast<int>(missing.size());
+}
+
+CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs) {
+  CalibrationReport report;
+  std::vector<char> weight_only = UntimedNodes(g);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");

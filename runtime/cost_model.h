@@ -297,6 +297,9 @@ class MeasuredCostModel : public CostModel {
   // time_base: how much faster the machine was when they were timed than
   // now); nothing cached changes, so costs stay those of the cache.
   CalibrationReport Calibrate(const Graph& graph, int runs = 7, int time_base_runs = 0);
+  // The keys of `graph` Calibrate would time in context now (never timed in
+  // context): 0 when calibrating it would run nothing new. Runs nothing.
+  int UncalibratedKeys(const Graph& graph);
   // The node's relative spread (its key's, else its op type's median, else
   // 5%; at least 1%) x NodeMs.
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
@@ -346,6 +349,8 @@ class MeasuredCostModel : public CostModel {
                        const std::map<std::string, double>& now, const InContextTimes& t, int executed,
                        CalibrationReport& report);  // mu_ held
   void Derive();                                    // factors, spreads and overhead from the cache; mu_ held
+  // The nodes a calibration leaves out: weight-only ones, where the device folds them at load.
+  std::vector<char> UntimedNodes(const Graph& g) const;
   // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
   // fingerprint<context>|spread|key -> in-context relative spread;
   // fingerprint<context>|overhead -> per-node overhead;

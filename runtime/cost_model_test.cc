@@ -355,8 +355,15 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   ValueId bias = b2.Op("Mul", {b2.Weight("bias", {8, 1, 1}, 0.1f), b2.Weight("s", {8, 1, 1}, 0.1f, 1.0f)});
   ValueId conv = b2.Op("Conv", {x2, w}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
   Graph mixed = b2.Build({b2.Op("Sigmoid", {b2.Op("Add", {b2.Op("Relu", {conv}), bias})})});
+  // What a calibration would time is known without running anything: the
+  // new key (Sigmoid); the weight-only Mul is folded at load, not timed.
+  const int runs_before = slow.context_runs, timed_before = slow.graphs_timed;
+  EXPECT_EQ(later.UncalibratedKeys(mixed), 1);
+  EXPECT_EQ(slow.context_runs, runs_before);
+  EXPECT_EQ(slow.graphs_timed, timed_before);
   CalibrationReport r2 = later.Calibrate(mixed);
   EXPECT_EQ(r2.new_keys, 1);
+  EXPECT_EQ(later.UncalibratedKeys(mixed), 0);
   EXPECT_DOUBLE_EQ(r2.time_base, 0.5);  // (1.8 + 0.3 + 0.2) / (3.6 + 0.6 + 0.4)
   EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Sigmoid")), 0.4 + 1.0);
   EXPECT_DOUBLE_EQ(later.NodeMs(mixed, Find(mixed, "Conv")), 1.8 + 1.0);  // cached, unchanged
