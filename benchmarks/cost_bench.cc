@@ -13,7 +13,10 @@
 // drift between them.
 // With --repeat=N, the verdict's measurement alone, N times --gap_s apart:
 // how far two measurements of one graph drift apart on this machine, the
-// floor under any estimate's error.
+// floor under any estimate's error. With --statistic_repeat=N, N pairs of a
+// calibration-like and a verdict-like window --gap_s apart, each summarised
+// by its median, 10th percentile and minimum: which statistic follows the
+// machine's drift best.
 //
 //   ./bazelw run //benchmarks:cost_bench -- --model=m.onnx --input_shape=x:1,3,224,224
 #include <ATen/Parallel.h>
@@ -47,6 +50,9 @@ DEFINE_string(input_shape, "", "with --model: NAME:D1,D2,...[;NAME2:...] as the 
 DEFINE_int32(method_pairs, 10, "with --model: interleaved pairs of the two measurements");
 DEFINE_int32(repeat, 0, "with --model: instead, the verdict's measurement this many times, --gap_s apart");
 DEFINE_double(gap_s, 5, "with --repeat: seconds between measurements");
+DEFINE_int32(statistic_repeat, 0,
+             "with --model: instead, this many (calibration-like window, --gap_s, verdict-like window) triples, "
+             "each window summarised by its median, 10th percentile and minimum");
 
 namespace rlflow {
 namespace {
@@ -64,6 +70,47 @@ int CompareMethods() {
   const int pairs = VerdictPairs(first_s);
   TimingOptions verdict = VerdictTiming(pairs, TimingOptions{}.seed);
   verdict.samples = pairs;  // as the unchanged graph's measurement
+  if (FLAGS_statistic_repeat > 0) {
+    // Which statistic of a window of runs follows the machine best: per
+    // repeat, ~1 s of single runs (the calibration's whole-run samples),
+    // --gap_s, then `pairs` samples of verdict.min_sample_ms (the
+    // verdict's), each summarised three ways; the error of the first
+    // against the second, per statistic.
+    Executor exec(g);
+    std::vector<at::Tensor> inputs = RandomInputs(g, 1);
+    auto run_ms = [&](int reps) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < reps; ++r) exec.Run(inputs);
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    };
+    const char* names[3] = {"median", "p10", "min"};
+    auto summarise = [](std::vector<double> v, int k) {
+      return k == 0 ? Median(v) : k == 1 ? Quantile(v, 0.1) : *std::min_element(v.begin(), v.end());
+    };
+    int over[3] = {0, 0, 0};
+    double sum_abs[3] = {0, 0, 0};
+    for (int k = 0; k < FLAGS_statistic_repeat; ++k) {
+      std::vector<double> cal, ver;
+      for (int i = 0; i < cal_runs; ++i) cal.push_back(run_ms(1));
+      std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_gap_s));
+      const int reps = std::max(1, static_cast<int>(verdict.min_sample_ms / std::max(first_s * 1000, 1e-3)) + 1);
+      for (int i = 0; i < pairs; ++i) ver.push_back(run_ms(reps));
+      std::printf("repeat %d:", k);
+      for (int s = 0; s < 3; ++s) {
+        const double e = summarise(cal, s) / summarise(ver, s) - 1;
+        over[s] += std::abs(e) > 0.10 ? 1 : 0;
+        sum_abs[s] += std::abs(e);
+        std::printf(" %s %.3f/%.3f (%+.1f%%)", names[s], summarise(cal, s), summarise(ver, s), 100 * e);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_gap_s));
+    }
+    for (int s = 0; s < 3; ++s)
+      std::printf("%s: %s beyond 10%%: %d of %d, mean |error| %.2f%%\n", FLAGS_model.c_str(), names[s], over[s],
+                  FLAGS_statistic_repeat, 100 * sum_abs[s] / FLAGS_statistic_repeat);
+    return 0;
+  }
   if (FLAGS_repeat > 0) {
     // The noise floor of any estimate on this machine: the verdict's own
     // measurement of one graph, repeated --gap_s apart, against itself.

@@ -494,7 +494,6 @@ void SearchRounds(OptimiseRun& r) {
       break;
     }
     CalibrationReport c = cost.Calibrate(chosen, r.cal_runs);
-    if (c.new_keys == 0) break;
     AddCalibration(calibration, c);
     r.info(
         Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "

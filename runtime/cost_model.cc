@@ -472,45 +472,39 @@ void MeasuredCostModel::RecordInContext(const Graph& g, const std::map<std::stri
   }
 }
 
-std::vector<char> MeasuredCostModel::UntimedNodes(const Graph& g) const {
+std::map<std::string, std::vector<NodeId>> MeasuredCostModel::TimedKeys(const Graph& g) const {
   // Weight-only nodes are timed as well where the device runs them on every
   // run (the original model, as the user has it, pays for them: RunCost);
   // where it folds them at load they do not run and have no time.
-  return backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
+  std::vector<char> weight_only =
+      backend_->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
+  std::map<std::string, std::vector<NodeId>> by_key;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (!g.node(id).opaque() && !weight_only[id]) by_key[NodeKeyText(g, id)].push_back(id);
+  return by_key;
 }
 
 int MeasuredCostModel::UncalibratedKeys(const Graph& g) {
-  std::vector<char> weight_only = UntimedNodes(g);
+  const std::map<std::string, std::vector<NodeId>> by_key = TimedKeys(g);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|");
-  std::set<std::string> missing;
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    if (g.node(id).opaque() || weight_only[id]) continue;
-    std::string key = NodeKeyText(g, id);
-    if (!cache_.count(ctx_prefix + key)) missing.insert(std::move(key));
-  }
-  return static_cast<int>(missing.size());
+  int missing = 0;
+  for (const auto& entry : by_key) missing += cache_.count(ctx_prefix + entry.first) ? 0 : 1;
+  return missing;
 }
 
 CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs) {
   CalibrationReport report;
-  std::vector<char> weight_only = UntimedNodes(g);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
+  const int executed = g.num_nodes();
+  const std::map<std::string, std::vector<NodeId>> by_key = TimedKeys(g);
+  for (const auto& entry : by_key) report.nodes += static_cast<int>(entry.second.size());
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
   const std::string overhead_key = ContextKey("|overhead"), fixed_key = ContextKey("|fixed");
-  std::vector<std::string> keys(g.num_nodes());
-  std::map<std::string, std::vector<NodeId>> by_key;
-  int executed = 0;
-  for (NodeId id = 0; id < g.num_nodes(); ++id) {
-    RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
-    ++executed;
-    if (weight_only[id]) continue;
-    keys[id] = NodeKeyText(g, id);
-    by_key[keys[id]].push_back(id);
-    ++report.nodes;
-  }
   report.keys = static_cast<int>(by_key.size());
   bool missing = !cache_.count(overhead_key) || !cache_.count(fixed_key);
   // Where the device fuses nodes, which ones it fused is part of the

@@ -349,8 +349,9 @@ class MeasuredCostModel : public CostModel {
                        const std::map<std::string, double>& now, const InContextTimes& t, int executed,
                        CalibrationReport& report);  // mu_ held
   void Derive();                                    // factors, spreads and overhead from the cache; mu_ held
-  // The nodes a calibration leaves out: weight-only ones, where the device folds them at load.
-  std::vector<char> UntimedNodes(const Graph& g) const;
+  // The node ids a calibration times, by key: every node but the opaque ones
+  // and, where the device folds them at load, the weight-only ones.
+  std::map<std::string, std::vector<NodeId>> TimedKeys(const Graph& g) const;
   // fingerprint|key -> isolated ms; fingerprint<context>|ctx|key -> in-context ms;
   // fingerprint<context>|spread|key -> in-context relative spread;
   // fingerprint<context>|overhead -> per-node overhead;
