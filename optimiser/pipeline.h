@@ -134,8 +134,7 @@ struct CanonicaliseRecord {
 };
 
 // One search round's own figures.
-struct SearchRoundRecord {
-  int64_t graphs_explored = 0, rewrites_costed = 0, graphs_built = 0, rewrites_rejected = 0, real_steps = 0;
+struct SearchRoundRecord : SearchWork {     // the round's own work
   int64_t applied = 0, finish_applied = 0;  // rewrites of the round's graph; of them, by the greedy finish
   double final_cost = 0;                    // its graph's estimate under that round's timings (ms)
   StopReason stop_reason = StopReason::kNone;

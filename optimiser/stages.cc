@@ -451,11 +451,7 @@ void SearchRounds(OptimiseRun& r) {
   SearchResult& result = rec.result;
   auto record_round = [&rec](const SearchResult& s) {
     SearchRoundRecord f;
-    f.graphs_explored = s.graphs_explored;
-    f.rewrites_costed = s.rewrites_costed;
-    f.graphs_built = s.graphs_built;
-    f.rewrites_rejected = s.rewrites_rejected;
-    f.real_steps = s.real_steps;
+    static_cast<SearchWork&>(f) = s;
     f.applied = static_cast<int64_t>(s.applied.size());
     f.finish_applied = s.finish_applied;
     f.final_cost = s.final_cost;
@@ -531,15 +527,9 @@ void SearchRounds(OptimiseRun& r) {
   }
   // The work counters are every round's: a round the deadline stopped at
   // once, or one whose graph was not kept, still did its part of the work.
-  result.graphs_explored = result.rewrites_costed = result.graphs_built = result.rewrites_rejected = result.real_steps =
-      0;
-  for (const SearchRoundRecord& f : rec.per_round) {
-    result.graphs_explored += f.graphs_explored;
-    result.rewrites_costed += f.rewrites_costed;
-    result.graphs_built += f.graphs_built;
-    result.rewrites_rejected += f.rewrites_rejected;
-    result.real_steps += f.real_steps;
-  }
+  SearchWork total;
+  for (const SearchRoundRecord& f : rec.per_round) total += f;
+  static_cast<SearchWork&>(result) = total;
   rec.seconds = Seconds(t2);
   rec.measurements = r.counted->measurements() - measured_before_search;
   r.real_steps += result.real_steps;

@@ -160,9 +160,7 @@ void GreedyFinish(SearchResult* r, const SearchOptions& o) {
     // The greedy search costs from its own start: carry its gain over.
     r->final_cost -= f.initial_cost - f.final_cost;
   }
-  r->graphs_explored += f.graphs_explored;
-  r->rewrites_costed += f.rewrites_costed;
-  r->real_steps += f.real_steps;
+  static_cast<SearchWork&>(*r) += f;
   if (IsRunnerStop(f.stop_reason)) r->stop_reason = f.stop_reason;
 }
 

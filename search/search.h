@@ -73,21 +73,34 @@ struct SearchOptions {
   std::string resolved_by;
 };
 
-struct SearchResult {
+// The work a search did: what adds up over searches run one after another
+// (a taso run and its greedy finish, the optimiser's rounds).
+struct SearchWork {
+  int64_t graphs_explored = 0;    // graphs expanded (popped / stepped from)
+  int64_t rewrites_costed = 0;    // rewrites whose cost was estimated
+  int64_t graphs_built = 0;       // distinct graphs built (applied) and costed exactly
+  int64_t rewrites_rejected = 0;  // matches whose rewrite was invalid (cycle, type change)
+  // Steps in the real environment: rewrites applied to real graphs
+  // (EngineStats::rewrites_applied; the environment's steps for the agents).
+  int64_t real_steps = 0;
+  SearchWork& operator+=(const SearchWork& o) {
+    graphs_explored += o.graphs_explored;
+    rewrites_costed += o.rewrites_costed;
+    graphs_built += o.graphs_built;
+    rewrites_rejected += o.rewrites_rejected;
+    real_steps += o.real_steps;
+    return *this;
+  }
+};
+
+struct SearchResult : SearchWork {
   Graph graph;
   std::vector<std::string> applied;     // rules in the order applied ("<id>" or "<id> (reversed)")
-  int64_t graphs_explored = 0;          // graphs expanded (popped / stepped from)
-  int64_t rewrites_costed = 0;          // rewrites whose cost was estimated
-  int64_t graphs_built = 0;             // distinct graphs built (applied) and costed exactly
-  int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, type change)
   int64_t gains_resolved = 0;           // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
   int64_t finish_applied = 0;           // taso: rewrites (the last of `applied`) applied by the greedy finish
-  // Steps in the real environment: rewrites applied to real graphs
-  // (EngineStats::rewrites_applied; the environment's steps for the agents).
-  int64_t real_steps = 0;
-  double initial_cost = 0;  // cost-model estimate (ms)
+  double initial_cost = 0;              // cost-model estimate (ms)
   double final_cost = 0;
   StopReason stop_reason = StopReason::kNone;
 };
