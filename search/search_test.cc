@@ -243,6 +243,24 @@ TEST(Search, BudgetAndDeterminism) {
   EXPECT_EQ(finished.finish_applied, static_cast<int64_t>(descent.applied.size()));
   EXPECT_DOUBLE_EQ(finished.final_cost, descent.final_cost);
   EXPECT_LT(MaxDiff(bn, finished.graph), 1e-5);
+  // The finish of the agents' searches (GreedyFinish) adds its work to the
+  // search's: every counter, on top of what the search had counted.
+  SearchResult before;
+  before.graph = bn;
+  before.initial_cost = before.final_cost = cost.GraphCost(bn);
+  before.graphs_explored = before.rewrites_costed = before.graphs_built = before.rewrites_rejected = before.real_steps =
+      100;
+  SearchOptions fo;
+  fo.matcher = &m;
+  fo.cost = &cost;
+  GreedyFinish(&before, fo);
+  EXPECT_EQ(before.applied, descent.applied);
+  EXPECT_GT(descent.graphs_built, 0);
+  EXPECT_EQ(before.graphs_explored, 100 + descent.graphs_explored);
+  EXPECT_EQ(before.rewrites_costed, 100 + descent.rewrites_costed);
+  EXPECT_EQ(before.graphs_built, 100 + descent.graphs_built);
+  EXPECT_EQ(before.rewrites_rejected, 100 + descent.rewrites_rejected);
+  EXPECT_EQ(before.real_steps, 100 + descent.real_steps);
   SearchResult a = RunSearch("taso", g, m, &cost, 1.05, 30);
   SearchResult b = RunSearch("taso", g, m, &cost, 1.05, 30);
   EXPECT_EQ(a.applied, b.applied);
