@@ -12,13 +12,12 @@
 // scores every candidate; the stop action and the value are read from the
 // global embedding. (X-RLflow instead embeds every successor graph: one GNN
 // pass per candidate, up to 500 per step.)
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "agents/env.h"
+#include "third_party/torch_nn.h"
 
 namespace rlflow::agents {
 

@@ -2,13 +2,12 @@
 // The pass-ordering agent's policy: an MLP over the pass environment's
 // observation vector (two tanh hidden layers, CleanRL's PPO network) with
 // a policy head over the passes + stop and a value head.
-#include <torch/torch.h>
-
 #include <random>
 #include <string>
 #include <vector>
 
 #include "agents/pass_env.h"
+#include "third_party/torch_nn.h"
 
 namespace rlflow::agents {
 

@@ -6,8 +6,6 @@
 // 0.95), clip 0.2, value and entropy terms, Adam (lr 5e-4, eps 1e-5),
 // gradient-norm clipping 0.5, per-minibatch advantage normalisation; each
 // update reports approx-KL, clip fraction, entropy and explained variance.
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -19,6 +17,7 @@
 #include "agents/env.h"
 #include "agents/gnn.h"
 #include "core/error.h"
+#include "third_party/torch_nn.h"
 
 namespace rlflow::agents {
 

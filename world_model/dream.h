@@ -14,13 +14,12 @@
 // identity in the latent: the random collection policy drew them so too).
 // In the real environment (OptimiseWithController) the controller's rule
 // action is applied at the location the cost model estimates best.
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "third_party/torch_nn.h"
 #include "world_model/rollouts.h"
 #include "world_model/world_model.h"
 

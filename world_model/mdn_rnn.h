@@ -9,8 +9,7 @@
 // sampled latent back as the next input. Sampling at temperature tau
 // divides the mixture logits by tau and scales the Gaussian noise by
 // sqrt(tau) (World Models, RLFlow).
-#include <torch/torch.h>
-
+#include "third_party/torch_nn.h"
 #include "world_model/world_model.h"
 
 namespace rlflow::world_model {

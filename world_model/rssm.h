@@ -32,8 +32,7 @@
 // made with fixed Gumbel noise (drawn once when the model is built and saved
 // with it): a deterministic Monte-Carlo estimate of the predictive
 // distribution, so its NLL is comparable with the MDN-RNN's.
-#include <torch/torch.h>
-
+#include "third_party/torch_nn.h"
 #include "world_model/world_model.h"
 
 namespace rlflow::world_model {

@@ -2,10 +2,9 @@
 // What the world models' unit tests share (testonly): small sizes, a
 // synthetic deterministic system and a tiny environment with known valid
 // actions.
-#include <torch/torch.h>
-
 #include <cmath>
 
+#include "third_party/torch_nn.h"
 #include "world_model/world_model.h"
 
 namespace rlflow::world_model::test_util {

@@ -22,14 +22,14 @@
 // with logit <q(f), e_a> + b_a and has about exp(<p(f), e_a> + c_a) - 1
 // locations. Scoring by the embedding keeps the model small: one
 // [V + 2, E] table instead of a [F, V] layer per head.
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "third_party/torch_nn.h"
 
 namespace rlflow::world_model {
 
