@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <new>
@@ -53,31 +52,6 @@ const std::vector<Entry>& Corpus() {
   return *corpus;
 }
 
-// Runs `f` with this process's stderr sent to `path`; returns what was written.
-template <typename F>
-std::string CapturingStderr(const std::string& path, F&& f) {
-  std::fflush(stderr);
-  const int saved = ::dup(2);
-  FILE* sink = std::fopen(path.c_str(), "w");
-  EXPECT_NE(sink, nullptr) << path;
-  if (sink == nullptr) return "";
-  ::dup2(::fileno(sink), 2);
-  try {
-    f();
-  } catch (...) {
-    std::fflush(stderr);
-    ::dup2(saved, 2);
-    ::close(saved);
-    std::fclose(sink);
-    throw;
-  }
-  std::fflush(stderr);
-  ::dup2(saved, 2);
-  ::close(saved);
-  std::fclose(sink);
-  return ReadFile(path);
-}
-
 // stderr lines that are not glog lines ("I1122 ...", "W1122 ...").
 std::vector<std::string> NonLogLines(const std::string& err) {
   std::vector<std::string> lines;
@@ -100,7 +74,6 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
   std::string dir = TempDir();
   std::string model = dir + "/" + e.name + ".onnx";
   std::string output = dir + "/" + e.name + ".out.onnx";
-  std::string err = dir + "/" + e.name + ".stderr";
   {
     std::ofstream f(model, std::ios::binary);
     f.write(e.bytes.data(), static_cast<std::streamsize>(e.bytes.size()));
@@ -115,16 +88,17 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
   o.timing_cache = dir + "/timing-cache.txt";
   bool ok = false;
   std::string error;  // the first line, as the binary prints it
-  const std::string printed = CapturingStderr(err, [&] {
-    try {
-      RunPipeline(o);
-      ok = true;
-    } catch (const std::bad_alloc&) {
-      error = "out of memory";
-    } catch (const std::exception& e) {
-      error = FirstLine(e.what());
-    }
-  });
+  // gtest's capture of this process's stderr (fd 2).
+  ::testing::internal::CaptureStderr();
+  try {
+    RunPipeline(o);
+    ok = true;
+  } catch (const std::bad_alloc&) {
+    error = "out of memory";
+  } catch (const std::exception& ex) {
+    error = FirstLine(ex.what());
+  }
+  const std::string printed = ::testing::internal::GetCapturedStderr();
   for (const std::string& line : NonLogLines(printed)) ADD_FAILURE() << e.name << ": printed to stderr: " << line;
   EXPECT_FALSE(FileExists(output + ".tmp")) << e.name << ": temp file left";
   if (ok) {
