@@ -57,7 +57,7 @@ TEST(DataParallelTraining, OneRankIsTheSingleProcessTrainer) {
   EXPECT_EQ(ReadFile(dir + "/mpi/config.txt"), ReadFile(dir + "/alone/config.txt"));
 }
 
-TEST(DataParallelTraining, TwoWorkersAreReproducibleAndResume) {
+TEST(DataParallelTraining, TwoWorkersAreReproducible) {
   ASSERT_TRUE(HaveProgram("mpirun")) << "mpirun not found (Debian's openmpi-bin)";
   const std::string dir = MakeTempDir("dd_two_");
   ASSERT_EQ(RunJob(TrainArgs(dir + "/one", 64), dir + "/one.log"), 0) << ReadFile(dir + "/one.log");
@@ -79,14 +79,18 @@ TEST(DataParallelTraining, TwoWorkersAreReproducibleAndResume) {
   EXPECT_NE(ReadFile(dir + "/a/config.txt").find("workers=2\n"), std::string::npos);
   // Not the one-worker run (other samples, averaged gradients).
   EXPECT_NE(ReadFile(dir + "/a/agent.pt"), ReadFile(dir + "/one/agent.pt"));
+}
 
+TEST(DataParallelTraining, TwoWorkersResume) {
+  ASSERT_TRUE(HaveProgram("mpirun")) << "mpirun not found (Debian's openmpi-bin)";
+  const std::string dir = MakeTempDir("dd_resume_");
   // Half the steps, then the same command with more: resumed from the
   // checkpoint (every worker's sampler state in it), rows consecutive.
   const std::string out = dir + "/resumed";
   ASSERT_EQ(RunJob(Mpirun(2, TrainArgs(out, 32), 120), dir + "/r1.log"), 0) << ReadFile(dir + "/r1.log");
   ASSERT_EQ(RunJob(Mpirun(2, TrainArgs(out, 96), 120), dir + "/r2.log"), 0) << ReadFile(dir + "/r2.log");
   EXPECT_NE(ReadFile(dir + "/r2.log").find("resumed from"), std::string::npos) << ReadFile(dir + "/r2.log");
-  rows = Metrics(out);
+  std::vector<std::vector<std::string>> rows = Metrics(out);
   ASSERT_EQ(rows.size(), 3u);
   for (size_t k = 0; k < rows.size(); ++k) {
     EXPECT_EQ(rows[k][0], std::to_string(k + 1));
