@@ -10,7 +10,6 @@
 // thread count, stated).
 //
 //   ./bazelw run //benchmarks:cuda_zoo_bench
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>

@@ -4,7 +4,20 @@
 // of per-pair ratios with its 95% interval (runtime/stats).
 //
 //   ./bazelw run //benchmarks:fusion_bench [-- --pairs=40]
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/conv2d.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/erf.h>
+#include <ATen/ops/gelu.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/split.h>
 #include <gflags/gflags.h>
 #include <time.h>
 

@@ -1,5 +1,9 @@
 #include "generator/enumerate.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

@@ -1,5 +1,7 @@
 #include "runtime/equivalence.h"
 
+#include <ATen/ops/isfinite.h>
+
 #include "core/error.h"
 #include "core/passes/interface.h"
 #include "runtime/executor.h"

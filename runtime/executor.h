@@ -2,7 +2,7 @@
 // The CPU executor: runs a graph with the registry's ATen kernels. It is the
 // numerical reference (every optimised graph is checked against the
 // original with it) and the CPU cost backend.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <string>

@@ -1,6 +1,13 @@
 // CPU executor: deterministic inputs, index bounds, type checks, errors.
 #include "runtime/executor.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <chrono>

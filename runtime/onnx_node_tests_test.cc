@@ -9,6 +9,10 @@
 // with the reason. The test prints the per-operator table the README quotes.
 //
 // Four parts (one per Bazel shard): part k takes every 4th model from the kth.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/isclose.h>
+#include <ATen/ops/isnan.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>

@@ -1,6 +1,8 @@
 #include "runtime/ort_backend.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <fcntl.h>
 #include <onnx/onnx_pb.h>
 #include <poll.h>

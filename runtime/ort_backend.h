@@ -15,7 +15,7 @@
 // it runs, e.g. a Conv+BatchNorm+Relu kernel to the Conv); kernels ORT adds
 // (layout reorders) count as per-node overhead, and nodes ORT fuses away or
 // folds cost nothing.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <map>

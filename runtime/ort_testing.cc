@@ -1,5 +1,6 @@
 #include "runtime/ort_testing.h"
 
+#include <ATen/ops/empty.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 

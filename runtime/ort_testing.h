@@ -2,7 +2,7 @@
 // Test helper: runs an ONNX model in ONNX Runtime (npm's onnxruntime-node,
 // installed by ./bazelw into third_party/onnxruntime_node) through
 // runtime/ort_run.js.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <string>
 #include <utility>

@@ -1,7 +1,12 @@
 // --threads=1 must mean one core: ATen's pool and OpenBLAS's (GEMMs).
 #include "runtime/threads.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <time.h>

@@ -1,5 +1,7 @@
 #include "world_model/train.h"
 
+#include <ATen/core/Reduction.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>

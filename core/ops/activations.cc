@@ -4,6 +4,18 @@
 // input's type and shape, and follows the ONNX spec's formula (defaults
 // included). The piecewise-linear ones also have symbolic semantics, so that
 // the verifier can prove rules that rewrite into or out of them.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/celu.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/elu.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/hardswish.h>
+#include <ATen/ops/leaky_relu.h>
+#include <ATen/ops/softplus.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+
 #include <cmath>
 
 #include "core/error.h"

@@ -1,5 +1,40 @@
 // Element-wise operators: unary maths, binary arithmetic with broadcasting,
 // comparisons, Where, Clip, Cast, Identity and inference-mode Dropout.
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/ceil.h>
+#include <ATen/ops/clamp.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/erf.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/floor.h>
+#include <ATen/ops/fmod.h>
+#include <ATen/ops/frexp.h>
+#include <ATen/ops/ge.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/le.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
+#include <ATen/ops/logical_xor.h>
+#include <ATen/ops/lt.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/minimum.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/pow.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/remainder.h>
+#include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/tanh.h>
+#include <ATen/ops/where.h>
+
 #include <cmath>
 #include <optional>
 

@@ -2,6 +2,11 @@
 // transfer, text models): Tile, DepthToSpace, SpaceToDepth, ArgMax, ArgMin,
 // TopK, InstanceNormalization, Einsum. Shape rules, ATen kernels, FLOPs; each has a
 // conformance case against ONNX Runtime.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/einsum.h>
+#include <ATen/ops/instance_norm.h>
+#include <ATen/ops/topk.h>
+
 #include <cctype>
 #include <map>
 

@@ -1,5 +1,8 @@
 #include "core/ops/kernel.h"
 
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+
 #include <cstring>
 
 #include "core/error.h"

@@ -1,7 +1,7 @@
 #pragma once
 // CPU kernels run on ATen (libtorch) tensors. This header is included by the
 // op entries (core/ops/*.cc) and the executor only.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <vector>
 

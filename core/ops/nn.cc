@@ -1,5 +1,32 @@
 // Neural-network operators: convolution, normalisation, pooling, padding,
 // matrix products, softmax and reductions.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/amin.h>
+#include <ATen/ops/avg_pool1d.h>
+#include <ATen/ops/avg_pool2d.h>
+#include <ATen/ops/avg_pool3d.h>
+#include <ATen/ops/batch_norm.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/layer_norm.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/max_pool1d.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/max_pool3d.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/native_layer_norm.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/reflection_pad1d.h>
+#include <ATen/ops/reflection_pad2d.h>
+#include <ATen/ops/reflection_pad3d.h>
+#include <ATen/ops/replication_pad1d.h>
+#include <ATen/ops/replication_pad2d.h>
+#include <ATen/ops/replication_pad3d.h>
+#include <ATen/ops/softmax.h>
+
 #include <numeric>
 
 #include "core/error.h"

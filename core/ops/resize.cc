@@ -10,6 +10,10 @@
 // Other forms (cubic, tf_crop_and_resize, linear with asymmetric
 // coordinates, scaling N or C, other ranks) are valid ONNX the executor does
 // not run: the node is kept opaque.
+#include <ATen/ops/_upsample_nearest_exact2d.h>
+#include <ATen/ops/upsample_bilinear2d.h>
+#include <ATen/ops/upsample_nearest2d.h>
+
 #include <cmath>
 
 #include "core/error.h"

@@ -1,6 +1,14 @@
 // Data-movement and shape operators (opset 13+ forms: axes and split sizes
 // are inputs). Constant, Shape, Range and friends are folded at import when
 // their inputs are known.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/split_with_sizes.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+
 #include <numeric>
 
 #include "core/error.h"

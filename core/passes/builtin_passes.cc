@@ -1,6 +1,8 @@
 // The builtin passes: cleanup, constant folding, algebraic simplification,
 // and the optimiser's own canonicalisation steps. Fusions are in
 // fusion_passes.cc.
+#include <ATen/TensorOperators.h>
+
 #include <limits>
 #include <map>
 #include <numeric>

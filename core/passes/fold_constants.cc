@@ -1,5 +1,7 @@
 #include "core/passes/fold_constants.h"
 
+#include <ATen/ops/empty.h>
+
 #include <algorithm>
 
 #include "core/error.h"

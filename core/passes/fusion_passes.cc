@@ -2,6 +2,14 @@
 // convolutions, MatMul + Add to Gemm, transposes into Gemm, and merging
 // parallel convolutions / MatMuls that read the same input. Weights are
 // computed here (float32, in ATen), so no weight-only node is left behind.
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/sqrt.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
+
 #include <map>
 
 #include "core/error.h"

@@ -1,5 +1,8 @@
 #include "core/passes/pass_util.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/all.h>
+
 #include <sstream>
 
 #include "core/error.h"

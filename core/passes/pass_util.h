@@ -1,6 +1,6 @@
 #pragma once
 // Helpers shared by the passes in core/passes (not a public API).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 #include <string>

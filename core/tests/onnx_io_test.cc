@@ -2,6 +2,12 @@
 // symbolic dimensions, legacy initializers-as-inputs, typed tensor fields.
 #include "core/onnx_io.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/neg.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/stack.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -2,6 +2,8 @@
 // kernel checked against ONNX Runtime on the cases of core/op_cases_testing.h
 // (with the edge cases of the ONNX spec). All cases are built into one model with one
 // output per case, exported, and run by both runtimes on the same inputs.
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include <functional>

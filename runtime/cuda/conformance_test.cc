@@ -4,6 +4,7 @@
 // core/op_cases_testing.h, then the device kernels' own edge cases. Where
 // there is no GPU each test reports itself skipped, by name, with the
 // probe's reason.
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -1,5 +1,6 @@
 #include "runtime/cuda/executor.h"
 
+#include <ATen/ops/empty.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>

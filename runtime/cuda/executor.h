@@ -14,7 +14,7 @@
 // Made only where a device exists: the constructor throws rlflow::Error
 // with the probe's one-line reason otherwise (no driver, no device), and
 // rlflow::Unsupported naming an opaque node (cut them first).
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <memory>
 #include <string>
