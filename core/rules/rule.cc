@@ -498,16 +498,20 @@ void ValidateRule(const rules::Rule& rule) {
   // an attribute-generic rule at its first proved instance.
   SymbolBinding b;
   for (const auto& s : RuleSymbols(rule)) b[s] = 4;
-  rules::Rule bound = rule;
+  // Most rules have no attribute variables: they are instantiated as they
+  // are, not copied (a rule's copy includes its provenance).
+  rules::Rule attr_bound;
+  const rules::Rule* bound = &rule;
   if (!AttributeVariables(rule).empty()) {
     if (rule.provenance().proved_on_size() == 0 || rule.provenance().proved_on(0).attrs_size() == 0)
       Fail("rule ", rule.id(), ": attribute variables but no proved instance binding them");
     const rules::ShapeInstance& inst = rule.provenance().proved_on(0);
     for (const auto& [sym, v] : InstanceSymbols(inst)) b[sym] = v;
-    bound = BindAttributes(rule, InstanceAttributes(inst));
+    attr_bound = BindAttributes(rule, InstanceAttributes(inst));
+    bound = &attr_bound;
   }
-  Graph src = InstantiatePattern(bound, bound.source(), b);
-  Graph tgt = InstantiatePattern(bound, bound.target(), b);
+  Graph src = InstantiatePattern(*bound, bound->source(), b);
+  Graph tgt = InstantiatePattern(*bound, bound->target(), b);
   for (size_t k = 0; k < src.outputs().size(); ++k)
     if (src.value(src.outputs()[k]).type != tgt.value(tgt.outputs()[k]).type)
       Fail("rule ", rule.id(), ": output ", k, " types differ between source and target");
