@@ -12,9 +12,17 @@ ThreadPinning SetComputeThreads(int n) {
     at::set_num_threads(n);
     // OpenBLAS (libblas.so.3 through Debian's alternatives) is loaded with
     // libtorch; the symbol is looked up so that another BLAS still links.
+    // Set only when it differs: OpenBLAS shuts its thread server down
+    // before every fork (a pthread_atfork handler), and its setter starts
+    // the server again, whose new threads then spin in sched_yield for
+    // about 0.1 s of CPU before they sleep, even for one thread; a process
+    // that forks between pipeline runs (ONNX's shape inference, ONNX
+    // Runtime's node process) paid that on every run.
     using SetFn = void (*)(int);
+    using GetFn = int (*)();
     if (auto* f = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-      f(n);
+      auto* get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+      if (get == nullptr || get() != n) f(n);
       p.blas_pinned = true;
     }
   }

@@ -9,9 +9,13 @@
 #include <ATen/ops/randn.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <iterator>
 
 namespace rlflow {
 namespace {
@@ -36,6 +40,31 @@ TEST(Threads, OneThreadUsesAboutOneCore) {
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   double cpu = ProcessCpuSeconds() - cpu0;
   EXPECT_LT(cpu / wall, 1.3) << "cpu " << cpu << " s over wall " << wall << " s";
+  EXPECT_TRUE(at::isfinite(c).all().item<bool>());
+}
+
+long ThreadsOfThisProcess() {
+  return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator());
+}
+
+// OpenBLAS shuts its thread server down before every fork; pinning again to
+// the count already set must not start it again: its new threads spin for
+// about 0.1 s of CPU each before they sleep, and a process that runs the
+// pipeline again after a fork (ONNX's shape inference and ONNX Runtime's
+// node process are forked) paid that on every run.
+TEST(Threads, PinningAgainAfterAForkStartsNoThread) {
+  ASSERT_TRUE(SetComputeThreads(1).blas_pinned);
+  at::Tensor a = at::randn({256, 256});
+  at::Tensor c = at::mm(a, a);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const long before = ThreadsOfThisProcess();
+  for (int k = 0; k < 3; ++k) SetComputeThreads(1);
+  EXPECT_EQ(ThreadsOfThisProcess(), before);
+  c = at::mm(c, a);  // one thread: runs without the server
   EXPECT_TRUE(at::isfinite(c).all().item<bool>());
 }
 
