@@ -65,6 +65,8 @@ std::pair<int, int> DreamAction(const agents::Observation& o, int flat) {
 
 }  // namespace
 
+RealWorld::~RealWorld() = default;
+
 std::unique_ptr<RealWorld> MakeRealWorld(const std::vector<std::string>& models, uint64_t seed, const std::string& cost,
                                          const std::string& rules, const std::string& encoder,
                                          const std::string& argv0) {

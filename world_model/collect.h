@@ -25,9 +25,10 @@
 #include "core/rewrite/matcher.h"
 #include "core/rules/rule.h"
 #include "runtime/cost_model.h"
-#include "world_model/encoder.h"
 
 namespace rlflow::world_model {
+
+class LatentEncoder;  // world_model/encoder.h (libtorch; not needed by the callers of Collect)
 
 struct CollectOptions {
   std::vector<std::string> models;  // zoo names or ONNX files
@@ -94,6 +95,7 @@ struct RealWorld {
   std::unique_ptr<CostModel> base;  // analytical or measured
   std::unique_ptr<CostModel> cost;  // batch-norm aware, over `base`
   int rule_actions() const { return 2 * static_cast<int>(rules.size()); }
+  ~RealWorld();  // in collect.cc, where LatentEncoder is complete
 };
 // `rules` and `encoder` "" for the checked-in ones (found from argv0).
 // rlflow::Error on a bad cost kind, missing files or models.

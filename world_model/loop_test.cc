@@ -15,6 +15,7 @@
 #include "core/file_util.h"
 #include "world_model/rollouts.h"
 #include "world_model/train.h"
+#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 namespace {

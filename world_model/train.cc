@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/subprocess.h"
+#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 namespace {

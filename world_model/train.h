@@ -26,12 +26,17 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "world_model/rollouts.h"
-#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
+
+// world_model/world_model.h (libtorch; not needed by the callers of
+// TrainWorldModel alone).
+class WorldModelImpl;
+using WorldModel = std::shared_ptr<WorldModelImpl>;
 
 struct TrainOptions {
   std::string data;  // a rollout file

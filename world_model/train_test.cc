@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/collect.h"
+#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 namespace {
