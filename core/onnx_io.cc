@@ -746,10 +746,13 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
     std::string bytes;
     bool external = false;
     for (const auto& t : gp->initializer()) external = external || IsExternal(t);
-    if (!external) {
+    // A model converted from opsets 18+ runs at its own opset.
+    const int source = rep->opset_before_conversion;
+    if (!external && source <= kMaxOpset) {
       bytes = model->SerializeAsString();
     } else {
       onnx::ModelProto copy = *model;
+      if (source > kMaxOpset) UpgradeFromOpset17(&copy, source);
       size_t total = 0;
       for (auto& t : *copy.mutable_graph()->mutable_initializer()) {
         if (!IsExternal(t)) continue;
@@ -1096,8 +1099,9 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
              ") is of the default domain");
     opset = kMaxOpset;
   }
-  if (opset < kMinOpset || opset > kMaxOpset)
-    Fail("model ", what, " uses unsupported opset ", opset, " (supported: ", kMinOpset, " to ", kMaxOpset, ")");
+  if (opset < kMinOpset || opset > kNewestImportOpset)
+    Fail("model ", what, " uses unsupported opset ", opset, " (supported: ", kMinOpset, " to ", kNewestImportOpset,
+         ")");
   rep.opset_before_conversion = static_cast<int>(opset);
 
   // Structure first (references, topological order), then ONNX's shape
@@ -1117,6 +1121,17 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   std::map<std::string, onnx::TensorProto> external_inits;
   for (const auto& t : model.graph().initializer())
     if (IsExternal(t)) external_inits[t.name()] = t;
+  // Opsets 18 to 26: rlflow's conversion to 17 (ONNX 1.12 stops there), and
+  // back to the model's opset when it is written.
+  if (opset > kMaxOpset) {
+    const size_t first_note = rep.warnings.size();
+    DowngradeToOpset17(&model, &rep.warnings);
+    rep.warnings.insert(rep.warnings.begin() + static_cast<std::ptrdiff_t>(first_note),
+                        "converted opset " + std::to_string(opset) +
+                            " to 17 for the optimisation (rlflow's conversion; written back at " +
+                            std::to_string(opset) + ")");
+    opset = kMaxOpset;
+  }
   CheckDeclaredTypes(model.graph());
   CheckNodesAgainstSchemas(model);
   // The declared interface, before symbolic dimensions are bound for ONNX's
@@ -1813,6 +1828,12 @@ void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::strin
   const int64_t current = graph.opset();
   if (written_opset) *written_opset = static_cast<int>(current);
   ExportModel(graph, model, by_reference_min);
+  // Opsets 18+: checked at 17 (by ExportModel), then converted back.
+  if (source > kMaxOpset && current == kMaxOpset) {
+    UpgradeFromOpset17(model, static_cast<int>(source));
+    if (written_opset) *written_opset = static_cast<int>(source);
+    return;
+  }
   if (source <= 0 || source >= current) return;
   // Models from opsets 1 to 10 go back to 11, the lowest rlflow writes.
   const int64_t target = std::max<int64_t>(source, kMinWrittenOpset);
@@ -1846,7 +1867,9 @@ void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::strin
 
 void ExportFor(const Graph& graph, const WriteOptions& options, onnx::ModelProto* model, std::string* note,
                int* written_opset, size_t by_reference_min = std::numeric_limits<size_t>::max()) {
-  if (options.at_graph_opset) {
+  // A graph from opsets 18+ has no runnable form at its own opset (17: its
+  // nodes without an opset-17 form are in kNewerOpsetDomain).
+  if (options.at_graph_opset && graph.info().source_opset <= kMaxOpset) {
     ExportModel(graph, model, by_reference_min);
     if (written_opset) *written_opset = static_cast<int>(graph.opset());
   } else {

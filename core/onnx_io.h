@@ -1,7 +1,10 @@
 #pragma once
 // ONNX import and export.
 //
-// Import accepts default-domain opsets 1 to 17. Models at 1 to 6 are first
+// Import accepts default-domain opsets 1 to 26. Models at 18 to 26 are
+// converted to 17 by rlflow and written back at their opset (ONNX 1.12, on
+// which import and export are built, stops at 17; see core/onnx_upgrade.h).
+// Models at 1 to 6 are first
 // converted to 7 by ONNX's version converter; models at 7 to 10 are
 // upgraded to 11 by rlflow (core/onnx_upgrade.h); models below opset 13 are
 // then upgraded to 13 with ONNX's version converter, so the IR always holds the

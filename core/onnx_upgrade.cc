@@ -8,9 +8,12 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/onnx_elem_types.h"
 
 namespace rlflow {
 namespace {
+
+using onnx_detail::ElemTypes;
 
 bool IsDefault(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
@@ -35,64 +38,6 @@ void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v
 }
 
 std::string Label(const onnx::NodeProto& n) { return "'" + n.name() + "' (" + n.op_type() + ")"; }
-
-// Element types of the tensors a graph states or that follow from its nodes
-// (enough for the scalars Pad and Clip need: the type of their data input).
-// Unknown: 0.
-class ElemTypes {
- public:
-  explicit ElemTypes(const std::unordered_map<std::string, int32_t>& outer) : types_(outer) {}
-  void AddGraph(const onnx::GraphProto& g) {
-    for (const auto& vi : g.input()) Add(vi);
-    for (const auto& vi : g.value_info()) Add(vi);
-    for (const auto& vi : g.output()) Add(vi);
-    for (const auto& t : g.initializer()) types_[t.name()] = t.data_type();
-  }
-  // The output types of a node, from its inputs' (run in topological order).
-  void AddNode(const onnx::NodeProto& n) {
-    const std::string& op = n.op_type();
-    int32_t first = 0;
-    for (const auto& in : n.input())
-      if (!in.empty() && Of(in) != 0) {
-        first = Of(in);
-        break;
-      }
-    for (int k = 0; k < n.output_size(); ++k) {
-      int32_t t = first;
-      if (op == "Cast") {
-        const auto* to = FindAttr(n, "to");
-        t = to ? static_cast<int32_t>(to->i()) : 0;
-      } else if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin" ||
-                 (op == "TopK" && k == 1) || (op == "MaxPool" && k == 1)) {
-        t = onnx::TensorProto::INT64;
-      } else if (op == "Equal" || op == "Less" || op == "Greater" || op == "Not" || op == "And" || op == "Or" ||
-                 op == "Xor" || op == "IsNaN" || op == "IsInf" || op == "LessOrEqual" || op == "GreaterOrEqual") {
-        t = onnx::TensorProto::BOOL;
-      } else if (op == "Constant") {
-        const auto* v = FindAttr(n, "value");
-        t = v && v->has_t() ? v->t().data_type() : 0;
-      } else if (op == "ConstantOfShape") {
-        const auto* v = FindAttr(n, "value");
-        t = v && v->has_t() ? v->t().data_type() : onnx::TensorProto::FLOAT;
-      } else if (!IsDefault(n.domain()) || op == "If" || op == "Loop" || op == "Scan") {
-        t = 0;
-      }
-      if (t != 0 && !types_.count(n.output(k))) types_[n.output(k)] = t;
-    }
-  }
-  int32_t Of(const std::string& name) const {
-    auto it = types_.find(name);
-    return it == types_.end() ? 0 : it->second;
-  }
-  const std::unordered_map<std::string, int32_t>& all() const { return types_; }
-
- private:
-  void Add(const onnx::ValueInfoProto& vi) {
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-      types_[vi.name()] = vi.type().tensor_type().elem_type();
-  }
-  std::unordered_map<std::string, int32_t> types_;
-};
 
 class Upgrader {
  public:

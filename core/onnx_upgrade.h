@@ -35,4 +35,40 @@ void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes);
 // Returns the number of nodes rewritten.
 int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* graph);
 
+// The newest default-domain opset rlflow imports: the newest the ONNX
+// Runtime that ./bazelw installs runs (1.30: 26). Debian's ONNX (1.12)
+// knows operators up to opset 17, and reads a node of a newer opset as its
+// opset-17 version, which for some operators means something else
+// (ReduceMax-18 takes its axes as an input; -13 ignores that input). So
+// models at opsets 18 to 26 are converted to 17 on import, node by node
+// (DowngradeToOpset17), and back on export (UpgradeFromOpset17).
+constexpr int kNewestImportOpset = 26;
+
+// Nodes of opsets 18+ with no opset-17 form (operators added after 17, such
+// as Mish, Gelu-20 or GroupNormalization, and versions whose meaning
+// changed, such as GridSample-20 or a Reduce* whose axes are computed at run
+// time) move to this domain between import and export: ONNX 1.12 then
+// reads them as custom operators (no schema, no checks, no shape inference)
+// and rlflow as opaque nodes; their output types come from the model's
+// value_info or from one run of the model in ONNX Runtime.
+inline constexpr char kNewerOpsetDomain[] = "ai.rlflow.newer_opset";
+
+// Rewrites a model at default-domain opset 18 to 26 into opset-17 form and
+// sets its opset to 17: per node, subgraphs included, from the changes ONNX's
+// changelog lists after 17. Element types added (most changes): nothing to
+// do. Reduce* (but ReduceSum) take their axes as an input at 18: a constant
+// one becomes the attribute again (no axes with noop_with_empty_axes: an
+// Identity). Split-18's num_outputs: dropped where the dimension splits
+// evenly, else explicit sizes (constant where the dimension is stated, else
+// computed from the input's shape). Attributes added with defaults that
+// keep the old function (Resize's antialias, AveragePool's dilations, Cast's
+// saturate, ...) are dropped when they have those values. Everything else
+// moves to kNewerOpsetDomain. `notes` receives one line per kind of change.
+void DowngradeToOpset17(onnx::ModelProto* model, std::vector<std::string>* notes);
+
+// The inverse on an exported opset-17 model: Reduce* axes back to inputs,
+// Split gets num_outputs where it has no sizes, kNewerOpsetDomain's nodes
+// return to the default domain; the opset becomes `target` (18 to 26).
+void UpgradeFromOpset17(onnx::ModelProto* model, int target);
+
 }  // namespace rlflow

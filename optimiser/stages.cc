@@ -294,8 +294,11 @@ void Load(OptimiseRun& r) {
     const int64_t model_opset =
         model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
     const int64_t target_opset = o.target_opset > 0 ? o.target_opset : r.device->newest_opset ? kMaxOpset : model_opset;
-    if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > kMaxOpset))
-      Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", kMaxOpset);
+    // A model from opsets 18+ is written at its own opset (its graph is at
+    // 17, and so is every rule).
+    const int64_t newest = std::max<int64_t>(kMaxOpset, model_opset);
+    if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > newest))
+      Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", newest);
     for (int k = 0; k < rule_db.rules_size(); ++k) {
       const rules::Rule& rule = rule_db.rules(k);
       if (RuleOpset(rule) > target_opset) {
@@ -812,23 +815,27 @@ void Write(OptimiseRun& r) {
     CheckWritablePath(output, "--output");
     model.CopyFileTo(output);
   } else {
-    // At the input's opset where it was upgraded for the search (11, 12;
-    // 7 to 10 are written at 11): the converted model is imported again and
-    // must compute the same.
+    // At the input's opset where it was converted for the search (11, 12;
+    // 7 to 10 are written at 11; 18 to 26 were converted to 17): the
+    // converted model is imported again and must compute the same.
     WriteOptions write;
-    if (written.info().source_opset > 0 && written.info().source_opset < written.opset()) {
+    const int64_t source_opset = written.info().source_opset;
+    if (source_opset > 0 && source_opset != written.opset()) {
       int written_opset = 0;
       std::string note;
       try {
         Graph back =
             ReimportGraph(written, "the model converted back to its opset", model.import, write, &written_opset, &note);
-        if (written_opset < written.opset()) {
+        if (written_opset != written.opset()) {
           EquivalenceResult c = CompareGraphs(written, back, o.seed);
           if (c.max_error > o.tolerance) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
           r.info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
                  Format("%g", c.max_error) + ")");
         }
       } catch (const Error& e) {
+        // From opsets 18+ there is no other form to write.
+        if (source_opset > kMaxOpset)
+          Fail("the optimised model converted back to opset ", source_opset, " does not check (", e.what(), ")");
         note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
                std::to_string(written_opset) + " does not check (" + e.what() + ")";
         write.at_graph_opset = true;

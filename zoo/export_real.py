@@ -9,7 +9,9 @@ formula (as other frameworks' converters write them), upsampling (FPN
 detectors), control flow (If, Loop), shifted-window attention (Swin), and
 activations and normalisations written in the forms ONNX Runtime does not
 fuse (hard-swish and hard-sigmoid by formula, layer norm without scale and
-shift, a residual sum normalised by a layer norm on the CPU). Run with Debian's Python:
+shift, a residual sum normalised by a layer norm on the CPU), and opsets 18
+and 20 (built with onnx.helper, in the forms newer exporters write). Run
+with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
 
@@ -285,6 +287,68 @@ class PostNormEncoder(nn.Module):
 
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
+
+def csp_mish(opset, seed):
+    """A CSP block with Mish (YOLOv4's backbone in miniature) as exporters
+    write it at opset 18 and later (torch's dynamo exporter, tf2onnx), built
+    with onnx.helper: Debian's torch (1.13) exports opset 17 at most. Mish
+    (an operator since 18), Split by num_outputs (even, then uneven: 10
+    channels in 3 -> 4, 4, 2), Reduce* with their axes as an input (18),
+    batch norms after the convolutions; from opset 20 a Gelu (an operator
+    since 20) on the classifier."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def conv_bn_mish(x, cin, cout, k, name):
+        w = const(name + ".w", (rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32))
+        nodes.append(helper.make_node("Conv", [x, w], [name + ".c"], pads=[k // 2] * 4, name=name + "/Conv"))
+        bn = [const(name + ".bn." + p, v.astype(np.float32)) for p, v in
+              [("scale", rng.uniform(0.5, 1.5, cout)), ("bias", rng.standard_normal(cout) * 0.1),
+               ("mean", rng.standard_normal(cout) * 0.1), ("var", rng.uniform(0.5, 1.5, cout))]]
+        nodes.append(helper.make_node("BatchNormalization", [name + ".c"] + bn, [name + ".b"], name=name + "/BN"))
+        nodes.append(helper.make_node("Mish", [name + ".b"], [name + ".m"], name=name + "/Mish"))
+        return name + ".m"
+
+    h = conv_bn_mish("x", 3, 16, 3, "stem")
+    nodes.append(helper.make_node("Split", [h], ["part1", "part2"], axis=1, num_outputs=2, name="csp/Split"))
+    b = conv_bn_mish("part2", 8, 8, 3, "csp.block")
+    nodes.append(helper.make_node("Add", [b, "part2"], ["csp.res"], name="csp/Add"))
+    nodes.append(helper.make_node("Concat", ["part1", "csp.res"], ["csp.cat"], axis=1, name="csp/Concat"))
+    t = conv_bn_mish("csp.cat", 16, 10, 1, "transition")
+    nodes.append(helper.make_node("Split", [t], ["s0", "s1", "s2"], axis=1, num_outputs=3, name="head/Split"))
+    hw = const("hw_axes", np.array([2, 3], np.int64))
+    nodes.append(helper.make_node("Mul", ["s0", "s1"], ["gate"], name="head/Mul"))
+    nodes.append(helper.make_node("ReduceMean", ["gate", hw], ["avg"], keepdims=0, name="head/ReduceMean"))
+    nodes.append(helper.make_node("ReduceMax", ["s2", hw], ["peak"], keepdims=0, name="head/ReduceMax"))
+    nodes.append(helper.make_node("Concat", ["avg", "peak"], ["pooled"], axis=1, name="head/Concat"))
+    fc_w = const("fc.w", (rng.standard_normal((5, 6)) / np.sqrt(6)).astype(np.float32))
+    fc_b = const("fc.b", (rng.standard_normal(5) * 0.1).astype(np.float32))
+    last = "logits" if opset >= 20 else "y"
+    nodes.append(helper.make_node("Gemm", ["pooled", fc_w, fc_b], [last], transB=1, name="fc/Gemm"))
+    if opset >= 20:
+        nodes.append(helper.make_node("Gelu", ["logits"], ["y"], name="fc/Gelu"))
+    graph = helper.make_graph(nodes, "csp_mish", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="rlflow-zoo")
+    model.ir_version = 8
+    return model
+
+
+# Models built with onnx.helper at opsets torch 1.13 cannot export:
+# name -> (builder(opset, seed), opset, --input_shape, other shape).
+ONNX_MODELS = {
+    "csp_mish_op18": (csp_mish, 18, "x:1,3,64,64", "x:2,3,48,40"),
+    "csp_mish_gelu_op20": (csp_mish, 20, "x:1,3,64,64", "x:2,3,48,40"),
+}
+
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)
 MODELS = {
     "fpn_op9": (Fpn, (1, 3, 64, 64), 9, DYN_IMAGE, "x:1,3,64,64", "x:2,3,96,128", False),
@@ -327,6 +391,13 @@ def main():
     torch.set_num_threads(1)
     manifest = []
     for name in args.models.split(","):
+        if name in ONNX_MODELS:
+            import onnx
+            build, opset, given, other = ONNX_MODELS[name]
+            onnx.save(build(opset, args.seed), os.path.join(args.out_dir, name + ".onnx"))
+            manifest.append("%s %s %s" % (name, given, other))
+            print("built", name, "opset", opset, flush=True)
+            continue
         make, shape, opset, dynamic, given, other, script = MODELS[name]
         torch.manual_seed(args.seed)
         model = make().eval()

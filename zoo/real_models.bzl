@@ -3,6 +3,8 @@ genrule //zoo:real_models and the per-model tests in //optimiser."""
 
 REAL_MODELS = [
     "control_flow_op13",
+    "csp_mish_gelu_op20",
+    "csp_mish_op18",
     "encoder_formula_op13",
     "formula_acts_op13",
     "formula_variants_op13",

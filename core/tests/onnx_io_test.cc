@@ -3,7 +3,9 @@
 #include "core/onnx_io.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/neg.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
@@ -27,6 +29,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
 #include "runtime/executor.h"
@@ -181,6 +184,156 @@ TEST(OnnxIo, Opset11ModelIsConvertedAndComputesTheSame) {
   std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
   ASSERT_EQ(ort_back.size(), 2u);
   for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-6) << k;
+}
+
+onnx::NodeProto* StrAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+  return n;
+}
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+// Opsets 18 to 26 (ONNX 1.12 stops at 17): converted to 17 node by node,
+// computed as ONNX Runtime computes the original, and written back at the
+// model's opset in the forms of that opset.
+TEST(OnnxIo, NewerOpsetModelIsConvertedAndWrittenBack) {
+  onnx::ModelProto m = Model(20);
+  Info(m.mutable_graph()->add_input(), "x", {2, 5, 4, 4});
+  Int64Init(m, "hw", {2, 3});
+  Int64Init(m, "c", {1});
+  IntAttr(Node(m, "ReduceMean", {"x", "hw"}, {"mean"}), "keepdims", 1);  // axes as an input at 18
+  Node(m, "Sub", {"x", "mean"}, {"centred"});
+  IntAttr(Node(m, "ReduceMax", {"centred"}, {"same"}), "noop_with_empty_axes", 1);  // no axes: the identity
+  auto* uneven = Node(m, "Split", {"same"}, {"a", "b"});                            // 5 channels in 2: 3 and 2
+  IntAttr(uneven, "axis", 1);
+  IntAttr(uneven, "num_outputs", 2);
+  auto* even = Node(m, "Split", {"a"}, {"a0", "a1"});  // height 4 in 2
+  IntAttr(even, "axis", 2);
+  IntAttr(even, "num_outputs", 2);
+  Node(m, "Concat", {"a1", "a0"}, {"swapped"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(2);
+    return a;
+  }());
+  Node(m, "Mish", {"swapped"}, {"mish"});                            // an operator since 18
+  StrAttr(Node(m, "Gelu", {"b"}, {"gelu"}), "approximate", "tanh");  // since 20
+  auto* axes = Node(m, "Constant", {}, {"axes_c"});
+  IntsAttr(axes, "value_ints", {1});
+  IntAttr(Node(m, "ReduceL2", {"gelu", "axes_c"}, {"norm"}), "keepdims", 0);
+  Node(m, "ReduceSum", {"mish", "c"}, {"sum"});  // unchanged since 13
+  Info(m.mutable_graph()->add_output(), "sum", {2, 1, 4, 4});
+  Info(m.mutable_graph()->add_output(), "norm", {2, 4, 4});
+  Info(m.mutable_graph()->add_output(), "mean", {2, 5, 1, 1});
+  const std::string path = Save(m, "opset20.onnx");
+
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
+  EXPECT_EQ(report.opset_before_conversion, 20);
+  EXPECT_EQ(g.opset(), 17);
+  EXPECT_EQ(g.info().source_opset, 20);
+  std::string notes;
+  for (const auto& w : report.warnings) notes += w + "\n";
+  EXPECT_NE(notes.find("converted opset 20 to 17"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("Mish -> its function body"), std::string::npos) << notes;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) EXPECT_FALSE(g.node(id).opaque()) << g.node(id).Describe();
+  std::vector<at::Tensor> inputs = RandomInputs(g, 7);
+  std::vector<at::Tensor> ours = Executor(g).Run(inputs);
+  std::vector<at::Tensor> ort = testing::RunOnnxRuntime(path, {{"x", inputs[0]}});
+  ASSERT_EQ(ours.size(), 3u);
+  ASSERT_EQ(ort.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(ours[k].sizes(), ort[k].sizes()) << k;
+    EXPECT_LE(RelativeError(ours[k], ort[k]), 1e-5) << k;
+  }
+
+  std::string note;
+  int written = 0;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, &note, &written)));
+  EXPECT_EQ(written, 20) << note;
+  EXPECT_EQ(note, "");
+  ASSERT_EQ(back.opset_import_size(), 1);
+  EXPECT_EQ(back.opset_import(0).domain(), "");
+  EXPECT_EQ(back.opset_import(0).version(), 20);
+  std::map<std::string, int> ops;
+  for (const auto& n : back.graph().node()) {
+    ++ops[n.op_type()];
+    EXPECT_EQ(n.domain(), "") << n.op_type();
+    if (n.op_type() == "ReduceMean" || n.op_type() == "ReduceL2") {
+      EXPECT_EQ(FindAttr(n, "axes"), nullptr) << n.op_type() << ": axes are an input at 18";
+      EXPECT_EQ(n.input_size(), 2) << n.op_type();
+    }
+    if (n.op_type() == "Split" && n.input_size() < 2) {
+      const auto* num = FindAttr(n, "num_outputs");
+      ASSERT_NE(num, nullptr) << "a Split without sizes states num_outputs at 18";
+      EXPECT_EQ(num->i(), n.output_size());
+    }
+  }
+  EXPECT_EQ(ops["Mish"], 1) << "Mish's function body fused again";
+  EXPECT_EQ(ops["Softplus"], 0);
+  EXPECT_EQ(ops["Gelu"], 0) << "the tanh form is written as its body (only the erf form is fused again)";
+  EXPECT_EQ(ops["Split"], 2);
+  const std::string back_path = Save(back, "opset20_back.onnx");
+  std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
+  ASSERT_EQ(ort_back.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-5) << k;
+}
+
+// A node of opset 18+ with no opset-17 form (here a ReduceMin whose axes
+// are computed at run time, and an operator ONNX added after 17 that is not
+// a function of older ones) stays opaque and is written back unchanged.
+TEST(OnnxIo, NewerOpsetNodesWithoutAnOpset17FormStayOpaque) {
+  onnx::ModelProto m = Model(18);
+  Info(m.mutable_graph()->add_input(), "x", {2, 3, 4});
+  Info(m.mutable_graph()->add_input(), "ax", {1}, onnx::TensorProto::INT64);
+  Info(m.mutable_graph()->add_input(), "bits", {3}, onnx::TensorProto::INT32);
+  Node(m, "Relu", {"x"}, {"r"});
+  auto* reduce = Node(m, "ReduceMin", {"r", "ax"}, {"low"});
+  IntAttr(reduce, "keepdims", 1);
+  Node(m, "Neg", {"low"}, {"y"});
+  Node(m, "BitwiseNot", {"bits"}, {"flipped"});
+  Info(m.mutable_graph()->add_value_info(), "low", {2, 1, 4});
+  Info(m.mutable_graph()->add_output(), "y", {2, 1, 4});
+  Info(m.mutable_graph()->add_output(), "flipped", {3}, onnx::TensorProto::INT32);
+  const std::string path = Save(m, "opset18_opaque.onnx");
+
+  Graph g = ImportOnnxFile(path);
+  int opaque = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (g.node(id).opaque()) {
+      ++opaque;
+      EXPECT_EQ(g.node(id).domain, kNewerOpsetDomain) << g.node(id).Describe();
+    }
+  EXPECT_EQ(opaque, 2);
+
+  onnx::ModelProto back;
+  int written = 0;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, nullptr, &written)));
+  EXPECT_EQ(written, 18);
+  ASSERT_EQ(back.opset_import_size(), 1);
+  EXPECT_EQ(back.opset_import(0).version(), 18);
+  for (const auto& n : back.graph().node())
+    if (n.op_type() == "ReduceMin") {
+      EXPECT_EQ(n.SerializeAsString(), reduce->SerializeAsString());
+    }
+  at::Tensor x = at::randn({2, 3, 4}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor ax = at::full({1}, 2, at::TensorOptions().dtype(at::kLong));
+  at::Tensor bits = at::arange(3, at::TensorOptions().dtype(at::kInt));
+  std::vector<std::pair<std::string, at::Tensor>> in = {{"x", x}, {"ax", ax}, {"bits", bits}};
+  std::vector<at::Tensor> a = testing::RunOnnxRuntime(path, in);
+  std::vector<at::Tensor> b = testing::RunOnnxRuntime(Save(back, "opset18_opaque_back.onnx"), in);
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_TRUE(at::equal(a[k], b[k])) << k;
 }
 
 // Opsets 1 to 6: ONNX's version converter to 7 (here Add's legacy

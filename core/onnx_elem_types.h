@@ -1,0 +1,75 @@
+#pragma once
+// Element types along an ONNX graph before shape inference (private to
+// core/onnx_upgrade.cc and core/onnx_newer_opsets.cc).
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+namespace rlflow::onnx_detail {
+
+// Element types of the tensors a graph states or that follow from its nodes
+// (enough for the scalars Pad and Clip need: the type of their data input).
+// Unknown: 0.
+class ElemTypes {
+ public:
+  explicit ElemTypes(const std::unordered_map<std::string, int32_t>& outer) : types_(outer) {}
+  void AddGraph(const onnx::GraphProto& g) {
+    for (const auto& vi : g.input()) Add(vi);
+    for (const auto& vi : g.value_info()) Add(vi);
+    for (const auto& vi : g.output()) Add(vi);
+    for (const auto& t : g.initializer()) types_[t.name()] = t.data_type();
+  }
+  // The output types of a node, from its inputs' (run in topological order).
+  void AddNode(const onnx::NodeProto& n) {
+    const std::string& op = n.op_type();
+    int32_t first = 0;
+    for (const auto& in : n.input())
+      if (!in.empty() && Of(in) != 0) {
+        first = Of(in);
+        break;
+      }
+    for (int k = 0; k < n.output_size(); ++k) {
+      int32_t t = first;
+      if (op == "Cast") {
+        const auto* to = Find(n, "to");
+        t = to ? static_cast<int32_t>(to->i()) : 0;
+      } else if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin" ||
+                 (op == "TopK" && k == 1) || (op == "MaxPool" && k == 1)) {
+        t = onnx::TensorProto::INT64;
+      } else if (op == "Equal" || op == "Less" || op == "Greater" || op == "Not" || op == "And" || op == "Or" ||
+                 op == "Xor" || op == "IsNaN" || op == "IsInf" || op == "LessOrEqual" || op == "GreaterOrEqual") {
+        t = onnx::TensorProto::BOOL;
+      } else if (op == "Constant") {
+        const auto* v = Find(n, "value");
+        t = v && v->has_t() ? v->t().data_type() : 0;
+      } else if (op == "ConstantOfShape") {
+        const auto* v = Find(n, "value");
+        t = v && v->has_t() ? v->t().data_type() : onnx::TensorProto::FLOAT;
+      } else if (!(n.domain().empty() || n.domain() == "ai.onnx") || op == "If" || op == "Loop" || op == "Scan") {
+        t = 0;
+      }
+      if (t != 0 && !types_.count(n.output(k))) types_[n.output(k)] = t;
+    }
+  }
+  int32_t Of(const std::string& name) const {
+    auto it = types_.find(name);
+    return it == types_.end() ? 0 : it->second;
+  }
+  const std::unordered_map<std::string, int32_t>& all() const { return types_; }
+
+ private:
+  static const onnx::AttributeProto* Find(const onnx::NodeProto& n, const std::string& name) {
+    for (const auto& a : n.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  void Add(const onnx::ValueInfoProto& vi) {
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      types_[vi.name()] = vi.type().tensor_type().elem_type();
+  }
+  std::unordered_map<std::string, int32_t> types_;
+};
+
+}  // namespace rlflow::onnx_detail
