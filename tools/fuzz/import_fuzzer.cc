@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Graph g = ImportOnnxFile(dir + "/in.onnx");
     // A model from opsets 18+ is written at its own opset (its graph's, 17,
     // has nodes in rlflow's private domain); others at the graph's.
-    std::string exported =
-        g.info().source_opset > kMaxOpset ? ExportOnnxBytesAtSourceOpset(g) : ExportOnnxBytes(g);
+    std::string exported = g.info().source_opset > kMaxOpset ? ExportOnnxBytesAtSourceOpset(g) : ExportOnnxBytes(g);
     WriteOptions inline_write;
     inline_write.external = ExternalData::kInline;
     inline_write.at_graph_opset = true;
