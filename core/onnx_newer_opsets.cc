@@ -242,9 +242,14 @@ class NewerOpsets {
         floats_[t.name()] = v;
       }
     }
+    for (const auto& t : model_->graph().initializer()) {
+      std::vector<int64_t> v;
+      if (t.data_type() == onnx::TensorProto::INT64 && t.dims_size() <= 1 && TensorInts(t, &v) && v.size() == 1)
+        ints_[t.name()] = v[0];
+    }
     UpgradeGraph(model_->mutable_graph());
-    if (fused_ > 0) {
-      // The bodies' scalar constants, now read by nothing.
+    if (fused_ > 0 || removed_ > 0) {
+      // The bodies' and sizes' scalar constants, now read by nothing.
       reads_.clear();
       CountReads(model_->graph());
       std::set<std::string> inputs;
@@ -252,7 +257,8 @@ class NewerOpsets {
       auto* inits = model_->mutable_graph()->mutable_initializer();
       for (int k = inits->size() - 1; k >= 0; --k) {
         const std::string& name = inits->Get(k).name();
-        if (floats_.count(name) && !reads_.count(name) && !inputs.count(name)) inits->DeleteSubrange(k, 1);
+        if ((floats_.count(name) || ints_.count(name)) && !reads_.count(name) && !inputs.count(name))
+          inits->DeleteSubrange(k, 1);
       }
     }
     SetOpset(source_);
@@ -655,7 +661,83 @@ class NewerOpsets {
     g->mutable_node()->Swap(&kept);
   }
 
+  bool IntIs(const std::string& name, int64_t value) const {
+    auto it = ints_.find(name);
+    return it != ints_.end() && it->second == value;
+  }
+
+  // A Split whose sizes are still the computation DowngradeNode wrote for
+  // num_outputs on a dimension it could not see (Concat of n - 1 chunks
+  // c = (d + n - 1) / n and the rest d - c (n - 1), d = Gather(Shape(x),
+  // [axis])) gets num_outputs back; the computation's nodes go when nothing
+  // else reads them.
+  void RestoreNumOutputs(onnx::GraphProto* g) {
+    std::unordered_map<std::string, int> producer;
+    for (int k = 0; k < g->node_size(); ++k)
+      for (const auto& o : g->node(k).output()) producer[o] = k;
+    auto made_by = [&](const std::string& name, const char* op) -> int {
+      auto it = producer.find(name);
+      if (it == producer.end()) return -1;
+      const onnx::NodeProto& p = g->node(it->second);
+      return p.op_type() == op && IsDefault(p.domain()) && p.output_size() == 1 ? it->second : -1;
+    };
+    auto in = [&](int k, int i) -> std::string {
+      return k >= 0 && i < g->node(k).input_size() ? g->node(k).input(i) : std::string();
+    };
+    std::vector<int> chain;
+    for (int k = 0; k < g->node_size(); ++k) {
+      const onnx::NodeProto& split = g->node(k);
+      if (split.op_type() != "Split" || !IsDefault(split.domain()) || split.input_size() != 2) continue;
+      const int64_t parts = split.output_size();
+      const int64_t axis = IntAttr(split, "axis", 0);
+      const int concat = made_by(split.input(1), "Concat");
+      if (parts < 2 || concat < 0 || g->node(concat).input_size() != parts || IntAttr(g->node(concat), "axis", 0) != 0)
+        continue;
+      const std::string c = in(concat, 0);
+      bool same = true;
+      for (int64_t i = 1; i + 1 < parts; ++i) same = same && in(concat, static_cast<int>(i)) == c;
+      const int sub = made_by(in(concat, static_cast<int>(parts - 1)), "Sub");
+      const int mul = made_by(in(sub, 1), "Mul");
+      const int div = made_by(c, "Div");
+      const int add = made_by(in(div, 0), "Add");
+      const std::string d = in(add, 0);
+      const int gather = made_by(d, "Gather");
+      const int shape = made_by(in(gather, 0), "Shape");
+      if (!same || sub < 0 || mul < 0 || div < 0 || add < 0 || gather < 0 || shape < 0 || in(sub, 0) != d ||
+          in(mul, 0) != c || !IntIs(in(mul, 1), parts - 1) || !IntIs(in(add, 1), parts - 1) ||
+          !IntIs(in(div, 1), parts) || !IntIs(in(gather, 1), axis) || in(shape, 0) != split.input(0) ||
+          IntAttr(g->node(gather), "axis", 0) != 0)
+        continue;
+      onnx::NodeProto& m = *g->mutable_node(k);
+      --reads_[m.input(1)];
+      m.mutable_input()->RemoveLast();
+      auto* a = m.add_attribute();
+      a->set_name("num_outputs");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(parts);
+      chain.insert(chain.end(), {concat, sub, mul, div, add, gather, shape});
+    }
+    // The chain's nodes that nothing reads any more, consumers first.
+    std::set<int> dead;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int k : chain) {
+        if (dead.count(k) || reads_[g->node(k).output(0)] > 0) continue;
+        dead.insert(k);
+        for (const auto& i : g->node(k).input()) --reads_[i];
+        changed = true;
+      }
+    }
+    if (dead.empty()) return;
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+    for (int k = 0; k < g->node_size(); ++k)
+      if (!dead.count(k)) *kept.Add() = std::move(*g->mutable_node(k));
+    g->mutable_node()->Swap(&kept);
+    removed_ += static_cast<int>(dead.size());
+  }
+
   void UpgradeGraph(onnx::GraphProto* g) {
+    RestoreNumOutputs(g);
     FuseFunctions(g);
     for (auto& n : *g->mutable_node()) {
       for (auto& a : *n.mutable_attribute()) {
@@ -676,7 +758,7 @@ class NewerOpsets {
         DropAttr(&n, "axes");
         n.add_input(Ints(base + "_axes", v));
       } else if (op == "Split" && source_ >= 18) {
-        if (n.input_size() >= 2 && !n.input(1).empty()) continue;
+        if ((n.input_size() >= 2 && !n.input(1).empty()) || FindAttr(n, "num_outputs")) continue;
         auto* a = n.add_attribute();
         a->set_name("num_outputs");
         a->set_type(onnx::AttributeProto::INT);
@@ -692,7 +774,9 @@ class NewerOpsets {
   int kept_ = 0;
   std::unordered_map<std::string, int> reads_;
   std::unordered_map<std::string, float> floats_;  // scalar float initializers
+  std::unordered_map<std::string, int64_t> ints_;  // one-element int64 initializers
   int fused_ = 0;
+  int removed_ = 0;
 };
 
 int DefaultOpset(const onnx::ModelProto& model) {

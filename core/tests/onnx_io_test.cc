@@ -228,10 +228,14 @@ TEST(OnnxIo, NewerOpsetModelIsConvertedAndWrittenBack) {
   StrAttr(Node(m, "Gelu", {"b"}, {"gelu"}), "approximate", "tanh");  // since 20
   auto* axes = Node(m, "Constant", {}, {"axes_c"});
   IntsAttr(axes, "value_ints", {1});
-  IntAttr(Node(m, "ReduceL2", {"gelu", "axes_c"}, {"norm"}), "keepdims", 0);
+  auto* halves = Node(m, "Split", {"gelu"}, {"g0", "g1"});  // its input's shape is not stated: sizes computed
+  IntAttr(halves, "axis", 3);
+  IntAttr(halves, "num_outputs", 2);
+  Node(m, "Add", {"g0", "g1"}, {"gsum"});
+  IntAttr(Node(m, "ReduceL2", {"gsum", "axes_c"}, {"norm"}), "keepdims", 0);
   Node(m, "ReduceSum", {"mish", "c"}, {"sum"});  // unchanged since 13
   Info(m.mutable_graph()->add_output(), "sum", {2, 1, 4, 4});
-  Info(m.mutable_graph()->add_output(), "norm", {2, 4, 4});
+  Info(m.mutable_graph()->add_output(), "norm", {2, 4, 2});
   Info(m.mutable_graph()->add_output(), "mean", {2, 5, 1, 1});
   const std::string path = Save(m, "opset20.onnx");
 
@@ -281,11 +285,51 @@ TEST(OnnxIo, NewerOpsetModelIsConvertedAndWrittenBack) {
   EXPECT_EQ(ops["Mish"], 1) << "Mish's function body fused again";
   EXPECT_EQ(ops["Softplus"], 0);
   EXPECT_EQ(ops["Gelu"], 0) << "the tanh form is written as its body (only the erf form is fused again)";
-  EXPECT_EQ(ops["Split"], 2);
+  EXPECT_EQ(ops["Split"], 3);
   const std::string back_path = Save(back, "opset20_back.onnx");
   std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
   ASSERT_EQ(ort_back.size(), 3u);
   for (size_t k = 0; k < 3; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-5) << k;
+}
+
+// Split-18 by num_outputs along a symbolic dimension: sizes computed from
+// the input's shape in the IR (ONNX's rule, the last chunk smaller), and
+// num_outputs again in the written model.
+TEST(OnnxIo, NewerOpsetSplitAlongASymbolicDimension) {
+  onnx::ModelProto m = Model(18);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 6}, onnx::TensorProto::FLOAT, "N");
+  auto* split = Node(m, "Split", {"x"}, {"a", "b"});
+  IntAttr(split, "axis", 0);
+  IntAttr(split, "num_outputs", 2);
+  IntAttr(Node(m, "Concat", {"b", "a"}, {"y"}), "axis", 0);
+  Info(m.mutable_graph()->add_output(), "y", {-1, 6}, onnx::TensorProto::FLOAT, "N");
+  const std::string path = Save(m, "opset18_split.onnx");
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
+  EXPECT_GT(g.OpCounts()["Shape"], 0) << "the sizes depend on N: computed at run time";
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g)));
+  std::map<std::string, int> ops;
+  for (const auto& n : back.graph().node()) {
+    ++ops[n.op_type()];
+    if (n.op_type() == "Split") {
+      EXPECT_EQ(n.input_size(), 1);
+      const auto* num = FindAttr(n, "num_outputs");
+      ASSERT_NE(num, nullptr);
+      EXPECT_EQ(num->i(), 2);
+    }
+  }
+  EXPECT_EQ(ops, (std::map<std::string, int>{{"Concat", 1}, {"Split", 1}}));
+  EXPECT_EQ(back.graph().initializer_size(), 0);
+  const std::string back_path = Save(back, "opset18_split_back.onnx");
+  for (int64_t n : {4, 5}) {
+    at::Tensor x = at::randn({n, 6});
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(path, {{"x", x}});
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(back_path, {{"x", x}});
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_TRUE(at::equal(a[0], b[0])) << n;
+  }
 }
 
 // A node of opset 18+ with no opset-17 form (here a ReduceMin whose axes
