@@ -13,25 +13,15 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/onnx_elem_types.h"
+#include "core/onnx_detail.h"
 #include "core/onnx_upgrade.h"
 
 namespace rlflow {
 namespace {
 
-bool IsDefault(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
-const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-
-void DropAttr(onnx::NodeProto* n, const std::string& name) {
-  auto* attrs = n->mutable_attribute();
-  for (int k = attrs->size() - 1; k >= 0; --k)
-    if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
-}
+using onnx_detail::DropAttr;
+using onnx_detail::FindAttr;
+using onnx_detail::IsDefault;
 
 int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t fallback) {
   const auto* a = FindAttr(n, name);
@@ -210,7 +200,7 @@ void AddScope(const onnx::GraphProto& g, ConstInts* consts, Shapes* shapes) {
 
 class NewerOpsets {
  public:
-  NewerOpsets(onnx::ModelProto* model, int source) : model_(model), source_(source) { CollectNames(model->graph()); }
+  NewerOpsets(onnx::ModelProto* model, int source) : model_(model), source_(source) { names_.Collect(model->graph()); }
 
   void Downgrade(std::vector<std::string>* notes) {
     DowngradeGraph(model_->mutable_graph(), {}, {}, {});
@@ -275,24 +265,7 @@ class NewerOpsets {
       if (IsDefault(imp.domain())) imp.set_version(v);
   }
 
-  void CollectNames(const onnx::GraphProto& g) {
-    for (const auto& vi : g.input()) names_.insert(vi.name());
-    for (const auto& t : g.initializer()) names_.insert(t.name());
-    for (const auto& n : g.node()) {
-      names_.insert(n.name());
-      for (const auto& o : n.output()) names_.insert(o);
-      for (const auto& a : n.attribute()) {
-        if (a.has_g()) CollectNames(a.g());
-        for (const auto& sub : a.graphs()) CollectNames(sub);
-      }
-    }
-  }
-  std::string Fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
-    names_.insert(name);
-    return name;
-  }
+  std::string Fresh(const std::string& base) { return names_.Fresh(base); }
   // An int64 initializer of the main graph (subgraphs read it from there).
   std::string Ints(const std::string& base, const std::vector<int64_t>& v) {
     onnx::TensorProto* t = model_->mutable_graph()->add_initializer();
@@ -769,7 +742,7 @@ class NewerOpsets {
 
   onnx::ModelProto* model_;
   int source_;
-  std::set<std::string> names_;
+  onnx_detail::FreshNames names_;
   std::map<std::string, int> done_;
   int kept_ = 0;
   std::unordered_map<std::string, int> reads_;

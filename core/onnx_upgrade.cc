@@ -8,26 +8,15 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "core/onnx_elem_types.h"
+#include "core/onnx_detail.h"
 
 namespace rlflow {
 namespace {
 
+using onnx_detail::DropAttr;
 using onnx_detail::ElemTypes;
-
-bool IsDefault(const std::string& d) { return d.empty() || d == "ai.onnx"; }
-
-const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
-  for (const auto& a : n.attribute())
-    if (a.name() == name) return &a;
-  return nullptr;
-}
-
-void DropAttr(onnx::NodeProto* n, const std::string& name) {
-  auto* attrs = n->mutable_attribute();
-  for (int k = attrs->size() - 1; k >= 0; --k)
-    if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
-}
+using onnx_detail::FindAttr;
+using onnx_detail::IsDefault;
 
 void SetString(onnx::NodeProto* n, const std::string& name, const std::string& v) {
   DropAttr(n, name);
@@ -44,7 +33,7 @@ class Upgrader {
   Upgrader(onnx::ModelProto* model, std::vector<std::string>* notes) : model_(model), notes_(notes) {
     for (const auto& imp : model->opset_import())
       if (IsDefault(imp.domain())) opset_ = static_cast<int>(imp.version());
-    CollectNames(model->graph());
+    names_.Collect(model->graph());
   }
 
   void Run() {
@@ -57,25 +46,7 @@ class Upgrader {
   }
 
  private:
-  void CollectNames(const onnx::GraphProto& g) {
-    for (const auto& vi : g.input()) names_.insert(vi.name());
-    for (const auto& t : g.initializer()) names_.insert(t.name());
-    for (const auto& n : g.node()) {
-      names_.insert(n.name());
-      for (const auto& o : n.output()) names_.insert(o);
-      for (const auto& a : n.attribute()) {
-        if (a.has_g()) CollectNames(a.g());
-        for (const auto& sub : a.graphs()) CollectNames(sub);
-      }
-    }
-  }
-
-  std::string Fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
-    names_.insert(name);
-    return name;
-  }
+  std::string Fresh(const std::string& base) { return names_.Fresh(base); }
 
   // A new initializer in the main graph (subgraphs read it from there); before
   // IR 4 every initializer is also listed as a graph input.
@@ -307,7 +278,7 @@ class Upgrader {
   onnx::ModelProto* model_;
   std::vector<std::string>* notes_;
   int opset_ = 0;
-  std::set<std::string> names_;
+  onnx_detail::FreshNames names_;
   std::map<std::string, int> done_;
 };
 

@@ -1,13 +1,56 @@
 #pragma once
-// Element types along an ONNX graph before shape inference (private to
-// core/onnx_upgrade.cc and core/onnx_newer_opsets.cc).
+// Helpers of rlflow's opset conversions on ONNX protobufs (private to
+// core/onnx_upgrade.cc and core/onnx_newer_opsets.cc): attributes, fresh
+// names, element types along a graph before shape inference.
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_map>
 
 namespace rlflow::onnx_detail {
+
+inline bool IsDefault(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+inline const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+inline void DropAttr(onnx::NodeProto* n, const std::string& name) {
+  auto* attrs = n->mutable_attribute();
+  for (int k = attrs->size() - 1; k >= 0; --k)
+    if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
+}
+
+// The names a model uses (values, nodes; subgraphs included), and new ones
+// that clash with none: `base`, else `base_1`, `base_2`, ...
+class FreshNames {
+ public:
+  void Collect(const onnx::GraphProto& g) {
+    for (const auto& vi : g.input()) names_.insert(vi.name());
+    for (const auto& t : g.initializer()) names_.insert(t.name());
+    for (const auto& n : g.node()) {
+      names_.insert(n.name());
+      for (const auto& o : n.output()) names_.insert(o);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) Collect(a.g());
+        for (const auto& sub : a.graphs()) Collect(sub);
+      }
+    }
+  }
+  std::string Fresh(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+ private:
+  std::set<std::string> names_;
+};
 
 // Element types of the tensors a graph states or that follow from its nodes
 // (enough for the scalars Pad and Clip need: the type of their data input).
@@ -33,7 +76,7 @@ class ElemTypes {
     for (int k = 0; k < n.output_size(); ++k) {
       int32_t t = first;
       if (op == "Cast") {
-        const auto* to = Find(n, "to");
+        const auto* to = FindAttr(n, "to");
         t = to ? static_cast<int32_t>(to->i()) : 0;
       } else if (op == "Shape" || op == "Size" || op == "NonZero" || op == "ArgMax" || op == "ArgMin" ||
                  (op == "TopK" && k == 1) || (op == "MaxPool" && k == 1)) {
@@ -42,12 +85,12 @@ class ElemTypes {
                  op == "Xor" || op == "IsNaN" || op == "IsInf" || op == "LessOrEqual" || op == "GreaterOrEqual") {
         t = onnx::TensorProto::BOOL;
       } else if (op == "Constant") {
-        const auto* v = Find(n, "value");
+        const auto* v = FindAttr(n, "value");
         t = v && v->has_t() ? v->t().data_type() : 0;
       } else if (op == "ConstantOfShape") {
-        const auto* v = Find(n, "value");
+        const auto* v = FindAttr(n, "value");
         t = v && v->has_t() ? v->t().data_type() : onnx::TensorProto::FLOAT;
-      } else if (!(n.domain().empty() || n.domain() == "ai.onnx") || op == "If" || op == "Loop" || op == "Scan") {
+      } else if (!IsDefault(n.domain()) || op == "If" || op == "Loop" || op == "Scan") {
         t = 0;
       }
       if (t != 0 && !types_.count(n.output(k))) types_[n.output(k)] = t;
@@ -60,11 +103,6 @@ class ElemTypes {
   const std::unordered_map<std::string, int32_t>& all() const { return types_; }
 
  private:
-  static const onnx::AttributeProto* Find(const onnx::NodeProto& n, const std::string& name) {
-    for (const auto& a : n.attribute())
-      if (a.name() == name) return &a;
-    return nullptr;
-  }
   void Add(const onnx::ValueInfoProto& vi) {
     if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
       types_[vi.name()] = vi.type().tensor_type().elem_type();
