@@ -1823,14 +1823,14 @@ std::string SerializeModel(const onnx::ModelProto& model) {
 // The exported model at the source opset where it can be converted back
 // (see ExportOnnxBytesAtSourceOpset).
 void ExportAtSourceOpset(const Graph& graph, onnx::ModelProto* model, std::string* note, int* written_opset,
-                         size_t by_reference_min = std::numeric_limits<size_t>::max()) {
+                         size_t by_reference_min = std::numeric_limits<size_t>::max(), bool fuse_functions = true) {
   const int64_t source = graph.info().source_opset;
   const int64_t current = graph.opset();
   if (written_opset) *written_opset = static_cast<int>(current);
   ExportModel(graph, model, by_reference_min);
   // Opsets 18+: checked at 17 (by ExportModel), then converted back.
   if (source > kMaxOpset && current == kMaxOpset) {
-    UpgradeFromOpset17(model, static_cast<int>(source));
+    UpgradeFromOpset17(model, static_cast<int>(source), fuse_functions);
     if (written_opset) *written_opset = static_cast<int>(source);
     return;
   }
@@ -1873,7 +1873,7 @@ void ExportFor(const Graph& graph, const WriteOptions& options, onnx::ModelProto
     ExportModel(graph, model, by_reference_min);
     if (written_opset) *written_opset = static_cast<int>(graph.opset());
   } else {
-    ExportAtSourceOpset(graph, model, note, written_opset, by_reference_min);
+    ExportAtSourceOpset(graph, model, note, written_opset, by_reference_min, options.fuse_functions);
   }
 }
 

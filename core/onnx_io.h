@@ -150,6 +150,11 @@ struct WriteOptions {
   // binding of its symbolic dimensions), not three times. Off where the
   // point is that the weights survive the write (they go through it then).
   bool weights_by_reference = false;
+  // A model from opsets 18+: Mish's and Gelu's bodies fused into the
+  // operators again (UpgradeFromOpset17). Off for timing in ONNX Runtime,
+  // which runs the bodies as fast and whose per-node costs (kernel events
+  // by node name) cannot see the nodes of a fused body.
+  bool fuse_functions = true;
 };
 // Protobuf cannot serialize a message of 2 GiB or more: initializers beyond
 // this (leaving room for the rest of the model) are written externally.

@@ -200,7 +200,10 @@ void AddScope(const onnx::GraphProto& g, ConstInts* consts, Shapes* shapes) {
 
 class NewerOpsets {
  public:
-  NewerOpsets(onnx::ModelProto* model, int source) : model_(model), source_(source) { names_.Collect(model->graph()); }
+  NewerOpsets(onnx::ModelProto* model, int source, bool fuse_functions = true)
+      : model_(model), source_(source), fuse_functions_(fuse_functions) {
+    names_.Collect(model->graph());
+  }
 
   void Downgrade(std::vector<std::string>* notes) {
     DowngradeGraph(model_->mutable_graph(), {}, {}, {});
@@ -711,7 +714,7 @@ class NewerOpsets {
 
   void UpgradeGraph(onnx::GraphProto* g) {
     RestoreNumOutputs(g);
-    FuseFunctions(g);
+    if (fuse_functions_) FuseFunctions(g);
     for (auto& n : *g->mutable_node()) {
       for (auto& a : *n.mutable_attribute()) {
         if (a.has_g()) UpgradeGraph(a.mutable_g());
@@ -742,6 +745,7 @@ class NewerOpsets {
 
   onnx::ModelProto* model_;
   int source_;
+  bool fuse_functions_;
   onnx_detail::FreshNames names_;
   std::map<std::string, int> done_;
   int kept_ = 0;
@@ -767,10 +771,10 @@ void DowngradeToOpset17(onnx::ModelProto* model, std::vector<std::string>* notes
   NewerOpsets(model, source).Downgrade(notes);
 }
 
-void UpgradeFromOpset17(onnx::ModelProto* model, int target) {
+void UpgradeFromOpset17(onnx::ModelProto* model, int target, bool fuse_functions) {
   if (DefaultOpset(*model) != 17 || target <= 17 || target > kNewestImportOpset)
     Fail("UpgradeFromOpset17: the model is at opset ", DefaultOpset(*model), "; target ", target);
-  NewerOpsets(model, target).Upgrade();
+  NewerOpsets(model, target, fuse_functions).Upgrade();
 }
 
 }  // namespace rlflow

@@ -67,8 +67,11 @@ inline constexpr char kNewerOpsetDomain[] = "ai.rlflow.newer_opset";
 void DowngradeToOpset17(onnx::ModelProto* model, std::vector<std::string>* notes);
 
 // The inverse on an exported opset-17 model: Reduce* axes back to inputs,
-// Split gets num_outputs where it has no sizes, kNewerOpsetDomain's nodes
-// return to the default domain; the opset becomes `target` (18 to 26).
-void UpgradeFromOpset17(onnx::ModelProto* model, int target);
+// Split gets num_outputs where it has no sizes (or sizes computed as
+// DowngradeToOpset17 computes them), kNewerOpsetDomain's nodes return to the
+// default domain, and with `fuse_functions` whole bodies of Mish and of
+// Gelu's erf form become the operators again; the opset becomes `target`
+// (18 to 26).
+void UpgradeFromOpset17(onnx::ModelProto* model, int target, bool fuse_functions = true);
 
 }  // namespace rlflow

@@ -419,6 +419,7 @@ class OrtBackend : public TimingBackend {
       std::string p = b_->dir_ + "/model" + std::to_string(++b_->seq_) + ".onnx";
       WriteOptions write;
       write.at_graph_opset = true;
+      write.fuse_functions = false;  // see WriteOptions
       paths_.push_back(p);
       if (WritesExternalData(g, write)) paths_.push_back(p + ".data");
       // A graph a rewrite gave a newer operator (HardSwish) is timed at

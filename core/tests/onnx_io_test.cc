@@ -286,6 +286,20 @@ TEST(OnnxIo, NewerOpsetModelIsConvertedAndWrittenBack) {
   EXPECT_EQ(ops["Softplus"], 0);
   EXPECT_EQ(ops["Gelu"], 0) << "the tanh form is written as its body (only the erf form is fused again)";
   EXPECT_EQ(ops["Split"], 3);
+  {
+    // As ONNX Runtime's cost backend writes it: the bodies left as they are.
+    WriteOptions unfused;
+    unfused.fuse_functions = false;
+    const std::string unfused_path = testing::MakeTempDir("io_") + "/unfused.onnx";
+    WriteOnnxFile(g, unfused_path, nullptr, unfused);
+    onnx::ModelProto u;
+    ASSERT_TRUE(u.ParseFromString(ReadFile(unfused_path)));
+    EXPECT_EQ(u.opset_import(0).version(), 20);
+    std::map<std::string, int> unfused_ops;
+    for (const auto& n : u.graph().node()) ++unfused_ops[n.op_type()];
+    EXPECT_EQ(unfused_ops["Mish"], 0);
+    EXPECT_EQ(unfused_ops["Softplus"], 1);
+  }
   const std::string back_path = Save(back, "opset20_back.onnx");
   std::vector<at::Tensor> ort_back = testing::RunOnnxRuntime(back_path, {{"x", inputs[0]}});
   ASSERT_EQ(ort_back.size(), 3u);
