@@ -413,7 +413,7 @@ class NewerOpsets {
                      std::vector<onnx::NodeProto>* before) {
     std::vector<int> details;
     const Change c = Classify(*n, &details);
-    const std::string& op = n->op_type();
+    const std::string op = n->op_type();  // a copy: a Reduce* may become an Identity below
     if (c == Change::kNoForm) return Keep(n, "no opset-17 form");
     if (c == Change::kTypes) return;
     for (int v : details) {
