@@ -198,6 +198,22 @@ void AddScope(const onnx::GraphProto& g, ConstInts* consts, Shapes* shapes) {
   }
 }
 
+// The index of the node that computes each value of `g`.
+std::unordered_map<std::string, int> Producers(const onnx::GraphProto& g) {
+  std::unordered_map<std::string, int> producer;
+  for (int k = 0; k < g.node_size(); ++k)
+    for (const auto& o : g.node(k).output()) producer[o] = k;
+  return producer;
+}
+
+// Removes the nodes at the indices in `dead`, keeping the others' order.
+void RemoveNodes(onnx::GraphProto* g, const std::set<int>& dead) {
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int k = 0; k < g->node_size(); ++k)
+    if (!dead.count(k)) *kept.Add() = std::move(*g->mutable_node(k));
+  g->mutable_node()->Swap(&kept);
+}
+
 class NewerOpsets {
  public:
   NewerOpsets(onnx::ModelProto* model, int source, bool fuse_functions = true)
@@ -224,21 +240,20 @@ class NewerOpsets {
 
   void Upgrade() {
     CountReads(model_->graph());
+    // One-element float and int64 initializers: the constants the bodies
+    // and the computed sizes are matched by.
     for (const auto& t : model_->graph().initializer()) {
-      if (t.data_type() != onnx::TensorProto::FLOAT || t.dims_size() > 1 || (t.dims_size() == 1 && t.dims(0) != 1))
-        continue;
-      if (t.float_data_size() == 1) {
-        floats_[t.name()] = t.float_data(0);
-      } else if (t.raw_data().size() == 4) {
-        float v;
-        std::memcpy(&v, t.raw_data().data(), 4);
-        floats_[t.name()] = v;
-      }
-    }
-    for (const auto& t : model_->graph().initializer()) {
+      if (t.dims_size() > 1 || (t.dims_size() == 1 && t.dims(0) != 1)) continue;
       std::vector<int64_t> v;
-      if (t.data_type() == onnx::TensorProto::INT64 && t.dims_size() <= 1 && TensorInts(t, &v) && v.size() == 1)
+      if (t.data_type() == onnx::TensorProto::INT64 && TensorInts(t, &v) && v.size() == 1) {
         ints_[t.name()] = v[0];
+      } else if (t.data_type() == onnx::TensorProto::FLOAT && t.float_data_size() == 1) {
+        floats_[t.name()] = t.float_data(0);
+      } else if (t.data_type() == onnx::TensorProto::FLOAT && t.raw_data().size() == 4) {
+        float f;
+        std::memcpy(&f, t.raw_data().data(), 4);
+        floats_[t.name()] = f;
+      }
     }
     UpgradeGraph(model_->mutable_graph());
     if (fused_ > 0 || removed_ > 0) {
@@ -574,9 +589,7 @@ class NewerOpsets {
   // and Mul(Mul(x, Add(Erf(Mul(x, 1/sqrt 2)), 1)), 0.5), the inner values
   // read once. The nodes of the body but the last are removed.
   void FuseFunctions(onnx::GraphProto* g) {
-    std::unordered_map<std::string, int> producer;
-    for (int k = 0; k < g->node_size(); ++k)
-      for (const auto& o : g->node(k).output()) producer[o] = k;
+    const std::unordered_map<std::string, int> producer = Producers(*g);
     // The node (index) that alone computes `name`, read once, if it is `op`.
     auto single = [&](const std::string& name, const char* op) -> int {
       auto it = producer.find(name);
@@ -631,10 +644,7 @@ class NewerOpsets {
       ++fused_;
     }
     if (dead.empty()) return;
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
-    for (int k = 0; k < g->node_size(); ++k)
-      if (!dead.count(k)) *kept.Add() = std::move(*g->mutable_node(k));
-    g->mutable_node()->Swap(&kept);
+    RemoveNodes(g, dead);
   }
 
   bool IntIs(const std::string& name, int64_t value) const {
@@ -648,9 +658,7 @@ class NewerOpsets {
   // [axis])) gets num_outputs back; the computation's nodes go when nothing
   // else reads them.
   void RestoreNumOutputs(onnx::GraphProto* g) {
-    std::unordered_map<std::string, int> producer;
-    for (int k = 0; k < g->node_size(); ++k)
-      for (const auto& o : g->node(k).output()) producer[o] = k;
+    const std::unordered_map<std::string, int> producer = Producers(*g);
     auto made_by = [&](const std::string& name, const char* op) -> int {
       auto it = producer.find(name);
       if (it == producer.end()) return -1;
@@ -705,10 +713,7 @@ class NewerOpsets {
       }
     }
     if (dead.empty()) return;
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
-    for (int k = 0; k < g->node_size(); ++k)
-      if (!dead.count(k)) *kept.Add() = std::move(*g->mutable_node(k));
-    g->mutable_node()->Swap(&kept);
+    RemoveNodes(g, dead);
     removed_ += static_cast<int>(dead.size());
   }
 
