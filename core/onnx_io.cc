@@ -1348,6 +1348,15 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // opaque nodes' outputs, see ExportOnnxModel.
   for (const auto& [name, type] : declared_interface) info.interface_types.emplace(name, type);
 
+  // Quantized units: which tensors a DequantizeLinear produces and which a
+  // QuantizeLinear reads (in any domain: ORT's com.microsoft ones as well).
+  std::set<std::string> dequantized, quantized;
+  if (options.keep_quantized_units)
+    for (const auto& np : gp.node()) {
+      if (np.op_type() == "DequantizeLinear") dequantized.insert(np.output().begin(), np.output().end());
+      if (np.op_type() == "QuantizeLinear" && np.input_size() > 0) quantized.insert(np.input(0));
+    }
+
   // Nodes: create all outputs first so that references resolve in any order.
   const OpRegistry& reg = OpRegistry::Global();
   std::vector<NodeId> ids;
@@ -1397,6 +1406,15 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
         for (const auto& name : *names)
           if (non_tensor.count(name)) reason = "'" + name + "' is a sequence, map or optional value";
     }
+    if (reason.empty() && (!dequantized.empty() || !quantized.empty())) {
+      const auto in_unit = [&](const auto& names, const std::set<std::string>& of) {
+        return std::any_of(names.begin(), names.end(), [&](const std::string& t) { return of.count(t) > 0; });
+      };
+      if (in_unit(np.input(), dequantized) || in_unit(np.output(), quantized)) {
+        node.opaque_proto = node.source_proto;
+        ++rep.quantized_unit_nodes;
+      }
+    }
     if (!reason.empty()) {
       node.opaque_proto = node.source_proto;
       if (def != nullptr) rep.warnings.push_back("node " + node.Describe() + " kept opaque: " + reason);
@@ -1410,6 +1428,10 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     }
   }
 
+  if (rep.quantized_unit_nodes > 0)
+    rep.warnings.push_back(std::to_string(rep.quantized_unit_nodes) +
+                           " nodes in quantized units (reading a DequantizeLinear or feeding a QuantizeLinear) "
+                           "kept as they are: runtimes run each unit as one integer kernel");
   std::vector<ValueId> outputs;
   for (const auto& vi : gp.output()) {
     ValueId v = g.FindValue(vi.name());

@@ -72,6 +72,14 @@ struct ImportOptions {
   // tensor, shared, instead of a copy (an inline one where its bytes are
   // equal; one in the model's external data file without reading it again).
   std::shared_ptr<const std::map<std::string, TensorDataPtr>> known_weights;
+  // Quantized models in the QDQ format (ONNX Runtime's quantization tool,
+  // TensorRT's, torch's QAT export): a node that reads a DequantizeLinear's
+  // output or feeds a QuantizeLinear is part of a unit that runtimes run as
+  // one integer kernel (ORT fuses DequantizeLinear -> Conv -> QuantizeLinear
+  // into QLinearConv). Kept opaque, as it is, so that no rewrite breaks a
+  // unit up (a float rewrite of the op in between is not what runs); the
+  // float regions between units are optimised as usual.
+  bool keep_quantized_units = true;
 };
 // The graph's initializers of at least `min_bytes`, by name (for
 // ImportOptions::known_weights).
@@ -98,6 +106,9 @@ struct ImportReport {
   int folded_nodes = 0;  // Constant / shape-computing nodes folded to initializers
   // Static dimensions of symbolic shapes folded (ImportOptions::fold_static_dims).
   int static_dims = 0;
+  // Nodes kept opaque as parts of quantized (QDQ) units
+  // (ImportOptions::keep_quantized_units).
+  int quantized_unit_nodes = 0;
   // With ImportOptions::also_as_given and static_dims > 0: the graph as the
   // file computes it (every fold but those of the static dimensions).
   std::optional<Graph> as_given;

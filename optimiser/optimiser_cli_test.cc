@@ -433,6 +433,37 @@ TEST_F(OptimiserCli, UnknownOpIsOptimisedAround) {
   ExpectCleanFailure("--model=" + Save(untyped, "untyped_op.onnx"), out_, "fancy0");
 }
 
+// A model whose every node is opaque (here: a quantized unit between its
+// QuantizeLinear and DequantizeLinear nodes) is written as it came, and the
+// summary and report say that nothing was timed instead of dividing by zero.
+TEST_F(OptimiserCli, EveryNodeOpaqueIsWrittenAsItCame) {
+  onnx::ModelProto m = BaseModel(13);
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
+  auto* scale = m.mutable_graph()->add_initializer();
+  scale->set_name("scale");
+  scale->set_data_type(onnx::TensorProto::FLOAT);
+  scale->add_float_data(0.1f);
+  AddNode(m, "QuantizeLinear", {"x", "scale"}, {"xq"}, "q0");
+  AddNode(m, "DequantizeLinear", {"xq", "scale"}, {"xd"}, "dq0");
+  AddNode(m, "Relu", {"xd"}, {"r"}, "relu0");
+  AddNode(m, "QuantizeLinear", {"r", "scale"}, {"rq"}, "q1");
+  AddNode(m, "DequantizeLinear", {"rq", "scale"}, {"y"}, "dq1");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  const std::string model = Save(m, "all_opaque.onnx");
+  const std::string report = TempDir() + "/all_opaque.json";
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --report=" + report + " --timing_cache=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 nodes in quantized units"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("measured:   nothing (every node is opaque"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("estimate:   none (every node is opaque"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadFile(out_), ReadFile(model));
+  nlohmann::json json = nlohmann::json::parse(ReadFile(report));
+  EXPECT_EQ(json["estimated_speedup"].get<double>(), 1.0) << json;
+  EXPECT_EQ(json["before"]["estimate_error"].get<double>(), 0.0) << json;
+}
+
 // Sequence values: the nodes that make and read them stay opaque, the rest
 // is optimised and checked around them, and a sequence graph output keeps
 // its declared type.

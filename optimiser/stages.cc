@@ -106,7 +106,8 @@ Json SummaryJson(const GraphSummary& s, double estimate_ms, double measured_ms) 
               {"flops", s.flops},
               {"estimated_ms", estimate_ms},
               {"measured_ms", measured_ms},
-              {"estimate_error", (estimate_ms - measured_ms) / measured_ms}};
+              // 0 where nothing was estimated or measured (every node opaque).
+              {"estimate_error", estimate_ms > 0 && measured_ms > 0 ? (estimate_ms - measured_ms) / measured_ms : 0.0}};
 }
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -1030,7 +1031,15 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   const bool unchanged = p.check.unchanged;
   const double before_estimate = p.EstimateNowMs(p.search.before_estimate),
                after_estimate = p.EstimateNowMs(v.after_estimate);
-  if (unchanged)
+  // Nothing to estimate: every node is opaque (e.g. a quantized model's
+  // units), so no operator was timed (and on the executor nothing ran).
+  const bool nothing_estimated = before_estimate <= 0 || after_estimate <= 0;
+  // ONNX Runtime runs opaque nodes; rlflow's executors run the graph cut at
+  // them (here: nothing).
+  const bool nothing_run = p.finish.before.nodes == p.finish.before.opaque_nodes && p.options.device != "ort";
+  if (unchanged && nothing_run)
+    s += "measured:   nothing (every node is opaque: the executor runs none of them)\n";
+  else if (unchanged)
     s += Format("measured:   %.2f ms (median of %d runs)\n", v.before_ms, v.pairs);
   else
     s += Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", v.before_ms, v.after_ms, v.pairs,
@@ -1038,8 +1047,12 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   // The search ranks graphs by estimated cost, so what matters is the
   // estimated ratio: the optimised time predicted from the original's
   // measured time and the estimated speedup, against its measured time.
-  const double predicted_error = (p.PredictedAfterMs() - v.after_ms) / v.after_ms;
-  s += Format(
+  const double predicted_error =
+      nothing_estimated || v.after_ms <= 0 ? 0.0 : (p.PredictedAfterMs() - v.after_ms) / v.after_ms;
+  if (nothing_estimated)
+    s += "estimate:   none (every node is opaque: no operator to time)\n";
+  else
+    s += Format(
       "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
       "optimised time predicted from the original's %+.1f%% off\n",
       100 * (before_estimate - v.before_ms) / v.before_ms, 100 * (after_estimate - v.after_ms) / v.after_ms,
@@ -1061,7 +1074,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"cpu_clock", v.cpu_clock},
                       {"before_cpu_ms", v.a_cpu_ms},
                       {"after_cpu_ms", v.b_cpu_ms}};
-  j["estimated_speedup"] = before_estimate / after_estimate;
+  j["estimated_speedup"] = nothing_estimated ? 1.0 : before_estimate / after_estimate;
   j["predicted_after_ms"] = p.PredictedAfterMs();
   j["predicted_after_error"] = predicted_error;
 }

@@ -342,11 +342,122 @@ def csp_mish(opset, seed):
     return model
 
 
+def qdq_cnn(opset, seed):
+    """A CNN statically quantized in the QDQ format, as ONNX Runtime's
+    quantization tool (quantize_static, QuantFormat.QDQ) writes it and as
+    int8 deployments on ORT's CPU run it: a QuantizeLinear -> DequantizeLinear
+    pair on every activation (uint8, asymmetric, ranges calibrated on seeded
+    inputs), weights int8 per output channel behind a DequantizeLinear, biases
+    int32 at the input's scale times the weight's. A stem, two 1x1 branches
+    from one input (concatenated), a 3x3 conv, a residual add, global pooling
+    and a classifier, then a head left in float. ORT fuses each DQ -> op -> Q
+    unit into an integer kernel (QLinearConv, QLinearAdd, ...). Built with
+    onnx.helper; the float values for calibration come from torch."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    inits, nodes = [], []
+    calib = torch.randn(4, 3, 32, 32)
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def quantize(name, value):
+        """Q -> DQ on the float tensor `name` whose calibration value is
+        `value`; returns the DQ's output and its scale."""
+        lo, hi = min(float(value.min()), 0.0), max(float(value.max()), 0.0)
+        scale = (hi - lo) / 255.0 or 1.0
+        zp = int(np.clip(round(-lo / scale), 0, 255))
+        s = const(name + "_scale", np.array(scale, np.float32))
+        z = const(name + "_zero_point", np.array(zp, np.uint8))
+        nodes.append(helper.make_node("QuantizeLinear", [name, s, z], [name + "_QuantizeLinear_Output"],
+                                      name=name + "_QuantizeLinear"))
+        nodes.append(helper.make_node("DequantizeLinear", [name + "_QuantizeLinear_Output", s, z],
+                                      [name + "_DequantizeLinear_Output"], name=name + "_DequantizeLinear"))
+        # What the integer kernels compute from: the value rounded to the grid.
+        q = torch.clamp(torch.round(value / scale) + zp, 0, 255)
+        return name + "_DequantizeLinear_Output", scale, (q - zp) * scale
+
+    def weight(name, w, x_scale, b):
+        """int8 per-channel weight and int32 bias behind DequantizeLinear."""
+        ws = np.maximum(np.abs(w).reshape(w.shape[0], -1).max(axis=1), 1e-8) / 127.0
+        wq = np.clip(np.round(w / ws.reshape((-1,) + (1,) * (w.ndim - 1))), -127, 127).astype(np.int8)
+        const(name + "_quantized", wq)
+        const(name + "_scale", ws.astype(np.float32))
+        const(name + "_zero_point", np.zeros(w.shape[0], np.int8))
+        nodes.append(helper.make_node("DequantizeLinear", [name + "_quantized", name + "_scale", name + "_zero_point"],
+                                      [name + "_DequantizeLinear_Output"], axis=0, name=name + "_DequantizeLinear"))
+        bs = (ws * x_scale).astype(np.float32)
+        bq = np.round(b / bs).astype(np.int32)
+        const(name + ".bias_quantized", bq)
+        const(name + ".bias_scale", bs)
+        const(name + ".bias_zero_point", np.zeros(w.shape[0], np.int32))
+        nodes.append(helper.make_node("DequantizeLinear", [name + ".bias_quantized", name + ".bias_scale",
+                                                           name + ".bias_zero_point"],
+                                      [name + ".bias_DequantizeLinear_Output"], axis=0,
+                                      name=name + ".bias_DequantizeLinear"))
+        wf = torch.from_numpy((wq.astype(np.float32) * ws.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32))
+        bf = torch.from_numpy((bq * bs).astype(np.float32))
+        return name + "_DequantizeLinear_Output", name + ".bias_DequantizeLinear_Output", wf, bf
+
+    def conv(x, xs, xv, cin, cout, k, stride, name, relu=True):
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.1).astype(np.float32)
+        wn, bn, wf, bf = weight(name + ".weight", w, xs, b)
+        out = name + ("_conv" if relu else "")
+        nodes.append(helper.make_node("Conv", [x, wn, bn], [out], pads=[k // 2] * 4, strides=[stride] * 2,
+                                      name=name + "/Conv"))
+        v = F.conv2d(xv, wf, bf, stride=stride, padding=k // 2)
+        if relu:
+            nodes.append(helper.make_node("Relu", [out], [name], name=name + "/Relu"))
+            v = F.relu(v)
+        return quantize(name, v)
+
+    x, xs, xv = quantize("x", calib)
+    s, ss, sv = conv(x, xs, xv, 3, 16, 3, 2, "stem")
+    a, as_, av = conv(s, ss, sv, 16, 16, 1, 1, "branch_a")
+    b, bs_, bv = conv(s, ss, sv, 16, 16, 1, 1, "branch_b")
+    nodes.append(helper.make_node("Concat", [a, b], ["cat"], axis=1, name="cat/Concat"))
+    c, cs, cv = quantize("cat", torch.cat([av, bv], 1))
+    m, ms, mv = conv(c, cs, cv, 32, 32, 3, 1, "mid")
+    p, ps, pv = conv(m, ms, mv, 32, 32, 1, 1, "proj", relu=False)
+    nodes.append(helper.make_node("Add", [p, c], ["res"], name="res/Add"))
+    r, rs, rv = quantize("res", pv + cv)
+    nodes.append(helper.make_node("GlobalAveragePool", [r], ["pool"], name="pool/GlobalAveragePool"))
+    pool, pools, poolv = quantize("pool", rv.mean(dim=(2, 3), keepdim=True))
+    nodes.append(helper.make_node("Flatten", [pool], ["flat"], axis=1, name="flat/Flatten"))
+    w = (rng.standard_normal((10, 32)) / np.sqrt(32)).astype(np.float32)
+    wn, bn, _, _ = weight("fc.weight", w, pools, (rng.standard_normal(10) * 0.1).astype(np.float32))
+    nodes.append(helper.make_node("Gemm", ["flat", wn, bn], ["fc"], transB=1, name="fc/Gemm"))
+    # A head left in float (excluded from quantization, as sensitive last
+    # layers often are), with hard-swish written by formula: rlflow's to
+    # optimise around the units.
+    three, six, zero = (const(n, np.array(v, np.float32)) for n, v in [("three", 3), ("six", 6), ("zero", 0)])
+    nodes.append(helper.make_node("Add", ["fc", three], ["hs.add"], name="head/Add"))
+    nodes.append(helper.make_node("Clip", ["hs.add", zero, six], ["hs.clip"], name="head/Clip"))
+    nodes.append(helper.make_node("Mul", ["fc", "hs.clip"], ["hs.mul"], name="head/Mul"))
+    nodes.append(helper.make_node("Div", ["hs.mul", six], ["hs"], name="head/Div"))
+    head_w = const("head.weight", (rng.standard_normal((10, 10)) / np.sqrt(10)).astype(np.float32))
+    head_b = const("head.bias", (rng.standard_normal(10) * 0.1).astype(np.float32))
+    nodes.append(helper.make_node("Gemm", ["hs", head_w, head_b], ["y"], transB=1, name="head/Gemm"))
+    graph = helper.make_graph(nodes, "qdq_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                               ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="rlflow-zoo")
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
 # name -> (builder(opset, seed), opset, --input_shape, other shape).
 ONNX_MODELS = {
     "csp_mish_op18": (csp_mish, 18, "x:1,3,64,64", "x:2,3,48,40"),
     "csp_mish_gelu_op20": (csp_mish, 20, "x:1,3,64,64", "x:2,3,48,40"),
+    "qdq_cnn_op13": (qdq_cnn, 13, "x:1,3,64,64", "x:2,3,48,40"),
 }
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)

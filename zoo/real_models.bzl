@@ -18,6 +18,7 @@ REAL_MODELS = [
     "mobilenet_v3_formula_op13",
     "mobilenet_v3_small_op13",
     "post_norm_encoder_op17",
+    "qdq_cnn_op13",
     "swin_tiny_op13",
 ]
 

@@ -33,6 +33,7 @@
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
 #include "runtime/executor.h"
+#include "runtime/ort_backend.h"
 #include "runtime/ort_testing.h"
 
 namespace rlflow {
@@ -140,6 +141,71 @@ TEST(OnnxIo, OpaqueNodesAreExportedUnchanged) {
   bool has_domain = false;
   for (const auto& i : out.opset_import()) has_domain |= i.domain() == "com.example" && i.version() == 2;
   EXPECT_TRUE(has_domain);
+}
+
+// A quantized (QDQ) model: the nodes between DequantizeLinear and
+// QuantizeLinear are kept opaque (ORT runs each unit as an integer kernel),
+// the float ones after the last unit are modelled.
+TEST(OnnxIo, QuantizedUnitsStayOpaque) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, 4, 3, 3}, onnx::TensorProto::FLOAT, "N");
+  auto* t = m.mutable_graph()->add_initializer();
+  t->set_name("scale");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_float_data(0.05f);
+  auto* z = m.mutable_graph()->add_initializer();
+  z->set_name("zero");
+  z->set_data_type(onnx::TensorProto::UINT8);
+  z->add_int32_data(128);
+  Node(m, "QuantizeLinear", {"x", "scale", "zero"}, {"xq"});
+  Node(m, "DequantizeLinear", {"xq", "scale", "zero"}, {"xd"});
+  Node(m, "MaxPool", {"xd"}, {"pool"});  // reads a DequantizeLinear: in a unit
+  IntsAttr(m.mutable_graph()->mutable_node(2), "kernel_shape", {2, 2});
+  Node(m, "Relu", {"pool"}, {"act"});  // feeds a QuantizeLinear: in the unit
+  Node(m, "QuantizeLinear", {"act", "scale", "zero"}, {"aq"});
+  Node(m, "DequantizeLinear", {"aq", "scale", "zero"}, {"ad"});
+  Node(m, "Sigmoid", {"ad"}, {"s"});  // reads a DequantizeLinear: in a unit
+  Node(m, "Neg", {"s"}, {"n"});       // float
+  Node(m, "Exp", {"n"}, {"y"});       // float
+  Info(m.mutable_graph()->add_output(), "y", {-1, 4, 2, 2}, onnx::TensorProto::FLOAT, "N");
+  const std::string path = Save(m, "qdq.onnx");
+  ImportOptions options;
+  options.input_shapes = {{"x", {1, 4, 3, 3}}};
+  options.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, 1);
+  };
+  auto opaque_ops = [](const Graph& g) {
+    std::set<std::string> ops;
+    for (NodeId id = 0; id < g.num_nodes(); ++id)
+      if (g.node(id).opaque()) ops.insert(g.node(id).op);
+    return ops;
+  };
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, options, &report);
+  EXPECT_EQ(opaque_ops(g),
+            (std::set<std::string>{"QuantizeLinear", "DequantizeLinear", "MaxPool", "Relu", "Sigmoid"}));
+  EXPECT_EQ(report.quantized_unit_nodes, 3);
+  EXPECT_EQ(g.value(g.FindValue("s")).type.shape, (Shape{1, 4, 2, 2})) << "unit outputs keep their types";
+  bool noted = false;
+  for (const auto& w : report.warnings) noted |= w.find("3 nodes in quantized units") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Exported as they came.
+  std::string note;
+  const std::string written = testing::MakeTempDir("qdq_") + "/written.onnx";
+  WriteOnnxFile(g, written, &note);
+  onnx::ModelProto out;
+  ASSERT_TRUE(out.ParseFromString(ReadFile(written)));
+  ASSERT_EQ(out.graph().node_size(), m.graph().node_size());
+  for (int k = 0; k < out.graph().node_size(); ++k) {
+    if (out.graph().node(k).op_type() == "Neg" || out.graph().node(k).op_type() == "Exp") continue;
+    EXPECT_EQ(out.graph().node(k).SerializeAsString(), m.graph().node(k).SerializeAsString());
+  }
+
+  options.keep_quantized_units = false;
+  ImportReport all;
+  EXPECT_EQ(opaque_ops(ImportOnnxFile(path, options, &all)),
+            (std::set<std::string>{"QuantizeLinear", "DequantizeLinear"}));
+  EXPECT_EQ(all.quantized_unit_nodes, 0);
 }
 
 TEST(OnnxIo, Opset11ModelIsConvertedAndComputesTheSame) {
