@@ -1053,10 +1053,10 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
     s += "estimate:   none (every node is opaque: no operator to time)\n";
   else
     s += Format(
-      "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
-      "optimised time predicted from the original's %+.1f%% off\n",
-      100 * (before_estimate - v.before_ms) / v.before_ms, 100 * (after_estimate - v.after_ms) / v.after_ms,
-      before_estimate / after_estimate, 100 * predicted_error);
+        "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
+        "optimised time predicted from the original's %+.1f%% off\n",
+        100 * (before_estimate - v.before_ms) / v.before_ms, 100 * (after_estimate - v.after_ms) / v.after_ms,
+        before_estimate / after_estimate, 100 * predicted_error);
   auto interval = [](const RatioInterval& r) {
     return Json{{"median", r.median},
                 {"lo", r.confidence > 0 ? r.lo : 0.0},

@@ -182,8 +182,7 @@ TEST(OnnxIo, QuantizedUnitsStayOpaque) {
   };
   ImportReport report;
   Graph g = ImportOnnxFile(path, options, &report);
-  EXPECT_EQ(opaque_ops(g),
-            (std::set<std::string>{"QuantizeLinear", "DequantizeLinear", "MaxPool", "Relu", "Sigmoid"}));
+  EXPECT_EQ(opaque_ops(g), (std::set<std::string>{"QuantizeLinear", "DequantizeLinear", "MaxPool", "Relu", "Sigmoid"}));
   EXPECT_EQ(report.quantized_unit_nodes, 3);
   EXPECT_EQ(g.value(g.FindValue("s")).type.shape, (Shape{1, 4, 2, 2})) << "unit outputs keep their types";
   bool noted = false;
