@@ -9,8 +9,10 @@ formula (as other frameworks' converters write them), upsampling (FPN
 detectors), control flow (If, Loop), shifted-window attention (Swin), and
 activations and normalisations written in the forms ONNX Runtime does not
 fuse (hard-swish and hard-sigmoid by formula, layer norm without scale and
-shift, a residual sum normalised by a layer norm on the CPU), and opsets 18
-and 20 (built with onnx.helper, in the forms newer exporters write). Run
+shift, a residual sum normalised by a layer norm on the CPU), opsets 18
+and 20 (built with onnx.helper, in the forms newer exporters write), and a
+statically quantized CNN in the QDQ format (as ORT's quantization tool
+writes it). Run
 with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
