@@ -462,6 +462,7 @@ TEST_F(OptimiserCli, EveryNodeOpaqueIsWrittenAsItCame) {
   nlohmann::json json = nlohmann::json::parse(ReadFile(report));
   EXPECT_EQ(json["estimated_speedup"].get<double>(), 1.0) << json;
   EXPECT_EQ(json["before"]["estimate_error"].get<double>(), 0.0) << json;
+  EXPECT_EQ(json.dump().find("null"), std::string::npos) << "NaN in the report: " << json;
 }
 
 // Sequence values: the nodes that make and read them stay opaque, the rest

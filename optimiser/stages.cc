@@ -1075,7 +1075,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"before_cpu_ms", v.a_cpu_ms},
                       {"after_cpu_ms", v.b_cpu_ms}};
   j["estimated_speedup"] = nothing_estimated ? 1.0 : before_estimate / after_estimate;
-  j["predicted_after_ms"] = p.PredictedAfterMs();
+  j["predicted_after_ms"] = nothing_estimated ? v.before_ms : p.PredictedAfterMs();
   j["predicted_after_error"] = predicted_error;
 }
 
