@@ -369,7 +369,8 @@ def qdq_cnn(opset, seed):
 
     def quantize(name, value):
         """Q -> DQ on the float tensor `name` whose calibration value is
-        `value`; returns the DQ's output and its scale."""
+        `value`; returns the DQ's output, its scale and the calibration value
+        rounded to the grid (what the next layer is calibrated on)."""
         lo, hi = min(float(value.min()), 0.0), max(float(value.max()), 0.0)
         scale = (hi - lo) / 255.0 or 1.0
         zp = int(np.clip(round(-lo / scale), 0, 255))
