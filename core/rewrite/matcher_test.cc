@@ -282,7 +282,9 @@ const std::vector<std::pair<const char*, bool>> kScaleSteps = {
 TEST(Matcher, MovesTheAttentionScaleIntoTheQueryWeights) {
   Graph g = SmallAttention(false, 2.0f);
   Graph out = g;
-  for (const auto& [id, reverse] : kScaleSteps) {
+  for (const auto& [id, reverse_binding] : kScaleSteps) {
+    // A copy: a lambda cannot capture a structured binding in C++17 (clang).
+    const bool reverse = reverse_binding;
     Matcher m({RuleById(id)});
     std::vector<Match> found = m.FindAll(out);
     auto step = std::find_if(found.begin(), found.end(), [&](const Match& x) { return x.reverse == reverse; });
