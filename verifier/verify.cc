@@ -36,6 +36,17 @@ const char* OutcomeName(Outcome o) {
 
 namespace {
 
+// |x|. Not z3::abs: Debian's z3++.h (4.8.12) passes Z3_mk_ge's result, not
+// yet reference-counted, to Z3_mk_ite beside the temporary -x, and where
+// the compiler evaluates the arguments left to right (clang) creating -x
+// frees it first: Z3 stopped on "UNEXPECTED CODE WAS REACHED" (ast.cpp 414)
+// under the clang build. Every intermediate here is a counted z3::expr.
+z3::expr Abs(const z3::expr& x) {
+  const z3::expr non_negative = x >= 0;
+  const z3::expr negated = -x;
+  return z3::ite(non_negative, x, negated);
+}
+
 SymbolBinding Bind(const rules::Rule& rule, const std::map<std::string, int64_t>& values, int64_t fallback) {
   SymbolBinding b;
   for (const auto& s : RuleSymbols(rule)) {
@@ -262,7 +273,7 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
         if (d.get_decimal_string(6) == "0") continue;
       }
       if (approximate)
-        differ.push_back(z3::abs(a[k].v[i] - b[k].v[i]) > tol * (z3.real_val(1) + z3::abs(a[k].v[i])));
+        differ.push_back(Abs(a[k].v[i] - b[k].v[i]) > tol * (z3.real_val(1) + Abs(a[k].v[i])));
       else
         differ.push_back(a[k].v[i] != b[k].v[i]);
     }
