@@ -202,7 +202,10 @@ TEST_P(OnnxNodeTests, AcceptedAndCorrectWhereModelled) {
     }
   }
   std::printf("\n| operator | accepted | run and matched | refused |\n|---|---:|---:|---:|\n");
-  for (const auto& [op, s] : per_op) {
+  for (const auto& [op, counts] : per_op) {
+    // A reference, not the binding: a lambda cannot capture a structured
+    // binding in C++17 (clang).
+    const auto& s = counts;
     auto n = [&](const char* k) { return s.count(k) ? s.at(k) : 0; };
     std::printf("| %s | %d | %d | %d |\n", op.c_str(), n("opaque") + n("matched") + n("mismatch") + n("run_error"),
                 n("matched"), n("refused"));
