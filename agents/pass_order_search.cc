@@ -39,8 +39,7 @@ class PassOrderSearch : public Search {
     PassEnvOptions eo;
     eo.passes = actions;
     eo.runner = &runner;
-    PassPolicy policy = LoadPassPolicy(path, actions, &eo.horizon);
-    policy->eval();
+    std::shared_ptr<PassPolicyImpl> policy = LoadPassPolicy(path, actions, &eo.horizon);
     PassEnv env(&registry, o.cost, eo);
     Graph start = graph;
     registry.Make("raise_batchnorm")->Run(start);

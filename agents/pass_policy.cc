@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "agents/gnn.h"
+#include "agents/pass_policy_net.h"
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -92,7 +93,8 @@ std::vector<std::string> PassPolicyActions(const std::string& path) {
   return ReadActions(a, path);
 }
 
-PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes, int* horizon) {
+std::shared_ptr<PassPolicyImpl> LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes,
+                                               int* horizon) {
   torch::serialize::InputArchive a = Open(path);
   std::vector<std::string> trained = ReadActions(a, path);
   if (trained != passes)
@@ -113,7 +115,8 @@ PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string
   } catch (const std::exception&) {
     Fail("pass-ordering agent ", path, " does not hold the policy's weights");
   }
-  return p;
+  p->eval();
+  return p.ptr();
 }
 
 PassEpisode RunPassEpisode(PassPolicyImpl* policy, PassEnv& env, const Graph& graph, bool greedy,

@@ -1,44 +1,29 @@
 #pragma once
-// The pass-ordering agent's policy: an MLP over the pass environment's
-// observation vector (two tanh hidden layers, CleanRL's PPO network) with
-// a policy head over the passes + stop and a value head.
+// The pass-ordering agent: saving, loading and running its policy. The
+// policy network itself (libtorch) is in agents/pass_policy_net.h, which
+// only the files that build or train one include: libtorch's C++ API
+// headers cost 15-25 s of compilation in each file that reaches them.
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "agents/pass_env.h"
-#include "third_party/torch_nn.h"
 
 namespace rlflow::agents {
 
-class PassPolicyImpl : public torch::nn::Module {
- public:
-  PassPolicyImpl(int observation_size, int actions, int hidden = 64);
-  struct Output {
-    torch::Tensor logits;  // [B, A]
-    torch::Tensor mask;    // [B, A] bool
-    torch::Tensor value;   // [B]
-  };
-  Output forward(const std::vector<const PassObservation*>& observations);
-  int observation_size() const { return observation_size_; }
-  int actions() const { return actions_; }
-  int hidden() const { return hidden_; }
-
- private:
-  int observation_size_, actions_, hidden_;
-  torch::nn::Sequential actor_{nullptr}, critic_{nullptr};
-};
-TORCH_MODULE(PassPolicy);
+class PassPolicyImpl;  // agents/pass_policy_net.h
 
 // Saves the weights and the action names (the passes, in order),
 // atomically. LoadPassPolicy reads sizes from the file and fails (one-line
 // rlflow::Error) if the file is missing or corrupt or if its passes are not
-// `passes`.
+// `passes`; the policy it returns is in evaluation mode.
 // The episode horizon it was trained with is stored too (the observation
 // reads step / horizon).
 void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& passes, int horizon,
                     const std::string& path);
-PassPolicy LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes, int* horizon = nullptr);
+std::shared_ptr<PassPolicyImpl> LoadPassPolicy(const std::string& path, const std::vector<std::string>& passes,
+                                               int* horizon = nullptr);
 // The passes an agent file was trained with.
 std::vector<std::string> PassPolicyActions(const std::string& path);
 

@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "agents/pass_policy_net.h"
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"

@@ -22,6 +22,7 @@
 
 #include "agents/pass_env.h"
 #include "agents/pass_policy.h"
+#include "agents/pass_policy_net.h"
 #include "agents/ppo.h"
 #include "agents/training_run.h"
 #include "core/cli.h"

@@ -127,12 +127,9 @@ CollectResult Collect(const CollectOptions& o) {
   if (!o.controller.empty()) {
     if (!(o.epsilon >= 0 && o.epsilon <= 1)) Fail("--epsilon must be in [0, 1], got ", o.epsilon);
     const std::string dir = ResolveUserPath(o.controller);
-    controller = LoadController(dir + "/controller.pt");
-    controller_model = LoadWorldModel(dir + "/world_model.pt");
-    if (controller->vocabulary() != controller_model->vocabulary_size() || controller->latent() != encoder.size())
-      Fail("controller '", dir, "' does not fit its world model or the encoder (vocabulary ", controller->vocabulary(),
-           " vs ", controller_model->vocabulary_size(), ", latent ", controller->latent(), " vs ", encoder.size(), ")");
-    controller->eval();
+    DreamAgent agent = LoadDreamAgent(dir, rule_actions, encoder.size());
+    controller = agent.controller;
+    controller_model = agent.model;
   } else if (o.policy != "random") {
     policy = agents::LoadPolicy(ResolveUserPath(o.policy), rule_actions);
     policy->eval();

@@ -2,7 +2,30 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "core/file_util.h"
+#include "world_model/dream.h"
+#include "world_model/train.h"
+#include "world_model/world_model.h"
+
 namespace rlflow::world_model {
+
+DreamAgent LoadDreamAgent(const std::string& dir, int rule_actions, int latent) {
+  if (!FileExists(dir + "/controller.pt") || !FileExists(dir + "/world_model.pt"))
+    Fail("'", dir, "' must be a directory with controller.pt and world_model.pt (of //world_model:dream)");
+  DreamAgent a;
+  a.model = LoadWorldModel(dir + "/world_model.pt");
+  a.controller = LoadController(dir + "/controller.pt").ptr();
+  a.controller->eval();
+  if (rule_actions > 0 && a.model->options().rule_actions != rule_actions)
+    Fail("the world model in '", dir, "' was trained with ", a.model->options().rule_actions / 2,
+         " rules, the rule database has ", rule_actions / 2, ": train it on this database");
+  if (a.controller->vocabulary() != a.model->vocabulary_size() || (latent > 0 && a.controller->latent() != latent))
+    Fail("the controller in '", dir, "' does not fit its world model or the encoder (vocabulary ",
+         a.controller->vocabulary(), " vs ", a.model->vocabulary_size(), ", latent ", a.controller->latent(), " vs ",
+         latent > 0 ? latent : a.controller->latent(), ")");
+  return a;
+}
 
 DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImpl& model, std::vector<float> latent,
                              float step_fraction) {

@@ -4,12 +4,38 @@
 // latent (the encoder the world model was trained on) and the real valid
 // actions go to the controller; its most likely action among them is
 // taken, a rule action at the location the cost model estimates best.
+//
+// libtorch's C++ API stays out of this header (world_model/dream.h and
+// world_model/world_model.h have the classes): it costs 15-25 s of
+// compilation in each file that reaches it.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "agents/env.h"
 #include "search/engine.h"
-#include "world_model/dream.h"
 #include "world_model/encoder.h"
 
 namespace rlflow::world_model {
+
+struct DreamObservation;  // world_model/dream.h
+class ControllerImpl;     // world_model/dream.h
+class WorldModelImpl;     // world_model/world_model.h
+using WorldModel = std::shared_ptr<WorldModelImpl>;
+
+// A controller and the world model it was trained in, from a directory of
+// //world_model:dream (controller.pt, world_model.pt), in evaluation mode.
+// rlflow::Error, naming the directory, if either is missing or corrupt, if
+// the model was trained on a rule database with another number of rule
+// actions than `rule_actions` (0: not checked), or if the controller does
+// not fit the model's vocabulary or a latent of size `latent` (0: not
+// checked).
+struct DreamAgent {
+  std::shared_ptr<ControllerImpl> controller;
+  WorldModel model;
+};
+DreamAgent LoadDreamAgent(const std::string& dir, int rule_actions = 0, int latent = 0);
 
 struct ControllerEpisode {
   RewriteState best;  // the cheapest state reached

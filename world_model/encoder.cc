@@ -4,13 +4,14 @@
 #include <cmath>
 #include <numeric>
 
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 
 namespace rlflow::world_model {
 
 LatentEncoder::LatentEncoder(const std::string& agent_path, int rule_actions) {
-  policy_ = agents::LoadPolicy(agent_path, rule_actions);
+  policy_ = agents::LoadPolicy(agent_path, rule_actions).ptr();
   policy_->eval();
   size_ = policy_->hidden();
   description_ = "global embedding of the frozen GNN of " + agent_path + " (" +

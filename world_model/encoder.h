@@ -12,11 +12,17 @@
 // latent distance and cost difference) measure how far. Training the
 // encoder jointly with the world model, or as a graph auto-encoder, is the
 // alternative the README discusses.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "agents/env.h"
-#include "agents/gnn.h"
+
+namespace rlflow::agents {
+// agents/gnn.h: libtorch's C++ API, which this header keeps out of its
+// includers (their compile time).
+class PolicyImpl;
+}  // namespace rlflow::agents
 
 namespace rlflow::world_model {
 
@@ -32,7 +38,7 @@ class LatentEncoder {
   const std::string& description() const { return description_; }
 
  private:
-  agents::Policy policy_{nullptr};
+  std::shared_ptr<agents::PolicyImpl> policy_;
   int size_ = 0;
   std::string description_;
 };

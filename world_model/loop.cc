@@ -155,14 +155,13 @@ LoopResult RunLoop(const LoopOptions& o) {
     if (dr.real_steps != 0) Fail("internal: the real environment was stepped while dreaming");
     r.dream_steps = dr.dream_steps;
     // Evaluated in the real environment.
-    Controller controller = LoadController(dir + "/dream/controller.pt");
-    WorldModel model = LoadWorldModel(dir + "/dream/world_model.pt");
-    controller->eval();
+    DreamAgent agent = LoadDreamAgent(dir + "/dream", world->rule_actions(), world->encoder->size());
     nlohmann::json per_model = nlohmann::json::object();
     for (size_t m = 0; m < graphs.size(); ++m) {
       if (r.models.count(o.models[m])) continue;
       agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo);
-      ControllerEpisode ep = RunControllerEpisode(*controller, *model, *world->encoder, env, graphs[m], o.interrupted);
+      ControllerEpisode ep =
+          RunControllerEpisode(*agent.controller, *agent.model, *world->encoder, env, graphs[m], o.interrupted);
       if (ep.interrupted) return result;
       LoopRound::ModelResult& mr = r.models[o.models[m]];
       mr.initial_cost = ep.initial_cost;

@@ -15,7 +15,6 @@
 #include "core/file_util.h"
 #include "world_model/rollouts.h"
 #include "world_model/train.h"
-#include "world_model/world_model.h"
 
 namespace rlflow::world_model {
 namespace {
@@ -95,8 +94,7 @@ TEST(Loop, TheRssmKindRunsTheWholeLoop) {
   LoopResult r = RunLoop(o);
   ASSERT_TRUE(r.finished);
   ASSERT_EQ(r.rounds.size(), 2u);
-  for (int k : {1, 2})
-    EXPECT_EQ(LoadWorldModel(out + "/round_" + std::to_string(k) + "/wm/world_model.pt")->kind(), "rssm");
+  for (int k : {1, 2}) EXPECT_EQ(WorldModelKind(out + "/round_" + std::to_string(k) + "/wm/world_model.pt"), "rssm");
   EXPECT_EQ(
       ReadRollouts(out + "/round_2/new.rollouts").header.policy().rfind("controller:" + out + "/round_1/dream", 0), 0u);
   EXPECT_GT(r.rounds[1].models.at("squeezenet1_1").initial_cost, 0);

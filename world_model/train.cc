@@ -238,6 +238,8 @@ HeldOutMetrics Evaluate(WorldModelImpl& model, const std::vector<const Episode*>
   return m;
 }
 
+std::string WorldModelKind(const std::string& path) { return LoadWorldModel(path)->kind(); }
+
 WorldModel LoadWorldModel(const std::string& path) {
   torch::serialize::InputArchive a;
   try {

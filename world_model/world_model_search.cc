@@ -16,9 +16,7 @@
 #include "core/file_util.h"
 #include "search/search.h"
 #include "world_model/controller_episode.h"
-#include "world_model/dream.h"
 #include "world_model/encoder.h"
-#include "world_model/train.h"
 
 namespace rlflow::world_model {
 namespace {
@@ -46,28 +44,18 @@ class WorldModelSearch : public Search {
       if (c.empty()) Fail("no trained controller: pass --agent=DIR (see //world_model:dream)");
       dir = c.substr(0, c.rfind('/'));
     }
-    if (!FileExists(dir + "/controller.pt") || !FileExists(dir + "/world_model.pt"))
-      Fail("--agent=", dir, " must be a directory with controller.pt and world_model.pt (of //world_model:dream)");
-    WorldModel model = LoadWorldModel(dir + "/world_model.pt");
-    Controller controller = LoadController(dir + "/controller.pt");
-    controller->eval();
     const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
-    if (model->options().rule_actions != rule_actions)
-      Fail("the world model in ", dir, " was trained with ", model->options().rule_actions / 2,
-           " rules, the rule database has ", rule_actions / 2, ": train it on this database");
-    if (controller->vocabulary() != model->vocabulary_size())
-      Fail("the controller in ", dir, " does not belong to its world model (vocabulary ", controller->vocabulary(),
-           " vs ", model->vocabulary_size(), ")");
     std::string encoder_path = FindRunfile("agents/zoo_agent.pt");
     if (encoder_path.empty()) Fail("the encoder agents/zoo_agent.pt was not found");
     LatentEncoder encoder(encoder_path, rule_actions);
+    DreamAgent agent = LoadDreamAgent(dir, rule_actions, encoder.size());
     agents::EnvOptions eo;
     eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
     eo.runner = &runner;
     agents::RewriteEnv env(o.matcher, o.cost, eo);
-    ControllerEpisode ep = RunControllerEpisode(*controller, *model, encoder, env, graph);
+    ControllerEpisode ep = RunControllerEpisode(*agent.controller, *agent.model, encoder, env, graph);
     SearchResult r;
     r.initial_cost = ep.initial_cost;
     r.final_cost = ep.best_cost;
