@@ -12,6 +12,7 @@
 #include "runtime/equivalence.h"
 #include "search/canonical.h"
 #include "search/search.h"
+#include "world_model/controller_episode.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {
@@ -50,6 +51,32 @@ TEST(WorldModelSearch, TheCheckedInControllerSearchesZooGraphs) {
   bad.cost = &cost;
   bad.params.Set("agent", MakeTempDir("no_agent_"));
   EXPECT_THROW(MakeSearch("world_model")->Run(CanonicalForm(zoo::Build("squeezenet1_1", 1)), bad), Error);
+}
+
+// The search, the collector and the loop load a controller and its world
+// model through one function, which checks them against the rule database
+// and the encoder.
+TEST(WorldModelSearch, LoadDreamAgentChecksWhatItLoads) {
+  const std::string controller = FindRunfile("world_model/agent/controller.pt");
+  ASSERT_FALSE(controller.empty());
+  const std::string dir = controller.substr(0, controller.rfind('/'));
+  const int rule_actions = 2 * static_cast<int>(testing::AllRules().size());
+  world_model::DreamAgent a = world_model::LoadDreamAgent(dir, rule_actions, 32);
+  EXPECT_NE(a.controller, nullptr);
+  EXPECT_NE(a.model, nullptr);
+  EXPECT_NO_THROW(world_model::LoadDreamAgent(dir));  // nothing to check against
+  auto message = [&](int actions, int latent, const std::string& where) {
+    try {
+      world_model::LoadDreamAgent(where, actions, latent);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message(rule_actions + 2, 32, dir).find("rules, the rule database has"), std::string::npos);
+  EXPECT_NE(message(rule_actions, 31, dir).find("does not fit its world model or the encoder"), std::string::npos);
+  EXPECT_NE(message(rule_actions, 32, MakeTempDir("empty_agent_")).find("must be a directory with controller.pt"),
+            std::string::npos);
 }
 
 }  // namespace
