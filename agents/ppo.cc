@@ -29,6 +29,12 @@ int64_t SampleAction(const torch::Tensor& logp, const torch::Tensor& mask, std::
   return pick(rng);
 }
 
+std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path, int rule_actions) {
+  Policy policy = LoadPolicy(path, rule_actions);
+  policy->eval();
+  return policy.ptr();
+}
+
 EpisodeResult RunEpisode(PolicyImpl& policy, RewriteEnv& env, const Graph& graph, bool greedy, std::mt19937_64* rng) {
   if (!greedy && rng == nullptr) Fail("RunEpisode: sampling needs a generator");
   torch::NoGradGuard no_grad;

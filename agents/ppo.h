@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agents/env.h"
+#include "agents/episode.h"
 #include "agents/gnn.h"
 #include "core/error.h"
 #include "third_party/torch_nn.h"
@@ -38,18 +39,6 @@ int64_t SampleAction(const torch::Tensor& logp, const torch::Tensor& mask, std::
 void ComputeGae(const std::vector<float>& rewards, const std::vector<float>& values, const std::vector<uint8_t>& dones,
                 float last_value, double gamma, double lambda, std::vector<float>* advantages,
                 std::vector<float>* returns);
-
-// One episode of a policy from `graph`: greedy (the most likely action each
-// step) or sampled with `rng`. Returns the cheapest state the episode
-// reached (the start included) and the rules applied to reach it.
-struct EpisodeResult {
-  RewriteState best;
-  double best_cost = 0;
-  double initial_cost = 0;
-  int steps = 0;
-};
-EpisodeResult RunEpisode(class PolicyImpl& policy, RewriteEnv& env, const Graph& graph, bool greedy,
-                         std::mt19937_64* rng = nullptr);
 
 struct PpoOptions {
   double lr = 5e-4;

@@ -6,13 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "agents/env.h"
-#include "agents/gnn.h"
-#include "agents/ppo.h"
+#include "agents/episode.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/collect.h"
 #include "world_model/controller_episode.h"
-#include "world_model/dream.h"
 #include "world_model/dream_train.h"
 #include "world_model/encoder.h"
 #include "world_model/rollouts.h"
@@ -58,8 +56,8 @@ LoopResult RunLoop(const LoopOptions& o) {
   // collections build the same).
   std::unique_ptr<RealWorld> world = MakeRealWorld(o.models, o.seed, o.cost, "", "", o.argv0);
   const std::vector<Graph>& graphs = world->graphs;
-  agents::Policy model_free = agents::LoadPolicy(world->encoder_path, world->rule_actions());
-  model_free->eval();
+  std::shared_ptr<agents::PolicyImpl> model_free =
+      agents::LoadPolicyForInference(world->encoder_path, world->rule_actions());
   agents::EnvOptions eo;
   eo.horizon = o.horizon;
   eo.seed = o.seed;
@@ -171,7 +169,6 @@ LoopResult RunLoop(const LoopOptions& o) {
       r.eval_real_steps += env.real_steps();
       {
         agents::RewriteEnv reference(world->matcher.get(), world->cost.get(), eo);
-        torch::NoGradGuard no_grad;
         agents::EpisodeResult e = agents::RunEpisode(*model_free, reference, graphs[m], /*greedy=*/true);
         mr.model_free_improvement = (e.initial_cost - e.best_cost) / e.initial_cost;
         mr.model_free_steps = e.steps;
