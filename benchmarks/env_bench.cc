@@ -53,7 +53,7 @@ int Run() {
   std::string rules_path = FindRunfile("rules/default.rules.pb");
   if (rules_path.empty()) Fail("rules/default.rules.pb not found (run through ./bazelw run)");
   rules::RuleDatabase db = LoadRuleDatabase(rules_path);
-  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  Matcher matcher(RuleList(db));
   std::printf(
       "| model | nodes | candidates at reset | steps | step median (ms) | step p90 (ms) | fork median (ms) | cost "
       "model |\n");

@@ -31,6 +31,9 @@
 #include "search/search.h"
 
 namespace rlflow {
+namespace rules {
+class RuleDatabase;
+}  // namespace rules
 
 struct PipelineOptions {
   // Paths as a user gives them: relative ones are resolved against the
@@ -41,6 +44,10 @@ struct PipelineOptions {
   std::string dot;      // "": none
   std::string picture;  // --picture: PNG of the rewritten regions ("": none)
   std::string rules;    // "": the checked-in rules/default.rules.pb (a runfile)
+  // The database at `rules`, already read (LoadRuleDatabase), for callers
+  // that run many models with one database: it is not read again (the
+  // report still names `rules`). nullptr: read `rules`.
+  std::shared_ptr<const rules::RuleDatabase> loaded_rules;
   std::string argv0;    // optional: where the binary's runfiles are (else found from /proc/self/exe)
   // "": $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/timing-cache.txt; "none": no cache.
   std::string timing_cache;

@@ -39,8 +39,7 @@ class SlowCost : public TableCost {
 
 struct Fixture {
   Graph graph = zoo::InceptionV3(1);
-  Matcher matcher{
-      std::vector<rules::Rule>(testing::DefaultRules().rules().begin(), testing::DefaultRules().rules().end())};
+  Matcher matcher{RuleList(testing::DefaultRules())};
   SlowCost cost;
   // Limits no search reaches by itself in a second: each search gets those
   // of its own settings it declares.

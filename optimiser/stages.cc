@@ -139,8 +139,7 @@ void AddCalibration(CalibrationReport& into, const CalibrationReport& more) {
 
 std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
   std::string path = rules.empty() ? DefaultRulesPath(argv0) : ResolveUserPath(rules);
-  rules::RuleDatabase db = LoadRuleDatabase(path);
-  Matcher matcher(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+  Matcher matcher(RuleList(LoadRuleDatabase(path)));
   AnalyticalCostModel cost;
   std::vector<std::pair<std::string, std::string>> out;
   PassRegistry registry = PassesWithRuleFamilies(matcher, &cost);
@@ -197,10 +196,10 @@ void Configure(OptimiseRun& r) {
   rec.device = r.backend->name();
   rec.threads = at::get_num_threads();
   rec.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
-  r.rule_db = LoadRuleDatabase(rec.rules_path);
-  rec.rule_count = r.rule_db.rules_size();
+  r.rule_db = o.loaded_rules != nullptr ? o.loaded_rules
+                                        : std::make_shared<const rules::RuleDatabase>(LoadRuleDatabase(rec.rules_path));
+  rec.rule_count = r.rule_db->rules_size();
   r.info("loaded " + std::to_string(rec.rule_count) + " rules from " + rec.rules_path);
-  r.rule_list.assign(r.rule_db.rules().begin(), r.rule_db.rules().end());
   // The search's settings are its own: checked now (with the rules, which
   // name the rule-family passes), before any long work.
   SearchOptions& so = r.search_options;
@@ -211,8 +210,10 @@ void Configure(OptimiseRun& r) {
   for (const SearchParam& p : r.search->Params())
     if (p.path && so.params.Has(p.name) && !so.params.Text(p.name).empty())
       so.params.Set(p.name, ResolveUserPath(so.params.Text(p.name)));
-  {
-    Matcher all_rules(r.rule_list, /*both_directions=*/true);
+  if (so.params.values().empty()) {
+    so = r.search->Resolve(so);  // the defaults need no rules to check
+  } else {
+    Matcher all_rules(RuleList(*r.rule_db), /*both_directions=*/true);
     so.matcher = &all_rules;
     so = r.search->Resolve(so);
     so.matcher = nullptr;
@@ -244,7 +245,7 @@ void Load(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   LoadRecord& rec = r.res.load;
   const std::string& target = r.res.configure.target;
-  const rules::RuleDatabase& rule_db = r.rule_db;
+  const rules::RuleDatabase& rule_db = *r.rule_db;
   LoadedModel& model = r.model;
   auto t0 = Clock::now();
   LoadOptions load;
@@ -440,7 +441,7 @@ void SearchRounds(OptimiseRun& r) {
   MeasuredCostModel& cost = *r.cost;
   Runner& runner = *r.runner;
   Search& search = *r.search;
-  Matcher matcher(r.rule_list, /*both_directions=*/true, r.mask);
+  Matcher matcher(RuleList(*r.rule_db), /*both_directions=*/true, r.mask);
   SearchOptions options = r.search_options;
   options.matcher = &matcher;
   // Lowered batch norms the search leaves are raised back afterwards: cost them as such.
@@ -757,8 +758,8 @@ void Retries(OptimiseRun& r) {
         if (runner.ShouldStop()) break;
         const auto& [count, id] = by_count[t];
         std::vector<char> mask = r.enabled;
-        for (int k = 0; k < r.rule_db.rules_size(); ++k)
-          if (r.rule_db.rules(k).id() == id) mask[k] = 0;
+        for (int k = 0; k < r.rule_db->rules_size(); ++k)
+          if (r.rule_db->rules(k).id() == id) mask[k] = 0;
         r.info(
             Format("the verdict does not find the optimised graph faster: searching again without rule %s (applied "
                    "%d times; retry %d of %d, verdict at %g%%)",

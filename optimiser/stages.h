@@ -37,8 +37,7 @@ struct OptimiseRun {
   std::unique_ptr<Search> search;
   const BackendInfo* device = nullptr;
   std::unique_ptr<TimingBackend> backend;
-  rules::RuleDatabase rule_db;
-  std::vector<rules::Rule> rule_list;
+  std::shared_ptr<const rules::RuleDatabase> rule_db;  // never null after configure
   SearchOptions search_options;              // resolved: the search's settings checked
   std::unique_ptr<CountingBackend> counted;  // counts every graph timed on the device
   std::unique_ptr<MeasuredCostModel> cost;   // on `counted`

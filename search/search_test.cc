@@ -226,7 +226,7 @@ TEST(Search, NoiseRule) {
 
 TEST(Search, BudgetAndDeterminism) {
   Graph g = ParallelConvs();
-  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  Matcher m(RuleList(Db()));
   TableCost cost;
   SearchResult zero = RunSearch("taso", g, m, &cost, 1.05, /*budget=*/0, /*greedy_finish=*/false);
   EXPECT_EQ(zero.graphs_explored, 0);
@@ -301,7 +301,7 @@ TEST(Search, InterruptedInsideAStep) {
   ValueId v = b.Input("x", {1, 16});
   for (int k = 0; k < 300; ++k) v = b.Op("Relu", {v});
   Graph g = b.Build({v});
-  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  Matcher m(RuleList(Db()));
   for (const std::string name : {"taso", "greedy"}) {
     TableCost cost;
     std::atomic<bool> stop{false};
@@ -329,7 +329,7 @@ TEST(Search, InterruptedInsideAStep) {
 }
 
 TEST(SearchParams, EachSearchDeclaresAndChecksItsOwn) {
-  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  Matcher m(RuleList(Db()));
   TableCost cost;
   SearchOptions o;
   o.matcher = &m;

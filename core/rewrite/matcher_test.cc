@@ -490,7 +490,7 @@ Graph ReluChain(int n) {
 // matched only near each other: the matches of a chain grow linearly with
 // its length, not with the number of node pairs.
 TEST(Matcher, MatchesOfALongChainGrowLinearly) {
-  Matcher m(std::vector<rules::Rule>(Db().rules().begin(), Db().rules().end()));
+  Matcher m(RuleList(Db()));
   size_t m200 = m.FindAll(ReluChain(200)).size();
   size_t m400 = m.FindAll(ReluChain(400)).size();
   EXPECT_GT(m200, 200u);  // there are matches (Relu(Relu(x)) = Relu(x), merges of neighbours)

@@ -581,6 +581,8 @@ rules::RuleDatabase LoadRuleDatabase(const std::string& path) {
   return ParseRuleDatabase(ReadFile(path, "rule database"), path);
 }
 
+std::vector<rules::Rule> RuleList(const rules::RuleDatabase& db) { return {db.rules().begin(), db.rules().end()}; }
+
 rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path) {
   rules::RuleDatabase db;
   ParseRulesBytes(bytes, path, kRuleDatabaseMagic, &db, "rule database");

@@ -132,6 +132,8 @@ void ReadRulesFile(const std::string& path, const std::string& magic, google::pr
 rules::RuleDatabase LoadRuleDatabase(const std::string& path);  // read + validate every rule
 // The same from the file's bytes (`path` names it in errors).
 rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path);
+// The database's rules in order (what Matcher takes).
+std::vector<rules::Rule> RuleList(const rules::RuleDatabase& db);
 void SaveMessageAtomically(const google::protobuf::Message& message, const std::string& path);
 
 }  // namespace rlflow

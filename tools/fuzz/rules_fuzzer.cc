@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   try {
     rules::RuleDatabase db = ParseRuleDatabase(std::string(reinterpret_cast<const char*>(data), size), "fuzz input");
-    Matcher m(std::vector<rules::Rule>(db.rules().begin(), db.rules().end()));
+    Matcher m(RuleList(db));
     for (const Match& match : m.FindAll(*graph)) {
       try {
         m.Apply(*graph, match);
