@@ -1,7 +1,7 @@
 // Runs an ONNX model in ONNX Runtime (onnxruntime-node, CPU) for rlflow's
 // tests: the independent reference runtime.
 //
-//   node ort_run.js MODEL.onnx DIR
+//   node ort_run.js MODEL.onnx DIR [DIR ...]
 //   node ort_run.js --bench A.onnx B.onnx DIR RUNS
 //   node ort_run.js --serve THREADS LEVEL
 //
@@ -26,7 +26,8 @@
 //
 // DIR/inputs.json lists [{name, dtype, shape, file}] with raw little-endian
 // data in DIR/<file>; the outputs are written the same way to
-// DIR/outputs.json (in the session's output order). Exit code 1 and a
+// DIR/outputs.json (in the session's output order). Several DIRs: one
+// session runs each in turn. Exit code 1 and a
 // one-line message on failure.
 'use strict';
 const fs = require('fs');
@@ -194,27 +195,29 @@ async function main() {
     if (!a || !b || !dir) throw new Error('usage: node ort_run.js --bench A.onnx B.onnx DIR RUNS');
     return bench(a, b, dir, Math.max(1, parseInt(runs || '10', 10)));
   }
-  const [model, dir] = process.argv.slice(2);
-  if (!model || !dir) throw new Error('usage: node ort_run.js MODEL.onnx DIR');
+  const [model, ...dirs] = process.argv.slice(2);
+  if (!model || dirs.length === 0) throw new Error('usage: node ort_run.js MODEL.onnx DIR [DIR ...]');
   const ort = require('onnxruntime-node');
-  const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'inputs.json'), 'utf8'));
   const session = await ort.InferenceSession.create(model, {
     intraOpNumThreads: 1,
     interOpNumThreads: 1,
     executionMode: 'sequential',
   });
-  const feeds = {};
-  for (const t of manifest) feeds[t.name] = new ort.Tensor(t.dtype, load(dir, t), t.shape);
-  const results = await session.run(feeds);
-  const outputs = [];
-  session.outputNames.forEach((name, k) => {
-    const t = results[name];
-    const file = `output${k}.bin`;
-    const data = t.data;
-    fs.writeFileSync(path.join(dir, file), Buffer.from(data.buffer, data.byteOffset, data.byteLength));
-    outputs.push({name, dtype: t.type, shape: t.dims.map(Number), file});
-  });
-  fs.writeFileSync(path.join(dir, 'outputs.json'), JSON.stringify(outputs));
+  for (const dir of dirs) {
+    const manifest = JSON.parse(fs.readFileSync(path.join(dir, 'inputs.json'), 'utf8'));
+    const feeds = {};
+    for (const t of manifest) feeds[t.name] = new ort.Tensor(t.dtype, load(dir, t), t.shape);
+    const results = await session.run(feeds);
+    const outputs = [];
+    session.outputNames.forEach((name, k) => {
+      const t = results[name];
+      const file = `output${k}.bin`;
+      const data = t.data;
+      fs.writeFileSync(path.join(dir, file), Buffer.from(data.buffer, data.byteOffset, data.byteLength));
+      outputs.push({name, dtype: t.type, shape: t.dims.map(Number), file});
+    });
+    fs.writeFileSync(path.join(dir, 'outputs.json'), JSON.stringify(outputs));
+  }
 }
 
 main().catch((e) => {

@@ -127,19 +127,32 @@ OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
   return t;
 }
 
+std::vector<std::vector<at::Tensor>> RunOnnxRuntime(
+    const std::string& model_path, const std::vector<std::vector<std::pair<std::string, at::Tensor>>>& input_sets) {
+  std::vector<std::string> args = {model_path}, dirs;
+  for (const auto& inputs : input_sets) {
+    dirs.push_back(WriteInputs(inputs));
+    args.push_back(dirs.back());
+  }
+  RunNode(args, model_path);
+  std::vector<std::vector<at::Tensor>> sets;
+  for (const std::string& dir : dirs) {
+    std::vector<at::Tensor> out;
+    for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
+      std::string bytes = ReadFile(dir + "/" + s.file);
+      at::Tensor t = at::empty(s.shape, at::TensorOptions().dtype(ParseDType(s.dtype)));
+      if (static_cast<size_t>(t.numel() * t.element_size()) != bytes.size()) Fail("ORT output size mismatch");
+      if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+      out.push_back(t);
+    }
+    sets.push_back(std::move(out));
+  }
+  return sets;
+}
+
 std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
-  std::string dir = WriteInputs(inputs);
-  RunNode({model_path, dir}, model_path);
-  std::vector<at::Tensor> out;
-  for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
-    std::string bytes = ReadFile(dir + "/" + s.file);
-    at::Tensor t = at::empty(s.shape, at::TensorOptions().dtype(ParseDType(s.dtype)));
-    if (static_cast<size_t>(t.numel() * t.element_size()) != bytes.size()) Fail("ORT output size mismatch");
-    if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-    out.push_back(t);
-  }
-  return out;
+  return RunOnnxRuntime(model_path, std::vector<std::vector<std::pair<std::string, at::Tensor>>>{inputs}).at(0);
 }
 
 }  // namespace rlflow::testing

@@ -14,6 +14,10 @@ namespace rlflow::testing {
 // rlflow::Error if Node.js or onnxruntime-node is missing or the run fails.
 std::vector<at::Tensor> RunOnnxRuntime(const std::string& model_path,
                                        const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+// The same for several sets of inputs, run in turn by one session (one
+// process, the model loaded once); the outputs per set.
+std::vector<std::vector<at::Tensor>> RunOnnxRuntime(
+    const std::string& model_path, const std::vector<std::vector<std::pair<std::string, at::Tensor>>>& input_sets);
 
 // Times models `a` and `b` in ONNX Runtime (CPU, one thread) on the same
 // inputs, interleaved, after a warm-up: ms per run of each, pair i = (a[i], b[i]).
