@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/graph_builder.h"
@@ -264,12 +267,25 @@ TEST_F(Live, ANodeFusedIntoAKernelIsFreeOnlyNextToIt) {
 
 // The cost per run grows with what the outputs hold: the same chain on a
 // 128x128 image hands back 16x the bytes of a 32x32 one (2 MB, 128 KB).
+// Each is measured seven times, interleaved (S L L S S L ...), and the
+// medians compared: a single pair can be off by more than the difference
+// when other processes share the cores (once in a whole test run here,
+// 0.164 ms for the small chain against 0.128 ms for the large one).
 TEST_F(Live, TheCostPerRunFollowsTheOutputs) {
   Chain small = MakeChain(32, 32), large = MakeChain(128, 32);
   TimingOptions o;
-  InContextTimes s = backend_->TimeNodesInContext(small.g, 3, o);
-  InContextTimes l = backend_->TimeNodesInContext(large.g, 3, o);
-  EXPECT_GT(l.fixed_ms, 1.5 * s.fixed_ms) << s.fixed_ms << " ms vs " << l.fixed_ms << " ms";
+  std::vector<double> s, l;
+  for (int k = 0; k < 7; ++k) {
+    const bool small_first = k % 2 == 0;
+    for (const Chain* c : {small_first ? &small : &large, small_first ? &large : &small})
+      (c == &small ? s : l).push_back(backend_->TimeNodesInContext(c->g, 3, o).fixed_ms);
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::cout << "fixed ms, small: " << ::testing::PrintToString(s) << ", large: " << ::testing::PrintToString(l) << "\n";
+  EXPECT_GT(median(l), 1.5 * median(s)) << median(s) << " ms vs " << median(l) << " ms";
 }
 
 TEST_F(Live, AFailedRequestIsAnErrorAndTheServerGoesOn) {
