@@ -35,6 +35,31 @@ std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path, int 
   return policy.ptr();
 }
 
+int SamplePolicyAction(PolicyImpl& policy, const Observation& obs, std::mt19937_64& rng) {
+  torch::NoGradGuard no_grad;
+  PolicyImpl::Output p = policy.forward({&obs});
+  torch::Tensor logp = torch::log_softmax(MaskLogits(p.logits, p.mask), -1)[0];
+  return static_cast<int>(SampleAction(logp, p.mask[0], rng));
+}
+
+void FineTunePolicy(const std::shared_ptr<PolicyImpl>& policy, RewriteEnv& env, const Graph& graph, int64_t env_steps,
+                    uint64_t seed, Runner& runner) {
+  torch::manual_seed(seed);
+  Policy net(policy);
+  net->train();
+  PpoTrainer trainer(
+      net, &env, [&] { return graph; }, PpoOptions{}, seed);
+  while (trainer.env_steps() < env_steps) {
+    if (runner.ShouldStop()) break;
+    UpdateStats s = trainer.Iterate();
+    runner.Report([&] {
+      return "ppo fine-tuning: " + std::to_string(trainer.env_steps()) + " steps, episode return " +
+             std::to_string(s.episode_return);
+    });
+  }
+  net->eval();
+}
+
 EpisodeResult RunEpisode(PolicyImpl& policy, RewriteEnv& env, const Graph& graph, bool greedy, std::mt19937_64* rng) {
   if (!greedy && rng == nullptr) Fail("RunEpisode: sampling needs a generator");
   torch::NoGradGuard no_grad;

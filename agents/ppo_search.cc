@@ -8,8 +8,7 @@
 #include <random>
 
 #include "agents/env.h"
-#include "agents/gnn.h"
-#include "agents/ppo.h"
+#include "agents/episode.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "search/search.h"
@@ -45,8 +44,7 @@ class PpoSearch : public Search {
       if (path.empty()) Fail("no trained agent: pass --agent=PATH (see //agents:train)");
     }
     const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
-    Policy policy = LoadPolicy(path, rule_actions);
-    torch::manual_seed(o.seed);
+    std::shared_ptr<PolicyImpl> policy = LoadPolicyForInference(path, rule_actions);
     EnvOptions eo;
     eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;
@@ -54,21 +52,7 @@ class PpoSearch : public Search {
     eo.runner = &runner;
     RewriteEnv env(o.matcher, o.cost, eo);
     SearchResult r;
-    if (train_steps > 0) {
-      policy->train();
-      PpoOptions po;
-      PpoTrainer trainer(
-          policy, &env, [&] { return graph; }, po, o.seed);
-      while (trainer.env_steps() < train_steps) {
-        if (runner.ShouldStop()) break;
-        UpdateStats s = trainer.Iterate();
-        runner.Report([&] {
-          return "ppo fine-tuning: " + std::to_string(trainer.env_steps()) + " steps, episode return " +
-                 std::to_string(s.episode_return);
-        });
-      }
-      policy->eval();
-    }
+    if (train_steps > 0) FineTunePolicy(policy, env, graph, train_steps, o.seed, runner);
     std::mt19937_64 rng(o.seed);
     EpisodeResult best;
     bool have = false;

@@ -4,6 +4,9 @@
 // missing agent or one of another rule database is a one-line error.
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <vector>
+
 #include "core/error.h"
 #include "core/file_util.h"
 #include "rules/testing.h"
@@ -55,6 +58,36 @@ TEST(PpoSearch, TheCheckedInAgentSearchesZooGraphs) {
     EXPECT_TRUE(again.applied.empty()) << model << ": greedy still improves the finished graph";
     EXPECT_LT(RelativeError(Executor(f.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4) << model;
   }
+}
+
+// train_steps: the agent is fine-tuned on the input graph (ResNet-18) first (PPO
+// updates of 64 steps until that many environment steps are taken), which
+// counts as real steps; the same seed gives the same search.
+TEST(PpoSearch, FineTunesOnTheInputGraphFirst) {
+  Matcher matcher(testing::AllRules());
+  AnalyticalCostModel analytical;
+  BatchNormAwareCost cost(&analytical);
+  Graph original = zoo::Build("resnet18", 1);
+  Graph g = CanonicalForm(original);
+  SearchOptions o;
+  o.matcher = &matcher;
+  o.cost = &cost;
+  o.seed = 5;
+  o.params.Set("episodes", "2");
+  o.params.Set("horizon", "20");
+  o.params.Set("train_steps", "128");
+  o.greedy_finish = false;
+  SearchResult a = MakeSearch("ppo")->Run(g, o);
+  EXPECT_GE(a.real_steps, 128 + a.graphs_explored);  // fine-tuning, then the episodes
+  EXPECT_LE(a.real_steps, 128 + 64 + 3 * 20);
+  EXPECT_LE(a.final_cost, a.initial_cost + 1e-9);
+  std::vector<at::Tensor> in = RandomInputs(original, 3);
+  EXPECT_LT(RelativeError(Executor(a.graph).Run(in)[0], Executor(original).Run(in)[0]), 1e-4);
+  SearchResult b = MakeSearch("ppo")->Run(g, o);
+  EXPECT_EQ(a.applied, b.applied);
+  EXPECT_EQ(a.real_steps, b.real_steps);
+  std::cout << "fine-tuned: " << a.real_steps << " real steps, " << a.applied.size() << " applied, cost "
+            << a.initial_cost << " -> " << a.final_cost << "\n";
 }
 
 TEST(PpoSearch, BadAgentsAreErrors) {

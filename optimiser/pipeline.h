@@ -48,7 +48,7 @@ struct PipelineOptions {
   // that run many models with one database: it is not read again (the
   // report still names `rules`). nullptr: read `rules`.
   std::shared_ptr<const rules::RuleDatabase> loaded_rules;
-  std::string argv0;    // optional: where the binary's runfiles are (else found from /proc/self/exe)
+  std::string argv0;  // optional: where the binary's runfiles are (else found from /proc/self/exe)
   // "": $XDG_CACHE_HOME/rlflow or ~/.cache/rlflow/timing-cache.txt; "none": no cache.
   std::string timing_cache;
   std::string search = "taso";

@@ -38,9 +38,9 @@ struct OptimiseRun {
   const BackendInfo* device = nullptr;
   std::unique_ptr<TimingBackend> backend;
   std::shared_ptr<const rules::RuleDatabase> rule_db;  // never null after configure
-  SearchOptions search_options;              // resolved: the search's settings checked
-  std::unique_ptr<CountingBackend> counted;  // counts every graph timed on the device
-  std::unique_ptr<MeasuredCostModel> cost;   // on `counted`
+  SearchOptions search_options;                        // resolved: the search's settings checked
+  std::unique_ptr<CountingBackend> counted;            // counts every graph timed on the device
+  std::unique_ptr<MeasuredCostModel> cost;             // on `counted`
   // load
   LoadedModel model;          // model.graph: the original
   std::vector<char> enabled;  // the rules the written model may use (opset, target)

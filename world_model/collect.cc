@@ -7,8 +7,7 @@
 #include <random>
 
 #include "agents/env.h"
-#include "agents/gnn.h"
-#include "agents/ppo.h"
+#include "agents/episode.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
@@ -17,7 +16,6 @@
 #include "runtime/cost_model.h"
 #include "search/canonical.h"
 #include "world_model/controller_episode.h"
-#include "world_model/dream.h"
 #include "world_model/encoder.h"
 #include "world_model/rollouts.h"
 #include "world_model/train.h"
@@ -121,8 +119,8 @@ CollectResult Collect(const CollectOptions& o) {
   LatentEncoder& encoder = *world->encoder;
   const std::vector<Graph>& graphs = world->graphs;
   CountingBackend& counted = *world->counted;
-  agents::Policy policy{nullptr};
-  Controller controller{nullptr};
+  std::shared_ptr<agents::PolicyImpl> policy;
+  std::shared_ptr<ControllerImpl> controller;
   WorldModel controller_model;
   if (!o.controller.empty()) {
     if (!(o.epsilon >= 0 && o.epsilon <= 1)) Fail("--epsilon must be in [0, 1], got ", o.epsilon);
@@ -131,8 +129,7 @@ CollectResult Collect(const CollectOptions& o) {
     controller = agent.controller;
     controller_model = agent.model;
   } else if (o.policy != "random") {
-    policy = agents::LoadPolicy(ResolveUserPath(o.policy), rule_actions);
-    policy->eval();
+    policy = agents::LoadPolicyForInference(ResolveUserPath(o.policy), rule_actions);
   }
 
   agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo, &counted);
@@ -188,24 +185,14 @@ CollectResult Collect(const CollectOptions& o) {
       Step* s = e.add_steps();
       for (float v : encoder.Encode(obs)) s->add_latent(v);
       int flat = obs.stop_action();
-      const bool explore = controller.is_empty() || std::uniform_real_distribution<double>(0, 1)(rng) < o.epsilon;
+      const bool explore = controller == nullptr || std::uniform_real_distribution<double>(0, 1)(rng) < o.epsilon;
       if (!explore) {
-        torch::NoGradGuard no_grad;
         std::vector<float> latent(s->latent().begin(), s->latent().end());
-        DreamObservation d =
-            ObserveReal(obs, *controller_model, std::move(latent), static_cast<float>(env.steps()) / eo.horizon);
-        ControllerImpl::Output p = controller->forward({&d});
-        torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];
-        const int a = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
-        if (a < controller_model->vocabulary_size()) {
-          const int rule = static_cast<int>(controller_model->options().vocabulary[a]);
-          flat = env.FlatAction(rule, pick_location(obs, rule, rng));
-        }
-      } else if (!policy.is_empty()) {
-        torch::NoGradGuard no_grad;
-        agents::PolicyImpl::Output p = policy->forward({&obs});
-        torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];
-        flat = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
+        const int rule = SampleControllerRule(*controller, *controller_model, obs, std::move(latent),
+                                              static_cast<float>(env.steps()) / eo.horizon, rng);
+        if (rule >= 0) flat = env.FlatAction(rule, pick_location(obs, rule, rng));
+      } else if (policy != nullptr) {
+        flat = agents::SamplePolicyAction(*policy, obs, rng);
       } else {
         // Uniform over the valid rule actions and stop, then over the
         // chosen rule action's locations.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/dream.h"
@@ -41,6 +42,16 @@ DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImp
   }
   d.step_fraction = step_fraction;
   return d;
+}
+
+int SampleControllerRule(ControllerImpl& controller, const WorldModelImpl& model, const agents::Observation& obs,
+                         std::vector<float> latent, float step_fraction, std::mt19937_64& rng) {
+  torch::NoGradGuard no_grad;
+  DreamObservation d = ObserveReal(obs, model, std::move(latent), step_fraction);
+  ControllerImpl::Output p = controller.forward({&d});
+  torch::Tensor logp = torch::log_softmax(agents::MaskLogits(p.logits, p.mask), -1)[0];
+  const int a = static_cast<int>(agents::SampleAction(logp, p.mask[0], rng));
+  return a < model.vocabulary_size() ? static_cast<int>(model.options().vocabulary[a]) : -1;
 }
 
 ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const WorldModelImpl& model, LatentEncoder& encoder,

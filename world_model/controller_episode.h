@@ -10,6 +10,7 @@
 // compilation in each file that reaches it.
 #include <atomic>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ struct ControllerEpisode {
 // vocabulary, and the step fraction.
 DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImpl& model, std::vector<float> latent,
                              float step_fraction);
+
+// The controller's action in a real state (ObserveReal's observation),
+// sampled with `rng` among the valid ones: a rule action of the environment,
+// or -1 to stop.
+int SampleControllerRule(ControllerImpl& controller, const WorldModelImpl& model, const agents::Observation& obs,
+                         std::vector<float> latent, float step_fraction, std::mt19937_64& rng);
 
 // Runs one greedy episode from `graph` (reset) until the controller stops,
 // the horizon, or `interrupted`. The controller's vocabulary is `model`'s.
