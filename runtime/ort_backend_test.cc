@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +18,7 @@
 #include "core/graph_builder.h"
 #include "core/node_key.h"
 #include "runtime/cost_model.h"
+#include "runtime/stats.h"
 
 namespace rlflow {
 namespace {
@@ -280,12 +280,8 @@ TEST_F(Live, TheCostPerRunFollowsTheOutputs) {
     for (const Chain* c : {small_first ? &small : &large, small_first ? &large : &small})
       (c == &small ? s : l).push_back(backend_->TimeNodesInContext(c->g, 3, o).fixed_ms);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::cout << "fixed ms, small: " << ::testing::PrintToString(s) << ", large: " << ::testing::PrintToString(l) << "\n";
-  EXPECT_GT(median(l), 1.5 * median(s)) << median(s) << " ms vs " << median(l) << " ms";
+  EXPECT_GT(Median(l), 1.5 * Median(s)) << Median(s) << " ms vs " << Median(l) << " ms";
 }
 
 TEST_F(Live, AFailedRequestIsAnErrorAndTheServerGoesOn) {
