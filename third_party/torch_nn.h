@@ -5,6 +5,9 @@
 // translation unit that includes only these costs about 17 s of g++ -O2
 // against 25 s for <torch/torch.h> (which also brings data loaders, JIT,
 // FFT, linalg, sparse, special and every nn module and functional).
+// A target whose sources include this header lists
+// copts = TORCH_NN_COPTS (//third_party:pch.bzl): its files then load it
+// precompiled (third_party/README.md).
 #include <torch/nn/init.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
