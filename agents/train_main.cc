@@ -96,13 +96,10 @@ int Run() {
   train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};
   const bool resume = train::PrepareRun(run);
 
-  std::string rules_path =
-      FLAGS_rules.empty() ? FindRunfile("rules/default.rules.pb", gflags::GetArgv0()) : ResolveUserPath(FLAGS_rules);
-  if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
-  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
+  rules::RuleDatabase db = LoadRuleDatabase(RuleDatabasePath(FLAGS_rules, gflags::GetArgv0()));
   // Trained for any ONNX runtime: rules that produce a runtime's own
   // operators are left out (kept in the list: the actions are the database's).
-  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
+  std::vector<rules::Rule> rule_list = RuleList(db);
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
 
   // The training graphs, canonical, and the cost model.

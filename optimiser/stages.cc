@@ -55,13 +55,6 @@ WriteOptions SharingWeights() {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
-// The checked-in database ships as a runfile of the binary.
-std::string DefaultRulesPath(const std::string& argv0) {
-  std::string p = FindRunfile("rules/default.rules.pb", argv0);
-  if (p.empty()) Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
-  return p;
-}
-
 std::string DefaultOutput(const LoadedModel& m) {
   if (m.from_zoo) return ResolveUserPath(m.source.substr(4) + ".rlflow.onnx");
   std::string p = m.source;
@@ -138,7 +131,7 @@ void AddCalibration(CalibrationReport& into, const CalibrationReport& more) {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> ListPasses(const std::string& rules, const std::string& argv0) {
-  std::string path = rules.empty() ? DefaultRulesPath(argv0) : ResolveUserPath(rules);
+  std::string path = RuleDatabasePath(rules, argv0);
   Matcher matcher(RuleList(LoadRuleDatabase(path)));
   AnalyticalCostModel cost;
   std::vector<std::pair<std::string, std::string>> out;
@@ -195,7 +188,7 @@ void Configure(OptimiseRun& r) {
   r.backend = o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
   rec.device = r.backend->name();
   rec.threads = at::get_num_threads();
-  rec.rules_path = o.rules.empty() ? DefaultRulesPath(o.argv0) : ResolveUserPath(o.rules);
+  rec.rules_path = RuleDatabasePath(o.rules, o.argv0);
   r.rule_db = o.loaded_rules != nullptr ? o.loaded_rules
                                         : std::make_shared<const rules::RuleDatabase>(LoadRuleDatabase(rec.rules_path));
   rec.rule_count = r.rule_db->rules_size();

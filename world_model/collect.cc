@@ -70,11 +70,9 @@ std::unique_ptr<RealWorld> MakeRealWorld(const std::vector<std::string>& models,
                                          const std::string& argv0) {
   if (cost != "analytical" && cost != "measured") Fail("--cost must be analytical or measured, got '", cost, "'");
   auto w = std::make_unique<RealWorld>();
-  const std::string rules_path = rules.empty() ? FindRunfile("rules/default.rules.pb", argv0) : ResolveUserPath(rules);
-  if (rules_path.empty()) Fail("the default rule database was not found (pass --rules=PATH)");
-  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
+  rules::RuleDatabase db = LoadRuleDatabase(RuleDatabasePath(rules, argv0));
   // As the agents: rules that produce a runtime's own operators are left out.
-  w->rules.assign(db.rules().begin(), db.rules().end());
+  w->rules = RuleList(db);
   w->matcher =
       std::make_unique<Matcher>(w->rules, /*both_directions=*/true, RulesEnabledFor(w->rules, "onnx", kMaxOpset));
   w->encoder_path = encoder.empty() ? FindRunfile("agents/zoo_agent.pt", argv0) : ResolveUserPath(encoder);

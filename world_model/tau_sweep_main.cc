@@ -56,8 +56,8 @@ int Run() {
     if (s.model == FLAGS_model) start = s, found = true;
   if (!found) Fail("--model=", FLAGS_model, " has no episode in ", FLAGS_data);
 
-  rules::RuleDatabase db = LoadRuleDatabase(FindRunfile("rules/default.rules.pb", gflags::GetArgv0()));
-  std::vector<rules::Rule> rule_list(db.rules().begin(), db.rules().end());
+  rules::RuleDatabase db = LoadRuleDatabase(RuleDatabasePath("", gflags::GetArgv0()));
+  std::vector<rules::Rule> rule_list = RuleList(db);
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
   world_model::LatentEncoder encoder(FindRunfile("agents/zoo_agent.pt", gflags::GetArgv0()),
                                      2 * static_cast<int>(rule_list.size()));

@@ -577,6 +577,13 @@ void ReadRulesFile(const std::string& path, const std::string& magic, google::pr
   ParseRulesBytes(ReadFile(path, what), path, magic, message, what);
 }
 
+std::string RuleDatabasePath(const std::string& path, const std::string& argv0) {
+  if (!path.empty()) return ResolveUserPath(path);
+  std::string found = FindRunfile("rules/default.rules.pb", argv0);
+  if (found.empty()) Fail("the default rule database was not found (run through ./bazelw run, or pass --rules=PATH)");
+  return found;
+}
+
 rules::RuleDatabase LoadRuleDatabase(const std::string& path) {
   return ParseRuleDatabase(ReadFile(path, "rule database"), path);
 }

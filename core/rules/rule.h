@@ -130,6 +130,11 @@ std::string SerializeDeterministic(const google::protobuf::Message& message);
 void ReadRulesFile(const std::string& path, const std::string& magic, google::protobuf::Message* message,
                    const std::string& what);
 rules::RuleDatabase LoadRuleDatabase(const std::string& path);  // read + validate every rule
+// The database a binary was given (`path`, relative to the user's directory,
+// ResolveUserPath) or, when `path` is empty, the checked-in
+// rules/default.rules.pb among the runfiles (FindRunfile with `argv0`).
+// Throws Error when that is not found.
+std::string RuleDatabasePath(const std::string& path, const std::string& argv0);
 // The same from the file's bytes (`path` names it in errors).
 rules::RuleDatabase ParseRuleDatabase(const std::string& bytes, const std::string& path);
 // The database's rules in order (what Matcher takes).

@@ -2,8 +2,10 @@
 #include "core/rules/rule.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <climits>
+#include <cstdlib>
 #include <fstream>
 
 #include "core/error.h"
@@ -196,6 +198,34 @@ TEST(Rule, DatabaseRoundTripAndBadFiles) {
     EXPECT_NE(error.find("declares " + std::to_string(outputs) + " outputs; MatMul has 1 to 1"), std::string::npos)
         << error;
   }
+}
+
+// The database a binary reads: the one given (relative to where the user
+// ran `bazel run`), else the checked-in one among the runfiles of argv0;
+// neither is a one-line error naming the flag.
+TEST(Rule, RuleDatabasePathGivenOrDefault) {
+  const std::string dir = MakeTempDir("rules_path_");
+  EXPECT_EQ(RuleDatabasePath("/abs/my.rules.pb", ""), "/abs/my.rules.pb");
+  ::setenv("BUILD_WORKING_DIRECTORY", dir.c_str(), 1);
+  EXPECT_EQ(RuleDatabasePath("my.rules.pb", ""), dir + "/my.rules.pb");
+  ::unsetenv("BUILD_WORKING_DIRECTORY");
+  // This test has no rules/default.rules.pb among its runfiles, nor beside
+  // the binary named by argv0 until it is put there.
+  const std::string argv0 = dir + "/bin/tool";
+  std::string message;
+  try {
+    RuleDatabasePath("", argv0);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("default rule database was not found"), std::string::npos) << message;
+  EXPECT_NE(message.find("--rules=PATH"), std::string::npos) << message;
+  const std::string runfile = argv0 + ".runfiles/rlflow/rules/default.rules.pb";
+  for (const char* sub : {"/bin", "/bin/tool.runfiles", "/bin/tool.runfiles/rlflow", "/bin/tool.runfiles/rlflow/rules"})
+    ASSERT_EQ(::mkdir((dir + sub).c_str(), 0755), 0) << sub;
+  std::ofstream(runfile).close();
+  EXPECT_EQ(RuleDatabasePath("", argv0), runfile);
+  RemoveTree(dir);
 }
 
 }  // namespace
