@@ -12,10 +12,11 @@ force-includes the header; gcc then loads the .gch instead of parsing the
 header again (a .gch directory: gcc takes the first valid file in it).
 
 gcc uses the .gch only where the options that matter match (it checks them:
--fPIC, __OPTIMIZE__, the defines the header reads, ...); where they do not,
-as at -O0 or with another compiler, the header is parsed as written. So the
-rule changes compile times, never what is compiled. Test files' -O1
-(.bazelrc) keeps __OPTIMIZE__ defined, so they use it too.
+-fPIC, __OPTIMIZE__, the defines the header reads, ...); where they do not
+(a file given -O0 by --per_file_copt in an -O2 build, say), it parses the
+header as written, and with clang no .gch is made. So the rule changes
+compile times, never what is compiled. Test files' -O1 (.bazelrc) keeps
+__OPTIMIZE__ defined, so they use the -O2 .gch too.
 """
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "CPP_COMPILE_ACTION_NAME")
