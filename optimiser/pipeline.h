@@ -67,8 +67,8 @@ struct PipelineOptions {
   // rewrites come from several rules: searches again leaving out one
   // applied rule at a time (the least applied first), at most this many
   // times, and keeps the first graph the verdict finds faster. -1: 2 with a
-  // backend whose node times depend on their neighbours (ONNX Runtime's
-  // fusions, which per-node costs cannot see), else 0.
+  // backend that fuses nodes into one kernel (TimingBackend::fuses_nodes:
+  // ONNX Runtime's fusions, which per-node costs cannot see), else 0.
   int retries = -1;
   uint64_t seed = 1;
   int free_dim = 1;

@@ -22,6 +22,10 @@ class ScriptedBackend : public TimingBackend {
       : fingerprint_(std::move(fingerprint)), node_ms_(std::move(node_ms)), run_ms_(std::move(run_ms)) {}
 
   std::string name() const override { return "cpu"; }
+  // As ONNX Runtime (TimingBackend::fuses_nodes): the optimiser's --retries
+  // default then searches again after a verdict that is not "faster".
+  bool fuses_nodes() const override { return fuses_nodes_; }
+  void set_fuses_nodes(bool fuses) { fuses_nodes_ = fuses; }
   std::string fingerprint() const override { return fingerprint_; }
   double RunTime(const Graph& g) const {
     if (run_ms_) return run_ms_(g);
@@ -55,6 +59,7 @@ class ScriptedBackend : public TimingBackend {
 
  private:
   std::string fingerprint_;
+  bool fuses_nodes_ = false;
   NodeMs node_ms_;
   RunMs run_ms_;
 };

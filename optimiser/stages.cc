@@ -729,7 +729,7 @@ void Retries(OptimiseRun& r) {
   // time (the least applied first), at most --retries times; the first
   // graph found faster is kept. Each retry's verdict is at level 1 - 0.05/N
   // (N retries), so that the retries together are held to 95%.
-  const int retries = o.retries >= 0 ? o.retries : r.backend->context_sensitive() ? 2 : 0;
+  const int retries = o.retries >= 0 ? o.retries : r.backend->fuses_nodes() ? 2 : 0;
   if (retries > 0 && !res.check.unchanged && res.check.general_ok && !res.verdict.faster() && !o.force_optimised &&
       !runner.ShouldStop()) {
     std::vector<std::pair<int, std::string>> by_count;  // (applications, rule id), first applied first
@@ -1035,9 +1035,19 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
     s += "measured:   nothing (every node is opaque: the executor runs none of them)\n";
   else if (unchanged)
     s += Format("measured:   %.2f ms (median of %d runs)\n", v.before_ms, v.pairs);
-  else
+  else {
     s += Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", v.before_ms, v.after_ms, v.pairs,
                 v.ToString().c_str());
+    // Each side's median moves with the machine's speed during the run; the
+    // verdict's per-pair ratios do not (each pair ran within a moment). Say
+    // so where the two disagree, or the line reads as a contradiction.
+    const double ratio_of_medians = v.after_ms > 0 ? v.before_ms / v.after_ms : 0.0;
+    if (v.wall.confidence > 0 && ratio_of_medians > 0 && (ratio_of_medians < v.wall.lo || ratio_of_medians > v.wall.hi))
+      s += Format(
+          "            (the two medians' ratio, %.3fx, lies outside the interval: the machine's speed moved during "
+          "the runs; the verdict is the median of the per-pair ratios, which such drift does not move)\n",
+          ratio_of_medians);
+  }
   // The search ranks graphs by estimated cost, so what matters is the
   // estimated ratio: the optimised time predicted from the original's
   // measured time and the estimated speedup, against its measured time.

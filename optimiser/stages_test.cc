@@ -148,6 +148,38 @@ TEST_F(StageTest, WriteAloneWritesTheOriginalBytesWhenTheVerdictKeepsThem) {
   EXPECT_EQ(written.StructuralHash(), SmallModel(4).StructuralHash());
 }
 
+// The sides' medians and the paired ratio disagree when the machine's speed
+// moves during the verdict's runs (seen on ResNet-50: 188.54 -> 189.38 ms,
+// speedup 1.041x [1.014, 1.060]): the summary says why, and only then.
+TEST(StageRecords, TheSummaryExplainsMediansThatDisagreeWithThePairedRatio) {
+  auto summary = [](double before_ms, double after_ms) {
+    PipelineResult p;
+    p.configure.search = "taso";
+    p.configure.device = "cpu";
+    p.load.model_source = "m.onnx";
+    p.load.output = "out.onnx";
+    p.search.before_estimate = 190;
+    static_cast<Verdict&>(p.verdict).outcome = Verdict::Outcome::kFaster;
+    p.verdict.wall.n = 12;
+    p.verdict.wall.median = 1.041;
+    p.verdict.wall.lo = 1.014;
+    p.verdict.wall.hi = 1.060;
+    p.verdict.wall.level = 0.975;
+    p.verdict.wall.confidence = 0.98;
+    p.verdict.cpu = p.verdict.wall;
+    p.verdict.pairs = 12;
+    p.verdict.before_ms = before_ms;
+    p.verdict.after_ms = after_ms;
+    p.verdict.after_estimate = 180;
+    return p.Summary();
+  };
+  const std::string drifted = summary(188.54, 189.38);
+  EXPECT_NE(drifted.find("the two medians' ratio, 0.996x, lies outside the interval"), std::string::npos) << drifted;
+  const std::string steady = summary(188.54, 181.0);
+  EXPECT_NE(steady.find("measured:   188.54 -> 181.00 ms"), std::string::npos) << steady;
+  EXPECT_EQ(steady.find("lies outside the interval"), std::string::npos) << steady;
+}
+
 TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   PipelineResult p;
   p.configure.search = "greedy";

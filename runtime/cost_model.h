@@ -106,6 +106,13 @@ class TimingBackend {
   // every run (rlflow's executors). A model written with them still in
   // place then costs them on every run (CostModel::RunCost).
   virtual bool folds_constants() const { return false; }
+  // Whether the runtime runs several nodes as one kernel (ONNX Runtime's
+  // fusions: a transpose and a scale folded into its FusedMatMul), so that a
+  // rewrite can break a fusion and lose in whole runs while its nodes' costs
+  // show a gain. The optimiser's verdict then searches again without one
+  // applied rule at a time (PipelineOptions::retries). rlflow's executors
+  // run node by node.
+  virtual bool fuses_nodes() const { return false; }
 };
 
 // Counts the real measurements made on a backend: every TimeGraph,
@@ -133,6 +140,7 @@ class CountingBackend : public TimingBackend {
   }
   bool context_sensitive() const override { return inner_->context_sensitive(); }
   bool folds_constants() const override { return inner_->folds_constants(); }
+  bool fuses_nodes() const override { return inner_->fuses_nodes(); }
   int64_t measurements() const { return measurements_.load(); }
 
  private:

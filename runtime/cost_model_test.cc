@@ -239,8 +239,10 @@ class ScriptedBackend : public TimingBackend {
   int context_runs = 0, graphs_timed = 0;
   double fixed_ms = 0;  // added to every whole run, reported as its cost per run
   bool folds = true;    // folds_constants(): weight-only nodes never run
+  bool fuses = false;   // fuses_nodes()
   std::string name() const override { return "scripted"; }
   bool folds_constants() const override { return folds; }
+  bool fuses_nodes() const override { return fuses; }
   std::string fingerprint() const override { return "scripted"; }
   double TimeGraph(const Graph& g, const TimingOptions&) override {
     ++graphs_timed;
@@ -524,6 +526,8 @@ TEST(CostModel, InContextTimesArePerModelForContextSensitiveBackends) {
 TEST(CostModel, TheExecutorKeepsInContextTimesPerModel) {
   std::unique_ptr<TimingBackend> cpu = MakeTimingBackend("cpu");
   ASSERT_TRUE(cpu->context_sensitive());
+  // ... though it runs node by node: no fusion for the verdict to retry around.
+  EXPECT_FALSE(cpu->fuses_nodes());
   Graph g = Small();
   GraphBuilder b(3);  // the first Conv of Small() (same key) with an Add after it
   ValueId x = b.Input("x", {1, 4, 16, 16});
@@ -671,6 +675,10 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
   inner.folds = false;
   EXPECT_FALSE(counted.folds_constants());
   inner.folds = true;
+  EXPECT_FALSE(counted.fuses_nodes());
+  inner.fuses = true;
+  EXPECT_TRUE(counted.fuses_nodes());
+  inner.fuses = false;
   MeasuredCostModel model(&counted);
   Graph g = Small();
   model.Calibrate(g);  // one in-context run, then each key alone

@@ -232,6 +232,9 @@ class OrtBackend : public TimingBackend {
   bool context_sensitive() const override { return true; }
   // Constant folding is one of level basic's transformers.
   bool folds_constants() const override { return options_.level != "disabled"; }
+  // Level basic already fuses (Conv with the Add, Mul or BatchNormalization
+  // after it); extended and all fuse much more.
+  bool fuses_nodes() const override { return options_.level != "disabled"; }
   std::string fingerprint() const override {
     return "ort" + server_->version() + "/t" + std::to_string(options_.threads) + "/" + options_.level;
   }

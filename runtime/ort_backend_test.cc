@@ -235,6 +235,9 @@ TEST_F(Live, FoldsWeightOnlyNodesAtLoad) {
   EXPECT_GT(t.node_ms[add], 0.0);
   std::unique_ptr<TimingBackend> unoptimised = MakeOrtBackend(OrtOptions{1, "disabled", ""});
   EXPECT_FALSE(unoptimised->folds_constants());
+  // Fusions too (the optimiser's --retries default follows them).
+  EXPECT_TRUE(backend_->fuses_nodes());
+  EXPECT_FALSE(unoptimised->fuses_nodes());
 }
 
 // ORT runs torch's GELU form as one Gelu kernel: its four other nodes take
