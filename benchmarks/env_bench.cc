@@ -50,9 +50,7 @@ int Run() {
   if (FLAGS_episodes < 1 || FLAGS_horizon < 1) Fail("--episodes and --horizon must be >= 1");
   SetComputeThreads(FLAGS_threads);
   SetSteadyAllocation();
-  std::string rules_path = FindRunfile("rules/default.rules.pb");
-  if (rules_path.empty()) Fail("rules/default.rules.pb not found (run through ./bazelw run)");
-  rules::RuleDatabase db = LoadRuleDatabase(rules_path);
+  rules::RuleDatabase db = LoadRuleDatabase(RuleDatabasePath("", gflags::GetArgv0()));
   Matcher matcher(RuleList(db));
   std::printf(
       "| model | nodes | candidates at reset | steps | step median (ms) | step p90 (ms) | fork median (ms) | cost "
