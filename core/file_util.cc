@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -26,6 +27,30 @@ std::string ResolveUserPath(const std::string& path) {
 bool FileExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  const bool a_exists = ::stat(a.c_str(), &sa) == 0, b_exists = ::stat(b.c_str(), &sb) == 0;
+  if (a_exists && b_exists) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (a_exists != b_exists) return false;
+  namespace fs = std::filesystem;
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  if (ea || eb) return a == b;
+  return ca == cb;
+}
+
+void CheckFileRoles(const std::vector<FileRole>& outputs, const std::vector<FileRole>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i].path.empty()) continue;
+    for (size_t j = 0; j < i; ++j)
+      if (!outputs[j].path.empty() && SameFile(outputs[i].path, outputs[j].path))
+        Fail(outputs[i].what, " and ", outputs[j].what, " are the same file '", outputs[i].path, "'");
+    for (const FileRole& in : inputs)
+      if (!in.path.empty() && SameFile(outputs[i].path, in.path))
+        Fail(outputs[i].what, " '", outputs[i].path, "' is ", in.what, " '", in.path, "'; write it elsewhere");
+  }
 }
 
 namespace {

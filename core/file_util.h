@@ -64,6 +64,21 @@ void WriteFileAtomicallyWith(const std::string& path, const std::function<void(i
 // write(2) until all of `data` is written; errors name `path`.
 void WriteAll(int fd, const char* data, size_t size, const std::string& path);
 bool FileExists(const std::string& path);
+// Whether writing `a` (atomically: a new file renamed onto the name) would
+// replace the file `b` names: both exist and are one file (device and inode,
+// symlinks followed), or neither exists and they are one path once `.`,
+// `..` and symlinked directories are resolved.
+bool SameFile(const std::string& a, const std::string& b);
+// A file a program reads or writes, with what its messages call it ("--output",
+// "the input model").
+struct FileRole {
+  std::string what;
+  std::string path;
+};
+// Fails unless the outputs are distinct files and none would replace one of
+// the inputs (SameFile; empty paths are skipped): "<what> and <what> are the
+// same file 'P'", "<what> 'P' is <what> 'Q'; write it elsewhere".
+void CheckFileRoles(const std::vector<FileRole>& outputs, const std::vector<FileRole>& inputs);
 // "dir/name" -> "dir" ("name" -> ".", "/name" -> "/") and -> "name".
 std::string DirName(const std::string& path);
 std::string BaseName(const std::string& path);

@@ -99,6 +99,10 @@ struct ModelInfo {
   // The imported file kept tensors in external data files: the written model
   // keeps its weights external too (WriteOptions::external).
   bool external_data = false;
+  // The external data files it names (locations relative to the model's
+  // directory), each once, sorted: files the model is read from, which an
+  // output must never replace.
+  std::vector<std::string> external_files;
 };
 
 class Graph {

@@ -708,6 +708,22 @@ bool InlineNestedExternal(onnx::GraphProto* g, const std::string* dir, bool top)
   return any;
 }
 
+// The external data locations the tensors of `g` and its subgraphs name
+// (weights passed by reference are in memory, not in a file).
+void CollectExternalLocations(const onnx::GraphProto& g, std::set<std::string>* out) {
+  auto one = [&](const onnx::TensorProto& t) {
+    if (IsExternal(t) && !IsByReference(t) && !ExternalLocation(t).empty()) out->insert(ExternalLocation(t));
+  };
+  for (const auto& t : g.initializer()) one(t);
+  for (const auto& np : g.node())
+    for (const auto& a : np.attribute()) {
+      if (a.has_t()) one(a.t());
+      for (const auto& t : a.tensors()) one(t);
+      if (a.has_g()) CollectExternalLocations(a.g(), out);
+      for (const auto& sg : a.graphs()) CollectExternalLocations(sg, out);
+    }
+}
+
 // Outputs of nodes rlflow will keep opaque (not in the registry, or with
 // subgraphs) that have no static type after ONNX's inference get one from
 // the type oracle (one run of the model), stated as value_info.
@@ -1117,6 +1133,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   // references are kept through ONNX's passes (its version converter drops
   // them) and read when the graph is built.
   const std::string* external_dir = options.external_data_dir.empty() ? nullptr : &options.external_data_dir;
+  std::set<std::string> external_files;
+  CollectExternalLocations(model.graph(), &external_files);
   const bool external_data = InlineNestedExternal(model.mutable_graph(), external_dir, /*top=*/true);
   std::map<std::string, onnx::TensorProto> external_inits;
   for (const auto& t : model.graph().initializer())
@@ -1233,6 +1251,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   info.opsets[""] = opset;
   info.source_opset = rep.opset_before_conversion;
   info.external_data = external_data;
+  info.external_files.assign(external_files.begin(), external_files.end());
   info.producer_name = model.producer_name();
   info.producer_version = model.producer_version();
   info.graph_name = gp.name().empty() ? "graph" : gp.name();

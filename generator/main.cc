@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/mpi.h"
+#include "core/strings.h"
 #include "generator/enumerate.h"
 
 DEFINE_int32(max_ops, 3, "largest number of operators in an enumerated graph");
@@ -51,7 +52,12 @@ int Run() {
   if (world.size() > 1 && (!FLAGS_merge.empty() || FLAGS_shard != "0/1"))
     Fail("--merge and --shard are for separate processes: under mpirun the ranks share the work themselves");
   std::string output = ResolveUserPath(FLAGS_output);
-  if (world.root()) CheckWritablePath(output, "--output");
+  if (world.root()) {
+    CheckWritablePath(output, "--output");
+    std::vector<FileRole> shards;
+    for (const std::string& p : SplitList(FLAGS_merge)) shards.push_back({"--merge", ResolveUserPath(p)});
+    CheckFileRoles({{"--output", output}}, shards);
+  }
   cli::InstallInterruptHandler();
   at::set_num_threads(1);
   generator::Stats stats;

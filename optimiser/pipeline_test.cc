@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -138,6 +140,83 @@ TEST(Pipeline, BadInputIsAnErrorAndWritesNothing) {
   bad_level.ort_level = "all";  // --device=cpu
   EXPECT_THROW(RunPipeline(bad_level), Error);
   EXPECT_FALSE(FileExists(o.output));
+}
+
+// No output replaces a file the run reads, however its path is spelled, and
+// no two outputs are one file: each a one-line error before anything is
+// written. (Before 2026-11-29 `--output=./model.onnx` replaced the model, and
+// an output whose data file was the input's external data file replaced the
+// input's weights.)
+TEST(Pipeline, NoOutputReplacesAnInputOrAnotherOutput) {
+  const std::string dir = testing::MakeTempDir("pipeline_roles_");
+  const std::string model = WriteModel(dir);
+  const std::string model_bytes = ReadFile(model);
+  // A model whose weights are in "out.onnx.data" (as if written as
+  // out.onnx, then renamed): an output named out.onnx would write its data
+  // file over them.
+  WriteOptions external;
+  external.external = ExternalData::kExternal;
+  WriteOnnxFile(ImportOnnxFile(model), dir + "/out.onnx", nullptr, external);
+  ASSERT_EQ(::rename((dir + "/out.onnx").c_str(), (dir + "/ext.onnx").c_str()), 0);
+  const std::string data_bytes = ReadFile(dir + "/out.onnx.data");
+  ASSERT_EQ(::symlink(model.c_str(), (dir + "/link.onnx").c_str()), 0);
+  const std::string rules = dir + "/rules.pb";
+  WriteFileAtomically(rules, ReadFile(RuleDatabasePath("", "")));
+
+  auto error = [&](PipelineOptions o) {
+    o.rules = rules;
+    try {
+      RunPipeline(o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  PipelineOptions dot_slash = Options(dir, model);
+  dot_slash.output = dir + "/./model.onnx";
+  EXPECT_NE(error(dot_slash).find("--output '" + dir + "/./model.onnx' is the input model"), std::string::npos)
+      << error(dot_slash);
+  PipelineOptions through_link = Options(dir, dir + "/link.onnx");
+  through_link.output = model;
+  EXPECT_NE(error(through_link).find("is the input model"), std::string::npos) << error(through_link);
+  PipelineOptions data_file = Options(dir, dir + "/ext.onnx");
+  data_file.output = dir + "/out.onnx";
+  EXPECT_NE(error(data_file).find("--output's data file '" + dir +
+                                  "/out.onnx.data' is an external data file of the "
+                                  "input model"),
+            std::string::npos)
+      << error(data_file);
+  PipelineOptions over_data = Options(dir, dir + "/ext.onnx");
+  over_data.output = dir + "/sub/../out.onnx.data";
+  ASSERT_EQ(::mkdir((dir + "/sub").c_str(), 0755), 0);
+  EXPECT_NE(error(over_data).find("is an external data file of the input model"), std::string::npos)
+      << error(over_data);
+  PipelineOptions report_over_rules = Options(dir, model);
+  report_over_rules.report = dir + "/./rules.pb";
+  EXPECT_NE(error(report_over_rules).find("--report '" + dir + "/./rules.pb' is the rule database"), std::string::npos)
+      << error(report_over_rules);
+  PipelineOptions picture_over_output = Options(dir, model);
+  picture_over_output.picture = dir + "/./out.onnx";
+  EXPECT_NE(error(picture_over_output).find("--picture and --output are the same file"), std::string::npos)
+      << error(picture_over_output);
+  PipelineOptions report_over_dot = Options(dir, model);
+  report_over_dot.dot = dir + "/sub/../report.json";
+  EXPECT_NE(error(report_over_dot).find("--dot and --report are the same file"), std::string::npos)
+      << error(report_over_dot);
+
+  // Nothing was written or replaced.
+  EXPECT_EQ(ReadFile(model), model_bytes);
+  EXPECT_EQ(ReadFile(dir + "/out.onnx.data"), data_bytes);
+  EXPECT_FALSE(FileExists(dir + "/out.onnx"));
+  EXPECT_FALSE(FileExists(dir + "/report.json"));
+  // The same model read from another file is optimised and written beside it.
+  PipelineOptions fine = Options(dir, dir + "/ext.onnx");
+  fine.output = dir + "/fine.onnx";
+  fine.rules = rules;
+  fine.search = "none";
+  RunPipeline(fine);
+  EXPECT_TRUE(FileExists(dir + "/fine.onnx"));
+  EXPECT_EQ(ReadFile(dir + "/out.onnx.data"), data_bytes);
 }
 
 TEST(Pipeline, AnInterruptedOrEmptySearchWritesTheOriginalBytes) {

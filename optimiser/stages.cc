@@ -223,13 +223,35 @@ void Configure(OptimiseRun& r) {
   // Fail on unwritable outputs before any long work.
   if (!o.output.empty()) CheckWritablePath(ResolveUserPath(o.output), "--output");
   if (!o.dot.empty()) CheckWritablePath(ResolveUserPath(o.dot), "--dot");
-  if (!o.picture.empty()) {
-    CheckWritablePath(ResolveUserPath(o.picture), "--picture");
-    for (const std::string* other : {&o.dot, &o.report})
-      if (!other->empty() && ResolveUserPath(*other) == ResolveUserPath(o.picture))
-        Fail("--picture and another output are the same file '", ResolveUserPath(o.picture), "'");
-  }
+  if (!o.picture.empty()) CheckWritablePath(ResolveUserPath(o.picture), "--picture");
   if (!o.report.empty()) CheckWritablePath(ResolveUserPath(o.report), "--report");
+}
+
+// No two outputs are one file, and no output replaces a file the run reads
+// (the model, its external data files, the rules, --input_data's files):
+// compared as files (SameFile), not as the flags spell them, so that
+// `--output=./m.onnx` for `--model=m.onnx`, a symlink or an output whose
+// data file, `<output>.data`, is the input's external data file are caught.
+void CheckOutputPaths(const OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  const LoadedModel& model = r.model;
+  const std::string& output = r.res.load.output;
+  std::vector<FileRole> outputs = {{"--output", output}, {"--output's data file", output + ".data"}};
+  if (!o.report.empty()) outputs.push_back({"--report", ResolveUserPath(o.report)});
+  if (!o.dot.empty()) outputs.push_back({"--dot", ResolveUserPath(o.dot)});
+  if (!o.picture.empty()) outputs.push_back({"--picture", ResolveUserPath(o.picture)});
+  // The timing cache is read and written, by design: an output only here.
+  outputs.push_back({"--timing_cache", r.res.configure.timing_cache});
+  std::vector<FileRole> inputs;
+  if (!model.from_zoo) {
+    inputs.push_back({"the input model", model.source});
+    for (const std::string& location : model.graph.info().external_files)
+      inputs.push_back({"an external data file of the input model", DirName(model.source) + "/" + location});
+  }
+  inputs.push_back({"the rule database", r.res.configure.rules_path});
+  for (const auto& [name, file] : o.input_data)
+    inputs.push_back({"--input_data's file for input '" + name + "'", ResolveUserPath(file)});
+  CheckFileRoles(outputs, inputs);
 }
 
 // Loads the model (or builds the zoo model) at the given shapes and data, and
@@ -313,13 +335,7 @@ void Load(OptimiseRun& r) {
   }
   const std::string& output = rec.output = o.output.empty() ? DefaultOutput(model) : ResolveUserPath(o.output);
   CheckWritablePath(output, "--output");
-  if (!model.from_zoo && output == model.source)
-    Fail("--output is the input model '", output, "'; write the optimised model elsewhere");
-  if (!o.report.empty() && ResolveUserPath(o.report) == output)
-    Fail("--report and --output are the same file '", output, "'");
-  if (!o.dot.empty() && ResolveUserPath(o.dot) == output) Fail("--dot and --output are the same file '", output, "'");
-  if (!o.dot.empty() && !o.report.empty() && ResolveUserPath(o.dot) == ResolveUserPath(o.report))
-    Fail("--dot and --report are the same file '", ResolveUserPath(o.dot), "'");
+  CheckOutputPaths(r);
   r.info("loaded " + model.source + " (" + std::to_string(model.graph.num_nodes()) + " nodes) in " +
          Format("%g", Seconds(t0)) + " s");
   for (ValueId in : model.graph.inputs()) {

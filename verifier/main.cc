@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/rules/written.h"
+#include "core/strings.h"
 #include "verifier/verify.h"
 
 DEFINE_string(candidates, "candidates.pb", "candidates file written by //generator");
@@ -129,7 +130,17 @@ int Run() {
   if (world.size() > 1 && (!FLAGS_merge.empty() || FLAGS_shard != "0/1"))
     Fail("--merge and --shard are for separate processes: under mpirun the ranks share the work themselves");
   std::string output = ResolveUserPath(FLAGS_output);
-  if (world.root()) CheckWritablePath(output, "--output");
+  if (world.root()) {
+    CheckWritablePath(output, "--output");
+    // No output replaces what is read (--output may be --base: the
+    // documented way to verify --written into the checked-in database).
+    std::vector<FileRole> inputs = {{"--written", ResolveUserPath(FLAGS_written)}};
+    if (FLAGS_merge.empty() && FLAGS_base.empty())
+      inputs.push_back({"--candidates", ResolveUserPath(FLAGS_candidates)});
+    for (const std::string& p : SplitList(FLAGS_merge)) inputs.push_back({"--merge", ResolveUserPath(p)});
+    CheckFileRoles(
+        {{"--output", output}, {"--stats", StatsPath(output)}, {"--timings", ResolveUserPath(FLAGS_timings)}}, inputs);
+  }
   cli::InstallInterruptHandler();
   at::set_num_threads(1);
   auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 // same candidates, database and statistics, byte for byte, as one process
 // with threads, however the work was handed out.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <sstream>
@@ -128,6 +129,44 @@ TEST(VerifierMpi, ErrorsEndTheWholeJob) {
   EXPECT_NE(RunProgram(job, log), 0);
   EXPECT_NE(ReadFile(log).find("cannot write --output"), std::string::npos) << ReadFile(log);
   EXPECT_EQ(ReadFile(log).find("time limit for job execution has been reached"), std::string::npos) << ReadFile(log);
+}
+
+// No output replaces a file the job reads, however the path is spelled: a
+// one-line error before anything is read or written (checked before the
+// inputs are read, so they need not be valid here).
+TEST(VerifierCli, NoOutputReplacesAnInput) {
+  const std::string dir = MakeTempDir("verifier_roles_");
+  const std::string log = dir + "/log.txt";
+  for (const char* name : {"candidates.pb", "written.rules", "a.pb", "b.pb"})
+    WriteFileAtomically(dir + "/" + name, std::string("input ") + name);
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::string verifier = Runfile("verifier/verifier"), generator = Runfile("generator/generator");
+  const std::vector<Case> cases = {
+      {{verifier, "--candidates=" + dir + "/candidates.pb", "--output=" + dir + "/./candidates.pb"},
+       "--output '" + dir + "/./candidates.pb' is --candidates"},
+      {{verifier, "--candidates=" + dir + "/candidates.pb", "--written=" + dir + "/written.rules",
+        "--output=" + dir + "/rules.pb", "--timings=" + dir + "/x/../written.rules"},
+       "--timings '" + dir + "/x/../written.rules' is --written"},
+      {{verifier, "--candidates=" + dir + "/candidates.pb", "--output=" + dir + "/rules.pb",
+        "--stats=" + dir + "/./rules.pb"},
+       "--stats and --output are the same file"},
+      {{verifier, "--merge=" + dir + "/a.pb," + dir + "/b.pb", "--output=" + dir + "/./b.pb"},
+       "--output '" + dir + "/./b.pb' is --merge"},
+      {{generator, "--merge=" + dir + "/a.pb," + dir + "/b.pb", "--output=" + dir + "/./a.pb"},
+       "--output '" + dir + "/./a.pb' is --merge"},
+  };
+  ASSERT_EQ(::mkdir((dir + "/x").c_str(), 0755), 0);
+  for (const Case& c : cases) {
+    EXPECT_NE(RunProgram(c.args, log), 0) << c.error;
+    EXPECT_NE(ReadFile(log).find("error: " + c.error), std::string::npos) << ReadFile(log);
+  }
+  for (const char* name : {"candidates.pb", "written.rules", "a.pb", "b.pb"})
+    EXPECT_EQ(ReadFile(dir + "/" + name), std::string("input ") + name);
+  EXPECT_FALSE(FileExists(dir + "/rules.pb"));
+  RemoveTree(dir);
 }
 
 }  // namespace

@@ -1391,6 +1391,19 @@ TEST(OnnxIo, ExternalDataIsReadAndWrittenBesideTheModel) {
   ImportReport report;
   Graph g = ImportOnnxFile(path, {}, &report);
   EXPECT_TRUE(g.info().external_data);
+  // The files it was read from (which the optimiser never writes over).
+  EXPECT_EQ(g.info().external_files, std::vector<std::string>{"weights.bin"});
+  {
+    // A node attribute's tensor in a file of its own is one of them too.
+    onnx::ModelProto two = ExternalModel();
+    for (auto& np : *two.mutable_graph()->mutable_node())
+      if (np.op_type() == "Constant")
+        np.mutable_attribute(0)->mutable_t()->mutable_external_data(0)->set_value("c.bin");
+    WriteFileAtomically(dir + "/c.bin", ExternalDataFile());
+    WriteFileAtomically(dir + "/two.onnx", two.SerializeAsString());
+    EXPECT_EQ(ImportOnnxFile(dir + "/two.onnx").info().external_files,
+              (std::vector<std::string>{"c.bin", "weights.bin"}));
+  }
   EXPECT_EQ(g.opset(), 13);  // ONNX's converter ran; the external weight survived it
   ValueId w = g.FindValue("W");
   ASSERT_NE(w, kNoValue);
@@ -1446,6 +1459,7 @@ TEST(OnnxIo, ExternalDataIsReadAndWrittenBesideTheModel) {
   EXPECT_GT(ReadFile(out_dir + "/inline.onnx").size(), 16384u);
   Graph again = ImportOnnxFile(out_dir + "/inline.onnx");
   EXPECT_FALSE(again.info().external_data);
+  EXPECT_TRUE(again.info().external_files.empty());
   WriteOptions external_write;
   external_write.external = ExternalData::kExternal;
   WriteOnnxFile(again, out_dir + "/ext.onnx", nullptr, external_write);
