@@ -110,6 +110,13 @@ CollectResult Collect(const CollectOptions& o) {
   eo.seed = o.seed;
   const std::string out = ResolveUserPath(o.out);
   CheckWritablePath(out, "--out");
+  {
+    // Neither the file nor its resumable part replaces what is read.
+    std::vector<FileRole> inputs = {{"--rules", ResolveUserPath(o.rules)}, {"--encoder", ResolveUserPath(o.encoder)}};
+    if (o.policy != "random") inputs.push_back({"--policy", ResolveUserPath(o.policy)});
+    for (const std::string& m : o.models) inputs.push_back({"--model", ResolveUserPath(m)});
+    CheckFileRoles({{"--out", out}, {"--out's partial file", out + ".partial"}}, inputs);
+  }
 
   std::unique_ptr<RealWorld> world = MakeRealWorld(o.models, o.seed, o.cost, o.rules, o.encoder, o.argv0);
   const std::vector<rules::Rule>& rule_list = world->rules;

@@ -177,17 +177,23 @@ TEST(Collect, BestLocationsAreRecordedAndNeverWorseOnTheFirstStep) {
 TEST(Collect, BadFlagsAreOneLineErrors) {
   const std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/world_model/collect";
   const std::string dir = MakeTempDir("collect_bad_");
+  // Inputs an output must not replace (checked before they are read).
+  WriteFileAtomically(dir + "/m.onnx", "a model");
+  WriteFileAtomically(dir + "/p.pt", "an agent");
   struct Case {
     std::string flags, needle;
   };
-  for (const Case& c :
-       std::vector<Case>{{"--model=squeezenet1_1", "--out"},
-                         {"--out=" + dir + "/x", "--model"},
-                         {"--model=squeezenet1_1 --out=" + dir + "/x --cost=magic", "--cost"},
-                         {"--model=squeezenet1_1 --out=" + dir + "/x --episodes=0", "--episodes"},
-                         {"--model=squeezenet1_1 --out=" + dir + "/x --locations=nearest", "--locations"},
-                         {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
-                         {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt", "none.pt"}}) {
+  for (const Case& c : std::vector<Case>{
+           {"--model=squeezenet1_1", "--out"},
+           {"--out=" + dir + "/x", "--model"},
+           {"--model=squeezenet1_1 --out=" + dir + "/x --cost=magic", "--cost"},
+           {"--model=squeezenet1_1 --out=" + dir + "/x --episodes=0", "--episodes"},
+           {"--model=squeezenet1_1 --out=" + dir + "/x --locations=nearest", "--locations"},
+           {"--model=no_such_model.onnx --out=" + dir + "/x", "no_such_model"},
+           {"--model=squeezenet1_1 --out=" + dir + "/x --policy=" + dir + "/none.pt", "none.pt"},
+           {"--model=" + dir + "/m.onnx --out=" + dir + "/./m.onnx", "--out '" + dir + "/./m.onnx' is --model"},
+           {"--model=squeezenet1_1 --policy=" + dir + "/p.pt --out=" + dir + "/p.pt",
+            "--out '" + dir + "/p.pt' is --policy"}}) {
     const std::string err = dir + "/err.txt";
     std::vector<std::string> args = testing::SplitArgs(c.flags);
     args.insert(args.begin(), bin);
@@ -201,6 +207,8 @@ TEST(Collect, BadFlagsAreOneLineErrors) {
     EXPECT_EQ(text.find('\n'), std::string::npos) << c.flags << ": " << text;
     EXPECT_FALSE(FileExists(dir + "/x")) << c.flags;
   }
+  EXPECT_EQ(ReadFile(dir + "/m.onnx"), "a model");
+  EXPECT_EQ(ReadFile(dir + "/p.pt"), "an agent");
 }
 
 }  // namespace
