@@ -150,6 +150,10 @@ void CopyFileAtomically(const std::string& from, const std::string& to,
 
 void CheckWritablePath(const std::string& path, const std::string& what) {
   if (path.empty()) Fail(what, " path is empty");
+  if (IsSpecialFile(path)) {  // written in place (WriteFileAtomicallyWith)
+    if (::access(path.c_str(), W_OK) != 0) Fail("cannot write ", what, " '", path, "': ", std::strerror(errno));
+    return;
+  }
   std::string dir = DirName(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
@@ -170,8 +174,39 @@ void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
   }
 }
 
-void WriteFileAtomicallyWith(const std::string& path, const std::function<void(int fd)>& write) {
-  CheckWritablePath(path);
+std::string WriteTarget(const std::string& path) {
+  struct stat st, lst;
+  if (::lstat(path.c_str(), &lst) != 0 || !S_ISLNK(lst.st_mode)) return path;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return path;
+  std::error_code ec;
+  const std::filesystem::path target = std::filesystem::canonical(path, ec);
+  return ec ? path : target.string();
+}
+
+bool IsSpecialFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+void WriteFileAtomicallyWith(const std::string& given, const std::function<void(int fd)>& write) {
+  CheckWritablePath(given);
+  if (IsSpecialFile(given)) {
+    // A device, FIFO or socket (--output=/dev/null, --report=/dev/stdout
+    // into a pipe) is written in place: a file renamed onto its name would
+    // replace the node itself.
+    int fd = ::open(given.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) Fail("cannot write '", given, "': ", std::strerror(errno));
+    try {
+      write(fd);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (::close(fd) != 0) Fail("cannot write '", given, "': ", std::strerror(errno));
+    return;
+  }
+  // A symlink to a file: the file is replaced and the link kept.
+  const std::string path = WriteTarget(given);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail("cannot write '", tmp, "': ", std::strerror(errno));

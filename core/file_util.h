@@ -59,8 +59,17 @@ void CheckWritablePath(const std::string& path, const std::string& what = "outpu
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 // Writes to `path` atomically what `write` writes to the file descriptor it
-// is given (a temporary file beside `path`; removed if `write` throws).
+// is given (a temporary file beside `path`; removed if `write` throws). A
+// symlink to a regular file stays a link: its target is replaced. A path
+// that is a device, FIFO or socket (/dev/null, /dev/stdout into a pipe) is
+// written in place, since a file renamed onto it would replace the node.
 void WriteFileAtomicallyWith(const std::string& path, const std::function<void(int fd)>& write);
+// The file an atomic write of `path` replaces: the target of a symlink to a
+// regular file, else `path` itself.
+std::string WriteTarget(const std::string& path);
+// `path` exists and is neither a regular file nor a directory (symlinks
+// followed): a device, FIFO or socket.
+bool IsSpecialFile(const std::string& path);
 // write(2) until all of `data` is written; errors name `path`.
 void WriteAll(int fd, const char* data, size_t size, const std::string& path);
 bool FileExists(const std::string& path);

@@ -3,8 +3,15 @@
 // replace the model it reads.
 #include "core/file_util.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
 
 namespace rlflow {
 namespace {
@@ -34,6 +41,51 @@ TEST(FileUtil, SameFileComparesFilesNotSpellings) {
   EXPECT_TRUE(SameFile(dir + "/sub/../new.onnx", dir + "/new.onnx"));
   EXPECT_FALSE(SameFile(dir + "/new.onnx", dir + "/other.onnx"));
   EXPECT_FALSE(SameFile(dir + "/sub/new.onnx", dir + "/new.onnx"));
+  RemoveTree(dir);
+}
+
+// An atomic write replaces a file by renaming a new one onto its name. Onto
+// a FIFO or a device (--report=/dev/stdout into a pipe, --output=/dev/null)
+// that replaced the node itself (2026-11-29: /dev/null became a regular
+// file); such paths are written in place. A symlink to a file stays a link.
+TEST(FileUtil, AtomicWritesKeepSpecialFilesAndSymlinks) {
+  const std::string dir = MakeTempDir("special_files_");
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  // A reader that never blocks the test: non-blocking, for at most 10 s.
+  std::string got;
+  std::thread reader([&] {
+    int fd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    char buf[256];
+    while (got.size() < 5 && std::chrono::steady_clock::now() < deadline) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+      if (n <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the reader has opened it
+  std::string error;
+  try {
+    WriteFileAtomically(fifo, "bytes");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  reader.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, "bytes");
+  struct stat st;
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+
+  WriteFileAtomically(dir + "/target.onnx", "old");
+  ASSERT_EQ(::symlink((dir + "/target.onnx").c_str(), (dir + "/latest.onnx").c_str()), 0);
+  WriteFileAtomically(dir + "/latest.onnx", "new");
+  ASSERT_EQ(::lstat((dir + "/latest.onnx").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced by a file";
+  EXPECT_EQ(ReadFile(dir + "/target.onnx"), "new");
   RemoveTree(dir);
 }
 

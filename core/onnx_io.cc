@@ -2031,8 +2031,12 @@ void WriteInlineStreamed(onnx::ModelProto* model, const std::string& path,
 // it is renamed into place. On failure neither file is left.
 // Weights exported by reference (ExportModel) are written from `weights`,
 // the graph's own tensors: the model is never serialized with them.
-void WriteWithExternalData(onnx::ModelProto* model, const std::string& path, size_t min_bytes,
+void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, size_t min_bytes,
                            const std::map<std::string, TensorDataPtr>& weights) {
+  if (IsSpecialFile(given))
+    Fail("cannot write '", given, "': it is not a regular file, and a model with external data is two files (",
+         BaseName(given), " and ", BaseName(given), ".data)");
+  const std::string path = WriteTarget(given);
   const std::string location = BaseName(path) + ".data";
   const std::string data_path = DirName(path) + "/" + location;
   const std::string tag = ".tmp." + std::to_string(::getpid());

@@ -192,10 +192,16 @@ void WritePng(const std::string& dot_text, const std::string& path) {
     const size_t nl = err.find('\n');
     Fail("--picture: dot failed (exit ", rc, "): ", nl == std::string::npos ? err : err.substr(0, nl));
   }
-  if (std::rename(png_path.c_str(), path.c_str()) != 0) {
+  // Copied, not renamed: the path may be a symlink or /dev/stdout.
+  std::string png;
+  try {
+    png = ReadFile(png_path);
     std::remove(png_path.c_str());
-    Fail("--picture: cannot write '", path, "'");
+  } catch (...) {
+    std::remove(png_path.c_str());
+    throw;
   }
+  WriteFileAtomically(path, png);
 }
 
 }  // namespace rlflow

@@ -204,6 +204,17 @@ TEST(Pipeline, NoOutputReplacesAnInputOrAnotherOutput) {
   EXPECT_NE(error(report_over_dot).find("--dot and --report are the same file"), std::string::npos)
       << error(report_over_dot);
 
+  // A model with external data is two files: never written onto a FIFO or
+  // a device (which a plain file is written into in place).
+  ASSERT_EQ(::mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  PipelineOptions into_fifo = Options(dir, dir + "/ext.onnx");
+  into_fifo.output = dir + "/fifo";
+  EXPECT_NE(error(into_fifo).find("it is not a regular file, and a model with external data"), std::string::npos)
+      << error(into_fifo);
+  struct stat st;
+  ASSERT_EQ(::lstat((dir + "/fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+
   // Nothing was written or replaced.
   EXPECT_EQ(ReadFile(model), model_bytes);
   EXPECT_EQ(ReadFile(dir + "/out.onnx.data"), data_bytes);

@@ -252,6 +252,9 @@ void CheckOutputPaths(const OptimiseRun& r) {
   for (const auto& [name, file] : o.input_data)
     inputs.push_back({"--input_data's file for input '" + name + "'", ResolveUserPath(file)});
   CheckFileRoles(outputs, inputs);
+  if (model.graph.info().external_data && IsSpecialFile(output))
+    Fail("cannot write --output '", output, "': it is not a regular file, and a model with external data is written ",
+         "as two files (the model and '<output>.data')");
 }
 
 // Loads the model (or builds the zoo model) at the given shapes and data, and
