@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "agents/archive.h"
 #include "core/error.h"
 
 namespace rlflow::agents {
@@ -211,9 +212,7 @@ PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& ob
 void SavePolicy(PolicyImpl& policy, const std::string& path) {
   torch::serialize::OutputArchive a;
   policy.save(a);
-  const std::string tmp = path + ".tmp";
-  a.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write the agent to ", path);
+  SaveArchiveAtomically(a, path);
 }
 
 Policy LoadPolicy(const std::string& path, int rule_actions) {

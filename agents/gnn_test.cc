@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -153,6 +154,51 @@ TEST(Gnn, SavedPoliciesLoadWithTheirSizes) {
     std::fclose(f);
   }
   EXPECT_THROW(LoadPolicy(dir + "/garbage.pt", F().rule_actions()), Error);
+}
+
+// Policies (like every archive: checkpoints, world models, controllers) are
+// written atomically: a symlink to a policy stays a link and its target is
+// replaced, a failed write is a one-line error naming the path, and no
+// temporary file is left.
+TEST(Gnn, PoliciesAreSavedAtomically) {
+  namespace fs = std::filesystem;
+  torch::manual_seed(7);
+  Observation o = Observe(2);
+  const fs::path dir = fs::path(::testing::TempDir()) / "atomic_policies";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  Policy first(F().rule_actions(), GnnOptions{24, 3}), second(F().rule_actions(), GnnOptions{24, 3});
+  SavePolicy(*first, (dir / "agent.pt").string());
+  fs::create_symlink("agent.pt", dir / "latest.pt");
+  SavePolicy(*second, (dir / "latest.pt").string());
+  EXPECT_TRUE(fs::is_symlink(dir / "latest.pt"));
+  for (const char* name : {"latest.pt", "agent.pt"}) {
+    Policy loaded = LoadPolicy((dir / name).string(), F().rule_actions());
+    EXPECT_TRUE(torch::allclose(loaded->forward({&o}).logits, second->forward({&o}).logits)) << name;
+  }
+  try {
+    SavePolicy(*first, (dir / "missing" / "agent.pt").string());
+    ADD_FAILURE() << "no error for a missing directory";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find((dir / "missing").string()), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  if (fs::exists("/dev/full")) {  // a device written in place, whose writes fail
+    try {
+      SavePolicy(*first, "/dev/full");
+      ADD_FAILURE() << "no error writing to /dev/full";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("cannot write '/dev/full'"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+    EXPECT_TRUE(fs::is_character_file("/dev/full"));
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"agent.pt", "latest.pt"}));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "agents/pass_policy.h"
 
-#include <cstdio>
 #include <sstream>
 
+#include "agents/archive.h"
 #include "agents/gnn.h"
 #include "agents/pass_policy_net.h"
 #include "agents/ppo.h"
@@ -53,9 +53,7 @@ void SavePassPolicy(PassPolicyImpl& policy, const std::vector<std::string>& pass
   std::string names;
   for (const std::string& p : passes) names += p + "\n";
   a.write("passes", torch::tensor(std::vector<int64_t>(names.begin(), names.end())));
-  std::string tmp = path + ".tmp";
-  a.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
+  SaveArchiveAtomically(a, path);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "agents/archive.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -79,9 +80,7 @@ void SaveCheckpoint(const std::string& path, agents::PpoTrainerBase& t, const st
   a.write("env_steps", torch::tensor(static_cast<int64_t>(t.env_steps())));
   a.write("seconds", torch::tensor(seconds, torch::kFloat64));
   for (size_t r = 0; r < samplers.size(); ++r) a.write(SamplerKey(static_cast<int>(r)), BytesTensor(samplers[r]));
-  std::string tmp = path + ".tmp";
-  a.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
+  agents::SaveArchiveAtomically(a, path);
 }
 
 // Loads the checkpoint `bytes` (read from `path` by rank 0) into this

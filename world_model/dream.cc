@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <set>
 
+#include "agents/archive.h"
 #include "core/error.h"
 
 namespace rlflow::world_model {
@@ -143,9 +143,7 @@ void SaveController(ControllerImpl& controller, const std::string& path) {
   torch::serialize::OutputArchive a;
   controller.save(a);
   a.write("sizes", torch::tensor(std::vector<int64_t>{controller.latent(), controller.vocabulary()}));
-  const std::string tmp = path + ".tmp";
-  a.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
+  agents::SaveArchiveAtomically(a, path);
 }
 
 Controller LoadController(const std::string& path) {

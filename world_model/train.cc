@@ -13,6 +13,7 @@
 #include <random>
 #include <sstream>
 
+#include "agents/archive.h"
 #include "agents/training_run.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -131,9 +132,7 @@ void Save(WorldModelImpl& model, torch::optim::Adam* opt, int epoch, const std::
     opt->save(oa);
     a.write("optimizer", oa);
   }
-  std::string tmp = path + ".tmp";
-  a.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) Fail("cannot write ", path);
+  agents::SaveArchiveAtomically(a, path);
 }
 
 void Plot(const std::string& dir) {
