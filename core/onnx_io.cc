@@ -2026,9 +2026,14 @@ void WriteInlineStreamed(onnx::ModelProto* model, const std::string& path,
 }
 
 // Moves the model's large initializers into "<path>.data" beside it (offsets
-// aligned to 4 KiB) and writes both: the data file first, then the model,
-// checked by path with onnx::checker (which resolves the data file) before
-// it is renamed into place. On failure neither file is left.
+// aligned to 4 KiB) and writes both. Both are written under temporary names
+// first, and the model is checked by path with onnx::checker (which resolves
+// the data file) while it names the temporary data file: a failure up to
+// then leaves any previous output and its data file as they were. Then the
+// model is written again naming "<path>.data", and the data file and the
+// model are renamed into place, in that order (if the model's rename fails,
+// the new data file is removed rather than left beside a model it does not
+// belong to).
 // Weights exported by reference (ExportModel) are written from `weights`,
 // the graph's own tensors: the model is never serialized with them.
 void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, size_t min_bytes,
@@ -2080,15 +2085,25 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
     int closed = ::close(fd);
     fd = -1;
     if (closed != 0) Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    // The tensors written above name `location`; for the check they name
+    // the temporary data file.
+    auto relocate = [&](const std::string& from, const std::string& to) {
+      for (auto& t : *model->mutable_graph()->mutable_initializer())
+        for (auto& e : *t.mutable_external_data())
+          if (e.key() == "location" && e.value() == from) e.set_value(to);
+    };
+    relocate(location, BaseName(data_tmp));
     WriteFileAtomically(model_tmp, SerializeModel(*model));
-    if (::rename(data_tmp.c_str(), data_path.c_str()) != 0)
-      Fail("cannot write '", data_path, "': ", std::strerror(errno));
-    data_renamed = true;
     try {
       onnx::checker::check_model(model_tmp);
     } catch (const std::exception& e) {
       Fail("the written model fails onnx::checker: ", FirstLine(e.what()));
     }
+    relocate(BaseName(data_tmp), location);
+    WriteFileAtomically(model_tmp, SerializeModel(*model));
+    if (::rename(data_tmp.c_str(), data_path.c_str()) != 0)
+      Fail("cannot write '", data_path, "': ", std::strerror(errno));
+    data_renamed = true;
     if (::rename(model_tmp.c_str(), path.c_str()) != 0) Fail("cannot write '", path, "': ", std::strerror(errno));
   } catch (...) {
     if (fd >= 0) ::close(fd);
