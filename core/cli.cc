@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_util.h"
 
 namespace rlflow::cli {
 
@@ -17,9 +18,11 @@ std::atomic<bool> interrupted{false};
 namespace {
 // First signal: ask long loops to stop and keep their results. Second: the
 // default action (terminate); outputs are written atomically, so no partial
-// output file is left.
+// output file is left, and the temporary file of a write in progress is
+// removed first.
 void OnSignal(int sig) {
   if (interrupted.exchange(true)) {
+    RemovePendingTemporaryFiles();
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }

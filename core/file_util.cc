@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -165,9 +167,13 @@ void CheckWritablePath(const std::string& path, const std::string& what) {
 }
 
 void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
+  // At most 8 MiB a call: a signal that arrives during write(2) to a file is
+  // handled only when the call returns, and two Ctrl-C within one call of
+  // hundreds of megabytes (a model's weights) would be one.
+  constexpr size_t kMaxCall = size_t{8} << 20;
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::write(fd, data + done, size - done);
+    ssize_t n = ::write(fd, data + done, std::min(size - done, kMaxCall));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
     done += static_cast<size_t>(n);
@@ -186,6 +192,41 @@ std::string WriteTarget(const std::string& path) {
 bool IsSpecialFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+namespace {
+// The registry of PendingTemporaryFile: fixed slots (no allocation), each a
+// state (0 free, 1 being filled, 2 holding a path) and a path, read by a
+// signal handler.
+constexpr int kPendingSlots = 64;
+constexpr size_t kPendingPathBytes = 4096;
+struct PendingSlot {
+  std::atomic<int> state{0};
+  char path[kPendingPathBytes];
+};
+PendingSlot pending_slots[kPendingSlots];
+static_assert(std::atomic<int>::is_always_lock_free, "read in a signal handler");
+}  // namespace
+
+PendingTemporaryFile::PendingTemporaryFile(const std::string& path) {
+  if (path.size() >= kPendingPathBytes) return;
+  for (int k = 0; k < kPendingSlots; ++k) {
+    int free = 0;
+    if (!pending_slots[k].state.compare_exchange_strong(free, 1)) continue;
+    std::memcpy(pending_slots[k].path, path.c_str(), path.size() + 1);
+    pending_slots[k].state.store(2);
+    slot_ = k;
+    return;
+  }
+}
+
+PendingTemporaryFile::~PendingTemporaryFile() {
+  if (slot_ >= 0) pending_slots[slot_].state.store(0);
+}
+
+void RemovePendingTemporaryFiles() {
+  for (PendingSlot& slot : pending_slots)
+    if (slot.state.load() == 2) ::unlink(slot.path);
 }
 
 void WriteFileAtomicallyWith(const std::string& given, const std::function<void(int fd)>& write) {
@@ -208,6 +249,7 @@ void WriteFileAtomicallyWith(const std::string& given, const std::function<void(
   // A symlink to a file: the file is replaced and the link kept.
   const std::string path = WriteTarget(given);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  PendingTemporaryFile pending(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) Fail("cannot write '", tmp, "': ", std::strerror(errno));
   try {

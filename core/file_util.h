@@ -56,6 +56,24 @@ void CopyFileAtomically(const std::string& from, const std::string& to,
 // Fails unless `path`'s directory exists and is writable, and path itself is
 // not a directory. Call before long work so that bad paths fail fast.
 void CheckWritablePath(const std::string& path, const std::string& what = "output");
+// Registers the temporary file of a write in progress for as long as it
+// lives, so that RemovePendingTemporaryFiles can remove it. The atomic
+// writes below register theirs.
+class PendingTemporaryFile {
+ public:
+  explicit PendingTemporaryFile(const std::string& path);
+  ~PendingTemporaryFile();
+  PendingTemporaryFile(const PendingTemporaryFile&) = delete;
+  PendingTemporaryFile& operator=(const PendingTemporaryFile&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+// Removes the temporary files of the writes in progress (unlink(2) only:
+// async-signal-safe). core/cli calls it when a second Ctrl-C or SIGTERM ends
+// the process in the middle of a write, so that nothing is left behind, not
+// even a partial temporary file (a model's data file can be gigabytes).
+void RemovePendingTemporaryFiles();
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 // Writes to `path` atomically what `write` writes to the file descriptor it

@@ -1,16 +1,23 @@
 // SameFile: what the optimiser compares its outputs with its inputs by, so
 // that no spelling of a path (./, .., a symlink, a hard link) lets an output
-// replace the model it reads.
+// replace the model it reads. Atomic writes: special files and symlinks, and
+// no temporary file left when a second signal ends the process mid-write.
 #include "core/file_util.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
+#include "core/cli.h"
 #include "core/error.h"
 
 namespace rlflow {
@@ -87,6 +94,55 @@ TEST(FileUtil, AtomicWritesKeepSpecialFilesAndSymlinks) {
   EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink was replaced by a file";
   EXPECT_EQ(ReadFile(dir + "/target.onnx"), "new");
   RemoveTree(dir);
+}
+
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The temporary file of a write in progress is registered, and
+// RemovePendingTemporaryFiles removes it (and nothing else).
+TEST(FileUtil, PendingTemporaryFilesAreRemovedOnRequest) {
+  const std::string dir = MakeTempDir("pending_");
+  WriteFileAtomically(dir + "/done.onnx", "done");
+  EXPECT_THROW(WriteFileAtomicallyWith(dir + "/out.onnx",
+                                       [&](int fd) {
+                                         WriteAll(fd, "part", 4, dir + "/out.onnx");
+                                         ASSERT_EQ(Names(dir).size(), 2u);  // done.onnx and the temporary file
+                                         RemovePendingTemporaryFiles();
+                                         EXPECT_EQ(Names(dir), std::vector<std::string>{"done.onnx"});
+                                         Fail("stop");
+                                       }),
+               Error);
+  RemovePendingTemporaryFiles();  // nothing pending: nothing removed
+  EXPECT_EQ(Names(dir), std::vector<std::string>{"done.onnx"});
+  EXPECT_EQ(ReadFile(dir + "/done.onnx"), "done");
+}
+
+// A second SIGTERM (or Ctrl-C) in the middle of a write ends the process
+// with nothing written: no output and no temporary file.
+TEST(FileUtil, ASecondSignalMidWriteLeavesNoTemporaryFile) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    const std::string dir = MakeTempDir("signal_");
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      cli::InstallInterruptHandler();
+      WriteFileAtomicallyWith(dir + "/out.onnx", [&](int fd) {
+        WriteAll(fd, "part", 4, dir + "/out.onnx");
+        std::raise(sig);  // the first: a request to stop, noted
+        std::raise(sig);  // the second: the process ends
+      });
+      ::_exit(0);  // not reached
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status;
+    EXPECT_EQ(Names(dir), std::vector<std::string>{}) << "signal " << sig;
+  }
 }
 
 }  // namespace

@@ -2046,6 +2046,7 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
   const std::string data_path = DirName(path) + "/" + location;
   const std::string tag = ".tmp." + std::to_string(::getpid());
   const std::string data_tmp = data_path + tag, model_tmp = path + tag;
+  PendingTemporaryFile pending_data(data_tmp), pending_model(model_tmp);
   bool data_renamed = false;
   int fd = -1;
   try {
