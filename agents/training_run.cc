@@ -42,6 +42,7 @@ void Plot(const std::string& dir) {
   if (RunProgram({"gnuplot", script}) == 0) {
     std::rename((dir + "/training.png.tmp").c_str(), (dir + "/training.png").c_str());
   } else {
+    std::remove((dir + "/training.png.tmp").c_str());
     LOG_FIRST_N(WARNING, 1) << "gnuplot failed or is missing: no training.png (metrics.csv has the curve)";
   }
 }

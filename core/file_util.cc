@@ -70,7 +70,7 @@ int OpenForReading(const std::string& path, const std::string& what, struct stat
 size_t ReadFully(int fd, char* data, size_t size, const std::string& path, const std::string& what) {
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::read(fd, data + done, size - done);
+    ssize_t n = ::read(fd, data + done, std::min(size - done, kMaxBytesPerIoCall));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail("cannot read ", what, " '", path, "': ", std::strerror(errno));
     if (n == 0) break;
@@ -167,13 +167,9 @@ void CheckWritablePath(const std::string& path, const std::string& what) {
 }
 
 void WriteAll(int fd, const char* data, size_t size, const std::string& path) {
-  // At most 8 MiB a call: a signal that arrives during write(2) to a file is
-  // handled only when the call returns, and two Ctrl-C within one call of
-  // hundreds of megabytes (a model's weights) would be one.
-  constexpr size_t kMaxCall = size_t{8} << 20;
   size_t done = 0;
   while (done < size) {
-    ssize_t n = ::write(fd, data + done, std::min(size - done, kMaxCall));
+    ssize_t n = ::write(fd, data + done, std::min(size - done, kMaxBytesPerIoCall));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
     done += static_cast<size_t>(n);
@@ -196,12 +192,13 @@ bool IsSpecialFile(const std::string& path) {
 
 namespace {
 // The registry of PendingTemporaryFile: fixed slots (no allocation), each a
-// state (0 free, 1 being filled, 2 holding a path) and a path, read by a
-// signal handler.
+// state (0 free, 1 being filled, 2 holding a path), the process that wrote it
+// and a path, read by a signal handler.
 constexpr int kPendingSlots = 64;
 constexpr size_t kPendingPathBytes = 4096;
 struct PendingSlot {
   std::atomic<int> state{0};
+  pid_t owner = 0;  // a child forked mid-write (before its exec) removes nothing of its parent's
   char path[kPendingPathBytes];
 };
 PendingSlot pending_slots[kPendingSlots];
@@ -214,6 +211,7 @@ PendingTemporaryFile::PendingTemporaryFile(const std::string& path) {
     int free = 0;
     if (!pending_slots[k].state.compare_exchange_strong(free, 1)) continue;
     std::memcpy(pending_slots[k].path, path.c_str(), path.size() + 1);
+    pending_slots[k].owner = ::getpid();
     pending_slots[k].state.store(2);
     slot_ = k;
     return;
@@ -225,8 +223,9 @@ PendingTemporaryFile::~PendingTemporaryFile() {
 }
 
 void RemovePendingTemporaryFiles() {
+  const pid_t self = ::getpid();
   for (PendingSlot& slot : pending_slots)
-    if (slot.state.load() == 2) ::unlink(slot.path);
+    if (slot.state.load() == 2 && slot.owner == self) ::unlink(slot.path);
 }
 
 void WriteFileAtomicallyWith(const std::string& given, const std::function<void(int fd)>& write) {

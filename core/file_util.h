@@ -1,6 +1,7 @@
 #pragma once
 // Whole-file reads and atomic writes (temp file in the same directory, then
 // rename), so that a failed or interrupted write never leaves a partial file.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -88,6 +89,10 @@ std::string WriteTarget(const std::string& path);
 // `path` exists and is neither a regular file nor a directory (symlinks
 // followed): a device, FIFO or socket.
 bool IsSpecialFile(const std::string& path);
+// At most this many bytes per read(2) or write(2) on a file: a signal that
+// arrives during such a call is handled only when it returns, and two Ctrl-C
+// within one call of hundreds of megabytes (a model's weights) would be one.
+constexpr size_t kMaxBytesPerIoCall = size_t{8} << 20;
 // write(2) until all of `data` is written; errors name `path`.
 void WriteAll(int fd, const char* data, size_t size, const std::string& path);
 bool FileExists(const std::string& path);

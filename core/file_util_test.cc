@@ -117,6 +117,22 @@ TEST(FileUtil, PendingTemporaryFilesAreRemovedOnRequest) {
                                          Fail("stop");
                                        }),
                Error);
+  // A child forked mid-write (as before an exec) removes nothing of its
+  // parent's.
+  EXPECT_THROW(WriteFileAtomicallyWith(dir + "/out.onnx",
+                                       [&](int fd) {
+                                         WriteAll(fd, "part", 4, dir + "/out.onnx");
+                                         pid_t child = ::fork();
+                                         if (child == 0) {
+                                           RemovePendingTemporaryFiles();
+                                           ::_exit(0);
+                                         }
+                                         int status = 0;
+                                         ASSERT_EQ(::waitpid(child, &status, 0), child);
+                                         EXPECT_EQ(Names(dir).size(), 2u);
+                                         Fail("stop");
+                                       }),
+               Error);
   RemovePendingTemporaryFiles();  // nothing pending: nothing removed
   EXPECT_EQ(Names(dir), std::vector<std::string>{"done.onnx"});
   EXPECT_EQ(ReadFile(dir + "/done.onnx"), "done");

@@ -13,6 +13,7 @@
 #include <onnx/version_converter/convert.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -119,7 +120,8 @@ std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir,
   std::string bytes(static_cast<size_t>(length), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::pread(fd, &bytes[done], bytes.size() - done, static_cast<off_t>(offset + done));
+    ssize_t n = ::pread(fd, &bytes[done], std::min(bytes.size() - done, kMaxBytesPerIoCall),
+                        static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       int err = n < 0 ? errno : EIO;
@@ -823,6 +825,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
     return false;
   }
   fflush(nullptr);
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -835,6 +838,13 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
     // from the parent (glog's failure handler, a sanitizer's or fuzzer's)
     // must not report the contained crash as the parent's.
     for (int sig : {SIGFPE, SIGSEGV, SIGBUS, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
+    // Ctrl-C reaches the whole process group: the parent handles it (its
+    // handler, inherited, would run here too, and a second one would remove
+    // the parent's temporary files). The child dies with the parent.
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(3);  // the parent is already gone
     close(fds[0]);
     std::string out;
     try {

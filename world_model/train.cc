@@ -147,8 +147,12 @@ void Plot(const std::string& dir) {
      << "set yrange [0:1]\nplot '" << dir << "/metrics.csv' using 1:8 with lines title 'done accuracy', '' using 1:9 "
      << "with lines title 'mask precision', '' using 1:10 with lines title 'mask recall'\nunset multiplot\n";
   gp.close();
+  // gnuplot writes the picture beside its name, renamed into place when it
+  // succeeds (a failed run's partial picture is removed).
   if (RunProgram({"gnuplot", script}) == 0)
     std::rename((dir + "/curves.png.tmp").c_str(), (dir + "/curves.png").c_str());
+  else
+    std::remove((dir + "/curves.png.tmp").c_str());
 }
 
 nlohmann::json MetricsJson(const HeldOutMetrics& m) {
