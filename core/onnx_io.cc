@@ -120,8 +120,8 @@ std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir,
   std::string bytes(static_cast<size_t>(length), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::pread(fd, &bytes[done], std::min(bytes.size() - done, kMaxBytesPerIoCall),
-                        static_cast<off_t>(offset + done));
+    ssize_t n =
+        ::pread(fd, &bytes[done], std::min(bytes.size() - done, kMaxBytesPerIoCall), static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       int err = n < 0 ? errno : EIO;
