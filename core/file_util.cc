@@ -250,7 +250,7 @@ void WriteFileAtomicallyWith(const std::string& given, const std::function<void(
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   PendingTemporaryFile pending(tmp);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Fail("cannot write '", tmp, "': ", std::strerror(errno));
+  if (fd < 0) Fail("cannot write '", path, "': ", std::strerror(errno));
   try {
     write(fd);
   } catch (...) {

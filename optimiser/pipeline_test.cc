@@ -7,6 +7,7 @@
 #include "optimiser/pipeline.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -214,6 +215,22 @@ TEST(Pipeline, NoOutputReplacesAnInputOrAnotherOutput) {
   struct stat st;
   ASSERT_EQ(::lstat((dir + "/fifo").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode));
+
+  // A model read from a pipe (--model=<(cat m.onnx)) has no directory to
+  // write beside: --output is needed (the default path was
+  // /dev/fd/N.rlflow.onnx, which failed after the search).
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_GE(::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20), static_cast<int>(model_bytes.size()));
+  WriteAll(fds[1], model_bytes.data(), model_bytes.size(), "pipe");
+  ::close(fds[1]);
+  PipelineOptions from_pipe = Options(dir, "/dev/fd/" + std::to_string(fds[0]));
+  from_pipe.output = "";
+  EXPECT_NE(error(from_pipe).find("--model '/dev/fd/" + std::to_string(fds[0]) +
+                                  "' is not a regular file (a pipe or device): give --output"),
+            std::string::npos)
+      << error(from_pipe);
+  ::close(fds[0]);
 
   // Nothing was written or replaced.
   EXPECT_EQ(ReadFile(model), model_bytes);
