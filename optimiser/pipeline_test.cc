@@ -6,8 +6,8 @@
 // interrupted or empty search writes the original byte for byte.
 #include "optimiser/pipeline.h"
 
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>

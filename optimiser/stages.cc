@@ -59,8 +59,7 @@ std::string DefaultOutput(const LoadedModel& m) {
   if (m.from_zoo) return ResolveUserPath(m.source.substr(4) + ".rlflow.onnx");
   // A model read from a pipe (--model=<(curl ...), /dev/stdin) has no
   // directory to write beside it.
-  if (IsSpecialFile(m.source))
-    Fail("--model '", m.source, "' is not a regular file (a pipe or device): give --output");
+  if (IsSpecialFile(m.source)) Fail("--model '", m.source, "' is not a regular file (a pipe or device): give --output");
   std::string p = m.source;
   if (p.size() > 5 && p.compare(p.size() - 5, 5, ".onnx") == 0) p.resize(p.size() - 5);
   return p + ".rlflow.onnx";
