@@ -1,14 +1,19 @@
 #include "runtime/cost_model.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>                      // not ATen/ATen.h: 17 s to compile this file, 10 s without
+#include <ATen/core/Tensor.h>  // not ATen/ATen.h: 17 s to compile this file, 10 s without
+#include <fcntl.h>
+#include <sys/file.h>
 #include <torch/csrc/api/include/torch/version.h>  // TORCH_VERSION only, not torch.h
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -676,7 +681,10 @@ void MeasuredCostModel::LoadCache(const std::string& path) {
   LoadCacheText(ReadFile(path, "timing cache"), path);
 }
 
-void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string& path) {
+namespace {
+
+// The entries of a timing cache's text; errors name `path` and the line.
+std::map<std::string, double> ParseCacheText(const std::string& text, const std::string& path) {
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -701,6 +709,33 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
     loaded[line.substr(tab + 1)] = ms;
   }
   if (lineno == 0) Fail("timing cache ", path, " is empty");
+  return loaded;
+}
+
+// An advisory lock on "<path>.lock" (flock), held while it lives; none if the
+// lock file cannot be opened (then saves are as before: the last one wins).
+class CacheLock {
+ public:
+  explicit CacheLock(const std::string& path) {
+    fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string& path) {
+  std::map<std::string, double> loaded = ParseCacheText(text, path);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [k, v] : loaded) cache_.emplace(k, v);
   derived_ = false;
@@ -709,10 +744,27 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
 }
 
 void MeasuredCostModel::SaveCache(const std::string& path) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  // Runs that share a cache file (models optimised in parallel with the
+  // default cache) may have saved entries since this one loaded it: those
+  // are kept, and this run's entries win where both have a key. The read,
+  // the merge and the write hold the file's lock, so that two saves do not
+  // interleave. A file that no longer parses is replaced.
+  CacheLock file_lock(path);
+  std::map<std::string, double> merged;
+  if (FileExists(path)) {
+    try {
+      merged = ParseCacheText(ReadFile(path, "timing cache"), path);
+    } catch (const Error&) {
+      merged.clear();
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, v] : cache_) merged[k] = v;
+  }
   std::string out = std::string(kCacheMagic) + "\n";
   char buf[64];
-  for (const auto& [k, v] : cache_) {
+  for (const auto& [k, v] : merged) {
     std::snprintf(buf, sizeof buf, "%.17g\t", v);
     out += buf + k + "\n";
   }

@@ -636,6 +636,25 @@ TEST(CostModel, AFusedNodeIsFreeOnlyNextToTheKernelThatRanIt) {
   EXPECT_DOUBLE_EQ(stale.NodeMs(apart, Find(apart, "Sigmoid")), 0.3 * 3.25 + 1.0);
 }
 
+// Runs that share a cache file (models optimised in parallel) keep each
+// other's entries: a save merges with what the file holds by then, the
+// saving run's entries winning where both have a key. A file that no longer
+// parses is replaced.
+TEST(CostModel, SavesMergeWithTheEntriesOthersSaved) {
+  const std::string magic = "rlflow-timing-cache 1\n";
+  ScriptedBackend backend;
+  MeasuredCostModel a(&backend), b(&backend);
+  a.LoadCacheText(magic + "1\tscripted|a\n4\tscripted|both\n", "a");
+  b.LoadCacheText(magic + "2\tscripted|b\n3\tscripted|both\n", "b");
+  const std::string path = TempDir() + "/shared_cache.txt";
+  a.SaveCache(path);
+  b.SaveCache(path);  // b loaded before a saved
+  EXPECT_EQ(ReadFile(path, "cache"), magic + "1\tscripted|a\n2\tscripted|b\n3\tscripted|both\n");
+  std::ofstream(path) << "not a cache\n";
+  a.SaveCache(path);
+  EXPECT_EQ(ReadFile(path, "cache"), magic + "1\tscripted|a\n4\tscripted|both\n");
+}
+
 // The noise rule's A/B timing: faster keeps the estimate, no difference is
 // 0, slower is the measured (negative) difference; cached, persisted.
 TEST(CostModel, ResolveGainTimesPairsOnceAndPersists) {
