@@ -713,10 +713,13 @@ std::map<std::string, double> ParseCacheText(const std::string& text, const std:
 }
 
 // An advisory lock on "<path>.lock" (flock), held while it lives; none if the
-// lock file cannot be opened (then saves are as before: the last one wins).
+// lock file cannot be opened (then saves are as before: the last one wins),
+// or for a cache that is not a regular file (--timing_cache=/dev/null: no
+// /dev/null.lock).
 class CacheLock {
  public:
   explicit CacheLock(const std::string& path) {
+    if (IsSpecialFile(path)) return;
     fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) return;
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
@@ -751,7 +754,7 @@ void MeasuredCostModel::SaveCache(const std::string& path) const {
   // interleave. A file that no longer parses is replaced.
   CacheLock file_lock(path);
   std::map<std::string, double> merged;
-  if (FileExists(path)) {
+  if (FileExists(path) && !IsSpecialFile(path)) {
     try {
       merged = ParseCacheText(ReadFile(path, "timing cache"), path);
     } catch (const Error&) {

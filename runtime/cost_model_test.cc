@@ -2,7 +2,10 @@
 // measurement reuse and the end-to-end interleaved timing.
 #include "runtime/cost_model.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -653,6 +656,16 @@ TEST(CostModel, SavesMergeWithTheEntriesOthersSaved) {
   std::ofstream(path) << "not a cache\n";
   a.SaveCache(path);
   EXPECT_EQ(ReadFile(path, "cache"), magic + "1\tscripted|a\n4\tscripted|both\n");
+  // A FIFO (or /dev/null) is written in place: no lock file beside it.
+  const std::string fifo = TempDir() + "/cache_fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  a.SaveCache(fifo);
+  char buf[256];
+  EXPECT_GT(::read(reader, buf, sizeof buf), 0);
+  ::close(reader);
+  EXPECT_FALSE(FileExists(fifo + ".lock"));
 }
 
 // The noise rule's A/B timing: faster keeps the estimate, no difference is
