@@ -270,6 +270,19 @@ void WriteFileAtomicallyWith(const std::string& given, const std::function<void(
   }
 }
 
+std::vector<std::string> TemporaryFilesOf(const std::string& path) {
+  std::vector<std::string> found;
+  const std::string base = BaseName(path);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(DirName(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(base + ".tmp.", 0) == 0 || name.rfind(base + ".data.tmp.", 0) == 0)
+      found.push_back(DirName(path) + "/" + name);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 void WriteFileAtomically(const std::string& path, const std::string& bytes) {
   WriteFileAtomicallyWith(path, [&](int fd) { WriteAll(fd, bytes.data(), bytes.size(), path); });
 }

@@ -75,6 +75,10 @@ class PendingTemporaryFile {
 // the process in the middle of a write, so that nothing is left behind, not
 // even a partial temporary file (a model's data file can be gigabytes).
 void RemovePendingTemporaryFiles();
+// The temporary files of atomic writes of `path` and of its external data
+// file ("<path>.tmp.<pid>", "<path>.data.tmp.<pid>") in its directory: what
+// an interrupted or failed write would have left (tests check for none).
+std::vector<std::string> TemporaryFilesOf(const std::string& path);
 // Writes `bytes` to `path` atomically.
 void WriteFileAtomically(const std::string& path, const std::string& bytes);
 // Writes to `path` atomically what `write` writes to the file descriptor it

@@ -112,6 +112,8 @@ TEST(FileUtil, PendingTemporaryFilesAreRemovedOnRequest) {
                                        [&](int fd) {
                                          WriteAll(fd, "part", 4, dir + "/out.onnx");
                                          ASSERT_EQ(Names(dir).size(), 2u);  // done.onnx and the temporary file
+                                         EXPECT_EQ(TemporaryFilesOf(dir + "/out.onnx").size(), 1u);
+                                         EXPECT_EQ(TemporaryFilesOf(dir + "/done.onnx").size(), 0u);
                                          RemovePendingTemporaryFiles();
                                          EXPECT_EQ(Names(dir), std::vector<std::string>{"done.onnx"});
                                          Fail("stop");
@@ -133,6 +135,13 @@ TEST(FileUtil, PendingTemporaryFilesAreRemovedOnRequest) {
                                          Fail("stop");
                                        }),
                Error);
+  // The names TemporaryFilesOf finds: the file's and its data file's.
+  for (const char* name : {"out.onnx.tmp.7", "out.onnx.data.tmp.7", "out.onnx2.tmp.7", "out.onnx.tmpx"})
+    WriteFileAtomically(dir + "/" + name, "");
+  EXPECT_EQ(TemporaryFilesOf(dir + "/out.onnx"),
+            (std::vector<std::string>{dir + "/out.onnx.data.tmp.7", dir + "/out.onnx.tmp.7"}));
+  for (const char* name : {"out.onnx.tmp.7", "out.onnx.data.tmp.7", "out.onnx2.tmp.7", "out.onnx.tmpx"})
+    ::unlink((dir + "/" + name).c_str());
   RemovePendingTemporaryFiles();  // nothing pending: nothing removed
   EXPECT_EQ(Names(dir), std::vector<std::string>{"done.onnx"});
   EXPECT_EQ(ReadFile(dir + "/done.onnx"), "done");

@@ -79,7 +79,7 @@ void ExpectCleanFailure(const std::string& args, const std::string& output, cons
   EXPECT_FALSE(FileExists(output)) << "output written despite the error";
   EXPECT_FALSE(FileExists(output + ".data")) << "external data written despite the error";
   // No temp files left behind either.
-  EXPECT_FALSE(FileExists(output + ".tmp")) << "temp file left";
+  EXPECT_EQ(TemporaryFilesOf(output), std::vector<std::string>{}) << "temp file left";
 }
 
 // ---- small hand-made ONNX models ----

@@ -111,7 +111,7 @@ TEST_P(CorpusTest, CleanResultOrOneErrorLine) {
   }
   const std::string printed = ::testing::internal::GetCapturedStderr();
   for (const std::string& line : NonLogLines(printed)) ADD_FAILURE() << e.name << ": printed to stderr: " << line;
-  EXPECT_FALSE(FileExists(output + ".tmp")) << e.name << ": temp file left";
+  EXPECT_EQ(TemporaryFilesOf(output), std::vector<std::string>{}) << e.name << ": temp file left";
   if (ok) {
     EXPECT_TRUE(FileExists(output)) << e.name << ": success but no output";
   } else {
