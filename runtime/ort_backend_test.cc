@@ -273,18 +273,29 @@ TEST_F(Live, ANodeFusedIntoAKernelIsFreeOnlyNextToIt) {
 // Each is measured seven times, interleaved (S L L S S L ...), and the
 // medians compared: a single pair can be off by more than the difference
 // when other processes share the cores (once in a whole test run here,
-// 0.164 ms for the small chain against 0.128 ms for the large one).
+// 0.164 ms for the small chain against 0.128 ms for the large one). Up to
+// three such rounds: in CI's sanitizer step, beside another test, a round
+// measured the large chain's cost per run at 0 four times in seven (the
+// profiled run slower than the plain one by more than its cost: the clamp
+// at 0 in TimeNodesInContext), small {0.44, 0.07, 0.05, 0.20, 0.34, 0.08,
+// 0.21} ms, large {8.18, 2.41, 0.90, 0, 0, 0, 0} ms. A cost per run that
+// did not grow would fail all three.
 TEST_F(Live, TheCostPerRunFollowsTheOutputs) {
   Chain small = MakeChain(32, 32), large = MakeChain(128, 32);
   TimingOptions o;
-  std::vector<double> s, l;
-  for (int k = 0; k < 7; ++k) {
-    const bool small_first = k % 2 == 0;
-    for (const Chain* c : {small_first ? &small : &large, small_first ? &large : &small})
-      (c == &small ? s : l).push_back(backend_->TimeNodesInContext(c->g, 3, o).fixed_ms);
+  bool grows = false;
+  for (int round = 0; round < 3 && !grows; ++round) {
+    std::vector<double> s, l;
+    for (int k = 0; k < 7; ++k) {
+      const bool small_first = k % 2 == 0;
+      for (const Chain* c : {small_first ? &small : &large, small_first ? &large : &small})
+        (c == &small ? s : l).push_back(backend_->TimeNodesInContext(c->g, 3, o).fixed_ms);
+    }
+    std::cout << "round " << round << ", fixed ms, small: " << ::testing::PrintToString(s)
+              << ", large: " << ::testing::PrintToString(l) << "\n";
+    grows = Median(l) > 1.5 * Median(s);
   }
-  std::cout << "fixed ms, small: " << ::testing::PrintToString(s) << ", large: " << ::testing::PrintToString(l) << "\n";
-  EXPECT_GT(Median(l), 1.5 * Median(s)) << Median(s) << " ms vs " << Median(l) << " ms";
+  EXPECT_TRUE(grows) << "the cost per run of the large chain was not 1.5x the small one's in any of three rounds";
 }
 
 TEST_F(Live, AFailedRequestIsAnErrorAndTheServerGoesOn) {
