@@ -708,7 +708,8 @@ std::map<std::string, double> ParseCacheText(const std::string& text, const std:
       Fail("timing cache ", path, " line ", lineno, " is malformed (expected '<ms>\\t<key>')");
     loaded[line.substr(tab + 1)] = ms;
   }
-  if (lineno == 0) Fail("timing cache ", path, " is empty");
+  // An empty file is an empty cache (`touch cache.txt`, /dev/null): a cache
+  // this code wrote always has its first line, since saves are atomic.
   return loaded;
 }
 
