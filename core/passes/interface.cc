@@ -26,6 +26,14 @@ int RestoreInterface(const Graph& original, Graph& g) {
   std::set<ValueId> claimed;
   for (size_t k = 0; k < outs.size(); ++k) {
     const std::string& want = original.value(oo[k]).name;
+    // A tensor the original lists more than once as an output (valid ONNX,
+    // and ONNX Runtime runs it) stays one value listed more than once.
+    auto earlier = std::find_if(oo.begin(), oo.begin() + k, [&](ValueId o) { return original.value(o).name == want; });
+    if (earlier != oo.begin() + k) {
+      if (outs[k] != outs[earlier - oo.begin()]) ++changed;
+      outs[k] = outs[earlier - oo.begin()];
+      continue;
+    }
     ValueId v = outs[k];
     if (g.value(v).name == want && claimed.insert(v).second) continue;
     ++changed;

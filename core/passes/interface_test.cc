@@ -48,6 +48,32 @@ TEST(Interface, TwoOutputsMergedIntoOneValueGetAnIdentity) {
   EXPECT_EQ(g.node(g.value(g.outputs()[1]).producer).op, "Identity");
 }
 
+TEST(Interface, AnOutputListedTwiceStaysOneValue) {
+  // Valid ONNX (the checker and ONNX Runtime accept it): graph outputs
+  // ["y", "y"]. After a rewrite that recomputes y under another name, both
+  // slots name the one new value "y"; an Identity would define "y" twice.
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  ValueId a = b.Op("Relu", {x});
+  Graph original = b.Build({a, a});
+  original.RenameValue(a, "y");
+  Graph g = original;
+  NodeId id = g.AddNode("Relu", {g.inputs()[0]}, 1, {}, "rewritten");
+  ValueId v = g.node(id).outputs[0];
+  g.SetOutputs({v, v});
+  g.RemoveDeadCode();
+  InferShapes(g);
+  EXPECT_EQ(RestoreInterface(original, g), 1);  // one value renamed
+  ASSERT_EQ(g.outputs().size(), 2u);
+  EXPECT_EQ(g.outputs()[0], g.outputs()[1]);
+  EXPECT_EQ(g.value(g.outputs()[0]).name, "y");
+  EXPECT_EQ(g.node(g.value(g.outputs()[0]).producer).op, "Relu");
+  // Unchanged, the interface needs nothing.
+  Graph same = original;
+  EXPECT_EQ(RestoreInterface(original, same), 0);
+  EXPECT_EQ(same.outputs(), original.outputs());
+}
+
 TEST(Interface, ChangedInputsAreAnError) {
   Graph original = TwoOutputs();
   GraphBuilder b(1);
