@@ -1302,6 +1302,15 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   std::set<std::string> input_names;
   for (const auto& vi : gp.input()) input_names.insert(vi.name());
   const bool inputs_override = model.ir_version() >= 4;
+  if (inputs_override) {
+    int overridable = 0;
+    for (const auto& [name, t] : init_protos) overridable += input_names.count(name) > 0;
+    if (overridable > 0)
+      rep.warnings.push_back(
+          std::to_string(overridable) +
+          " initializers are also graph inputs (IR >= 4: callers may override them): kept as inputs, so no rewrite "
+          "folds them; export without them as inputs (torch.onnx: keep_initializers_as_inputs=False) to let them fold");
+  }
   // The weights' bytes move from the protobuf into the graph (held once).
   for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer())
     if (!(inputs_override && input_names.count(t.name())))

@@ -701,7 +701,8 @@ TEST(OnnxIo, LegacyInitializerInputsAndTypedFields) {
   for (float f : {1.5f, -2.0f, 0.25f}) w->add_float_data(f);
   Node(m, "Mul", {"x", "w"}, {"y"});
   Info(m.mutable_graph()->add_output(), "y", {3});
-  Graph g = ImportOnnxFile(Save(m, "ir3.onnx"));
+  ImportReport ir3_report;
+  Graph g = ImportOnnxFile(Save(m, "ir3.onnx"), {}, &ir3_report);
   ASSERT_EQ(g.inputs().size(), 1u);
   EXPECT_EQ(g.value(g.inputs()[0]).name, "x");
   ValueId wid = g.FindValue("w");
@@ -710,6 +711,22 @@ TEST(OnnxIo, LegacyInitializerInputsAndTypedFields) {
   onnx::ModelProto out;
   ExportOnnxModel(g, &out);  // passes the checker with a modern IR version
   EXPECT_GE(out.ir_version(), 7);
+  for (const std::string& warning : ir3_report.warnings) EXPECT_EQ(warning.find("overrid"), std::string::npos);
+
+  // From IR 4 on the same listing makes w an input with a default value:
+  // kept as an input (not a constant a rewrite could fold), with a warning
+  // that says so and how to export it otherwise.
+  m.set_ir_version(8);
+  ImportReport report;
+  Graph ir8 = ImportOnnxFile(Save(m, "ir8.onnx"), {}, &report);
+  ASSERT_EQ(ir8.inputs().size(), 2u);
+  EXPECT_EQ(ir8.value(ir8.inputs()[1]).name, "w");
+  EXPECT_FALSE(ir8.IsConstant(ir8.inputs()[1]));
+  bool warned = false;
+  for (const std::string& warning : report.warnings)
+    warned |= warning.find("1 initializers are also graph inputs") != std::string::npos &&
+              warning.find("keep_initializers_as_inputs=False") != std::string::npos;
+  EXPECT_TRUE(warned);
 }
 
 TEST(OnnxIo, DeclaredShapeContradictingInferenceIsAnError) {
