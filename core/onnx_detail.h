@@ -32,6 +32,8 @@ class FreshNames {
   void Collect(const onnx::GraphProto& g) {
     for (const auto& vi : g.input()) names_.insert(vi.name());
     for (const auto& t : g.initializer()) names_.insert(t.name());
+    for (const auto& vi : g.value_info()) names_.insert(vi.name());
+    for (const auto& vi : g.output()) names_.insert(vi.name());
     for (const auto& n : g.node()) {
       names_.insert(n.name());
       for (const auto& o : n.output()) names_.insert(o);

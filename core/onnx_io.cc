@@ -30,6 +30,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_functions.h"
 #include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
@@ -1139,6 +1140,8 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
         "the model's nodes are not in topological order, which the ONNX spec requires: sorted (the written model is "
         "the sorted one, also when nothing else changes)");
   }
+  // Calls of model-local functions: inlined, as ONNX Runtime does at load.
+  if (InlineLocalFunctions(&model, &rep.warnings) > 0) CheckAndSortNodes(model.mutable_graph(), what);
   // External data: nested tensors inline now; the top-level initializers'
   // references are kept through ONNX's passes (its version converter drops
   // them) and read when the graph is built.

@@ -192,6 +192,22 @@ def edge_models(rng):
               helper.make_node("Cast", ["hr"], ["y"], name="to_float", to=F)]
     g = helper.make_graph(nodes, "fp16", [x], [helper.make_tensor_value_info("y", F, ["N", 8, 8, 8])], inits)
     out["fp16_graph"] = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    # Model-local functions (torch.onnx's export_modules_as_functions): a gate
+    # function with an attribute it passes on, called twice (once without
+    # the attribute), after the batch norm; inlined at import.
+    nodes, inits = conv_bn(rng, "x", "b", "a_")
+    leaky = helper.make_node("LeakyRelu", ["X"], ["l"], name="leaky")
+    alpha = leaky.attribute.add()  # alpha = the call's attribute "a"
+    alpha.name, alpha.ref_attr_name, alpha.type = "alpha", "a", onnx.AttributeProto.FLOAT
+    gate = helper.make_function("lib", "Gate", ["X"], ["Y"],
+                                [leaky, helper.make_node("Sigmoid", ["l"], ["s"], name="sigmoid"),
+                                 helper.make_node("Mul", ["X", "s"], ["Y"], name="mul")],
+                                [helper.make_opsetid("", 15)], ["a"])
+    nodes += [helper.make_node("Gate", ["b"], ["g"], name="gate1", domain="lib", a=0.2),
+              helper.make_node("Gate", ["g"], ["y"], name="gate2", domain="lib")]
+    g = helper.make_graph(nodes, "function", [x], [helper.make_tensor_value_info("y", F, ["N", 8, 8, 8])], inits)
+    out["local_function"] = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15),
+                                                                helper.make_opsetid("lib", 1)], functions=[gate])
     for m in out.values():
         m.ir_version = 8
         m.producer_name = "corpus"
