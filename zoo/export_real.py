@@ -478,6 +478,11 @@ MODELS = {
                                   "x:2,3,160,192", False),
     "mobilenet_v3_formula_op11": (mobilenet_v3_formula, (1, 3, 224, 224), 11, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),
+    # The same with its activation modules exported as model-local functions
+    # (torch.onnx's export_modules_as_functions, opset 15 and later): each
+    # activation is a call of a function, inlined by rlflow at import.
+    "mobilenet_v3_formula_functions_op15": (mobilenet_v3_formula, (1, 3, 224, 224), 15, DYN_IMAGE, "x:1,3,224,224",
+                                            "x:2,3,160,192", False),
     "formula_variants_op13": (FormulaVariants, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", False),
     "hardswish_scale_first_op13": (HardSwishScaleFirst, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64",
                                    "x:2,3,48,40", False),
@@ -520,8 +525,10 @@ def main():
         x = torch.randn(*shape)
         path = os.path.join(args.out_dir, name + ".onnx")
         with torch.no_grad():
+            functions = {HardSwishByFormula, HardSigmoidByFormula} if "_functions" in name else False
             torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
-                              dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False)
+                              dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False,
+                              export_modules_as_functions=functions)
         if name.endswith("_external"):
             import onnx
             m = onnx.load(path)

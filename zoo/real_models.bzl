@@ -14,6 +14,7 @@ REAL_MODELS = [
     "fpn_op13",
     "hardswish_scale_first_op13",
     "mobilenet_v3_small_op9",
+    "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",
     "mobilenet_v3_formula_op13",
     "mobilenet_v3_small_op13",
