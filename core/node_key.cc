@@ -53,7 +53,13 @@ InputPart PartOf(const Graph& g, ValueId in) {
   if (in == kNoValue) return p;
   const Value& v = g.value(in);
   p.type = &v.type;
-  p.small_constant = v.initializer != nullptr && v.initializer->NumElements() <= kNodeKeyConstantElements;
+  // Contents that change what the op does (integers: shapes, axes, pads,
+  // indices; a scalar: Pow's exponent picks the kernel). A vector of floats
+  // (a small layer's bias or scale) changes nothing of the op's cost: by
+  // its type only, so that two such layers are one key.
+  const int64_t elements = v.initializer != nullptr ? v.initializer->NumElements() : 0;
+  p.small_constant = v.initializer != nullptr && elements <= kNodeKeyConstantElements &&
+                     (!IsFloatingPoint(v.type.dtype) || elements <= 1);
   if (p.small_constant) p.content = v.initializer->content_hash();
   p.permuted = PermutedView(g, in);
   return p;

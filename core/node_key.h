@@ -14,9 +14,11 @@
 //    with every attribute written out are one key), plus an opaque node's
 //    stored NodeProto;
 //  - per input: its type (dtype and shape), or "omitted"; for a stored
-//    constant of at most kNodeKeyConstantElements elements (shapes, axes,
-//    pads: they change what the op does), its contents; larger weights count
-//    by their type only; and whether it is a permuted view (PermutedView: the
+//    integer constant of at most kNodeKeyConstantElements elements (shapes,
+//    axes, pads: they change what the op does) or a scalar (Pow's exponent
+//    picks the kernel), its contents; larger weights and vectors of floats
+//    (a small layer's bias: 4000 such layers were 4000 keys, each timed)
+//    count by their type only; and whether it is a permuted view (PermutedView: the
 //    CPU executor's Transpose returns one, and reading it costs more). Where
 //    the input comes from counts only that far.
 // NodeKeyText and NodeKeyHash are built from one walk over these parts, so

@@ -489,7 +489,8 @@ TEST(CostModel, InContextTimesArePerModelForContextSensitiveBackends) {
   GraphBuilder b(3);  // the first Conv of Small() (same key) with an Add after it
   ValueId x = b.Input("x", {1, 4, 16, 16});
   ValueId conv = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
-  Graph h = b.Build({b.Op("Add", {conv, b.Weight("t", {8, 1, 1}, 0.1f)})});
+  // Its Add reads a [1, 8, 1, 1] shift (g's reads [8, 1, 1]): another key.
+  Graph h = b.Build({b.Op("Add", {conv, b.Weight("t", {1, 8, 1, 1}, 0.1f)})});
   ASSERT_EQ(NodeKeyText(g, Find(g, "Conv")), NodeKeyText(h, Find(h, "Conv")));
   for (bool sensitive : {true, false}) {
     Fusing backend;

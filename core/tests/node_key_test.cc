@@ -78,6 +78,28 @@ TEST(NodeKey, DiffersWithAttributesTypesAndSmallConstants) {
   EXPECT_EQ(ValueKeyHash(r1, r1.node(n1).inputs[0]), ValueKeyHash(r2, r2.node(n2).inputs[0]));
 }
 
+// A small layer's bias or scale (a vector of floats) counts by its type: two
+// layers that differ only in it are one key (a 4000-layer model was 4000
+// keys, each timed in calibration and each rewrite resolved apart). A scalar
+// counts by content (Pow's exponent picks ATen's kernel).
+TEST(NodeKey, FloatVectorsCountByTypeScalarsByContent) {
+  auto with = [](const std::string& op, const std::vector<float>& constant, const Shape& constant_shape) {
+    GraphBuilder b(1);
+    ValueId x = b.Input("x", {8, 16});
+    return b.Build({b.Op(op, {x, b.Const(TensorData::FromFloat(constant, constant_shape))})});
+  };
+  std::vector<float> bias(16, 0.5f), other_bias(16, -1.25f);
+  Graph a = with("Add", bias, {16}), b = with("Add", other_bias, {16});
+  NodeId na = Find(a, "Add"), nb = Find(b, "Add");
+  EXPECT_EQ(NodeKeyHash(a, na), NodeKeyHash(b, nb));
+  EXPECT_EQ(NodeKeyText(a, na), NodeKeyText(b, nb));
+  EXPECT_EQ(ValueKeyHash(a, a.node(na).inputs[1]), ValueKeyHash(b, b.node(nb).inputs[1]));
+  EXPECT_NE(a.StructuralHash(), b.StructuralHash());  // different graphs all the same
+  Graph square = with("Pow", {2.0f}, {}), root = with("Pow", {0.5f}, {});
+  EXPECT_NE(NodeKeyHash(square, Find(square, "Pow")), NodeKeyHash(root, Find(root, "Pow")));
+  EXPECT_NE(NodeKeyText(square, Find(square, "Pow")), NodeKeyText(root, Find(root, "Pow")));
+}
+
 // The text and hash forms partition every node of the zoo the same way.
 TEST(NodeKey, TextAndHashAgreeOverTheZoo) {
   for (const char* name : {"resnet50", "inception_v3", "bert_base"}) {
