@@ -104,10 +104,6 @@ std::vector<onnx::NodeProto> ExpandOne(const onnx::NodeProto& call, const onnx::
   return body;
 }
 
-}  // namespace
-
-namespace {
-
 class Inliner {
  public:
   explicit Inliner(onnx::ModelProto* model) : model_(model) {
@@ -119,6 +115,21 @@ class Inliner {
     for (const auto& f : model->functions())
       if (why_not_[&f].empty() && CallsItself(&f))
         why_not_[&f] = "it calls itself (directly or through other functions), which ONNX does not allow";
+    // A domain the model does not import is imported at the version the
+    // first function that uses it names; a function naming another version
+    // would be read at the wrong one.
+    std::map<std::string, int64_t> added;
+    for (const auto& f : model->functions()) {
+      if (!why_not_[&f].empty()) continue;
+      for (const auto& imp : f.opset_import()) {
+        const std::string d = DomainKey(imp.domain());
+        if (model_opsets_.count(d)) continue;
+        auto [it, first] = added.emplace(d, imp.version());
+        if (!first && it->second != imp.version())
+          why_not_[&f] = "its opset for domain '" + imp.domain() + "' is " + std::to_string(imp.version()) +
+                         ", another function's " + std::to_string(it->second);
+      }
+    }
     fresh_.Collect(model->graph());
   }
 

@@ -190,7 +190,19 @@ TEST(OnnxFunctions, FunctionsThatCouldChangeMeaningStayCalls) {
   then_branch->mutable_g()->set_name("then");
   auto* self = Function(m, "Self", {"X"}, {"Y"}, {});
   AddNode(self->mutable_node(), "Self", {"X"}, {"Y"}, "lib");  // recursive
+  // Two functions reading a domain the model does not import, at two
+  // versions: the first is inlined (the model imports it at 1), the second
+  // would be read at the wrong version.
+  for (int version : {1, 2}) {
+    auto* f = Function(m, "Custom" + std::to_string(version), {"X"}, {"Y"}, {});
+    auto* imp = f->add_opset_import();
+    imp->set_domain("com.x");
+    imp->set_version(version);
+    AddNode(f->mutable_node(), "Op", {"X"}, {"Y"}, "com.x");
+  }
   auto* nodes = m.mutable_graph()->mutable_node();
+  AddNode(nodes, "Custom1", {"x"}, {"d"}, "lib", "custom1");
+  AddNode(nodes, "Custom2", {"x"}, {"e"}, "lib", "custom2");
   AddNode(nodes, "Old", {"x"}, {"a"}, "lib", "old");
   AddNode(nodes, "Branchy", {"x"}, {"b"}, "lib", "branchy");
   AddNode(nodes, "Self", {"x"}, {"c"}, "lib", "self");
@@ -201,12 +213,20 @@ TEST(OnnxFunctions, FunctionsThatCouldChangeMeaningStayCalls) {
   EXPECT_EQ(ops["Old"], 1);
   EXPECT_EQ(ops["Branchy"], 1);
   EXPECT_EQ(ops["Self"], 1);
-  EXPECT_EQ(m.graph().node_size(), 3);
+  EXPECT_EQ(ops["Op"], 1);
+  EXPECT_EQ(ops["Custom2"], 1);
+  EXPECT_EQ(m.graph().node_size(), 5);
+  bool imports_x1 = false;
+  for (const auto& imp : m.opset_import()) imports_x1 |= imp.domain() == "com.x" && imp.version() == 1;
+  EXPECT_TRUE(imports_x1);
   std::string all;
   for (const auto& n : notes) all += n + "\n";
   EXPECT_NE(all.find("lib.Old kept opaque: its opset for domain 'ai.onnx' is 13, the model's 15"), std::string::npos)
       << all;
   EXPECT_NE(all.find("lib.Branchy kept opaque: its node '' (If) holds a subgraph"), std::string::npos) << all;
+  EXPECT_NE(all.find("lib.Custom2 kept opaque: its opset for domain 'com.x' is 2, another function's 1"),
+            std::string::npos)
+      << all;
   EXPECT_NE(all.find("lib.Self kept opaque: it calls itself (directly or through other functions)"), std::string::npos)
       << all;
 }
