@@ -96,12 +96,16 @@ OpRegistry& OpRegistry::Global() {
 void OpRegistry::Register(OpDef def) {
   auto key = std::make_pair(def.domain, def.name);
   RLFLOW_CHECK(!ops_.count(key), "operator ", def.name, " registered twice");
-  ops_[key] = std::make_unique<OpDef>(std::move(def));
+  auto& slot = ops_[key] = std::make_unique<OpDef>(std::move(def));
+  if (slot->domain.empty()) default_domain_[slot->name] = slot.get();
 }
 
 const OpDef* OpRegistry::Find(const std::string& domain, const std::string& op) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
-  auto it = ops_.find({d, op});
+  if (domain.empty() || domain == "ai.onnx") {
+    auto it = default_domain_.find(op);
+    return it == default_domain_.end() ? nullptr : it->second;
+  }
+  auto it = ops_.find({domain, op});
   return it == ops_.end() ? nullptr : it->second.get();
 }
 

@@ -331,12 +331,11 @@ OpCost MeasuredCostModel::NodeCost(const Graph& g, NodeId id) {
   return c;
 }
 
-double MeasuredCostModel::NodeTime(const Graph& g, NodeId id) {
+double MeasuredCostModel::NodeTimeOf(const Graph& g, NodeId id, uint64_t fast_key) {
   // Opaque nodes cannot run here; rewrites never cross them, so every graph
   // the search compares has the same ones: they cost nothing relative.
   const Node& n = g.node(id);
   if (n.opaque()) return 0;
-  uint64_t fast_key = NodeKeyHash(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   if (!derived_) Derive();
@@ -421,12 +420,21 @@ double MeasuredCostModel::IsolatedTime(const Graph& g, NodeId id, const std::str
   return ms;
 }
 
-double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) {
+double MeasuredCostModel::NodeSpread(const Graph& g, NodeId id) { return NodeSpreadOf(g, id, NodeKeyHash(g, id)); }
+
+double MeasuredCostModel::NodeSpreadOf(const Graph& g, NodeId id, uint64_t fast_key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto fast = fast_spread_.find(fast_key);
+    if (fast != fast_spread_.end()) return fast->second;
+  }
   std::string key = NodeKeyText(g, id);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   auto it = cache_.find(ContextKey("|spread|") + key);
-  return it == cache_.end() ? -1 : it->second;
+  const double spread = it == cache_.end() ? -1 : it->second;
+  fast_spread_.emplace(fast_key, spread);
+  return spread;
 }
 
 // Stores what a calibration run measured for the keys not cached yet (in
@@ -552,6 +560,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
   for (const auto& [key, ids] : by_key) IsolatedTime(g, ids.front(), key);
   Derive();
   fast_.clear();
+  fast_spread_.clear();
   fused_.clear();
   for (const auto& [key, ids] : by_key) report.fused_keys += cache_.count(ContextKey("|fused|") + key) ? 1 : 0;
   report.overhead_ms = overhead_ms_;
@@ -589,8 +598,9 @@ double MeasuredCostModel::RunFixedMs() {
 double MeasuredCostModel::NodeNoiseMs(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   if (n.opaque()) return 0;
-  double ms = NodeTime(g, id);
-  double spread = NodeSpread(g, id);
+  const uint64_t fast_key = NodeKeyHash(g, id);
+  double ms = NodeTimeOf(g, id, fast_key);
+  double spread = NodeSpreadOf(g, id, fast_key);
   if (spread < 0) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = op_spread_.find(n.op);
@@ -671,6 +681,7 @@ void MeasuredCostModel::SetContext(const Graph& model) {
   context_ = context;
   derived_ = false;
   fast_.clear();
+  fast_spread_.clear();
   fused_.clear();
 }
 
@@ -744,6 +755,7 @@ void MeasuredCostModel::LoadCacheText(const std::string& text, const std::string
   for (auto& [k, v] : loaded) cache_.emplace(k, v);
   derived_ = false;
   fast_.clear();
+  fast_spread_.clear();
   fused_.clear();
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/node_key.h"
 
 namespace rlflow {
 
@@ -347,7 +348,10 @@ class MeasuredCostModel : public CostModel {
   TimingBackend* backend_;
   TimingOptions options_;
   mutable std::mutex mu_;
-  double NodeTime(const Graph& graph, NodeId id);
+  double NodeTime(const Graph& graph, NodeId id) { return NodeTimeOf(graph, id, NodeKeyHash(graph, id)); }
+  // The same, and the spread, for a node whose NodeKeyHash is `fast_key`.
+  double NodeTimeOf(const Graph& graph, NodeId id, uint64_t fast_key);
+  double NodeSpreadOf(const Graph& graph, NodeId id, uint64_t fast_key);
   std::string fingerprint_;  // the backend's, taken at the first use
   std::string context_;      // "@<model hash>" with a context-sensitive backend after SetContext, else ""
   // Key prefix of in-context entries of `kind` ("|ctx|", "|spread|", "|overhead", "|fixed"); mu_ held.
@@ -367,10 +371,11 @@ class MeasuredCostModel : public CostModel {
   // fingerprint|ab|key -> outcome of a pair timed against each other (1
   // faster, 0 within noise, else the measured difference in ms, < 0).
   std::map<std::string, double> cache_;
-  std::unordered_map<uint64_t, double> fast_;  // NodeKeyHash -> ms (in memory)
-  bool derived_ = false;                       // Derive() ran since the cache was last loaded
-  std::map<std::string, double> factor_;       // op type -> in-context / isolated
-  std::map<std::string, double> op_spread_;    // op type -> median relative spread
+  std::unordered_map<uint64_t, double> fast_;         // NodeKeyHash -> ms (in memory)
+  std::unordered_map<uint64_t, double> fast_spread_;  // NodeKeyHash -> NodeSpread (in memory)
+  bool derived_ = false;                              // Derive() ran since the cache was last loaded
+  std::map<std::string, double> factor_;              // op type -> in-context / isolated
+  std::map<std::string, double> op_spread_;           // op type -> median relative spread
   int64_t resolved_ = 0;
   int resolve_pairs_ = 60;
   double default_factor_ = 1, overhead_ms_ = 0, fixed_ms_ = 0;
