@@ -86,6 +86,11 @@ struct ModelInfo {
   std::string producer_version;
   std::string graph_name = "rlflow";
   std::string doc;
+  // The model's identity (ModelProto.model_version and .domain) and the
+  // graph's documentation, written back unchanged.
+  int64_t model_version = 0;
+  std::string model_domain;
+  std::string graph_doc;
   std::vector<std::pair<std::string, std::string>> metadata;
   // Serialized FunctionProtos and other model parts exported unchanged.
   std::vector<std::string> functions;
@@ -93,6 +98,8 @@ struct ModelInfo {
   // outputs, by name, written back unchanged so that the written model keeps
   // its interface (symbolic dimension names included).
   std::map<std::string, std::string> interface_types;
+  // The graph inputs' and outputs' doc strings, by name (those not empty).
+  std::map<std::string, std::string> interface_docs;
   // Some graph input has a symbolic dimension (bound to a value for the
   // optimisation, see ImportOptions::free_dim_value).
   bool symbolic_dims = false;

@@ -1269,6 +1269,12 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   info.producer_version = model.producer_version();
   info.graph_name = gp.name().empty() ? "graph" : gp.name();
   info.doc = model.doc_string();
+  info.model_version = model.model_version();
+  info.model_domain = model.domain();
+  info.graph_doc = gp.doc_string();
+  for (const auto* vis : {&gp.input(), &gp.output()})
+    for (const auto& vi : *vis)
+      if (!vi.doc_string().empty()) info.interface_docs[vi.name()] = vi.doc_string();
   for (const auto& kv : model.metadata_props()) info.metadata.push_back({kv.key(), kv.value()});
   for (const auto& f : model.functions()) info.functions.push_back(f.SerializeAsString());
 
@@ -1613,6 +1619,8 @@ void ExportModel(const Graph& g, onnx::ModelProto* model, size_t by_reference_mi
   model->set_producer_name(info.producer_name.empty() ? "rlflow" : info.producer_name);
   model->set_producer_version(info.producer_name.empty() ? "0.1" : info.producer_version);
   if (!info.doc.empty()) model->set_doc_string(info.doc);
+  if (info.model_version != 0) model->set_model_version(info.model_version);
+  if (!info.model_domain.empty()) model->set_domain(info.model_domain);
   // Opset imports: the model's, and version 1 of every other domain a
   // node is in (a rewrite gave the graph a com.microsoft operator).
   std::map<std::string, int64_t> opsets(info.opsets.begin(), info.opsets.end());
@@ -1635,6 +1643,8 @@ void ExportModel(const Graph& g, onnx::ModelProto* model, size_t by_reference_mi
   // Graph inputs and outputs keep their declared types (symbolic dimension
   // names included) when the element type is still the same.
   auto interface_info = [&](const Value& v, onnx::ValueInfoProto* vi) {
+    if (auto doc = info.interface_docs.find(v.name); doc != info.interface_docs.end())
+      vi->set_doc_string(doc->second);
     auto it = info.interface_types.find(v.name);
     onnx::TypeProto declared;
     if (it != info.interface_types.end() && declared.ParseFromString(it->second) &&
@@ -1649,6 +1659,7 @@ void ExportModel(const Graph& g, onnx::ModelProto* model, size_t by_reference_mi
 
   onnx::GraphProto* gp = model->mutable_graph();
   gp->set_name(info.graph_name);
+  if (!info.graph_doc.empty()) gp->set_doc_string(info.graph_doc);
   for (ValueId in : g.inputs()) {
     interface_info(g.value(in), gp->add_input());
     if (g.value(in).default_value) ToTensorProto(*g.value(in).default_value, g.value(in).name, gp->add_initializer());

@@ -1609,3 +1609,46 @@ TEST(Tensor, ElementCountsAreOverflowChecked) {
 
 }  // namespace
 }  // namespace rlflow
+
+namespace rlflow {
+namespace {
+
+// A drop-in replacement keeps the model's identity and documentation: its
+// version, domain, producer, metadata, the graph's doc string and the
+// inputs' and outputs' doc strings (model registries and servers read them).
+TEST(OnnxIo, ModelIdentityAndDocsAreExported) {
+  onnx::ModelProto m = Model(13);
+  m.set_model_version(7);
+  m.set_domain("com.example.models");
+  m.set_producer_name("tf2onnx");
+  m.set_doc_string("model doc");
+  auto* prop = m.add_metadata_props();
+  prop->set_key("labels");
+  prop->set_value("cat,dog");
+  m.mutable_graph()->set_doc_string("graph doc");
+  Info(m.mutable_graph()->add_input(), "x", {2, 3});
+  m.mutable_graph()->mutable_input(0)->set_doc_string("an image, NHWC");
+  Node(m, "Relu", {"x"}, {"r"});
+  Node(m, "Relu", {"r"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {2, 3});
+  m.mutable_graph()->mutable_output(0)->set_doc_string("scores");
+  // Exported from the graph (as every rewritten graph is), not copied.
+  Graph g = ImportOnnxFile(Save(m, "identity.onnx"));
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  EXPECT_EQ(out.model_version(), 7);
+  EXPECT_EQ(out.domain(), "com.example.models");
+  EXPECT_EQ(out.producer_name(), "tf2onnx");
+  EXPECT_EQ(out.doc_string(), "model doc");
+  ASSERT_EQ(out.metadata_props_size(), 1);
+  EXPECT_EQ(out.metadata_props(0).value(), "cat,dog");
+  EXPECT_EQ(out.graph().doc_string(), "graph doc");
+  ASSERT_EQ(out.graph().input_size(), 1);
+  EXPECT_EQ(out.graph().input(0).doc_string(), "an image, NHWC");
+  ASSERT_EQ(out.graph().output_size(), 1);
+  EXPECT_EQ(out.graph().output(0).name(), "y");
+  EXPECT_EQ(out.graph().output(0).doc_string(), "scores");
+}
+
+}  // namespace
+}  // namespace rlflow
