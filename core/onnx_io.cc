@@ -2382,7 +2382,10 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first) {
   return other;
 }
 
-int64_t OtherBindingOf(int64_t value) { return value >= 4 && value % 2 == 0 ? value / 2 : value * 2; }
+int64_t OtherBindingOf(int64_t value) {
+  if (value == 0) return 2;  // doubled it would stay 0: nothing would look dynamic
+  return value >= 4 && value % 2 == 0 ? value / 2 : value * 2;
+}
 
 std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec) {
   std::map<std::string, std::vector<int64_t>> out;

@@ -90,7 +90,8 @@ std::shared_ptr<const std::map<std::string, TensorDataPtr>> WeightsByName(const 
 std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec);
 // A second binding of a dimension bound to `value`, to check that what was
 // computed at one binding holds at another: halved when even and at least 4
-// (keeps a stride-32 detector's 640 at a multiple of 32), else doubled.
+// (keeps a stride-32 detector's 640 at a multiple of 32), else doubled; 0
+// (an empty cache, a decoder's first step) moves to 2.
 int64_t OtherBindingOf(int64_t value);
 // Options for importing the same model at a second binding of its symbolic
 // dimensions: free ones at 2 (3 if the first was 2), given ones moved by

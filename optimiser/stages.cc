@@ -353,6 +353,15 @@ void Load(OptimiseRun& r) {
     input.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
     rec.inputs.push_back(input);
   }
+  // At shapes where the model computes nothing (a batch of 0), the costs and
+  // the verdict time overheads and the check compares empty tensors.
+  const auto empty = [&](ValueId out) {
+    const TensorType& t = model.graph.value(out).type;
+    return t.rank_known && std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d == 0; });
+  };
+  if (!model.graph.outputs().empty() && std::all_of(model.graph.outputs().begin(), model.graph.outputs().end(), empty))
+    r.warn("every graph output is empty at the shapes the model is optimised at (--input_shape, --free_dim): the "
+           "costs and the verdict time overheads only; the check relies on its second binding");
 }
 
 // Runs the parts of the model the executor can run, once: a model that cannot

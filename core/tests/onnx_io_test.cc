@@ -884,6 +884,45 @@ TEST(OnnxIo, ShapeArithmeticOnSymbolicDimsStaysGeneral) {
   EXPECT_LE(RelativeError(y[0], x.reshape({3, 12})), 1e-6);
 }
 
+// A symbolic dimension the user binds to 0 (a decoder's empty past at its
+// first step: --input_shape past:1,2,0,4) is not static: arithmetic on it
+// stays computed (its probe at a second binding moved 0 to 0, so the past's
+// length folded into the Reshape's target and the written model failed in
+// ONNX Runtime at any other length), and the check's second binding is 2.
+TEST(OnnxIo, ADimensionBoundToZeroStaysDynamic) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "past", {1, 2, -1, 4}, onnx::TensorProto::FLOAT, "P");
+  Info(m.mutable_graph()->add_input(), "x", {1, 2, 1, 4});
+  Int64Init(m, "start", {2});
+  Int64Init(m, "end", {3});
+  Int64Init(m, "eight", {8});
+  Int64Init(m, "one", {1});
+  IntAttr(Node(m, "Concat", {"past", "x"}, {"cat"}), "axis", 2);
+  Node(m, "Shape", {"cat"}, {"s"});
+  Node(m, "Slice", {"s", "start", "end"}, {"n"});
+  Node(m, "Mul", {"n", "eight"}, {"n8"});
+  IntAttr(Node(m, "Concat", {"one", "n8"}, {"target"}), "axis", 0);
+  Node(m, "Reshape", {"cat", "target"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {1, -1}, onnx::TensorProto::FLOAT, "L");
+  const std::string path = Save(m, "zero_past.onnx");
+  ImportOptions o;
+  o.input_shapes = ParseInputShapes("past:1,2,0,4");
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, o, &report);
+  EXPECT_EQ(report.static_dims, 0);
+  EXPECT_EQ(g.value(g.FindValue("past")).type.shape, (Shape{1, 2, 0, 4}));
+  ASSERT_NE(g.FindValue("target"), kNoValue);
+  EXPECT_FALSE(g.IsConstant(g.FindValue("target"))) << "the past's length folded";
+  EXPECT_EQ(SecondBinding(g, o).input_shapes.at("past"), (std::vector<int64_t>{1, 2, 2, 4}));
+  // Written, it runs in ONNX Runtime at another length of the past.
+  onnx::ModelProto out;
+  ExportOnnxModel(g, &out);
+  std::vector<at::Tensor> y = testing::RunOnnxRuntime(Save(out, "zero_past_out.onnx"),
+                                                      {{"past", at::randn({1, 2, 5, 4})}, {"x", at::randn({1, 2, 1, 4})}});
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0].sizes(), (std::vector<int64_t>{1, 48}));
+}
+
 // A static dimension of a tensor whose other dimensions are symbolic (torch's
 // `n, c, w = x.shape` on [batch, 3, 4]) is a constant: Gather(Shape(x), 2)
 // and the arithmetic on it fold, while the batch stays computed, and the
