@@ -1643,8 +1643,7 @@ void ExportModel(const Graph& g, onnx::ModelProto* model, size_t by_reference_mi
   // Graph inputs and outputs keep their declared types (symbolic dimension
   // names included) when the element type is still the same.
   auto interface_info = [&](const Value& v, onnx::ValueInfoProto* vi) {
-    if (auto doc = info.interface_docs.find(v.name); doc != info.interface_docs.end())
-      vi->set_doc_string(doc->second);
+    if (auto doc = info.interface_docs.find(v.name); doc != info.interface_docs.end()) vi->set_doc_string(doc->second);
     auto it = info.interface_types.find(v.name);
     onnx::TypeProto declared;
     if (it != info.interface_types.end() && declared.ParseFromString(it->second) &&

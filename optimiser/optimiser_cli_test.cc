@@ -364,7 +364,8 @@ TEST_F(OptimiserCli, InputShapes) {
   EXPECT_EQ(written.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
   // A batch of 0 is a shape the model runs at, but nothing is computed:
   // said, not refused.
-  r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=none --timing_cache=none --input_shape='x:0,3,8,8'");
+  r = RunOptimiser("--model=" + model + " --output=" + out_ +
+                   " --search=none --timing_cache=none --input_shape='x:0,3,8,8'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("every graph output is empty at the shapes the model is optimised at"), std::string::npos)
       << r.err;

@@ -360,8 +360,9 @@ void Load(OptimiseRun& r) {
     return t.rank_known && std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d == 0; });
   };
   if (!model.graph.outputs().empty() && std::all_of(model.graph.outputs().begin(), model.graph.outputs().end(), empty))
-    r.warn("every graph output is empty at the shapes the model is optimised at (--input_shape, --free_dim): the "
-           "costs and the verdict time overheads only; the check relies on its second binding");
+    r.warn(
+        "every graph output is empty at the shapes the model is optimised at (--input_shape, --free_dim): the "
+        "costs and the verdict time overheads only; the check relies on its second binding");
 }
 
 // Runs the parts of the model the executor can run, once: a model that cannot

@@ -917,8 +917,8 @@ TEST(OnnxIo, ADimensionBoundToZeroStaysDynamic) {
   // Written, it runs in ONNX Runtime at another length of the past.
   onnx::ModelProto out;
   ExportOnnxModel(g, &out);
-  std::vector<at::Tensor> y = testing::RunOnnxRuntime(Save(out, "zero_past_out.onnx"),
-                                                      {{"past", at::randn({1, 2, 5, 4})}, {"x", at::randn({1, 2, 1, 4})}});
+  std::vector<at::Tensor> y = testing::RunOnnxRuntime(
+      Save(out, "zero_past_out.onnx"), {{"past", at::randn({1, 2, 5, 4})}, {"x", at::randn({1, 2, 1, 4})}});
   ASSERT_EQ(y.size(), 1u);
   EXPECT_EQ(y[0].sizes(), (std::vector<int64_t>{1, 48}));
 }
