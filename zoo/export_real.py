@@ -259,9 +259,10 @@ class FormulaEncoder(nn.Module):
 class PostNormEncoder(nn.Module):
     """A small post-norm transformer encoder (the original Transformer's and
     BERT's order: each residual sum normalised, 4 layers, width 128, 4 heads,
-    sequence 64), exported at opset 17 with LayerNormalization nodes: each
+    sequence 64). At opset 17 torch exports LayerNormalization nodes: each
     residual Add feeds a LayerNormalization and nothing else (epsilons 1e-5,
-    1e-6 and 1e-12, as different exporters write them)."""
+    1e-6 and 1e-12, as different exporters write them); below 17 it writes
+    each out, its scale and shift after it."""
 
     def __init__(self, width=128, heads=4, layers=4):
         super().__init__()
@@ -285,6 +286,68 @@ class PostNormEncoder(nn.Module):
             h = norm1(h + proj((a @ v).transpose(1, 2).reshape(n, s, w)))
             h = norm2(h + fc2(F.gelu(fc1(h))))
         return h
+
+
+class DecoderBlock(nn.Module):
+    """A pre-norm GPT block with a key/value cache: the new keys and values
+    concatenated after the cached ones, a causal mask over both (tril with
+    the cache's length as its diagonal), GELU's tanh form by formula."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.width, self.heads = width, heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.fc1, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x, past_k, past_v):
+        n, t, w = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(w, dim=2)
+        q, k, v = (z.view(n, t, self.heads, w // self.heads).transpose(1, 2) for z in (q, k, v))
+        k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+        s = k.shape[2]
+        a = (q @ k.transpose(-1, -2)) / (w // self.heads) ** 0.5
+        mask = torch.ones(t, s, dtype=torch.bool).tril(s - t)
+        a = a.masked_fill(~mask, float("-inf")).softmax(-1)
+        x = x + self.proj((a @ v).transpose(1, 2).reshape(n, t, w))
+        h = self.fc1(self.ln2(x))
+        h = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+        return x + self.fc2(h), k, v
+
+
+class Decoder(nn.Module):
+    """A small GPT-style decoder (2 blocks, width 64, 4 heads, vocabulary 100)
+    exported as language-model runtimes run it: token ids and a key/value
+    cache per block in, logits and the grown cache out; the batch, the new
+    tokens and the cache's length are symbolic (the cache's length 0 at the
+    first step, the prompt)."""
+
+    def __init__(self, width=64, heads=4, blocks=2, vocab=100):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(128, width)
+        self.blocks = nn.ModuleList([DecoderBlock(width, heads) for _ in range(blocks)])
+        self.ln = nn.LayerNorm(width)
+
+    def forward(self, ids, pk0, pv0, pk1, pv1):
+        past, t = pk0.shape[2], ids.shape[1]
+        x = self.wte(ids) + self.wpe(torch.arange(past, past + t).unsqueeze(0))
+        x, k0, v0 = self.blocks[0](x, pk0, pv0)
+        x, k1, v1 = self.blocks[1](x, pk1, pv1)
+        return self.ln(x) @ self.wte.weight.t(), k0, v0, k1, v1
+
+
+def export_decoder(path, opset, seed):
+    torch.manual_seed(seed)
+    model = Decoder().eval()
+    cache = ["pk0", "pv0", "pk1", "pv1"]
+    example = (torch.randint(0, 100, (1, 3)),) + tuple(torch.randn(1, 4, 5, 16) for _ in cache)
+    dynamic = {"ids": {0: "batch", 1: "tokens"}, "logits": {0: "batch", 1: "tokens"}}
+    dynamic.update({name: {0: "batch", 2: "past"} for name in cache})
+    dynamic.update({name: {0: "batch", 2: "total"} for name in ["k0", "v0", "k1", "v1"]})
+    with torch.no_grad():
+        torch.onnx.export(model, example, path, opset_version=opset, input_names=["ids"] + cache,
+                          output_names=["logits", "k0", "v0", "k1", "v1"], dynamic_axes=dynamic,
+                          do_constant_folding=False)
 
 
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
@@ -455,6 +518,14 @@ def qdq_cnn(opset, seed):
     return model
 
 
+# Models with several inputs, exported by their own function:
+# name -> (export(path, opset, seed), opset, --input_shape, other shape).
+# The decoder is optimised at its prompt step (8 tokens, an empty cache)
+# and must be right at a generation step (1 token, 9 cached).
+EXPORTED_MODELS = {
+    "gpt_decoder_kv_cache_op14": (export_decoder, 14, "ids:1,8;pk0:1,4,0,16", "ids:1,1;pk0:1,4,9,16"),
+}
+
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
 # name -> (builder(opset, seed), opset, --input_shape, other shape).
 ONNX_MODELS = {
@@ -490,6 +561,11 @@ MODELS = {
                              False),
     "post_norm_encoder_op17": (PostNormEncoder, (1, 64, 32), 17, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
                                False),
+    # The same below opset 17: torch writes each nn.LayerNorm out (ReduceMean,
+    # Sub, Pow, ReduceMean, Add, Sqrt, Div) with its scale and shift as a
+    # Mul and an Add after it.
+    "post_norm_encoder_op13": (PostNormEncoder, (1, 64, 32), 13, {"x": {0: "N", 1: "S"}}, "x:1,64,32", "x:2,48,32",
+                               False),
     # Static height and width (window arithmetic on them), dynamic batch.
     "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
@@ -503,7 +579,7 @@ MODELS = {
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out_dir", required=True)
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join(list(MODELS) + list(ONNX_MODELS) + list(EXPORTED_MODELS)))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
@@ -516,6 +592,12 @@ def main():
             onnx.save(build(opset, args.seed), os.path.join(args.out_dir, name + ".onnx"))
             manifest.append("%s %s %s" % (name, given, other))
             print("built", name, "opset", opset, flush=True)
+            continue
+        if name in EXPORTED_MODELS:
+            export, opset, given, other = EXPORTED_MODELS[name]
+            export(os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
+            manifest.append("%s %s %s" % (name, given, other))
+            print("exported", name, "opset", opset, flush=True)
             continue
         make, shape, opset, dynamic, given, other, script = MODELS[name]
         torch.manual_seed(args.seed)
