@@ -31,7 +31,8 @@ EpisodeResult RunEpisode(PolicyImpl& policy, RewriteEnv& env, const Graph& graph
 int SamplePolicyAction(PolicyImpl& policy, const Observation& obs, std::mt19937_64& rng);
 
 // LoadPolicy (agents/gnn.h), in evaluation mode.
-std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path, int rule_actions);
+std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path,
+                                                   const std::vector<std::string>& database_ids);
 
 // Fine-tunes `policy` in place with PPO (PpoTrainer, the default PpoOptions;
 // libtorch's generator and the trainer's seeded with `seed`) in `env`, every

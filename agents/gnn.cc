@@ -1,6 +1,7 @@
 #include "agents/gnn.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "agents/archive.h"
 #include "core/error.h"
@@ -167,18 +168,26 @@ PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& ob
   int64_t c = 0;
   for (int64_t k = 0; k < graphs; ++k) {
     const Observation& o = *observations[k];
-    for (int i = 0; i < o.stop_action(); ++i, ++c) {
+    for (int i = 0; i < o.stop_action(); ++i) {
       const EnvCandidate& cand = o.candidates[i];
-      if (cand.rule_action < 0 || cand.rule_action >= rule_actions_)
-        Fail("policy: rule action ", cand.rule_action, " outside the policy's ", rule_actions_,
+      int rule_action = cand.rule_action;
+      if (!from_database_.empty()) {
+        if (rule_action < 0 || rule_action >= static_cast<int>(from_database_.size()))
+          Fail("policy: rule action ", rule_action, " outside the database's ", from_database_.size());
+        rule_action = from_database_[rule_action];
+        if (rule_action < 0) continue;  // a rule the policy was not trained on: not one of its actions
+      }
+      if (rule_action < 0 || rule_action >= rule_actions_)
+        Fail("policy: rule action ", rule_action, " outside the policy's ", rule_actions_,
              " (trained on another rule database?)");
       cand_graph.push_back(k);
-      cand_rule.push_back(cand.rule_action);
+      cand_rule.push_back(rule_action);
       slot.push_back(k * actions + i);
       for (NodeId n : cand.nodes) {
         node_index.push_back(b.node_offset[k] + n);
         node_cand.push_back(c);
       }
+      ++c;
     }
   }
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
@@ -209,13 +218,52 @@ PolicyImpl::Output PolicyImpl::forward(const std::vector<const Observation*>& ob
   return {flat.view({graphs, actions}), mask.view({graphs, actions}), value_->forward(g.global).squeeze(1)};
 }
 
+void PolicyImpl::SetRuleIds(std::vector<std::string> ids) {
+  if (static_cast<int>(ids.size()) * 2 != rule_actions_)
+    Fail("policy: ", ids.size(), " rule ids for ", rule_actions_ / 2, " rules");
+  rule_ids_ = std::move(ids);
+  from_database_.clear();
+}
+
+PolicyImpl::Mapping PolicyImpl::MapOnto(const std::vector<std::string>& database_ids) {
+  if (rule_ids_.empty()) Fail("policy: no rule ids to map by");
+  Mapping m;
+  from_database_.clear();
+  if (database_ids == rule_ids_) return m;
+  std::unordered_map<std::string, int> own;
+  for (size_t k = 0; k < rule_ids_.size(); ++k) own.emplace(rule_ids_[k], static_cast<int>(k));
+  from_database_.assign(2 * database_ids.size(), -1);
+  int known = 0;
+  for (size_t j = 0; j < database_ids.size(); ++j) {
+    auto it = own.find(database_ids[j]);
+    if (it == own.end()) {
+      ++m.unknown;
+      continue;
+    }
+    ++known;
+    from_database_[2 * j] = 2 * it->second;
+    from_database_[2 * j + 1] = 2 * it->second + 1;
+  }
+  m.missing = static_cast<int>(rule_ids_.size()) - known;
+  return m;
+}
+
+std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules) {
+  std::vector<std::string> ids;
+  ids.reserve(rules.size());
+  for (const auto& r : rules) ids.push_back(r.id());
+  return ids;
+}
+
 void SavePolicy(PolicyImpl& policy, const std::string& path) {
   torch::serialize::OutputArchive a;
   policy.save(a);
+  if (!policy.rule_ids().empty()) a.write("rule_ids", RuleIdsToTensor(policy.rule_ids()));
   SaveArchiveAtomically(a, path);
 }
 
-Policy LoadPolicy(const std::string& path, int rule_actions) {
+Policy LoadPolicy(const std::string& path, const std::vector<std::string>& database_ids) {
+  const int rule_actions = 2 * static_cast<int>(database_ids.size());
   torch::serialize::InputArchive a;
   try {
     a.load_from(path);
@@ -227,9 +275,15 @@ Policy LoadPolicy(const std::string& path, int rule_actions) {
     torch::Tensor w;
     if (!a.try_read("rule_embedding", emb) || !emb.try_read("weight", w) || w.dim() != 2)
       Fail("the agent '", path, "' holds no policy");
-    if (w.size(0) != rule_actions)
+    torch::Tensor ids;
+    const bool has_ids = a.try_read("rule_ids", ids);
+    if (has_ids && (ids.dim() != 1 || 2 * ids.size(0) != w.size(0)))
+      Fail("the agent '", path, "' is corrupt: ", ids.numel(), " rule ids for ", w.size(0) / 2, " rules");
+    if (!has_ids && w.size(0) != rule_actions)
       Fail("the agent '", path, "' was trained with ", w.size(0) / 2, " rules, the rule database has ",
-           rule_actions / 2, ": train it on this database");
+           rule_actions / 2,
+           " (the agent does not record which, so it cannot act on another database): train it on "
+           "this database");
     GnnOptions o;
     o.hidden = static_cast<int>(w.size(1));
     o.steps = 0;
@@ -238,9 +292,16 @@ Policy LoadPolicy(const std::string& path, int rule_actions) {
       while (query.try_read(std::to_string(o.steps), step)) ++o.steps;
     }
     if (o.steps < 1) Fail("the agent '", path, "' holds no GNN");
-    Policy policy(rule_actions, o);
+    Policy policy(static_cast<int>(w.size(0)), o);
     policy->load(a);
     policy->eval();
+    if (has_ids) {
+      policy->SetRuleIds(RuleIdsFromTensor(ids));
+      const PolicyImpl::Mapping m = policy->MapOnto(database_ids);
+      if (m.missing == static_cast<int>(policy->rule_ids().size()))
+        Fail("the agent '", path, "' knows none of the rule database's ", database_ids.size(),
+             " rules: train it on this database");
+    }
     return policy;
   } catch (const Error&) {
     throw;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agents/env.h"
+#include "core/rules/rule.h"
 #include "third_party/torch_nn.h"
 
 namespace rlflow::agents {
@@ -70,9 +71,24 @@ class PolicyImpl : public torch::nn::Module {
   torch::Tensor Embed(const std::vector<const Observation*>& observations);
   int rule_actions() const { return rule_actions_; }
   int hidden() const { return hidden_; }
+  // The ids of the rules the policy's actions are (rule k: actions 2k and
+  // 2k + 1), saved with it; empty for an agent saved before they were (it
+  // acts on a database of exactly its number of rules, by position).
+  const std::vector<std::string>& rule_ids() const { return rule_ids_; }
+  void SetRuleIds(std::vector<std::string> ids);
+  // Acts on a rule database by rule id (a database regenerated or grown
+  // since training): a candidate of a rule the policy was not trained on
+  // is never one of its valid actions. Needs rule_ids().
+  struct Mapping {
+    int unknown = 0;  // the database's rules the policy does not know
+    int missing = 0;  // the policy's rules the database lacks
+  };
+  Mapping MapOnto(const std::vector<std::string>& database_ids);
 
  private:
   int rule_actions_, hidden_;
+  std::vector<std::string> rule_ids_;
+  std::vector<int> from_database_;  // database rule action -> the policy's (-1: unknown); empty: the same
   GraphNet gnn_{nullptr};
   torch::nn::Embedding rule_embedding_{nullptr};
   torch::nn::Sequential score_{nullptr}, stop_{nullptr}, value_{nullptr};
@@ -82,10 +98,15 @@ TORCH_MODULE(Policy);
 // Saves the policy's weights alone (atomically: temp file + rename).
 void SavePolicy(PolicyImpl& policy, const std::string& path);
 // Loads a policy saved by SavePolicy or a training checkpoint; its sizes
-// (hidden, message-passing steps) are read from the file. Throws
-// rlflow::Error if the file is missing or corrupt, or if it was trained on a
-// rule database with another number of rules than `rule_actions` / 2.
-Policy LoadPolicy(const std::string& path, int rule_actions);
+// (hidden, message-passing steps) are read from the file. It acts on the
+// rule database whose rule ids are `database_ids` (in order): by rule id
+// when the file records its rules (PolicyImpl::MapOnto), else by position.
+// Throws rlflow::Error if the file is missing or corrupt, if it records no
+// rules and was trained on another number of rules, or if it knows none of
+// the database's.
+Policy LoadPolicy(const std::string& path, const std::vector<std::string>& database_ids);
+// The ids of a rule list, in order (a Matcher's rules(), a database's).
+std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules);
 
 // Orthogonal initialisation (gain sqrt(2) for hidden layers), zero biases.
 void OrthogonalInit(torch::nn::Module& module, double gain = 1.4142135623730951);

@@ -41,6 +41,7 @@ struct Fixture {
   Matcher matcher{testing::AllRules()};
   testing::TableCost cost{0.0};
   int rule_actions() const { return 2 * static_cast<int>(matcher.rules().size()); }
+  std::vector<std::string> ids() const { return RuleIds(matcher.rules()); }
 };
 Fixture& F() {
   static Fixture* f = new Fixture();
@@ -140,20 +141,63 @@ TEST(Gnn, SavedPoliciesLoadWithTheirSizes) {
   std::string dir = ::testing::TempDir();
   std::string path = dir + "/policy.pt";
   SavePolicy(*policy, path);
-  Policy loaded = LoadPolicy(path, F().rule_actions());
+  Policy loaded = LoadPolicy(path, F().ids());
   auto a = policy->forward({&o});
   auto b = loaded->forward({&o});
   EXPECT_TRUE(torch::allclose(a.logits, b.logits));
   EXPECT_TRUE(torch::allclose(a.value, b.value));
-  // Another rule database, a missing file, a file that is no policy.
-  EXPECT_THROW(LoadPolicy(path, F().rule_actions() + 2), Error);
-  EXPECT_THROW(LoadPolicy(dir + "/missing.pt", F().rule_actions()), Error);
+  // A policy that records no rule ids on another rule database, a missing
+  // file, a file that is no policy.
+  std::vector<std::string> more = F().ids();
+  more.push_back("fffffffffff0");
+  EXPECT_THROW(LoadPolicy(path, more), Error);
+  EXPECT_THROW(LoadPolicy(dir + "/missing.pt", F().ids()), Error);
   {
     std::FILE* f = std::fopen((dir + "/garbage.pt").c_str(), "wb");
     std::fputs("not a policy", f);
     std::fclose(f);
   }
-  EXPECT_THROW(LoadPolicy(dir + "/garbage.pt", F().rule_actions()), Error);
+  EXPECT_THROW(LoadPolicy(dir + "/garbage.pt", F().ids()), Error);
+}
+
+// A policy saved with its rule ids acts on a rule database regenerated or
+// grown since (a rule added before all of them shifts every position): its
+// candidates are scored as before, by rule id, and a candidate of the new
+// rule is never one of its actions. A database with none of its rules is
+// refused.
+TEST(Gnn, APolicyActsOnAGrownDatabaseByRuleId) {
+  torch::manual_seed(8);
+  Observation o = Observe(2);
+  ASSERT_GT(o.stop_action(), 0);
+  Policy policy(F().rule_actions(), GnnOptions{24, 3});
+  policy->SetRuleIds(F().ids());
+  const std::string path = ::testing::TempDir() + "/policy_with_ids.pt";
+  SavePolicy(*policy, path);
+  std::vector<std::string> grown = {"fffffffffff0"};
+  for (const auto& id : F().ids()) grown.push_back(id);
+  Policy loaded = LoadPolicy(path, grown);
+  EXPECT_EQ(loaded->rule_ids(), F().ids());
+  // The observation as the grown database numbers it, with one more
+  // candidate: the new rule's, on the first candidate's nodes.
+  Observation shifted = o;
+  for (auto& c : shifted.candidates) c.rule_action += 2;
+  EnvCandidate extra = o.candidates[0];
+  extra.rule = 0;
+  extra.rule_action = 0;
+  shifted.candidates.push_back(extra);
+  const int n = o.stop_action();
+  PolicyImpl::Output a = policy->forward({&o}), b = loaded->forward({&shifted});
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(b.mask[0][i].item<bool>());
+    EXPECT_FLOAT_EQ(b.logits[0][i].item<float>(), a.logits[0][i].item<float>()) << "candidate " << i;
+  }
+  EXPECT_FALSE(b.mask[0][n].item<bool>()) << "the new rule's candidate is one of the policy's actions";
+  EXPECT_TRUE(b.mask[0][n + 1].item<bool>()) << "stop";
+  EXPECT_FLOAT_EQ(b.logits[0][n + 1].item<float>(), a.logits[0][n].item<float>());
+  // The same database: every candidate, nothing mapped.
+  EXPECT_EQ(LoadPolicy(path, F().ids())->forward({&o}).mask.sum().item<int64_t>(), n + 1);
+  // A database that shares no rule with it.
+  EXPECT_THROW(LoadPolicy(path, {"fffffffffff0", "fffffffffff1"}), Error);
 }
 
 // Policies (like every archive: checkpoints, world models, controllers) are
@@ -173,7 +217,7 @@ TEST(Gnn, PoliciesAreSavedAtomically) {
   SavePolicy(*second, (dir / "latest.pt").string());
   EXPECT_TRUE(fs::is_symlink(dir / "latest.pt"));
   for (const char* name : {"latest.pt", "agent.pt"}) {
-    Policy loaded = LoadPolicy((dir / name).string(), F().rule_actions());
+    Policy loaded = LoadPolicy((dir / name).string(), F().ids());
     EXPECT_TRUE(torch::allclose(loaded->forward({&o}).logits, second->forward({&o}).logits)) << name;
   }
   try {

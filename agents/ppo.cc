@@ -29,8 +29,9 @@ int64_t SampleAction(const torch::Tensor& logp, const torch::Tensor& mask, std::
   return pick(rng);
 }
 
-std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path, int rule_actions) {
-  Policy policy = LoadPolicy(path, rule_actions);
+std::shared_ptr<PolicyImpl> LoadPolicyForInference(const std::string& path,
+                                                   const std::vector<std::string>& database_ids) {
+  Policy policy = LoadPolicy(path, database_ids);
   policy->eval();
   return policy.ptr();
 }

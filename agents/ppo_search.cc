@@ -9,6 +9,7 @@
 
 #include "agents/env.h"
 #include "agents/episode.h"
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "search/search.h"
@@ -43,8 +44,7 @@ class PpoSearch : public Search {
       path = FindRunfile("agents/zoo_agent.pt");
       if (path.empty()) Fail("no trained agent: pass --agent=PATH (see //agents:train)");
     }
-    const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
-    std::shared_ptr<PolicyImpl> policy = LoadPolicyForInference(path, rule_actions);
+    std::shared_ptr<PolicyImpl> policy = LoadPolicyForInference(path, RuleIds(o.matcher->rules()));
     EnvOptions eo;
     eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;

@@ -143,7 +143,10 @@ int Run() {
   double work[] = {static_cast<double>(env.real_steps()), static_cast<double>(counted.measurements())};
   world.SumInRankOrder(work, 2);
   if (!world.root()) return 0;
-  // The policy alone, for --search=ppo --agent=DIR/agent.pt.
+  // The policy alone, for --search=ppo --agent=DIR/agent.pt, with the ids
+  // of the rules it was trained on (it acts on a database grown since by
+  // rule id; checkpoints, for resuming this run, hold the weights alone).
+  policy->SetRuleIds(agents::RuleIds(matcher.rules()));
   agents::SavePolicy(*policy, run.dir + "/agent.pt");
   nlohmann::json summary = {{"updates", trainer.updates()},
                             {"env_steps", trainer.env_steps()},

@@ -8,6 +8,7 @@
 
 #include "agents/env.h"
 #include "agents/episode.h"
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
@@ -77,7 +78,7 @@ std::unique_ptr<RealWorld> MakeRealWorld(const std::vector<std::string>& models,
       std::make_unique<Matcher>(w->rules, /*both_directions=*/true, RulesEnabledFor(w->rules, "onnx", kMaxOpset));
   w->encoder_path = encoder.empty() ? FindRunfile("agents/zoo_agent.pt", argv0) : ResolveUserPath(encoder);
   if (w->encoder_path.empty()) Fail("the checked-in agent agents/zoo_agent.pt was not found (pass --encoder=PATH)");
-  w->encoder = std::make_unique<LatentEncoder>(w->encoder_path, w->rule_actions());
+  w->encoder = std::make_unique<LatentEncoder>(w->encoder_path, agents::RuleIds(w->rules));
   for (const std::string& m : models) {
     LoadOptions lo;
     lo.zoo_seed = seed;
@@ -126,15 +127,15 @@ CollectResult Collect(const CollectOptions& o) {
   CountingBackend& counted = *world->counted;
   std::shared_ptr<agents::PolicyImpl> policy;
   std::shared_ptr<ControllerImpl> controller;
-  WorldModel controller_model;
+  std::vector<int64_t> controller_vocabulary;  // the controller's actions as this database's rule actions
   if (!o.controller.empty()) {
     if (!(o.epsilon >= 0 && o.epsilon <= 1)) Fail("--epsilon must be in [0, 1], got ", o.epsilon);
     const std::string dir = ResolveUserPath(o.controller);
-    DreamAgent agent = LoadDreamAgent(dir, rule_actions, encoder.size());
+    DreamAgent agent = LoadDreamAgent(dir, agents::RuleIds(rule_list), encoder.size());
     controller = agent.controller;
-    controller_model = agent.model;
+    controller_vocabulary = agent.vocabulary;
   } else if (o.policy != "random") {
-    policy = agents::LoadPolicyForInference(ResolveUserPath(o.policy), rule_actions);
+    policy = agents::LoadPolicyForInference(ResolveUserPath(o.policy), agents::RuleIds(world->rules));
   }
 
   agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo, &counted);
@@ -143,6 +144,7 @@ CollectResult Collect(const CollectOptions& o) {
   header.set_latent_size(encoder.size());
   header.set_rule_actions(rule_actions);
   header.set_rules_id(RulesId(rule_list));
+  for (const std::string& id : agents::RuleIds(rule_list)) header.add_rule_ids(id);
   header.set_max_locations(eo.max_locations);
   header.set_encoder(encoder.description());
   header.set_policy(o.controller.empty()
@@ -193,7 +195,7 @@ CollectResult Collect(const CollectOptions& o) {
       const bool explore = controller == nullptr || std::uniform_real_distribution<double>(0, 1)(rng) < o.epsilon;
       if (!explore) {
         std::vector<float> latent(s->latent().begin(), s->latent().end());
-        const int rule = SampleControllerRule(*controller, *controller_model, obs, std::move(latent),
+        const int rule = SampleControllerRule(*controller, controller_vocabulary, obs, std::move(latent),
                                               static_cast<float>(env.steps()) / eo.horizon, rng);
         if (rule >= 0) flat = env.FlatAction(rule, pick_location(obs, rule, rng));
       } else if (policy != nullptr) {

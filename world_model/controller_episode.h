@@ -26,17 +26,23 @@ class WorldModelImpl;     // world_model/world_model.h
 using WorldModel = std::shared_ptr<WorldModelImpl>;
 
 // A controller and the world model it was trained in, from a directory of
-// //world_model:dream (controller.pt, world_model.pt), in evaluation mode.
-// rlflow::Error, naming the directory, if either is missing or corrupt, if
-// the model was trained on a rule database with another number of rule
-// actions than `rule_actions` (0: not checked), or if the controller does
+// //world_model:dream (controller.pt, world_model.pt), in evaluation mode,
+// to act on the rule database whose rule ids are `database_ids` (empty:
+// the model's own): by rule id where the model records its database's ids
+// (a database regenerated or grown since), else by position. rlflow::Error,
+// naming the directory, if either file is missing or corrupt, if the model
+// records no ids and its database had another number of rules, if the
+// database has none of its vocabulary's rules, or if the controller does
 // not fit the model's vocabulary or a latent of size `latent` (0: not
 // checked).
 struct DreamAgent {
   std::shared_ptr<ControllerImpl> controller;
   WorldModel model;
+  // Per vocabulary action of the model: the database's rule action (-1: a
+  // rule the database lacks, never valid).
+  std::vector<int64_t> vocabulary;
 };
-DreamAgent LoadDreamAgent(const std::string& dir, int rule_actions = 0, int latent = 0);
+DreamAgent LoadDreamAgent(const std::string& dir, const std::vector<std::string>& database_ids = {}, int latent = 0);
 
 struct ControllerEpisode {
   RewriteState best;  // the cheapest state reached
@@ -46,21 +52,24 @@ struct ControllerEpisode {
 };
 
 // The controller's observation of a real state: `latent` (the encoder's
-// for `obs`), the real valid actions and location counts in `model`'s
-// vocabulary, and the step fraction.
-DreamObservation ObserveReal(const agents::Observation& obs, const WorldModelImpl& model, std::vector<float> latent,
-                             float step_fraction);
+// for `obs`), the real valid actions and location counts of the
+// vocabulary (per vocabulary action the environment's rule action, -1
+// for none: DreamAgent::vocabulary, or a model's own), and the step
+// fraction.
+DreamObservation ObserveReal(const agents::Observation& obs, const std::vector<int64_t>& vocabulary,
+                             std::vector<float> latent, float step_fraction);
 
 // The controller's action in a real state (ObserveReal's observation),
 // sampled with `rng` among the valid ones: a rule action of the environment,
 // or -1 to stop.
-int SampleControllerRule(ControllerImpl& controller, const WorldModelImpl& model, const agents::Observation& obs,
-                         std::vector<float> latent, float step_fraction, std::mt19937_64& rng);
+int SampleControllerRule(ControllerImpl& controller, const std::vector<int64_t>& vocabulary,
+                         const agents::Observation& obs, std::vector<float> latent, float step_fraction,
+                         std::mt19937_64& rng);
 
 // Runs one greedy episode from `graph` (reset) until the controller stops,
-// the horizon, or `interrupted`. The controller's vocabulary is `model`'s.
-ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const WorldModelImpl& model, LatentEncoder& encoder,
-                                       agents::RewriteEnv& env, const Graph& graph,
+// the horizon, or `interrupted`. `vocabulary` as for ObserveReal.
+ControllerEpisode RunControllerEpisode(ControllerImpl& controller, const std::vector<int64_t>& vocabulary,
+                                       LatentEncoder& encoder, agents::RewriteEnv& env, const Graph& graph,
                                        const std::atomic<bool>* interrupted = nullptr);
 
 }  // namespace rlflow::world_model

@@ -10,8 +10,8 @@
 
 namespace rlflow::world_model {
 
-LatentEncoder::LatentEncoder(const std::string& agent_path, int rule_actions) {
-  policy_ = agents::LoadPolicy(agent_path, rule_actions).ptr();
+LatentEncoder::LatentEncoder(const std::string& agent_path, const std::vector<std::string>& database_ids) {
+  policy_ = agents::LoadPolicy(agent_path, database_ids).ptr();
   policy_->eval();
   size_ = policy_->hidden();
   description_ = "global embedding of the frozen GNN of " + agent_path + " (" +

@@ -28,9 +28,10 @@ namespace rlflow::world_model {
 
 class LatentEncoder {
  public:
-  // Loads the agent (agent.pt of //agents:train, or a checkpoint) for a
-  // rule database of rule_actions / 2 rules; rlflow::Error if it cannot.
-  LatentEncoder(const std::string& agent_path, int rule_actions);
+  // Loads the agent (agent.pt of //agents:train, or a checkpoint) for the
+  // rule database of `database_ids` (agents::LoadPolicy); rlflow::Error if
+  // it cannot.
+  LatentEncoder(const std::string& agent_path, const std::vector<std::string>& database_ids);
   int size() const { return size_; }
   // z of one observation (size() floats); deterministic.
   std::vector<float> Encode(const agents::Observation& observation);

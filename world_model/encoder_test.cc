@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "rules/testing.h"
@@ -34,8 +35,8 @@ TEST(Encoder, TheZooAgentsGnnGivesDistinctLatents) {
   AnalyticalCostModel cost;
   agents::RewriteEnv env(&matcher, &cost);
   env.Reset(CanonicalForm(zoo::Build("resnet18", 1)));
-  const int rule_actions = 2 * static_cast<int>(matcher.rules().size());
-  LatentEncoder encoder(FindRunfile("agents/zoo_agent.pt"), rule_actions);
+  const std::vector<std::string> ids = agents::RuleIds(matcher.rules());
+  LatentEncoder encoder(FindRunfile("agents/zoo_agent.pt"), ids);
   EXPECT_EQ(encoder.size(), 32);
   EXPECT_NE(encoder.description().find("hidden 32"), std::string::npos) << encoder.description();
   std::vector<float> z0 = encoder.Encode(env.observation());
@@ -56,8 +57,8 @@ TEST(Encoder, TheZooAgentsGnnGivesDistinctLatents) {
   double d = 0;
   for (size_t i = 0; i < z0.size(); ++i) d += (z0[i] - z1[i]) * (z0[i] - z1[i]);
   EXPECT_GT(std::sqrt(d), 1e-4);
-  // An agent for another rule database is refused.
-  EXPECT_THROW(LatentEncoder(FindRunfile("agents/zoo_agent.pt"), rule_actions + 2), Error);
+  // An agent for a rule database that shares none of its rules is refused.
+  EXPECT_THROW(LatentEncoder(FindRunfile("agents/zoo_agent.pt"), {"fffffffffff0"}), Error);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "agents/env.h"
 #include "agents/episode.h"
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "world_model/collect.h"
@@ -57,7 +58,7 @@ LoopResult RunLoop(const LoopOptions& o) {
   std::unique_ptr<RealWorld> world = MakeRealWorld(o.models, o.seed, o.cost, "", "", o.argv0);
   const std::vector<Graph>& graphs = world->graphs;
   std::shared_ptr<agents::PolicyImpl> model_free =
-      agents::LoadPolicyForInference(world->encoder_path, world->rule_actions());
+      agents::LoadPolicyForInference(world->encoder_path, agents::RuleIds(world->rules));
   agents::EnvOptions eo;
   eo.horizon = o.horizon;
   eo.seed = o.seed;
@@ -153,13 +154,13 @@ LoopResult RunLoop(const LoopOptions& o) {
     if (dr.real_steps != 0) Fail("internal: the real environment was stepped while dreaming");
     r.dream_steps = dr.dream_steps;
     // Evaluated in the real environment.
-    DreamAgent agent = LoadDreamAgent(dir + "/dream", world->rule_actions(), world->encoder->size());
+    DreamAgent agent = LoadDreamAgent(dir + "/dream", agents::RuleIds(world->rules), world->encoder->size());
     nlohmann::json per_model = nlohmann::json::object();
     for (size_t m = 0; m < graphs.size(); ++m) {
       if (r.models.count(o.models[m])) continue;
       agents::RewriteEnv env(world->matcher.get(), world->cost.get(), eo);
       ControllerEpisode ep =
-          RunControllerEpisode(*agent.controller, *agent.model, *world->encoder, env, graphs[m], o.interrupted);
+          RunControllerEpisode(*agent.controller, agent.vocabulary, *world->encoder, env, graphs[m], o.interrupted);
       if (ep.interrupted) return result;
       LoopRound::ModelResult& mr = r.models[o.models[m]];
       mr.initial_cost = ep.initial_cost;

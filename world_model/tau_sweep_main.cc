@@ -15,6 +15,7 @@
 #include <random>
 
 #include "agents/env.h"
+#include "agents/gnn.h"
 #include "agents/ppo.h"
 #include "core/cli.h"
 #include "core/error.h"
@@ -60,7 +61,7 @@ int Run() {
   std::vector<rules::Rule> rule_list = RuleList(db);
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
   world_model::LatentEncoder encoder(FindRunfile("agents/zoo_agent.pt", gflags::GetArgv0()),
-                                     2 * static_cast<int>(rule_list.size()));
+                                     agents::RuleIds(rule_list));
   LoadOptions lo;
   lo.zoo_seed = data.header.seed();
   Graph graph = CanonicalForm(LoadModel(FLAGS_model, lo).graph);
@@ -103,7 +104,8 @@ int Run() {
     agents::EnvOptions eo;
     eo.horizon = FLAGS_horizon;
     agents::RewriteEnv real(&matcher, &cost, eo);
-    world_model::ControllerEpisode ep = world_model::RunControllerEpisode(*controller, *model, encoder, real, graph);
+    world_model::ControllerEpisode ep =
+        world_model::RunControllerEpisode(*controller, model->options().vocabulary, encoder, real, graph);
     const double final_return = 100.0 * (ep.initial_cost - real.state().cost()) / ep.initial_cost;
     const double best_return = 100.0 * (ep.initial_cost - ep.best_cost) / ep.initial_cost;
     std::printf("| %g | %.3f | %.3f | %.3f | %d |\n", tau, dream_score, final_return, best_return, ep.steps);

@@ -126,6 +126,7 @@ void Save(WorldModelImpl& model, torch::optim::Adam* opt, int epoch, const std::
   // the RSSM existed load unchanged).
   if (model.kind() == "rssm") a.write("rssm", torch::tensor(std::vector<int64_t>{o.groups, o.classes}));
   a.write("vocabulary", torch::tensor(o.vocabulary));
+  if (!o.rule_ids.empty()) a.write("rule_ids", agents::RuleIdsToTensor(o.rule_ids));
   a.write("epoch", torch::tensor(static_cast<int64_t>(epoch)));
   if (opt != nullptr) {
     torch::serialize::OutputArchive oa;
@@ -263,6 +264,12 @@ WorldModel LoadWorldModel(const std::string& path) {
   o.hidden = static_cast<int>(sizes[3].item<int64_t>());
   o.mixtures = static_cast<int>(sizes[4].item<int64_t>());
   o.max_locations = static_cast<int>(sizes[5].item<int64_t>());
+  torch::Tensor ids;
+  if (a.try_read("rule_ids", ids)) {
+    if (2 * ids.numel() != o.rule_actions)
+      Fail("the world model '", path, "' is corrupt: ", ids.numel(), " rule ids for ", o.rule_actions / 2, " rules");
+    o.rule_ids = agents::RuleIdsFromTensor(ids);
+  }
   const bool is_rssm = a.try_read("rssm", rssm);
   if (is_rssm) {
     if (rssm.numel() != 2) Fail("'", path, "' holds no world model");
@@ -321,6 +328,8 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   WorldModelOptions mo;
   mo.latent = static_cast<int>(data.header.latent_size());
   mo.rule_actions = actions;
+  if (data.header.rule_ids_size() == actions / 2)
+    mo.rule_ids.assign(data.header.rule_ids().begin(), data.header.rule_ids().end());
   mo.hidden = o.hidden;
   mo.mixtures = o.mixtures;
   mo.max_locations = static_cast<int>(data.header.max_locations());
@@ -444,5 +453,7 @@ TrainResult TrainWorldModel(const TrainOptions& o) {
   WriteFileAtomically(run.dir + "/eval.json", j.dump(2) + "\n");
   return r;
 }
+
+void SaveWorldModel(WorldModelImpl& model, int epoch, const std::string& path) { Save(model, nullptr, epoch, path); }
 
 }  // namespace rlflow::world_model

@@ -103,6 +103,9 @@ HeldOutMetrics Evaluate(WorldModelImpl& model, const std::vector<const Episode*>
 // Loads world_model.pt (or a checkpoint) written by TrainWorldModel, of
 // either kind.
 WorldModel LoadWorldModel(const std::string& path);
+// Saves a world model as TrainWorldModel's world_model.pt (no optimizer
+// state), atomically; `epoch` is recorded with it.
+void SaveWorldModel(WorldModelImpl& model, int epoch, const std::string& path);
 // The kind of the world model saved at `path` ("mdn_rnn" or "rssm"), for
 // callers that do not include world_model/world_model.h (libtorch).
 std::string WorldModelKind(const std::string& path);

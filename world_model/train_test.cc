@@ -57,6 +57,12 @@ TEST(TrainWorldModel, WritesItsRunAndResumesToTheSameModel) {
   WorldModel loaded = LoadWorldModel(dir + "/whole/world_model.pt");
   EXPECT_EQ(loaded->options().hidden, 32);
   EXPECT_EQ(loaded->options().latent, 32);
+  // The rule database's ids, from the rollouts: it acts by rule id on a
+  // database regenerated or grown since (LoadDreamAgent).
+  const Rollouts rollouts = ReadRollouts(data);
+  ASSERT_EQ(rollouts.header.rule_ids_size() * 2, static_cast<int>(rollouts.header.rule_actions()));
+  EXPECT_EQ(loaded->options().rule_ids,
+            std::vector<std::string>(rollouts.header.rule_ids().begin(), rollouts.header.rule_ids().end()));
 
   // Interrupted after epoch 1, then resumed.
   std::atomic<bool> stop{false};

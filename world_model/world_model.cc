@@ -109,4 +109,10 @@ WorldModel MakeWorldModel(const std::string& kind, WorldModelOptions options) {
   Fail("unknown world model kind '", kind, "' (", kWorldModelKinds, ")");
 }
 
+void WorldModelImpl::SetRuleIds(std::vector<std::string> ids) {
+  if (2 * static_cast<int>(ids.size()) != o_.rule_actions)
+    Fail("world model: ", ids.size(), " rule ids for ", o_.rule_actions / 2, " rules");
+  o_.rule_ids = std::move(ids);
+}
+
 }  // namespace rlflow::world_model

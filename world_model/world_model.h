@@ -38,6 +38,9 @@ struct WorldModelOptions {
   int rule_actions = 0;  // the database's: 2 x rules (the stop action is one more)
   // The rule actions the model knows, increasing (empty: all of them).
   std::vector<int64_t> vocabulary;
+  // The rule database's ids (rule k: actions 2k and 2k + 1), from the
+  // rollouts; empty for a model saved before they were recorded.
+  std::vector<std::string> rule_ids;
   int embedding = 32;  // action embedding
   int hidden = 256;    // the recurrent state (LSTM or GRU)
   // mdn_rnn: Gaussians in the mixture over z_{t+1}. rssm: components of
@@ -106,6 +109,9 @@ class WorldModelImpl : public torch::nn::Module {
   virtual std::string kind() const = 0;
 
   const WorldModelOptions& options() const { return o_; }
+  // Records the rule database the model's rule actions refer to (ids of
+  // exactly rule_actions / 2 rules); rlflow::Error otherwise.
+  void SetRuleIds(std::vector<std::string> ids);
   // Vocabulary size V, and the vocabulary index of a database rule action
   // (-1 if the model does not know it).
   int vocabulary_size() const { return static_cast<int>(o_.vocabulary.size()); }

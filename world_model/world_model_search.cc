@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "agents/env.h"
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "search/search.h"
@@ -44,18 +45,18 @@ class WorldModelSearch : public Search {
       if (c.empty()) Fail("no trained controller: pass --agent=DIR (see //world_model:dream)");
       dir = c.substr(0, c.rfind('/'));
     }
-    const int rule_actions = 2 * static_cast<int>(o.matcher->rules().size());
+    const std::vector<std::string> ids = agents::RuleIds(o.matcher->rules());
     std::string encoder_path = FindRunfile("agents/zoo_agent.pt");
     if (encoder_path.empty()) Fail("the encoder agents/zoo_agent.pt was not found");
-    LatentEncoder encoder(encoder_path, rule_actions);
-    DreamAgent agent = LoadDreamAgent(dir, rule_actions, encoder.size());
+    LatentEncoder encoder(encoder_path, ids);
+    DreamAgent agent = LoadDreamAgent(dir, ids, encoder.size());
     agents::EnvOptions eo;
     eo.horizon = static_cast<int>(horizon);
     eo.max_growth = o.max_growth;
     eo.seed = o.seed;
     eo.runner = &runner;
     agents::RewriteEnv env(o.matcher, o.cost, eo);
-    ControllerEpisode ep = RunControllerEpisode(*agent.controller, *agent.model, encoder, env, graph);
+    ControllerEpisode ep = RunControllerEpisode(*agent.controller, agent.vocabulary, encoder, env, graph);
     SearchResult r;
     r.initial_cost = ep.initial_cost;
     r.final_cost = ep.best_cost;

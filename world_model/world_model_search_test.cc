@@ -5,6 +5,7 @@
 // missing or mismatched agent directory is an error.
 #include <gtest/gtest.h>
 
+#include "agents/gnn.h"
 #include "core/error.h"
 #include "core/file_util.h"
 #include "rules/testing.h"
@@ -13,6 +14,7 @@
 #include "search/canonical.h"
 #include "search/search.h"
 #include "world_model/controller_episode.h"
+#include "world_model/world_model.h"
 #include "zoo/zoo.h"
 
 namespace rlflow {
@@ -60,22 +62,42 @@ TEST(WorldModelSearch, LoadDreamAgentChecksWhatItLoads) {
   const std::string controller = FindRunfile("world_model/agent/controller.pt");
   ASSERT_FALSE(controller.empty());
   const std::string dir = controller.substr(0, controller.rfind('/'));
-  const int rule_actions = 2 * static_cast<int>(testing::AllRules().size());
-  world_model::DreamAgent a = world_model::LoadDreamAgent(dir, rule_actions, 32);
-  EXPECT_NE(a.controller, nullptr);
-  EXPECT_NE(a.model, nullptr);
+  // On the checked-in database (which may have grown since the model was
+  // trained: it acts by rule id).
+  world_model::DreamAgent current = world_model::LoadDreamAgent(dir, agents::RuleIds(testing::AllRules()), 32);
+  EXPECT_NE(current.controller, nullptr);
+  ASSERT_NE(current.model, nullptr);
+  for (int64_t action : current.vocabulary) EXPECT_GE(action, 0) << "a vocabulary rule is not in the database";
+  // On the database it was trained on (the ids it records): the vocabulary as it is.
+  const std::vector<std::string> ids = current.model->options().rule_ids;
+  ASSERT_EQ(2 * static_cast<int>(ids.size()), current.model->options().rule_actions)
+      << "the checked-in model records its database's rule ids";
+  world_model::DreamAgent a = world_model::LoadDreamAgent(dir, ids, 32);
+  EXPECT_EQ(a.vocabulary, a.model->options().vocabulary);
   EXPECT_NO_THROW(world_model::LoadDreamAgent(dir));  // nothing to check against
-  auto message = [&](int actions, int latent, const std::string& where) {
+  // A database grown by a rule before all others: every vocabulary action
+  // moves by one rule, by id.
+  std::vector<std::string> grown = {"fffffffffff0"};
+  grown.insert(grown.end(), ids.begin(), ids.end());
+  world_model::DreamAgent g = world_model::LoadDreamAgent(dir, grown, 32);
+  ASSERT_EQ(g.vocabulary.size(), a.vocabulary.size());
+  for (size_t j = 0; j < a.vocabulary.size(); ++j) EXPECT_EQ(g.vocabulary[j], a.vocabulary[j] + 2) << j;
+  // Without the vocabulary's first rule: that action is never valid.
+  std::vector<std::string> fewer = ids;
+  fewer.erase(fewer.begin() + a.vocabulary[0] / 2);
+  world_model::DreamAgent f = world_model::LoadDreamAgent(dir, fewer, 32);
+  EXPECT_EQ(f.vocabulary[0], -1);
+  auto message = [&](const std::vector<std::string>& database, int latent, const std::string& where) {
     try {
-      world_model::LoadDreamAgent(where, actions, latent);
+      world_model::LoadDreamAgent(where, database, latent);
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
-  EXPECT_NE(message(rule_actions + 2, 32, dir).find("rules, the rule database has"), std::string::npos);
-  EXPECT_NE(message(rule_actions, 31, dir).find("does not fit its world model or the encoder"), std::string::npos);
-  EXPECT_NE(message(rule_actions, 32, MakeTempDir("empty_agent_")).find("must be a directory with controller.pt"),
+  EXPECT_NE(message({"fffffffffff0"}, 32, dir).find("knows none of the rule database's 1 rules"), std::string::npos);
+  EXPECT_NE(message(ids, 31, dir).find("does not fit its world model or the encoder"), std::string::npos);
+  EXPECT_NE(message(ids, 32, MakeTempDir("empty_agent_")).find("must be a directory with controller.pt"),
             std::string::npos);
 }
 
