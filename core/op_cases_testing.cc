@@ -162,6 +162,10 @@ std::vector<OpCase> OpCases() {
                              A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}}));
                }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
+  c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
+  c.push_back({"Trilu_lower_k", [in](B& b) {
+                 return b.Op("Trilu", {in(b, "tril_x", {3, 5, 4}), b.ConstInts({1}, Shape{})}, A({{"upper", I(0)}}));
+               }});
   c.push_back({"DepthToSpace_DCR", [in](B& b) {
                  return b.Op("DepthToSpace", {in(b, "d2s_x", {1, 8, 2, 3})}, A({{"blocksize", I(2)}}));
                }});

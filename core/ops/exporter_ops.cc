@@ -1,11 +1,13 @@
 // Operators common in other exporters' models (detectors, segmenters, style
-// transfer, text models): Tile, DepthToSpace, SpaceToDepth, ArgMax, ArgMin,
-// TopK, InstanceNormalization, Einsum. Shape rules, ATen kernels, FLOPs; each has a
+// transfer, text models): Tile, Trilu, DepthToSpace, SpaceToDepth, ArgMax,
+// ArgMin, TopK, InstanceNormalization, Einsum. Shape rules, ATen kernels, FLOPs; each has a
 // conformance case against ONNX Runtime.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/einsum.h>
 #include <ATen/ops/instance_norm.h>
 #include <ATen/ops/topk.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/triu.h>
 
 #include <cctype>
 #include <map>
@@ -42,6 +44,37 @@ OpDef TileDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(TileDef());
+
+// Trilu (opset 14): the upper (upper = 1) or lower triangle of the last two
+// dimensions from diagonal k (input 1, one int64, default 0), the rest
+// zero (false): decoders' causal masks. Without it the mask was opaque and
+// rewrites could not cross it.
+OpDef TriluDef() {
+  OpDef d;
+  d.name = "Trilu";
+  d.since_opset = 14;
+  d.min_inputs = 1;
+  d.max_inputs = 2;
+  d.attrs = {IntAttr("upper", 1)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    if (x.rank_known && x.shape.size() < 2) c.Fail("input must have rank >= 2, got " + x.ToString());
+    if (c.has_input(1)) {
+      const TensorType& k = c.input(1);
+      if (k.dtype != DType::kInt64) c.Fail("k must be int64, got " + k.ToString());
+      if (k.IsStatic() && k.NumElements() != 1) c.Fail("k must hold one value, got " + k.ToString());
+    }
+    const int64_t upper = c.Int("upper");
+    if (upper != 0 && upper != 1) c.Fail("upper must be 0 or 1, got " + std::to_string(upper));
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const int64_t k = c.has(1) ? c.IntsInput(1).at(0) : 0;
+    c.outputs = {c.Int("upper") != 0 ? at::triu(c.in(0), k) : at::tril(c.in(0), k)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(TriluDef());
 
 // DepthToSpace (DCR or CRD) and SpaceToDepth: data movement on NCHW.
 OpDef DepthToSpaceDef(bool to_space) {
