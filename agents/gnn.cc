@@ -225,27 +225,20 @@ void PolicyImpl::SetRuleIds(std::vector<std::string> ids) {
   from_database_.clear();
 }
 
-PolicyImpl::Mapping PolicyImpl::MapOnto(const std::vector<std::string>& database_ids) {
+int PolicyImpl::MapOnto(const std::vector<std::string>& database_ids) {
   if (rule_ids_.empty()) Fail("policy: no rule ids to map by");
-  Mapping m;
   from_database_.clear();
-  if (database_ids == rule_ids_) return m;
-  std::unordered_map<std::string, int> own;
-  for (size_t k = 0; k < rule_ids_.size(); ++k) own.emplace(rule_ids_[k], static_cast<int>(k));
+  if (database_ids == rule_ids_) return static_cast<int>(rule_ids_.size());
+  const std::vector<int> own = IndexByRuleId(database_ids, rule_ids_);
   from_database_.assign(2 * database_ids.size(), -1);
   int known = 0;
-  for (size_t j = 0; j < database_ids.size(); ++j) {
-    auto it = own.find(database_ids[j]);
-    if (it == own.end()) {
-      ++m.unknown;
-      continue;
-    }
+  for (size_t j = 0; j < own.size(); ++j) {
+    if (own[j] < 0) continue;
     ++known;
-    from_database_[2 * j] = 2 * it->second;
-    from_database_[2 * j + 1] = 2 * it->second + 1;
+    from_database_[2 * j] = 2 * own[j];
+    from_database_[2 * j + 1] = 2 * own[j] + 1;
   }
-  m.missing = static_cast<int>(rule_ids_.size()) - known;
-  return m;
+  return known;
 }
 
 std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules) {
@@ -253,6 +246,18 @@ std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules) {
   ids.reserve(rules.size());
   for (const auto& r : rules) ids.push_back(r.id());
   return ids;
+}
+
+std::vector<int> IndexByRuleId(const std::vector<std::string>& ids, const std::vector<std::string>& in) {
+  std::unordered_map<std::string, int> where;
+  for (size_t k = 0; k < in.size(); ++k) where.emplace(in[k], static_cast<int>(k));
+  std::vector<int> out;
+  out.reserve(ids.size());
+  for (const std::string& id : ids) {
+    auto it = where.find(id);
+    out.push_back(it == where.end() ? -1 : it->second);
+  }
+  return out;
 }
 
 void SavePolicy(PolicyImpl& policy, const std::string& path) {
@@ -297,8 +302,7 @@ Policy LoadPolicy(const std::string& path, const std::vector<std::string>& datab
     policy->eval();
     if (has_ids) {
       policy->SetRuleIds(RuleIdsFromTensor(ids));
-      const PolicyImpl::Mapping m = policy->MapOnto(database_ids);
-      if (m.missing == static_cast<int>(policy->rule_ids().size()))
+      if (policy->MapOnto(database_ids) == 0)
         Fail("the agent '", path, "' knows none of the rule database's ", database_ids.size(),
              " rules: train it on this database");
     }

@@ -78,12 +78,9 @@ class PolicyImpl : public torch::nn::Module {
   void SetRuleIds(std::vector<std::string> ids);
   // Acts on a rule database by rule id (a database regenerated or grown
   // since training): a candidate of a rule the policy was not trained on
-  // is never one of its valid actions. Needs rule_ids().
-  struct Mapping {
-    int unknown = 0;  // the database's rules the policy does not know
-    int missing = 0;  // the policy's rules the database lacks
-  };
-  Mapping MapOnto(const std::vector<std::string>& database_ids);
+  // is never one of its valid actions. Needs rule_ids(). Returns how many
+  // of the database's rules the policy knows.
+  int MapOnto(const std::vector<std::string>& database_ids);
 
  private:
   int rule_actions_, hidden_;
@@ -107,6 +104,9 @@ void SavePolicy(PolicyImpl& policy, const std::string& path);
 Policy LoadPolicy(const std::string& path, const std::vector<std::string>& database_ids);
 // The ids of a rule list, in order (a Matcher's rules(), a database's).
 std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules);
+// For each id of `ids`, its index in `in` (-1 where `in` lacks it): how a
+// trained agent's rules and a database's correspond.
+std::vector<int> IndexByRuleId(const std::vector<std::string>& ids, const std::vector<std::string>& in);
 
 // Orthogonal initialisation (gain sqrt(2) for hidden layers), zero biases.
 void OrthogonalInit(torch::nn::Module& module, double gain = 1.4142135623730951);

@@ -13,9 +13,9 @@
 //     The weights are unchanged; the file is rewritten atomically.
 #include <gflags/gflags.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "agents/gnn.h"
@@ -47,10 +47,10 @@ void PrintMapping(const std::vector<std::string>& own, const std::vector<std::st
     std::printf("rule ids:  not recorded (acts only on a database of exactly its rule count, by position)\n");
     return;
   }
-  const std::unordered_set<std::string> mine(own.begin(), own.end()), theirs(database.begin(), database.end());
-  int unknown = 0, missing = 0;
-  for (const auto& id : database) unknown += !mine.count(id);
-  for (const auto& id : own) missing += !theirs.count(id);
+  const std::vector<int> in_agent = agents::IndexByRuleId(database, own),
+                         in_database = agents::IndexByRuleId(own, database);
+  const auto absent = [](const std::vector<int>& v) { return static_cast<int>(std::count(v.begin(), v.end(), -1)); };
+  const int unknown = absent(in_agent), missing = absent(in_database);
   std::printf("rule ids:  recorded\n");
   std::printf("database:  %zu rules; %d the agent does not know (never its actions), %d of its rules missing\n",
               database.size(), unknown, missing);

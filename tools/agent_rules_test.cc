@@ -4,7 +4,6 @@
 // them (then it acts by rule id), and refuses to stamp twice.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "agents/gnn.h"
@@ -15,13 +14,11 @@
 namespace rlflow {
 namespace {
 
-std::string Runfile(const std::string& path) { return std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/" + path; }
-
 TEST(AgentRulesTool, ReportsAndStamps) {
-  const std::string db = Runfile("rules/default.rules.pb");
-  const std::string tool = Runfile("tools/agent_rules");
+  const std::string db = FindRunfile("rules/default.rules.pb");
+  const std::string tool = FindRunfile("tools/agent_rules");
   int status = -1;
-  for (const std::string& agent : {Runfile("agents/zoo_agent.pt"), Runfile("world_model/agent")}) {
+  for (const std::string& agent : {FindRunfile("agents/zoo_agent.pt"), FindRunfile("world_model/agent")}) {
     const std::string out = RunProgramOutput({tool, "--agent=" + agent, "--db=" + db}, &status);
     EXPECT_EQ(status, 0) << out;
     EXPECT_NE(out.find("rule ids:  recorded"), std::string::npos) << out;

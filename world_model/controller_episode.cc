@@ -1,8 +1,8 @@
 #include "world_model/controller_episode.h"
 
 #include <algorithm>
-#include <unordered_map>
 
+#include "agents/gnn.h"
 #include "agents/ppo.h"
 #include "core/error.h"
 #include "core/file_util.h"
@@ -27,12 +27,11 @@ DreamAgent LoadDreamAgent(const std::string& dir, const std::vector<std::string>
          " (the model does not record which, so it cannot act on another database): train it "
          "on this database");
   if (!database_ids.empty() && !mo.rule_ids.empty() && mo.rule_ids != database_ids) {
-    std::unordered_map<std::string, int64_t> where;
-    for (size_t j = 0; j < database_ids.size(); ++j) where.emplace(database_ids[j], static_cast<int64_t>(j));
+    const std::vector<int> there = agents::IndexByRuleId(mo.rule_ids, database_ids);
     int found = 0;
     for (int64_t& action : a.vocabulary) {
-      auto it = where.find(mo.rule_ids[static_cast<size_t>(action / 2)]);
-      action = it == where.end() ? -1 : 2 * it->second + action % 2;
+      const int rule = there[static_cast<size_t>(action / 2)];
+      action = rule < 0 ? -1 : 2 * rule + action % 2;
       found += action >= 0;
     }
     if (found == 0)
