@@ -177,6 +177,9 @@ struct CheckRecord {
   bool unchanged = false;  // the optimised graph is the original
   bool general_ok = true;  // right at another binding of the symbolic dimensions
   std::string general_note;
+  // What makes the comparison weaker (an output of the original holding NaN
+  // or infinity on the filled inputs: those elements compared for equality).
+  std::vector<std::string> notes;
 };
 
 // The verdict (runtime/verdict.h: both graphs timed end to end, interleaved)

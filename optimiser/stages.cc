@@ -650,6 +650,7 @@ void Check(OptimiseRun& r) {
   if (applied_list.empty()) applied_list = "none";
   EquivalenceResult check = CompareGraphs(original, optimised, o.seed);
   for (const auto& note : check.notes) r.warn(note);
+  rec.notes = check.notes;
   rec.max_error = check.max_error;
   rec.outputs_compared = check.outputs;
   rec.opaque_nodes = check.opaque_nodes;
@@ -1049,7 +1050,8 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
   j["unchanged"] = c.unchanged;
   j["check"] = Json{{"max_relative_error", c.max_error}, {"outputs_compared", c.outputs_compared},
                     {"opaque_nodes", c.opaque_nodes},    {"symbolic_dims", c.symbolic_dims},
-                    {"general", c.general_ok},           {"tolerance", p.options.tolerance}};
+                    {"general", c.general_ok},           {"tolerance", p.options.tolerance},
+                    {"notes", c.notes}};
 }
 
 void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {

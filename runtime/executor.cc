@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "core/op_registry.h"
@@ -271,6 +273,41 @@ bool ShapeConsistentValues(const Graph& g, const Node& c, size_t idx, int64_t n,
   return false;
 }
 
+// A mask: an input whose values, through casts and reshapes, are taken
+// from 1 (`1 - mask`, `mask - 1`) or scaled by a masking bias (|c| >= 1e4: -10000 or
+// the float's lowest, as Hugging Face's exports write the attention mask,
+// `(1 - mask) * finfo.min`). Such an input is 0 or 1: other values make the
+// bias overflow to infinity and every output NaN, and the check would
+// compare NaN with NaN. Returns how the graph uses it ("" if not a mask).
+std::string MaskUse(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers, ValueId v) {
+  auto constant = [&](ValueId c, auto&& pred) {
+    if (c == kNoValue || !g.value(c).initializer) return false;
+    const std::vector<double> values = g.value(c).initializer->ToDouble();
+    return !values.empty() && std::all_of(values.begin(), values.end(), pred);
+  };
+  std::vector<ValueId> frontier = {v};
+  for (int depth = 0; depth < 6 && !frontier.empty(); ++depth) {
+    std::vector<ValueId> next;
+    for (ValueId x : frontier) {
+      for (auto [node, idx] : consumers[x]) {
+        const Node& c = g.node(node);
+        if (c.opaque()) continue;
+        if (c.op == "Sub" && c.inputs.size() == 2 && constant(c.inputs[1 - idx], [](double d) { return d == 1.0; }))
+          return (idx == 1 ? "1 - x in Sub '" : "x - 1 in Sub '") + c.name + "'";
+        if (c.op == "Mul" && c.inputs.size() == 2 &&
+            constant(c.inputs[1 - idx], [](double d) { return std::abs(d) >= 1e4; }))
+          return "a masking bias in Mul '" + c.name + "'";
+        static const std::set<std::string> carriers = {"Cast",  "Unsqueeze", "Squeeze", "Reshape",  "Flatten",
+                                                       "Slice", "Expand",    "Identity", "Transpose"};
+        if (idx == 0 && carriers.count(c.op))
+          for (ValueId o : c.outputs) next.push_back(o);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<std::string>* how) {
@@ -290,6 +327,17 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<
       out.push_back(ToAten(v.sample_data).clone());
       if (how) how->push_back("given (--input_data)");
       continue;
+    }
+    if (v.type.dtype != DType::kBool) {
+      if (std::string use = MaskUse(g, consumers, g.inputs()[k]); !use.empty()) {
+        std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + k + 1);
+        at::Tensor t = at::empty(shape, at::kLong);
+        int64_t* p = t.data_ptr<int64_t>();
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(rng() >> 63);
+        out.push_back(t.to(ToAtenType(v.type.dtype)));
+        if (how) how->push_back("random 0 or 1 (a mask: " + use + ")");
+        continue;
+      }
     }
     // Shapes, axes, counts: values that make the node reading them produce
     // the shape the importer inferred (random ones make a valid model fail).

@@ -5,6 +5,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/isfinite.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
@@ -42,6 +43,28 @@ TEST(Executor, RandomInputsAreDeterministicAndSeeded) {
   // Gather indices stay inside the table (7 rows) and use all of it.
   EXPECT_GE(a[0].min().item<int64_t>(), 0);
   EXPECT_EQ(a[0].max().item<int64_t>(), 6);
+}
+
+// An attention mask as Hugging Face's exports use it: (1 - mask) times the
+// float's lowest value, added to the scores before Softmax. Filled like any
+// integer input (0 to 9), 1 - mask is negative, the bias overflows to
+// +infinity and every output is NaN; a mask is filled with 0 and 1.
+TEST(Executor, AttentionMasksAreFilledWithZerosAndOnes) {
+  GraphBuilder b(1, 14, "g");
+  ValueId scores = b.Input("scores", {2, 4, 8, 8});
+  ValueId mask = b.Input("attention_mask", {2, 8}, DType::kInt64);
+  ValueId m = b.Op("Unsqueeze", {mask, b.ConstInts({1, 2})});
+  m = b.Op("Cast", {m}, {{"to", Attribute::Int(1)}});
+  m = b.Op("Sub", {b.ConstFloat(1.0f), m}, {}, "one_minus_mask");
+  m = b.Op("Mul", {m, b.ConstFloat(std::numeric_limits<float>::lowest())});
+  Graph g = b.Build({b.Op("Softmax", {b.Op("Add", {scores, m})}, {{"axis", Attribute::Int(-1)}})});
+  std::vector<std::string> how;
+  auto in = RandomInputs(g, 1, &how);
+  ASSERT_EQ(how.size(), 2u);
+  EXPECT_EQ(how[1], "random 0 or 1 (a mask: 1 - x in Sub 'one_minus_mask')");
+  EXPECT_EQ(in[1].min().item<int64_t>(), 0);
+  EXPECT_EQ(in[1].max().item<int64_t>(), 1);
+  EXPECT_TRUE(at::isfinite(Executor(g).Run(in)[0]).all().item<bool>());
 }
 
 // An input marked arrives_permuted (a node cut out of a graph where it reads

@@ -350,6 +350,77 @@ def export_decoder(path, opset, seed):
                           do_constant_folding=False)
 
 
+class HfSelfAttention(nn.Module):
+    """Hugging Face's BERT self-attention: three projections, heads by view
+    and permute, scores divided by sqrt(head size), the extended mask added."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads, self.size = heads, width // heads
+        self.query, self.key, self.value = nn.Linear(width, width), nn.Linear(width, width), nn.Linear(width, width)
+
+    def split(self, x):
+        return x.view(x.size()[:-1] + (self.heads, self.size)).permute(0, 2, 1, 3)
+
+    def forward(self, x, mask):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / self.size ** 0.5 + mask
+        context = torch.matmul(F.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous()
+        return context.view(context.size()[:-2] + (self.heads * self.size,))
+
+
+class HfBertLayer(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.attention, self.attention_out = HfSelfAttention(width, heads), nn.Linear(width, width)
+        self.ln1, self.ln2 = nn.LayerNorm(width, eps=1e-12), nn.LayerNorm(width, eps=1e-12)
+        self.intermediate, self.output = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x, mask):
+        x = self.ln1(self.attention_out(self.attention(x, mask)) + x)
+        return self.ln2(self.output(F.gelu(self.intermediate(x))) + x)
+
+
+class HfBertClassifier(nn.Module):
+    """A BERT sequence classifier as Hugging Face writes it and its exports
+    (optimum, transformers.onnx) run it: input_ids, attention_mask and
+    token_type_ids (int64, batch and sequence symbolic), the position ids a
+    slice of a buffer, and the attention mask extended as
+    (1 - mask) * finfo(float32).min, a bias that overflows to infinity for
+    any mask value other than 0 and 1 (2 layers, width 128, 4 heads)."""
+
+    def __init__(self, vocab=1000, width=128, heads=4, layers=2, labels=3):
+        super().__init__()
+        self.words, self.positions, self.types = nn.Embedding(vocab, width), nn.Embedding(512, width), nn.Embedding(
+            2, width)
+        self.ln = nn.LayerNorm(width, eps=1e-12)
+        self.register_buffer("position_ids", torch.arange(512).expand((1, -1)))
+        self.layers = nn.ModuleList([HfBertLayer(width, heads) for _ in range(layers)])
+        self.pooler, self.classifier = nn.Linear(width, width), nn.Linear(width, labels)
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        positions = self.position_ids[:, :input_ids.size(1)]
+        x = self.ln(self.words(input_ids) + self.types(token_type_ids) + self.positions(positions))
+        mask = attention_mask[:, None, None, :].to(x.dtype)
+        mask = (1.0 - mask) * torch.finfo(x.dtype).min
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.classifier(torch.tanh(self.pooler(x[:, 0])))
+
+
+def export_hf_bert(path, opset, seed):
+    torch.manual_seed(seed)
+    model = HfBertClassifier().eval()
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    example = (torch.randint(0, 1000, (1, 16)), torch.ones(1, 16, dtype=torch.long), torch.zeros(1, 16,
+                                                                                                dtype=torch.long))
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in names}
+    dynamic["logits"] = {0: "batch"}
+    with torch.no_grad():
+        torch.onnx.export(model, example, path, opset_version=opset, input_names=names, output_names=["logits"],
+                          dynamic_axes=dynamic, do_constant_folding=True)
+
+
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 
@@ -524,6 +595,8 @@ def qdq_cnn(opset, seed):
 # and must be right at a generation step (1 token, 9 cached).
 EXPORTED_MODELS = {
     "gpt_decoder_kv_cache_op14": (export_decoder, 14, "ids:1,8;pk0:1,4,0,16", "ids:1,1;pk0:1,4,9,16"),
+    "hf_bert_classifier_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
+                                "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
 }
 
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
