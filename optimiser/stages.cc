@@ -1048,9 +1048,12 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
               c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
   if (!c.general_note.empty()) s += Format("            %s\n", c.general_note.c_str());
   j["unchanged"] = c.unchanged;
-  j["check"] = Json{{"max_relative_error", c.max_error}, {"outputs_compared", c.outputs_compared},
-                    {"opaque_nodes", c.opaque_nodes},    {"symbolic_dims", c.symbolic_dims},
-                    {"general", c.general_ok},           {"tolerance", p.options.tolerance},
+  j["check"] = Json{{"max_relative_error", c.max_error},
+                    {"outputs_compared", c.outputs_compared},
+                    {"opaque_nodes", c.opaque_nodes},
+                    {"symbolic_dims", c.symbolic_dims},
+                    {"general", c.general_ok},
+                    {"tolerance", p.options.tolerance},
                     {"notes", c.notes}};
 }
 

@@ -297,7 +297,7 @@ std::string MaskUse(const Graph& g, const std::vector<std::vector<std::pair<Node
         if (c.op == "Mul" && c.inputs.size() == 2 &&
             constant(c.inputs[1 - idx], [](double d) { return std::abs(d) >= 1e4; }))
           return "a masking bias in Mul '" + c.name + "'";
-        static const std::set<std::string> carriers = {"Cast",  "Unsqueeze", "Squeeze", "Reshape",  "Flatten",
+        static const std::set<std::string> carriers = {"Cast",  "Unsqueeze", "Squeeze",  "Reshape",  "Flatten",
                                                        "Slice", "Expand",    "Identity", "Transpose"};
         if (idx == 0 && carriers.count(c.op))
           for (ValueId o : c.outputs) next.push_back(o);
