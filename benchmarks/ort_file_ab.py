@@ -8,10 +8,11 @@ here: a single session pair is not enough), and prints the speedup of B
 (A's time / B's, median of the per-pair ratios, pooled over the sessions)
 with a 95% bootstrap interval, and each session's median.
 
-  /usr/bin/python3 benchmarks/ort_file_ab.py A.onnx B.onnx NAME:D0,D1,... [SESSIONS] [PAIRS]
+  /usr/bin/python3 benchmarks/ort_file_ab.py A.onnx B.onnx NAME:D0,D1,...[;NAME2:...] [SESSIONS] [PAIRS]
 
-NAME:dims gives the (float32) input's shape. A measurement for the docs,
-not part of the build.
+NAME:dims gives an input's shape: float32, N(0, 1); NAME:dims:int64:V (or
+int32) an integer input holding V everywhere (ids of 0, a mask of ones).
+A measurement for the docs, not part of the build.
 """
 import json
 import os
@@ -32,12 +33,17 @@ def main():
     a, b, spec = sys.argv[1:4]
     sessions = int(sys.argv[4]) if len(sys.argv) > 4 else 6
     pairs = int(sys.argv[5]) if len(sys.argv) > 5 else 200
-    name, dims = spec.split(':')
-    shape = [int(d) for d in dims.split(',')]
     with tempfile.TemporaryDirectory() as d:
-        np.random.RandomState(1).randn(*shape).astype(np.float32).tofile(os.path.join(d, 'x.bin'))
+        inputs = []
+        for k, one in enumerate(spec.split(';')):
+            name, dims, dtype, value = (one.split(':') + ['float32', '0'])[:4]
+            shape = [int(x) for x in dims.split(',')]
+            data = (np.random.RandomState(1 + k).randn(*shape).astype(np.float32) if dtype == 'float32' else
+                    np.full(shape, int(value), dtype=dtype))
+            data.tofile(os.path.join(d, 'x%d.bin' % k))
+            inputs.append({'name': name, 'dtype': dtype, 'shape': shape, 'file': 'x%d.bin' % k})
         with open(os.path.join(d, 'inputs.json'), 'w') as f:
-            json.dump([{'name': name, 'dtype': 'float32', 'shape': shape, 'file': 'x.bin'}], f)
+            json.dump(inputs, f)
         env = dict(os.environ, NODE_PATH=NODE_PATH)
         ratios, medians = [], []
         for s in range(sessions):

@@ -71,7 +71,11 @@ DEFINE_int32(retries, -1,
              "several rules: search again leaving out one applied rule at a time (the least applied "
              "first), at most this many times, and keep the first graph found faster (each such "
              "verdict at 1 - 0.05/N); 0: never; -1 (auto): 2 with --device=ort (whose fusions "
-             "per-node costs cannot see), 0 otherwise");
+             "per-node costs cannot see) or when the guard finds the result slower, 0 otherwise");
+DEFINE_string(guard, "auto",
+              "where the written model must not run slower as well: auto (ONNX Runtime, level all, "
+              "--threads, with --device=cpu: when the verdict finds the result faster there, both are timed "
+              "in ORT too and the original is written if ORT runs the result slower), ort, or none");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
 DEFINE_int32(target_opset, 0,
@@ -147,6 +151,7 @@ int Main() {
   o.force_optimised = FLAGS_force_optimised;
   o.measure_runs = FLAGS_measure_runs;
   o.retries = FLAGS_retries;
+  o.guard = FLAGS_guard;
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
   o.target_opset = FLAGS_target_opset;

@@ -632,6 +632,8 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --time_limit=-2", out_, "--time_limit must be >= 0");
   ExpectCleanFailure("--model=" + model + " --measure_runs=-1", out_, "--measure_runs");
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
+  ExpectCleanFailure("--model=" + model + " --guard=trt", out_, "--guard must be auto, ort or none, got 'trt'");
+  ExpectCleanFailure("--model=" + model + " --device=ort --guard=ort", out_, "--guard=ort with --device=ort");
   // Without a GPU (no driver device node), --device=cuda is a one-line
   // error naming why (where the toolkit is missing, an unknown device).
   if (!FileExists("/dev/nvidiactl")) ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "--device=cuda");

@@ -70,6 +70,15 @@ struct PipelineOptions {
   // backend that fuses nodes into one kernel (TimingBackend::fuses_nodes:
   // ONNX Runtime's fusions, which per-node costs cannot see), else 0.
   int retries = -1;
+  // Where the written model must not run slower as well (--guard): "auto"
+  // (ONNX Runtime, level all, --threads, for --device=cpu, where most users
+  // run the written model: a rewrite that pays on rlflow's executor can
+  // break a pattern ORT fuses), "ort", or "none". When the device's verdict
+  // finds the result faster, both graphs are timed in the guard's runtime
+  // too, interleaved, and the original is written if it is slower there
+  // (its interval below 1; with `retries` as for a slower verdict). Not
+  // with --force_optimised, a scripted backend or --device=ort.
+  std::string guard = "auto";
   uint64_t seed = 1;
   int free_dim = 1;
   // The newest default-domain opset the written model may be raised to, so
@@ -96,6 +105,8 @@ struct PipelineOptions {
   const std::atomic<bool>* interrupted = nullptr;
   // Tests: makes the timing backend instead of `device` (a scripted one).
   std::function<std::unique_ptr<TimingBackend>()> make_backend;
+  // Tests: makes the guard's backend instead of `guard`'s runtime.
+  std::function<std::unique_ptr<TimingBackend>()> make_guard_backend;
 };
 
 // What each stage found and did, in the stage's own record: a stage writes
@@ -189,6 +200,14 @@ struct VerdictRecord : Verdict {
   double before_ms = 0, after_ms = 0;  // measured (ms)
   double after_estimate = 0;           // the optimised graph's cost as it runs (ms, CostModel::RunCost)
   bool keep_original = false;          // the original is written
+  // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
+  // when the verdict above found the result faster. `guarded`: measured;
+  // `guard_note`: why it was not, or what failed.
+  std::string guard_device;
+  bool guarded = false;
+  Verdict guard;
+  std::string guard_note;
+  bool guard_slower() const { return guarded && guard.outcome == Outcome::kSlower; }
 };
 
 // Each search run again without one applied rule (PipelineOptions::retries).

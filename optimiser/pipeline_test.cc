@@ -375,6 +375,97 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
   }
 }
 
+// The guard (--guard): the device runs node by node, so both rules of the
+// model above are gains there and its verdict finds the result faster; the
+// guard's runtime fuses like ONNX Runtime (the scale motion costs it a whole
+// fusion) and finds it slower. The original is then kept, or, with retries,
+// the search runs again without the applied rule that ORT pays for, and the
+// graph faster in both is written. A guard that cannot time the pair keeps
+// the original; none (--guard=none) writes what the device found faster.
+TEST(Pipeline, TheGuardKeepsWhatOnnxRuntimeRunsSlower) {
+  std::string dir = testing::MakeTempDir("pipeline_guard_");
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 32, 8}), w = b.Input("w", {32, 256}), z = b.Input("z", {1, 8, 32});
+  ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
+  ValueId y1 = b.Op("MatMul", {t, b.Op("Mul", {b.ConstFloat(0.125f, "scale"), w})});
+  ValueId m = b.Op("ReduceMean", {z}, {{"axes", Attribute::Ints({-1})}});
+  ValueId d = b.Op("Sub", {z, m});
+  ValueId v = b.Op("ReduceMean", {b.Op("Pow", {d, b.ConstFloat(2.0f)})}, {{"axes", Attribute::Ints({-1})}});
+  ValueId y2 = b.Op("Div", {d, b.Op("Sqrt", {b.Op("Add", {v, b.ConstFloat(1e-5f)})})});
+  std::string model = dir + "/model.onnx";
+  WriteOnnxFile(b.Build({y1, y2}), model);
+  rules::RuleDatabase db = LoadRuleDatabase(FindRunfile("rules/default.rules.pb"));
+  rules::RuleDatabase two = db;
+  two.clear_rules();
+  for (const rules::Rule& r : db.rules())
+    if (r.id() == "0a73e9f3f3a1" || r.id() == "9638de9c216a") *two.add_rules() = r;
+  ASSERT_EQ(two.rules_size(), 2);
+
+  PipelineOptions o = Options(dir, model);
+  o.loaded_rules = std::make_shared<const rules::RuleDatabase>(two);
+  o.search = "greedy";
+  o.measure_runs = 20;
+  o.make_backend = [] { return std::make_unique<testing::ScriptedBackend>("scripted-node-by-node", FusionNodeMs); };
+  enum class Guard { kNone, kFusing, kFusingNoRetries, kFailing };
+  for (Guard guard : {Guard::kNone, Guard::kFusing, Guard::kFusingNoRetries, Guard::kFailing}) {
+    SCOPED_TRACE(static_cast<int>(guard));
+    o.guard = guard == Guard::kNone ? "none" : "ort";
+    o.retries = guard == Guard::kFusingNoRetries ? 0 : -1;
+    o.make_guard_backend = [guard]() -> std::unique_ptr<TimingBackend> {
+      if (guard == Guard::kFailing) {
+        struct Failing : testing::ScriptedBackend {
+          Failing() : ScriptedBackend("scripted-failing", FusionNodeMs) {}
+          PairedTimes TimePaired(const Graph&, const Graph&, int, const TimingOptions&) override {
+            Fail("the runtime cannot run the model");
+          }
+        };
+        return std::make_unique<Failing>();
+      }
+      return std::make_unique<testing::ScriptedBackend>("scripted-fusing", FusionNodeMs, FusionRunMs);
+    };
+    PipelineResult r = RunPipeline(o);
+    std::map<std::string, int> ops;
+    for (const std::string& a : r.search.result.applied) ++ops[a.substr(0, a.find(' '))];
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    EXPECT_TRUE(r.verdict.faster());  // on the device, every attempt
+    if (guard == Guard::kNone) {
+      EXPECT_FALSE(r.verdict.guarded);
+      EXPECT_FALSE(j["verdict"].contains("guard"));
+      EXPECT_EQ(ops["0a73e9f3f3a1"], 1);
+      EXPECT_FALSE(r.verdict.keep_original);
+      EXPECT_NE(ReadFile(o.output), ReadFile(model));
+      continue;
+    }
+    EXPECT_EQ(j["verdict"]["guard"]["device"], "ort");
+    if (guard == Guard::kFailing) {
+      EXPECT_FALSE(r.verdict.guarded);
+      EXPECT_NE(r.verdict.guard_note.find("the runtime cannot run the model"), std::string::npos)
+          << r.verdict.guard_note;
+      EXPECT_TRUE(r.verdict.keep_original);
+      EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+      continue;
+    }
+    ASSERT_TRUE(r.verdict.guarded);
+    if (guard == Guard::kFusingNoRetries) {
+      EXPECT_EQ(r.verdict.guard.outcome, Verdict::Outcome::kSlower);
+      EXPECT_EQ(j["verdict"]["guard"]["outcome"], "slower");
+      EXPECT_TRUE(r.verdict.keep_original);
+      EXPECT_TRUE(r.retries.empty());
+      EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+      continue;
+    }
+    // Searched again without the scale motion: faster in both.
+    ASSERT_EQ(r.retries.size(), 1u);
+    EXPECT_EQ(r.retries[0].left_out, "0a73e9f3f3a1");
+    EXPECT_EQ(r.verdict.guard.outcome, Verdict::Outcome::kFaster);
+    EXPECT_EQ(j["verdict"]["guard"]["outcome"], "faster");
+    EXPECT_FALSE(r.verdict.keep_original);
+    EXPECT_EQ(ops.count("0a73e9f3f3a1"), 0u);
+    EXPECT_EQ(ops["9638de9c216a"], 1);
+    EXPECT_EQ(ImportOnnxFile(o.output).OpCounts()["LayerNormalization"], 1);
+  }
+}
+
 // x: [batch, 3, 4] reshaped to [n, w / 2, -1] where n and w are read from
 // x's shape (torch's `n, s, w = x.shape`): w is static though the batch is
 // symbolic. The import folds it (one Gather, no Div left); the file computes

@@ -188,6 +188,11 @@ void Configure(OptimiseRun& r) {
     if (std::find(known.begin(), known.end(), rec.target) == known.end())
       Fail("--target: unknown target '", rec.target, "' (known: onnx, ort)");
   }
+  if (o.guard != "auto" && o.guard != "none" && o.guard != "ort")
+    Fail("--guard must be auto, ort or none, got '", o.guard, "'");
+  if (o.guard == "ort" && o.device == "ort") Fail("--guard=ort with --device=ort: the verdict is in ORT already");
+  if (o.guard == "ort" || (o.guard == "auto" && o.device == "cpu" && !o.make_backend && !o.force_optimised))
+    r.guard_device = "ort";
   r.backend = o.make_backend ? o.make_backend() : MakeTimingBackend(o.device, backend_options);
   rec.device = r.backend->name();
   rec.threads = at::get_num_threads();
@@ -703,6 +708,46 @@ void Check(OptimiseRun& r) {
   }
 }
 
+// The guard (PipelineOptions::guard): the pair the verdict found faster,
+// timed in the guard's runtime too (the same pairs and level); the original
+// is kept if it runs faster there. A runtime that cannot be started (no
+// Node.js or onnxruntime-node) leaves the run unguarded, said so; one that
+// cannot run the pair keeps the original.
+void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timing) {
+  VerdictRecord& rec = r.res.verdict;
+  rec.guard_device = r.guard_device;
+  if (!r.guard_backend) {
+    BackendOptions options;
+    options.threads = r.o.threads;
+    try {
+      r.guard_backend = r.o.make_guard_backend ? r.o.make_guard_backend() : MakeTimingBackend(r.guard_device, options);
+    } catch (const Error& e) {
+      if (r.o.guard != "auto") throw;
+      rec.guard_note = std::string("not measured in ") + r.guard_device + " (" + e.what() + ")";
+      r.warn("the result is not checked in ONNX Runtime: " + rec.guard_note);
+      return;
+    }
+  }
+  r.info("measuring both in " + r.guard_device + " too (the guard, " + std::to_string(rec.pairs) +
+         " interleaved pairs)");
+  try {
+    static_cast<Verdict&>(rec.guard) =
+        Judge(r.guard_backend->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), r.level);
+  } catch (const Error& e) {
+    rec.guard_note = r.guard_device + " could not time the pair: " + e.what();
+    rec.keep_original = true;
+    r.warn(rec.guard_note + "; the original is written");
+    return;
+  }
+  rec.guarded = true;
+  r.info("in " + r.guard_device + ": " + rec.guard.ToString());
+  if (rec.guard_slower()) {
+    rec.keep_original = true;
+    r.warn("the optimised graph is faster on " + r.res.configure.device + " and slower in " + r.guard_device +
+           ": the original is kept");
+  }
+}
+
 // Both graphs measured end to end, interleaved: the verdict (its interval at
 // r.level).
 void Measure(OptimiseRun& r) {
@@ -734,6 +779,7 @@ void Measure(OptimiseRun& r) {
   }
   rec.after_estimate = r.cost->RunCost(r.optimised);
   rec.keep_original = check.unchanged || !check.general_ok || (!o.force_optimised && !rec.faster());
+  if (!rec.keep_original && !o.force_optimised && !r.guard_device.empty()) Guard(r, optimised_cut, timing);
 }
 
 // One attempt: the search with the rules `mask` enables, the finishing
@@ -762,9 +808,11 @@ void Retries(OptimiseRun& r) {
   // time (the least applied first), at most --retries times; the first
   // graph found faster is kept. Each retry's verdict is at level 1 - 0.05/N
   // (N retries), so that the retries together are held to 95%.
-  const int retries = o.retries >= 0 ? o.retries : r.backend->fuses_nodes() ? 2 : 0;
-  if (retries > 0 && !res.check.unchanged && res.check.general_ok && !res.verdict.faster() && !o.force_optimised &&
-      !runner.ShouldStop()) {
+  // The same when the guard's runtime (which fuses nodes) runs the graph slower.
+  const bool guard_slower = res.verdict.guard_slower();
+  const int retries = o.retries >= 0 ? o.retries : r.backend->fuses_nodes() || guard_slower ? 2 : 0;
+  if (retries > 0 && !res.check.unchanged && res.check.general_ok && (!res.verdict.faster() || guard_slower) &&
+      !o.force_optimised && !runner.ShouldStop()) {
     std::vector<std::pair<int, std::string>> by_count;  // (applications, rule id), first applied first
     for (const std::string& name : res.search.result.applied) {
       const std::string id = name.substr(0, name.find(' '));
@@ -786,10 +834,10 @@ void Retries(OptimiseRun& r) {
         std::vector<char> mask = r.enabled;
         for (int k = 0; k < r.rule_db->rules_size(); ++k)
           if (r.rule_db->rules(k).id() == id) mask[k] = 0;
-        r.info(
-            Format("the verdict does not find the optimised graph faster: searching again without rule %s (applied "
-                   "%d times; retry %d of %d, verdict at %g%%)",
-                   id.c_str(), count, t + 1, tries, level * 100));
+        r.info(Format(
+            "the verdict does not find the optimised graph faster%s: searching again without rule %s "
+            "(applied %d times; retry %d of %d, verdict at %g%%)",
+            guard_slower ? (" in " + r.guard_device).c_str() : "", id.c_str(), count, t + 1, tries, level * 100));
         PipelineResult saved = res;
         Graph saved_optimised = r.optimised;
         auto t_retry = Clock::now();
@@ -1115,6 +1163,20 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"cpu_clock", v.cpu_clock},
                       {"before_cpu_ms", v.a_cpu_ms},
                       {"after_cpu_ms", v.b_cpu_ms}};
+  if (v.guarded)
+    s += Format("guard:      in %s %.2f -> %.2f ms, %s\n", v.guard_device.c_str(), v.guard.a_ms, v.guard.b_ms,
+                v.guard.ToString().c_str());
+  else if (!v.guard_note.empty())
+    s += Format("guard:      %s\n", v.guard_note.c_str());
+  if (!v.guard_device.empty())
+    j["verdict"]["guard"] = Json{{"device", v.guard_device},
+                                 {"measured", v.guarded},
+                                 {"outcome", v.guarded ? v.guard.OutcomeName() : std::string()},
+                                 {"before_ms", v.guard.a_ms},
+                                 {"after_ms", v.guard.b_ms},
+                                 {"wall", interval(v.guard.wall)},
+                                 {"cpu", interval(v.guard.cpu)},
+                                 {"note", v.guard_note}};
   j["estimated_speedup"] = nothing_estimated ? 1.0 : before_estimate / after_estimate;
   j["predicted_after_ms"] = nothing_estimated ? v.before_ms : p.PredictedAfterMs();
   j["predicted_after_error"] = predicted_error;
@@ -1145,6 +1207,10 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
         "written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "
         "symbolic dimensions)\n",
         output.c_str());
+  else if (v.keep_original && v.faster())
+    s += Format("written:    %s (the ORIGINAL model: the optimised graph is faster on %s but %s in %s)\n",
+                output.c_str(), p.configure.device.c_str(),
+                v.guarded ? v.guard.OutcomeName().c_str() : "could not be timed", v.guard_device.c_str());
   else if (v.keep_original)
     s += Format("written:    %s (the ORIGINAL model: the optimised graph is %s when measured)\n", output.c_str(),
                 v.OutcomeName().c_str());

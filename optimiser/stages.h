@@ -41,6 +41,8 @@ struct OptimiseRun {
   SearchOptions search_options;                        // resolved: the search's settings checked
   std::unique_ptr<CountingBackend> counted;            // counts every graph timed on the device
   std::unique_ptr<MeasuredCostModel> cost;             // on `counted`
+  std::string guard_device;                            // PipelineOptions::guard resolved ("": none)
+  std::unique_ptr<TimingBackend> guard_backend;        // made when first needed
   // load
   LoadedModel model;          // model.graph: the original
   std::vector<char> enabled;  // the rules the written model may use (opset, target)
