@@ -64,14 +64,28 @@ DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.r
 namespace rlflow {
 namespace {
 
+// The rule database's identity: the policy's actions are its rules by
+// position, so a resume on a database that changed since (grown, or
+// regenerated) would continue training other actions. FNV-1a over the rule
+// ids in order.
+std::string RulesDigest(const std::vector<std::string>& ids) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const std::string& id : ids) {
+    for (unsigned char c : id + "\n") h = (h ^ c) * 1099511628211ULL;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::to_string(ids.size()) + " rules, ids " + hex;
+}
+
 // Everything that changes what training computes (not --steps: more steps continue a run).
-std::string Config() {
+std::string Config(const std::string& rules_digest) {
   std::ostringstream c;
   c << "model=" << FLAGS_model << "\nseed=" << FLAGS_seed << "\nreward=" << FLAGS_reward
     << "\nhorizon=" << FLAGS_horizon << "\nrollout_steps=" << FLAGS_rollout_steps << "\nepochs=" << FLAGS_epochs
     << "\nminibatches=" << FLAGS_minibatches << "\nlr=" << FLAGS_lr << "\nhidden=" << FLAGS_hidden
     << "\ngnn_steps=" << FLAGS_gnn_steps << "\ncost=" << FLAGS_cost << "\nthreads=" << FLAGS_threads
-    << "\nrules=" << FLAGS_rules << "\n";
+    << "\nrules=" << FLAGS_rules << "\nrule_database=" << rules_digest << "\n";
   // Several workers train differently (DD-PPO); one is today's trainer.
   if (const int workers = mpi::World::Get().size(); workers > 1) c << "workers=" << workers << "\n";
   return c.str();
@@ -93,13 +107,13 @@ int Run() {
   SetSteadyAllocation();
   torch::set_num_threads(std::max(1, FLAGS_threads));
 
-  train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(), FLAGS_steps};
-  const bool resume = train::PrepareRun(run);
-
   rules::RuleDatabase db = LoadRuleDatabase(RuleDatabasePath(FLAGS_rules, gflags::GetArgv0()));
   // Trained for any ONNX runtime: rules that produce a runtime's own
   // operators are left out (kept in the list: the actions are the database's).
   std::vector<rules::Rule> rule_list = RuleList(db);
+  train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(RulesDigest(agents::RuleIds(rule_list))), FLAGS_steps};
+  const bool resume = train::PrepareRun(run);
+
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));
 
   // The training graphs, canonical, and the cost model.

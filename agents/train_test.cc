@@ -1,8 +1,8 @@
 // //agents:train as a user runs it: a short run writes metrics, plot and
 // checkpoint; killed with SIGKILL in the middle and started again with the
 // same command it resumes from its last checkpoint (rows consecutive, at
-// most one update redone); another configuration in the same directory and
-// missing flags are one-line errors.
+// most one update redone); another configuration in the same directory (a
+// rule database changed since included) and missing flags are one-line errors.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/rules/rule.h"
 #include "core/subprocess.h"
 #include "runtime/ort_testing.h"
 
@@ -105,6 +106,21 @@ TEST(Train, ErrorsAreOneLine) {
   EXPECT_NE(ReadFile(dir + "/b.log").find("another configuration"), std::string::npos) << ReadFile(dir + "/b.log");
   EXPECT_NE(ReadFile(dir + "/b.log").find("lr was '"), std::string::npos) << ReadFile(dir + "/b.log");  // names it
   EXPECT_NE(ReadFile(dir + "/b.log").find(", now '0.01'"), std::string::npos) << ReadFile(dir + "/b.log");
+  // The same flags on a rule database that changed since (one rule fewer at
+  // the same path): the policy's actions are its rules by position, so the
+  // run is not continued on other actions.
+  rules::RuleDatabase db = LoadRuleDatabase(FindRunfile("rules/default.rules.pb"));
+  const std::string rules_path = dir + "/rules.pb";
+  SaveMessageAtomically(db, rules_path);
+  const std::string rules_flag = "--rules=" + rules_path;
+  ASSERT_EQ(testing::WaitProcess(testing::StartProcess(Args(dir + "/z", 16, rules_flag), dir + "/f.log")), 0)
+      << ReadFile(dir + "/f.log");
+  const std::string before = "rule_database was '" + std::to_string(db.rules_size()) + " rules";
+  db.mutable_rules()->RemoveLast();
+  SaveMessageAtomically(db, rules_path);
+  EXPECT_NE(testing::WaitProcess(testing::StartProcess(Args(dir + "/z", 32, rules_flag), dir + "/g.log")), 0);
+  EXPECT_NE(ReadFile(dir + "/g.log").find("another configuration"), std::string::npos) << ReadFile(dir + "/g.log");
+  EXPECT_NE(ReadFile(dir + "/g.log").find(before), std::string::npos) << ReadFile(dir + "/g.log");
   // No --out, no --model, an unknown reward.
   EXPECT_NE(testing::WaitProcess(testing::StartProcess({Binary(), "--model=resnet18"}, dir + "/c.log")), 0);
   EXPECT_NE(ReadFile(dir + "/c.log").find("--out is required"), std::string::npos) << ReadFile(dir + "/c.log");
