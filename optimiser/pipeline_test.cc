@@ -457,6 +457,8 @@ TEST(Pipeline, TheGuardKeepsWhatOnnxRuntimeRunsSlower) {
     // Searched again without the scale motion: faster in both.
     ASSERT_EQ(r.retries.size(), 1u);
     EXPECT_EQ(r.retries[0].left_out, "0a73e9f3f3a1");
+    EXPECT_EQ(r.retries[0].guard_outcome, "faster");
+    EXPECT_EQ(j["retries"][0]["guard"]["outcome"], "faster");
     EXPECT_EQ(r.verdict.guard.outcome, Verdict::Outcome::kFaster);
     EXPECT_EQ(j["verdict"]["guard"]["outcome"], "faster");
     EXPECT_FALSE(r.verdict.keep_original);

@@ -847,6 +847,11 @@ void Retries(OptimiseRun& r) {
         retry.applied = static_cast<int>(res.search.result.applied.size());
         retry.outcome = res.check.unchanged ? "unchanged" : res.verdict.OutcomeName();
         retry.speedup = res.check.unchanged ? 1.0 : res.verdict.wall.median;
+        if (res.verdict.guarded) {
+          retry.guard_device = res.verdict.guard_device;
+          retry.guard_outcome = res.verdict.guard.OutcomeName();
+          retry.guard_speedup = res.verdict.guard.wall.median;
+        }
         retry.seconds = Seconds(t_retry);
         done.push_back(retry);
         if (!res.verdict.keep_original) {
@@ -1185,13 +1190,18 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
 void DescribeRetries(const PipelineResult& p, std::string& s, Json& j) {
   Json list = Json::array();
   for (const RetryRecord& r : p.retries) {
-    s += Format("retry:      without rule %s: %d rewrites applied, %s (%.3fx), %.1f s\n", r.left_out.c_str(), r.applied,
-                r.outcome.c_str(), r.speedup, r.seconds);
-    list.push_back(Json{{"left_out", r.left_out},
-                        {"applied", r.applied},
-                        {"outcome", r.outcome},
-                        {"speedup", r.speedup},
-                        {"seconds", r.seconds}});
+    const std::string guard = r.guard_outcome.empty() ? ""
+                                                      : Format(", in %s %s (%.3fx)", r.guard_device.c_str(),
+                                                               r.guard_outcome.c_str(), r.guard_speedup);
+    s += Format("retry:      without rule %s: %d rewrites applied, %s (%.3fx)%s, %.1f s\n", r.left_out.c_str(),
+                r.applied, r.outcome.c_str(), r.speedup, guard.c_str(), r.seconds);
+    Json one = {{"left_out", r.left_out},
+                {"applied", r.applied},
+                {"outcome", r.outcome},
+                {"speedup", r.speedup},
+                {"seconds", r.seconds}};
+    if (!r.guard_outcome.empty()) one["guard"] = Json{{"outcome", r.guard_outcome}, {"speedup", r.guard_speedup}};
+    list.push_back(one);
   }
   j["retries"] = list;
 }

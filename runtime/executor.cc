@@ -285,18 +285,33 @@ std::string MaskUse(const Graph& g, const std::vector<std::vector<std::pair<Node
     const std::vector<double> values = g.value(c).initializer->ToDouble();
     return !values.empty() && std::all_of(values.begin(), values.end(), pred);
   };
+  // A Mul of `x` by a masking bias: its name, else "".
+  auto bias = [&](ValueId x) -> std::string {
+    for (auto [node, idx] : consumers[x]) {
+      const Node& c = g.node(node);
+      if (!c.opaque() && c.op == "Mul" && c.inputs.size() == 2 &&
+          constant(c.inputs[1 - idx], [](double d) { return std::abs(d) >= 1e4; }))
+        return c.name;
+    }
+    return "";
+  };
+  // A float input taken from 1 may be anything (an image inverted): a mask
+  // only when the bias follows.
+  const bool integer = !IsFloatingPoint(g.value(v).type.dtype);
   std::vector<ValueId> frontier = {v};
   for (int depth = 0; depth < 6 && !frontier.empty(); ++depth) {
     std::vector<ValueId> next;
     for (ValueId x : frontier) {
+      if (std::string mul = bias(x); !mul.empty()) return "a masking bias in Mul '" + mul + "'";
       for (auto [node, idx] : consumers[x]) {
         const Node& c = g.node(node);
         if (c.opaque()) continue;
-        if (c.op == "Sub" && c.inputs.size() == 2 && constant(c.inputs[1 - idx], [](double d) { return d == 1.0; }))
-          return (idx == 1 ? "1 - x in Sub '" : "x - 1 in Sub '") + c.name + "'";
-        if (c.op == "Mul" && c.inputs.size() == 2 &&
-            constant(c.inputs[1 - idx], [](double d) { return std::abs(d) >= 1e4; }))
-          return "a masking bias in Mul '" + c.name + "'";
+        if (c.op == "Sub" && c.inputs.size() == 2 && constant(c.inputs[1 - idx], [](double d) { return d == 1.0; })) {
+          const std::string mul = bias(c.outputs[0]);
+          if (integer || !mul.empty())
+            return (idx == 1 ? "1 - x in Sub '" : "x - 1 in Sub '") + c.name + "'" +
+                   (mul.empty() ? "" : ", a masking bias in Mul '" + mul + "'");
+        }
         static const std::set<std::string> carriers = {"Cast",  "Unsqueeze", "Squeeze",  "Reshape",  "Flatten",
                                                        "Slice", "Expand",    "Identity", "Transpose"};
         if (idx == 0 && carriers.count(c.op))

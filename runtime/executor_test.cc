@@ -56,15 +56,29 @@ TEST(Executor, AttentionMasksAreFilledWithZerosAndOnes) {
   ValueId m = b.Op("Unsqueeze", {mask, b.ConstInts({1, 2})});
   m = b.Op("Cast", {m}, {{"to", Attribute::Int(1)}});
   m = b.Op("Sub", {b.ConstFloat(1.0f), m}, {}, "one_minus_mask");
-  m = b.Op("Mul", {m, b.ConstFloat(std::numeric_limits<float>::lowest())});
+  m = b.Op("Mul", {m, b.ConstFloat(std::numeric_limits<float>::lowest())}, {}, "bias");
   Graph g = b.Build({b.Op("Softmax", {b.Op("Add", {scores, m})}, {{"axis", Attribute::Int(-1)}})});
   std::vector<std::string> how;
   auto in = RandomInputs(g, 1, &how);
   ASSERT_EQ(how.size(), 2u);
-  EXPECT_EQ(how[1], "random 0 or 1 (a mask: 1 - x in Sub 'one_minus_mask')");
+  EXPECT_EQ(how[1], "random 0 or 1 (a mask: 1 - x in Sub 'one_minus_mask', a masking bias in Mul 'bias')");
   EXPECT_EQ(in[1].min().item<int64_t>(), 0);
   EXPECT_EQ(in[1].max().item<int64_t>(), 1);
   EXPECT_TRUE(at::isfinite(Executor(g).Run(in)[0]).all().item<bool>());
+  // A float input taken from 1 is a mask only with the bias after it (an
+  // image inverted is not).
+  GraphBuilder f(1, 14, "f");
+  ValueId image = f.Input("image", {1, 3, 4, 4});
+  Graph inverted = f.Build({f.Op("Relu", {f.Op("Sub", {f.ConstFloat(1.0f), image})})});
+  RandomInputs(inverted, 1, &how);
+  EXPECT_EQ(how[0], "random, N(0, 1)");
+  GraphBuilder h(1, 14, "h");
+  ValueId fmask = h.Input("float_mask", {2, 8});
+  Graph masked = h.Build({h.Op("Mul", {h.Op("Sub", {h.ConstFloat(1.0f), fmask}), h.ConstFloat(-10000.0f)})});
+  auto fin = RandomInputs(masked, 1, &how);
+  EXPECT_EQ(how[0], "random 0 or 1 (a mask: 1 - x in Sub '" + masked.node(0).name + "', a masking bias in Mul '" +
+                        masked.node(1).name + "')");
+  EXPECT_TRUE(at::equal(fin[0], fin[0].round()));
 }
 
 // An input marked arrives_permuted (a node cut out of a graph where it reads
