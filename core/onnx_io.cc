@@ -26,6 +26,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -572,6 +573,10 @@ struct InputBinding {
   // A second binding, to find what depends on the dimension: the free value
   // moves as it always has (1 -> 3, 3 -> 5); a value the user gave moves as
   // OtherBindingOf says.
+  // Bound to `free`: neither the input's shape nor the dimension's name given.
+  bool Free(const std::string& input, const std::string& param) const {
+    return !given.count(input) && (param.empty() || !params.count(param));
+  }
   int64_t Probe(const std::string& input, int axis, const std::string& param) const {
     const bool user = given.count(input) || (!param.empty() && params.count(param));
     if (!user) return free == 3 ? 5 : 3;
@@ -1104,8 +1109,33 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
   return ImportOnnxModel(std::move(model), what, options, report);
 }
 
+namespace {
+Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
+                           ImportReport* report, std::string* free_bound);
+}  // namespace
+
+// A node that fails at the shapes the importer bound the model's symbolic
+// input dimensions to (--free_dim, 1: a whole [N, C, H, W] input of 1s
+// gives a Conv 1 channel) is an error that says which inputs were bound so
+// and how to give their shapes.
 Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
                       ImportReport* report) {
+  std::string free_bound;
+  try {
+    return ImportOnnxModelBound(std::move(model), what, options, report, &free_bound);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    if (typeid(e) != typeid(Error) || free_bound.empty() || message.find("node '") == std::string::npos ||
+        message.find("--input_shape") != std::string::npos)
+      throw;
+    Fail(message, " (at the shapes the symbolic input dimensions were bound to: ", free_bound,
+         "; give the shapes the model runs at with --input_shape=NAME:D1,D2,...)");
+  }
+}
+
+namespace {
+Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
+                           ImportReport* report, std::string* free_bound) {
   ImportReport local;
   ImportReport& rep = report ? *report : local;
   if (model.ir_version() <= 0 || !model.has_graph())
@@ -1190,13 +1220,19 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
         continue;
       }
       auto* dims = vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+      const std::string declared = DeclaredShapeText(vi.type());
+      bool free = false;
       for (int k = 0; k < dims->size(); ++k) {
         auto& dim = *dims->Mutable(k);
         if (dim.has_dim_value()) continue;
         if (dim.has_dim_param()) input_params.insert(dim.dim_param());
         dim.set_dim_value(binding.Value(vi.name(), k, dim.dim_param()));
+        free |= binding.Free(vi.name(), dim.dim_param());
         any_symbolic = true;
       }
+      if (free)
+        *free_bound += (free_bound->empty() ? "'" : ", '") + vi.name() + "' " + declared + " as " +
+                       DeclaredShapeText(vi.type()) + " (--free_dim)";
     }
     // Declared intermediate types (the only ones an opaque custom op's
     // outputs have) may use the inputs' symbolic dimension names: bound the
@@ -1608,6 +1644,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
   }
   return g;
 }
+}  // namespace
 
 namespace {
 // ExportOnnxModel; initializers of at least `by_reference_min` bytes are

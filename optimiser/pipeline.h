@@ -216,10 +216,10 @@ struct RetryRecord {
   int applied = 0;       // rewrites applied without it
   std::string outcome;   // the verdict's ("faster", ...), or "unchanged"
   double speedup = 1;    // measured (wall median)
+  double seconds = 0;    // search, check and verdict
   // The guard's outcome and speedup, where it measured the retry's graph ("": not).
   std::string guard_device, guard_outcome;
   double guard_speedup = 1;
-  double seconds = 0;  // search, check and verdict
 };
 
 struct WriteRecord {

@@ -198,7 +198,12 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   p.verdict.before_ms = 4.0;
   p.verdict.after_ms = 2.0;
   p.verdict.after_estimate = 2.5;
-  p.retries.push_back(RetryRecord{"abc", 1, "slower", 0.9, 1.5});
+  p.verdict.guard_device = "ort";
+  p.verdict.guarded = true;
+  p.verdict.guard.outcome = Verdict::Outcome::kWithinNoise;
+  p.verdict.guard.a_ms = 3.0;
+  p.verdict.guard.b_ms = 2.9;
+  p.retries.push_back(RetryRecord{"abc", 1, "slower", 0.9, 1.5, "ort", "faster", 1.02});
   p.write.real_steps = 40;
   p.report.peak_memory_mb = 321;
   p.report.path = "report.json";
@@ -210,9 +215,10 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   for (const std::string line :
        {"model:      m.onnx\n", "rules:      7 (db.pb)\n", "search:     greedy, 2 rounds", "    2 x r1\n",
         "    1 x r2\n", "check:      max relative error 0.5 over 3 outputs", "measured:   4.00 -> 2.00 ms",
-        "retry:      without rule abc: 1 rewrites applied, slower (0.900x), 1.5 s\n", "written:    out.onnx\n",
-        "real work:  40 rewrites applied", "cost:       estimate 4.00 -> 2.50 ms", "memory:     peak 321 MB\n",
-        "stages:     configure 0.50 s, report 0.25 s\n", "report:     report.json\n"}) {
+        "guard:      in ort 3.00 -> 2.90 ms",
+        "retry:      without rule abc: 1 rewrites applied, slower (0.900x), in ort faster (1.020x), 1.5 s\n",
+        "written:    out.onnx\n", "real work:  40 rewrites applied", "cost:       estimate 4.00 -> 2.50 ms",
+        "memory:     peak 321 MB\n", "stages:     configure 0.50 s, report 0.25 s\n", "report:     report.json\n"}) {
     const size_t found = s.find(line, at);
     ASSERT_NE(found, std::string::npos) << "'" << line << "' missing or out of order in:\n" << s;
     at = found + 1;
@@ -228,6 +234,10 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   EXPECT_DOUBLE_EQ(j["estimated_speedup"].get<double>(), 4.0 / 2.5);
   EXPECT_DOUBLE_EQ(j["predicted_after_ms"].get<double>(), 4.0 * 2.5 / 4.0);
   EXPECT_EQ(j["retries"][0]["left_out"], "abc");
+  EXPECT_EQ(j["retries"][0]["guard"]["outcome"], "faster");
+  EXPECT_EQ(j["verdict"]["guard"]["device"], "ort");
+  EXPECT_EQ(j["verdict"]["guard"]["outcome"], "within noise");
+  EXPECT_DOUBLE_EQ(j["verdict"]["guard"]["after_ms"].get<double>(), 2.9);
   EXPECT_EQ(j["real_work"]["steps"], 40);
   EXPECT_EQ(j["wrote_original"], false);
   EXPECT_DOUBLE_EQ(j["stage_seconds"]["report"].get<double>(), 0.25);

@@ -1268,6 +1268,39 @@ TEST(OnnxIo, InvalidModelsOrtRefusesAreErrors) {
   }
 }
 
+// A model whose every input dimension is symbolic ([N, C, H, W]: C too)
+// fails at --free_dim's 1s (a Conv of 3 channels gets 1); the error names
+// the inputs bound so and --input_shape, with which it imports.
+TEST(OnnxIo, ANodeFailingAtFreeDimensionsNamesInputShape) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, -1, -1, -1}, onnx::TensorProto::FLOAT, "");
+  auto* dims = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_param("N");
+  dims->mutable_dim(1)->set_dim_param("C");
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {4, 3, 3, 3}) w->add_dims(d);
+  for (int k = 0; k < 108; ++k) w->add_float_data(0.01f * static_cast<float>(k));
+  IntsAttr(Node(m, "Conv", {"x", "w"}, {"y"}), "pads", {1, 1, 1, 1});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 4, -1, -1}, onnx::TensorProto::FLOAT, "N");
+  std::string path = Save(m, "all_symbolic.onnx");
+  try {
+    ImportOnnxFile(path);
+    FAIL() << "imported at 1 channel";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'Conv_1' (Conv)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'x' [N,C,?,?] as [1,1,1,1] (--free_dim)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("give the shapes the model runs at with --input_shape=NAME:D1,D2,..."), std::string::npos)
+        << msg;
+  }
+  ImportOptions o;
+  o.input_shapes = ParseInputShapes("x:1,3,16,16");
+  Graph g = ImportOnnxFile(path, o);
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 4, 16, 16}));
+}
+
 // --input_shape: named inputs bound to the given shapes, a dim_param shared
 // with another input follows, the written model keeps its symbolic names;
 // every kind of mismatch is an error naming the input.
