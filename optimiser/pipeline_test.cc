@@ -291,8 +291,9 @@ double FusionRunMs(const Graph& g) {
 // one, which is transposed (a gain to the per-node costs, a loss in whole
 // runs). The first verdict finds the graph slower; searching again without
 // the scale motion finds it faster, and that graph is written.
-TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
-  std::string dir = testing::MakeTempDir("pipeline_retry_");
+// The model of the two tests below, written into `dir` (model.onnx), and
+// the two rules alone, from the checked-in database.
+std::string FusionBreakingModel(const std::string& dir, rules::RuleDatabase* two) {
   GraphBuilder b(5);
   ValueId x = b.Input("x", {1, 32, 8}), w = b.Input("w", {32, 256}), z = b.Input("z", {1, 8, 32});
   ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
@@ -304,12 +305,18 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
   ValueId y2 = b.Op("Div", {d, b.Op("Sqrt", {b.Op("Add", {v, b.ConstFloat(1e-5f)})})});
   std::string model = dir + "/model.onnx";
   WriteOnnxFile(b.Build({y1, y2}), model);
-  // The two rules alone, from the checked-in database.
   rules::RuleDatabase db = LoadRuleDatabase(FindRunfile("rules/default.rules.pb"));
-  rules::RuleDatabase two = db;
-  two.clear_rules();
+  *two = db;
+  two->clear_rules();
   for (const rules::Rule& r : db.rules())
-    if (r.id() == "0a73e9f3f3a1" || r.id() == "9638de9c216a") *two.add_rules() = r;
+    if (r.id() == "0a73e9f3f3a1" || r.id() == "9638de9c216a") *two->add_rules() = r;
+  return model;
+}
+
+TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
+  std::string dir = testing::MakeTempDir("pipeline_retry_");
+  rules::RuleDatabase two;
+  const std::string model = FusionBreakingModel(dir, &two);
   ASSERT_EQ(two.rules_size(), 2);
   SaveMessageAtomically(two, dir + "/two.rules.pb");
 
@@ -376,7 +383,7 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
 }
 
 // The guard (--guard): the device runs node by node, so both rules of the
-// model above are gains there and its verdict finds the result faster; the
+// model are gains there and its verdict finds the result faster; the
 // guard's runtime fuses like ONNX Runtime (the scale motion costs it a whole
 // fusion) and finds it slower. The original is then kept, or, with retries,
 // the search runs again without the applied rule that ORT pays for, and the
@@ -384,21 +391,8 @@ TEST(Pipeline, ASlowerVerdictSearchesAgainWithoutOneAppliedRule) {
 // the original; none (--guard=none) writes what the device found faster.
 TEST(Pipeline, TheGuardKeepsWhatOnnxRuntimeRunsSlower) {
   std::string dir = testing::MakeTempDir("pipeline_guard_");
-  GraphBuilder b(5);
-  ValueId x = b.Input("x", {1, 32, 8}), w = b.Input("w", {32, 256}), z = b.Input("z", {1, 8, 32});
-  ValueId t = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({0, 2, 1})}});
-  ValueId y1 = b.Op("MatMul", {t, b.Op("Mul", {b.ConstFloat(0.125f, "scale"), w})});
-  ValueId m = b.Op("ReduceMean", {z}, {{"axes", Attribute::Ints({-1})}});
-  ValueId d = b.Op("Sub", {z, m});
-  ValueId v = b.Op("ReduceMean", {b.Op("Pow", {d, b.ConstFloat(2.0f)})}, {{"axes", Attribute::Ints({-1})}});
-  ValueId y2 = b.Op("Div", {d, b.Op("Sqrt", {b.Op("Add", {v, b.ConstFloat(1e-5f)})})});
-  std::string model = dir + "/model.onnx";
-  WriteOnnxFile(b.Build({y1, y2}), model);
-  rules::RuleDatabase db = LoadRuleDatabase(FindRunfile("rules/default.rules.pb"));
-  rules::RuleDatabase two = db;
-  two.clear_rules();
-  for (const rules::Rule& r : db.rules())
-    if (r.id() == "0a73e9f3f3a1" || r.id() == "9638de9c216a") *two.add_rules() = r;
+  rules::RuleDatabase two;
+  const std::string model = FusionBreakingModel(dir, &two);
   ASSERT_EQ(two.rules_size(), 2);
 
   PipelineOptions o = Options(dir, model);
