@@ -274,14 +274,15 @@ bool ShapeConsistentValues(const Graph& g, const Node& c, size_t idx, int64_t n,
 }
 
 // A mask: an input whose values, through casts and reshapes, are taken
-// from 1 (`1 - mask`, `mask - 1`) or scaled by a masking bias (|c| >= 1e4: -10000 or
-// the float's lowest, as Hugging Face's exports write the attention mask,
+// from 1 (`1 - mask`, `mask - 1`) or scaled by a masking bias (|c| >= 1e4:
+// -10000 or the float's lowest, as Hugging Face's exports write the attention mask,
 // `(1 - mask) * finfo.min`). Such an input is 0 or 1: other values make the
 // bias overflow to infinity and every output NaN, and the check would
 // compare NaN with NaN. Returns how the graph uses it ("" if not a mask).
 std::string MaskUse(const Graph& g, const std::vector<std::vector<std::pair<NodeId, int>>>& consumers, ValueId v) {
+  // A constant of a few elements (a scalar as exporters write it), each `pred`.
   auto constant = [&](ValueId c, auto&& pred) {
-    if (c == kNoValue || !g.value(c).initializer) return false;
+    if (c == kNoValue || !g.value(c).initializer || g.value(c).type.NumElements() > 16) return false;
     const std::vector<double> values = g.value(c).initializer->ToDouble();
     return !values.empty() && std::all_of(values.begin(), values.end(), pred);
   };
