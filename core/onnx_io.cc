@@ -570,13 +570,13 @@ struct InputBinding {
       if (auto p = params.find(param); p != params.end()) return p->second;
     return free;
   }
-  // A second binding, to find what depends on the dimension: the free value
-  // moves as it always has (1 -> 3, 3 -> 5); a value the user gave moves as
-  // OtherBindingOf says.
   // Bound to `free`: neither the input's shape nor the dimension's name given.
   bool Free(const std::string& input, const std::string& param) const {
     return !given.count(input) && (param.empty() || !params.count(param));
   }
+  // A second binding, to find what depends on the dimension: the free value
+  // moves as it always has (1 -> 3, 3 -> 5); a value the user gave moves as
+  // OtherBindingOf says.
   int64_t Probe(const std::string& input, int axis, const std::string& param) const {
     const bool user = given.count(input) || (!param.empty() && params.count(param));
     if (!user) return free == 3 ? 5 : 3;
