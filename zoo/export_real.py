@@ -24,7 +24,9 @@ one line per model, "name input_shape other_shape", where input_shape is the
 binding of the symbolic dimensions the written model must also be right at.
 """
 import argparse
+import multiprocessing
 import os
+import sys
 
 import torch
 import torch.nn as nn
@@ -649,6 +651,40 @@ MODELS = {
 }
 
 
+def export_model(name, out_dir, seed):
+    """One MODELS entry, torch.onnx-exported into out_dir."""
+    make, shape, opset, dynamic, given, other, script = MODELS[name]
+    torch.manual_seed(seed)
+    model = make().eval()
+    if script:
+        model = torch.jit.script(model)
+    x = torch.randn(*shape)
+    path = os.path.join(out_dir, name + ".onnx")
+    with torch.no_grad():
+        functions = {HardSwishByFormula, HardSigmoidByFormula} if "_functions" in name else False
+        torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
+                          dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False,
+                          export_modules_as_functions=functions)
+    if name.endswith("_external"):
+        import onnx
+        m = onnx.load(path)
+        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=name + ".weights", size_threshold=1024)
+
+
+def isolated(fn, *args):
+    """fn(*args) in a forked copy of this process, which has exported
+    nothing: torch 1.13's exporter keeps state across exports, and which
+    earlier exports a model with export_modules_as_functions follows decides
+    whether it crashes (SIGSEGV; e.g. after the decoder, hard-swish and
+    MobileNetV3 op9 exports, or after the constant-folded BERT)."""
+    child = multiprocessing.get_context("fork").Process(target=fn, args=args)
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        sys.exit("export failed in %s%r (exit code %s)" % (fn.__name__, args, child.exitcode))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out_dir", required=True)
@@ -668,27 +704,10 @@ def main():
             continue
         if name in EXPORTED_MODELS:
             export, opset, given, other = EXPORTED_MODELS[name]
-            export(os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
-            manifest.append("%s %s %s" % (name, given, other))
-            print("exported", name, "opset", opset, flush=True)
-            continue
-        make, shape, opset, dynamic, given, other, script = MODELS[name]
-        torch.manual_seed(args.seed)
-        model = make().eval()
-        if script:
-            model = torch.jit.script(model)
-        x = torch.randn(*shape)
-        path = os.path.join(args.out_dir, name + ".onnx")
-        with torch.no_grad():
-            functions = {HardSwishByFormula, HardSigmoidByFormula} if "_functions" in name else False
-            torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
-                              dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False,
-                              export_modules_as_functions=functions)
-        if name.endswith("_external"):
-            import onnx
-            m = onnx.load(path)
-            onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=name + ".weights", size_threshold=1024)
+            isolated(export, os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
+        else:
+            _, _, opset, _, given, other, _ = MODELS[name]
+            isolated(export_model, name, args.out_dir, args.seed)
         manifest.append("%s %s %s" % (name, given, other))
         print("exported", name, "opset", opset, flush=True)
     with open(os.path.join(args.out_dir, "models.txt"), "w") as f:
