@@ -31,8 +31,14 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
   ProgramIo io;
   io.out = dir + "/stdout.txt";
   io.err = dir + "/stderr.txt";
+  // The batch norm's fold by the passes that make it (the pipeline lowers
+  // it to a per-channel Mul and Add first), not by a measured cost: on an
+  // 8x8 tensor its gain is within the timings' noise, and greedy's choice
+  // under load was not deterministic (it left the batch norm once, CI
+  // 2026-12-02).
   const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + original, "--output=" + written,
-                                 "--search=greedy", "--force_optimised", "--timing_cache=none", "--measure_runs=1"},
+                                 "--search=passes", "--passes=fold_mul_into_conv,fold_add_into_conv",
+                                 "--force_optimised", "--timing_cache=none", "--measure_runs=1"},
                                 io);
   ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
   std::string out = ReadFile(dir + "/stdout.txt");
