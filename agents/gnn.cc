@@ -1,6 +1,7 @@
 #include "agents/gnn.h"
 
 #include <cmath>
+#include <cstdio>
 #include <unordered_map>
 
 #include "agents/archive.h"
@@ -246,6 +247,15 @@ std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules) {
   ids.reserve(rules.size());
   for (const auto& r : rules) ids.push_back(r.id());
   return ids;
+}
+
+std::string RuleDatabaseId(const std::vector<std::string>& ids) {
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string& id : ids)
+    for (char c : id + "\n") h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%zu rules, ids %016llx", ids.size(), static_cast<unsigned long long>(h));
+  return buf;
 }
 
 std::vector<int> IndexByRuleId(const std::vector<std::string>& ids, const std::vector<std::string>& in) {

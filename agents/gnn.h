@@ -104,6 +104,11 @@ void SavePolicy(PolicyImpl& policy, const std::string& path);
 Policy LoadPolicy(const std::string& path, const std::vector<std::string>& database_ids);
 // The ids of a rule list, in order (a Matcher's rules(), a database's).
 std::vector<std::string> RuleIds(const std::vector<rules::Rule>& rules);
+// A rule database's identity: its rule count and an FNV-1a hash of its rule
+// ids in order ("3668 rules, ids 0123456789abcdef"): rollouts' headers and
+// training configurations record it, so that a database changed since
+// (grown, regenerated) is noticed.
+std::string RuleDatabaseId(const std::vector<std::string>& ids);
 // For each id of `ids`, its index in `in` (-1 where `in` lacks it): how a
 // trained agent's rules and a database's correspond.
 std::vector<int> IndexByRuleId(const std::vector<std::string>& ids, const std::vector<std::string>& in);

@@ -64,21 +64,10 @@ DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.r
 namespace rlflow {
 namespace {
 
-// The rule database's identity: the policy's actions are its rules by
-// position, so a resume on a database that changed since (grown, or
-// regenerated) would continue training other actions. FNV-1a over the rule
-// ids in order.
-std::string RulesDigest(const std::vector<std::string>& ids) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const std::string& id : ids) {
-    for (unsigned char c : id + "\n") h = (h ^ c) * 1099511628211ULL;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return std::to_string(ids.size()) + " rules, ids " + hex;
-}
-
-// Everything that changes what training computes (not --steps: more steps continue a run).
+// Everything that changes what training computes (not --steps: more steps
+// continue a run), the rule database included: the policy's actions are its
+// rules by position, so a resume on a database changed since would train
+// other actions.
 std::string Config(const std::string& rules_digest) {
   std::ostringstream c;
   c << "model=" << FLAGS_model << "\nseed=" << FLAGS_seed << "\nreward=" << FLAGS_reward
@@ -111,7 +100,8 @@ int Run() {
   // Trained for any ONNX runtime: rules that produce a runtime's own
   // operators are left out (kept in the list: the actions are the database's).
   std::vector<rules::Rule> rule_list = RuleList(db);
-  train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(RulesDigest(agents::RuleIds(rule_list))), FLAGS_steps};
+  train::TrainingRun run{ResolveUserPath(FLAGS_out), Config(agents::RuleDatabaseId(agents::RuleIds(rule_list))),
+                         FLAGS_steps};
   const bool resume = train::PrepareRun(run);
 
   Matcher matcher(rule_list, /*both_directions=*/true, RulesEnabledFor(rule_list, "onnx", kMaxOpset));

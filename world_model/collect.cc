@@ -34,16 +34,6 @@ ValidActions ValidOf(const agents::Observation& o) {
   return v;
 }
 
-// The database's identity: its rule count and a hash of its rule ids.
-std::string RulesId(const std::vector<rules::Rule>& rules) {
-  uint64_t h = 1469598103934665603ull;
-  for (const rules::Rule& r : rules)
-    for (char c : r.id() + "\n") h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%zu rules, ids %016llx", rules.size(), static_cast<unsigned long long>(h));
-  return buf;
-}
-
 // The episode's own seed: a function of (seed, episode) only.
 uint64_t EpisodeSeed(uint64_t seed, int episode) {
   std::seed_seq s{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(episode)};
@@ -143,7 +133,7 @@ CollectResult Collect(const CollectOptions& o) {
   RolloutHeader header;
   header.set_latent_size(encoder.size());
   header.set_rule_actions(rule_actions);
-  header.set_rules_id(RulesId(rule_list));
+  header.set_rules_id(agents::RuleDatabaseId(agents::RuleIds(rule_list)));
   for (const std::string& id : agents::RuleIds(rule_list)) header.add_rule_ids(id);
   header.set_max_locations(eo.max_locations);
   header.set_encoder(encoder.description());
