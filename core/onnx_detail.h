@@ -1,7 +1,9 @@
 #pragma once
-// Helpers of rlflow's opset conversions on ONNX protobufs (private to
-// core/onnx_upgrade.cc and core/onnx_newer_opsets.cc): attributes, fresh
-// names, element types along a graph before shape inference.
+// Helpers on ONNX protobufs private to core's ONNX code (onnx_io.cc, the
+// opset conversions in onnx_upgrade.cc and onnx_newer_opsets.cc,
+// onnx_branches.cc): attributes, fresh names, the names a subgraph reads
+// from enclosing scopes, element types along a graph before shape
+// inference.
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
@@ -53,6 +55,30 @@ class FreshNames {
  private:
   std::set<std::string> names_;
 };
+
+// Names read by a subgraph (If/Loop/Scan bodies) from enclosing scopes.
+inline void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> defined, std::set<std::string>* reads) {
+  for (const auto& vi : g.input()) defined.insert(vi.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node())
+    for (const auto& o : n.output()) defined.insert(o);
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !defined.count(in)) reads->insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectOuterReads(a.g(), defined, reads);
+      for (const auto& sub : a.graphs()) CollectOuterReads(sub, defined, reads);
+    }
+  }
+  for (const auto& o : g.output())
+    if (!defined.count(o.name())) reads->insert(o.name());
+}
+
+// ONNX's shape inference on `model` in a child process (its crash fails
+// the inference, never the caller; core/onnx_io.cc): the types it inferred
+// become the graph's value_info, also where it stopped partway. False,
+// with the reason in `*why`, if it did not finish.
+bool InferValueInfo(onnx::ModelProto* model, std::string* why);
 
 // Element types of the tensors a graph states or that follow from its nodes
 // (enough for the scalars Pad and Clip need: the type of their data input).

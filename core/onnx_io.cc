@@ -31,6 +31,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_detail.h"
 #include "core/onnx_functions.h"
 #include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
@@ -38,6 +39,8 @@
 
 namespace rlflow {
 namespace {
+
+using onnx_detail::CollectOuterReads;
 
 bool IsDefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
@@ -381,24 +384,6 @@ std::string ModelledReason(const onnx::NodeProto& np, const OpDef* def, int64_t 
   }
   (void)np;
   return "";
-}
-
-// Names read by a subgraph (If/Loop/Scan bodies) from enclosing scopes.
-void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> defined, std::set<std::string>* reads) {
-  for (const auto& vi : g.input()) defined.insert(vi.name());
-  for (const auto& t : g.initializer()) defined.insert(t.name());
-  for (const auto& n : g.node())
-    for (const auto& o : n.output()) defined.insert(o);
-  for (const auto& n : g.node()) {
-    for (const auto& in : n.input())
-      if (!in.empty() && !defined.count(in)) reads->insert(in);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) CollectOuterReads(a.g(), defined, reads);
-      for (const auto& sub : a.graphs()) CollectOuterReads(sub, defined, reads);
-    }
-  }
-  for (const auto& o : g.output())
-    if (!defined.count(o.name())) reads->insert(o.name());
 }
 
 std::vector<std::string> ImplicitInputs(const onnx::NodeProto& np) {
@@ -973,6 +958,11 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
   return why->empty();
 }
 }  // namespace
+
+bool onnx_detail::InferValueInfo(onnx::ModelProto* model, std::string* why) {
+  bool converted = false;
+  return ContainedOnnxPasses(model, 0, why, &converted);
+}
 
 namespace {
 

@@ -3,7 +3,8 @@
 // each one function over the run's state that writes its own record of the
 // result, timed into the report:
 // configure (options, search and its settings, backend, rules, cost model)
-// -> load (model, shapes, the rules the written model may use) ->
+// -> load (model, shapes, the rules the written model may use) -> branches
+// (each branch of a top-level If optimised as a model, by this pipeline) ->
 // reference_run -> canonicalise (batch norm lowered for the rules) ->
 // calibrate (the cost model in context; the search phase's runner) ->
 // search (rounds until no new operator is left untimed) -> finish (fold
@@ -103,6 +104,9 @@ struct PipelineOptions {
   std::function<void(bool warning, const std::string&)> log;
   // When set and true, the search stops and its best graph is checked and written.
   const std::atomic<bool>* interrupted = nullptr;
+  // How deep in If branches this run is (Branches sets it for the run of a
+  // branch; the branches of branches are optimised up to kMaxBranchDepth).
+  int branch_depth = 0;
   // Tests: makes the timing backend instead of `device` (a scripted one).
   std::function<std::unique_ptr<TimingBackend>()> make_backend;
   // Tests: makes the guard's backend instead of `guard`'s runtime.
@@ -140,6 +144,29 @@ struct LoadRecord {
   // Static dimensions of symbolic shapes folded at import (LoadedModel::
   // static_dims): the optimised graph has them folded, the original not.
   int static_dims = 0;
+};
+
+// The branches of the model's top-level If nodes, each optimised as a model
+// of its own by this pipeline (its inputs the outer values it reads), put
+// back where its run wrote an optimised graph (Branches in stages.h).
+struct BranchRecord {
+  std::string node, attribute;  // the If node's name; "then_branch" or "else_branch"
+  int nodes_before = 0, nodes_after = 0;
+  // "optimised" (put back), "unchanged" (its run wrote it as it was: nothing
+  // faster), "not optimised" (`note` says why: it could not be made a
+  // model, its run failed, or it could not be put back)
+  std::string outcome;
+  bool measured = false;  // its run's verdict measured it
+  Verdict verdict;
+  std::string guard;  // the guard's outcome on it ("": not guarded)
+  std::string note;
+};
+struct BranchesRecord {
+  std::vector<BranchRecord> branches;
+  int shared_initializers = 0;   // weight copies removed: held by several branches, now once outside them
+  int dropped_initializers = 0;  // outer weights no branch reads any more
+  std::string note;              // why the branches were not looked at ("": they were, or there are none)
+  int optimised() const;
 };
 
 struct ReferenceRunRecord {
@@ -240,6 +267,7 @@ struct ReportRecord {
 struct PipelineResult {
   ConfigureRecord configure;
   LoadRecord load;
+  BranchesRecord branches;
   ReferenceRunRecord reference_run;
   CanonicaliseRecord canonicalise;
   CalibrationReport calibrate;  // the cost model in context (the search rounds add the keys they timed)

@@ -6,6 +6,10 @@
 // interrupted or empty search writes the original byte for byte.
 #include "optimiser/pipeline.h"
 
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/zeros.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -103,9 +107,9 @@ TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   EXPECT_NE(summary.find("report:     " + o.report), std::string::npos) << summary;
   // Every stage ran, in the pipeline's order, and is timed in the summary
   // and (all but the report stage, which writes it) in the report.
-  const std::vector<std::string> stages = {"configure", "load",    "reference_run", "canonicalise",
-                                           "calibrate", "search",  "finish",        "check",
-                                           "verdict",   "retries", "write",         "report"};
+  const std::vector<std::string> stages = {"configure", "load",   "branches", "reference_run", "canonicalise",
+                                           "calibrate", "search", "finish",   "check",         "verdict",
+                                           "retries",   "write",  "report"};
   ASSERT_EQ(r.stage_seconds.size(), stages.size());
   double total = 0;
   for (size_t k = 0; k < stages.size(); ++k) {
@@ -700,6 +704,132 @@ TEST(Pipeline, RunsAGivenPassOrder) {
   for (const std::string& n : DefaultPassOrder()) EXPECT_TRUE(names.count(n)) << n;
   EXPECT_TRUE(names.count("rules_conv"));
   EXPECT_TRUE(names.count("rules_matmul"));
+}
+
+// A model whose computation is inside an If (as Hugging Face Optimum's
+// merged decoders are): x [N, 8], c (bool); h = Relu(x) outside, typed by
+// no value_info (ONNX's shape inference types it); If(c): then Relu(x) +
+// Relu(x) (a common subexpression), else Neg(h) (nothing to improve).
+std::string WriteIfModel(const std::string& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  auto* g = m.mutable_graph();
+  g->set_name("switch");
+  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, int32_t type, std::vector<int64_t> dims) {
+    vi->set_name(name);
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    t->mutable_shape();
+    for (int64_t d : dims) {
+      auto* dim = t->mutable_shape()->add_dim();
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
+    }
+  };
+  auto node = [](onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    for (auto& s : in) n->add_input(s);
+    n->add_output(out);
+    return n;
+  };
+  info(g->add_input(), "x", onnx::TensorProto::FLOAT, {-1, 8});
+  info(g->add_input(), "c", onnx::TensorProto::BOOL, {});
+  info(g->add_output(), "y", onnx::TensorProto::FLOAT, {-1, 8});
+  node(g, "Relu", {"x"}, "h");
+  auto* n = node(g, "If", {"c"}, "y");
+  n->set_name("switch");
+  auto* a = n->add_attribute();
+  a->set_name("then_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name("then");
+  node(a->mutable_g(), "Relu", {"x"}, "r1");
+  node(a->mutable_g(), "Relu", {"x"}, "r2");
+  node(a->mutable_g(), "Add", {"r1", "r2"}, "then_y");
+  info(a->mutable_g()->add_output(), "then_y", onnx::TensorProto::FLOAT, {-1, 8});
+  a = n->add_attribute();
+  a->set_name("else_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name("else");
+  node(a->mutable_g(), "Neg", {"h"}, "else_y");
+  info(a->mutable_g()->add_output(), "else_y", onnx::TensorProto::FLOAT, {-1, 8});
+  const std::string path = dir + "/if.onnx";
+  WriteFileAtomically(path, m.SerializeAsString());
+  return path;
+}
+
+TEST(Pipeline, IfBranchesAreOptimisedAsModelsOfTheirOwn) {
+  std::string dir = testing::MakeTempDir("pipeline_branches_");
+  std::string model = WriteIfModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.input_shapes["x"] = {4, 8};
+  o.search = "passes";
+  o.search_params.Set("passes", "cse, dce");
+  // Each node costs 1 ms: fewer nodes are measured faster.
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
+  };
+  std::vector<std::string> lines;
+  o.log = [&](bool, const std::string& line) { lines.push_back(line); };
+  PipelineResult r = RunPipeline(o);
+  ASSERT_EQ(r.branches.branches.size(), 2u);
+  const BranchRecord& then_b = r.branches.branches[0];
+  const BranchRecord& else_b = r.branches.branches[1];
+  EXPECT_EQ(then_b.node, "switch");
+  EXPECT_EQ(then_b.attribute, "then_branch");
+  EXPECT_EQ(then_b.outcome, "optimised");
+  EXPECT_EQ(then_b.nodes_before, 3);
+  EXPECT_EQ(then_b.nodes_after, 2);
+  EXPECT_TRUE(then_b.measured);
+  EXPECT_TRUE(then_b.verdict.faster());
+  EXPECT_EQ(else_b.outcome, "unchanged");
+  EXPECT_EQ(r.branches.optimised(), 1);
+  // The branch's own run logged, labelled.
+  bool labelled = false;
+  for (const std::string& l : lines) labelled |= l.rfind("[If 'switch' then_branch] ", 0) == 0;
+  EXPECT_TRUE(labelled);
+  // The written model: the then branch with one Relu, the else branch and
+  // the interface as they were, the same outputs in ONNX Runtime for both
+  // values of c.
+  onnx::ModelProto in, out;
+  ASSERT_TRUE(in.ParseFromString(ReadFile(model)));
+  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+  ASSERT_EQ(out.graph().node_size(), 2);
+  const onnx::NodeProto& written_if = out.graph().node(1);
+  ASSERT_EQ(written_if.op_type(), "If");
+  for (const auto& attr : written_if.attribute()) {
+    if (attr.name() == "then_branch") {
+      EXPECT_EQ(attr.g().node_size(), 2);
+      EXPECT_EQ(attr.g().input_size(), 0);
+      EXPECT_EQ(attr.g().output(0).name(), "then_y");
+    } else {
+      EXPECT_EQ(attr.g().SerializeAsString(), in.graph().node(1).attribute(1).g().SerializeAsString());
+    }
+  }
+  EXPECT_EQ(out.graph().input(0).SerializeAsString(), in.graph().input(0).SerializeAsString());
+  EXPECT_EQ(out.graph().output(0).SerializeAsString(), in.graph().output(0).SerializeAsString());
+  const at::Tensor x = at::randn({4, 8});
+  for (const bool c : {false, true}) {
+    const at::Tensor flag = c ? at::ones({}, at::kBool) : at::zeros({}, at::kBool);
+    const at::Tensor want = testing::RunOnnxRuntime(model, {{"x", x}, {"c", flag}})[0];
+    const at::Tensor got = testing::RunOnnxRuntime(o.output, {{"x", x}, {"c", flag}})[0];
+    EXPECT_TRUE(got.equal(want)) << c;
+    EXPECT_TRUE(want.equal(c ? 2 * x.relu() : -x.relu())) << c;
+  }
+  // The summary and the report say what was done to each branch.
+  const std::string summary = r.Summary();
+  EXPECT_NE(summary.find("branch:     If 'switch' then_branch: optimised, 3 -> 2 nodes"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("with its 1 optimised If branches"), std::string::npos) << summary;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  ASSERT_EQ(j["branches"].size(), 2u);
+  EXPECT_EQ(j["branches"][0]["outcome"], "optimised");
+  EXPECT_EQ(j["branches"][1]["outcome"], "unchanged");
+  EXPECT_EQ(j["branches"][0]["verdict"]["outcome"], "faster");
+  EXPECT_FALSE(j["unchanged"].get<bool>());
+  EXPECT_FALSE(j["wrote_original"].get<bool>());
 }
 
 }  // namespace

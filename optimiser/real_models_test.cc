@@ -7,10 +7,13 @@
 // interface and is at the model's own opset, or 11 for opsets below 11.
 //
 // One test per model (see BUILD), named by the argument --gtest_filter picks.
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/zeros_like.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,16 +69,28 @@ void ExpectSameInOrt(const std::string& original, const std::string& written, co
   std::vector<at::Tensor> inputs = RandomInputs(bound, seed);
   std::vector<std::pair<std::string, at::Tensor>> named;
   for (size_t k = 0; k < inputs.size(); ++k) named.push_back({bound.value(bound.inputs()[k]).name, inputs[k]});
-  std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, named);
-  std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, named);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (check_degenerate) {
-      ASSERT_GT(a[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
+  // A bool input is a switch (Optimum's use_cache_branch chooses an If
+  // branch): each value of it, so that every branch is compared.
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> sets = {named};
+  if (std::any_of(named.begin(), named.end(), [](const auto& in) { return in.second.scalar_type() == at::kBool; })) {
+    sets = {named, named};
+    for (size_t set = 0; set < 2; ++set)
+      for (auto& [name, t] : sets[set])
+        if (t.scalar_type() == at::kBool) t = set == 1 ? at::ones_like(t) : at::zeros_like(t);
+  }
+  for (size_t set = 0; set < sets.size(); ++set) {
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(original, sets[set]);
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(written, sets[set]);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      if (check_degenerate) {
+        ASSERT_GT(a[k].to(at::kDouble).std().item<double>(), 1e-6) << "output " << k << " is degenerate";
+      }
+      double err = RelativeError(b[k], a[k]);
+      std::cout << label << (sets.size() > 1 ? (set == 0 ? " (bool inputs false)" : " (bool inputs true)") : "")
+                << " output " << k << ": ORT original vs written rel. error " << err << "\n";
+      EXPECT_LE(err, tolerance) << shape;
     }
-    double err = RelativeError(b[k], a[k]);
-    std::cout << label << " output " << k << ": ORT original vs written rel. error " << err << "\n";
-    EXPECT_LE(err, tolerance) << shape;
   }
 }
 

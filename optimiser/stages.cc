@@ -35,6 +35,16 @@
 #include "zoo/load.h"
 
 namespace rlflow {
+
+std::string Format(const char* fmt, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
+
 namespace {
 
 WriteOptions AtGraphOpset() {
@@ -106,16 +116,6 @@ Json SummaryJson(const GraphSummary& s, double estimate_ms, double measured_ms) 
               {"estimate_error", estimate_ms > 0 && measured_ms > 0 ? (estimate_ms - measured_ms) / measured_ms : 0.0}};
 }
 
-std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* fmt, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  return buf;
-}
-
 // "batch=2, images:[2,3,320,320]": the free value and the given shapes.
 std::string BindingText(const ImportOptions& o) {
   std::string out = "free dimensions=" + std::to_string(o.free_dim_value);
@@ -152,7 +152,9 @@ OptimiseRun::OptimiseRun(const PipelineOptions& options, PipelineResult& result)
     if (log) log(true, line);
   };
 }
-OptimiseRun::~OptimiseRun() = default;
+OptimiseRun::~OptimiseRun() {
+  if (!branches_dir.empty()) RemoveTree(branches_dir);
+}
 
 // Checks the options, pins the thread pools, and makes the search, the timing
 // backend, the rules and the cost model (with its timing cache); fails on
@@ -267,13 +269,8 @@ void CheckOutputPaths(const OptimiseRun& r) {
 
 // Loads the model (or builds the zoo model) at the given shapes and data, and
 // chooses the rules the written model may use (opset, target).
-void Load(OptimiseRun& r) {
+LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path) {
   const PipelineOptions& o = r.o;
-  LoadRecord& rec = r.res.load;
-  const std::string& target = r.res.configure.target;
-  const rules::RuleDatabase& rule_db = *r.rule_db;
-  LoadedModel& model = r.model;
-  auto t0 = Clock::now();
   LoadOptions load;
   load.import.free_dim_value = o.free_dim;
   load.import.input_shapes = o.input_shapes;
@@ -295,7 +292,7 @@ void Load(OptimiseRun& r) {
     input_data[name] = data;
     load.import.input_shapes.emplace(name, data->shape());
   }
-  model = LoadModel(o.model, load);
+  LoadedModel model = LoadModel(path, load);
   for (const auto& [name, data] : input_data) {
     // Both graphs where there are two: the reference run, the check and the
     // verdict run the graph as the file computes it.
@@ -311,6 +308,17 @@ void Load(OptimiseRun& r) {
       in.sample_data = data;
     }
   }
+  return model;
+}
+
+void Load(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  LoadRecord& rec = r.res.load;
+  const std::string& target = r.res.configure.target;
+  const rules::RuleDatabase& rule_db = *r.rule_db;
+  LoadedModel& model = r.model;
+  auto t0 = Clock::now();
+  model = ImportModelFile(r, o.model);
   rec.model_source = model.source;
   rec.static_dims = model.static_dims;
   for (const auto& note : model.notes) r.info(note);
@@ -1100,7 +1108,8 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
               static_cast<unsigned long long>(p.options.seed),
               c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
   if (!c.general_note.empty()) s += Format("            %s\n", c.general_note.c_str());
-  j["unchanged"] = c.unchanged;
+  // The written model is the input file's (not where If branches were optimised).
+  j["unchanged"] = c.unchanged && p.branches.optimised() == 0;
   j["check"] = Json{{"max_relative_error", c.max_error},
                     {"outputs_compared", c.outputs_compared},
                     {"opaque_nodes", c.opaque_nodes},
@@ -1210,7 +1219,13 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   const WriteRecord& w = p.write;
   const std::string& output = p.load.output;
   const VerdictRecord& v = p.verdict;
-  if (p.check.unchanged)
+  const int branches = p.branches.optimised();
+  if (p.check.unchanged && branches > 0)
+    s += Format(
+        "written:    %s (with its %d optimised If branches, branch: above; no rewrite improved the graph "
+        "around them)\n",
+        output.c_str(), branches);
+  else if (p.check.unchanged)
     s += Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
   else if (!p.check.general_ok)
     s += Format(
@@ -1229,6 +1244,9 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
                 v.OutcomeName().c_str());
   else
     s += Format("written:    %s\n", output.c_str());
+  if (branches > 0 && !p.check.unchanged)
+    s += Format("            with its %d optimised If branches (branch: above)%s\n", branches,
+                v.keep_original ? "; the graph around them as it was" : "");
   if (!w.opset_note.empty()) s += Format("            %s\n", w.opset_note.c_str());
   if (p.finish.raised_opset > 0 && !v.keep_original)
     s += Format("            written at opset %lld: the rewrites produced operators of that opset\n",
@@ -1237,7 +1255,7 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
               static_cast<long long>(w.real_steps), static_cast<long long>(w.real_measurements),
               p.configure.device.c_str(), static_cast<long long>(p.search.measurements));
   j["output"] = output;
-  j["wrote_original"] = v.keep_original;
+  j["wrote_original"] = v.keep_original && branches == 0;
   j["opset_note"] = w.opset_note;
   j["external_data"] = w.external_data;
   j["real_work"] = Json{{"steps", w.real_steps},
@@ -1276,6 +1294,7 @@ void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
 const std::vector<Stage>& Stages() {
   static const std::vector<Stage> stages = {{"configure", Configure, DescribeConfigure},
                                             {"load", Load, DescribeLoad},
+                                            {"branches", Branches, DescribeBranches},
                                             {"reference_run", ReferenceRun, DescribeReferenceRun},
                                             {"canonicalise", Canonicalise, DescribeCanonicalise},
                                             {"calibrate", Calibrate, DescribeCalibrate},

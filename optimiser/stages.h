@@ -44,7 +44,10 @@ struct OptimiseRun {
   std::string guard_device;                            // PipelineOptions::guard resolved ("": none)
   std::unique_ptr<TimingBackend> guard_backend;        // made when first needed
   // load
-  LoadedModel model;          // model.graph: the original
+  LoadedModel model;  // model.graph: the original
+  // branches: where the model with its optimised If branches is (removed
+  // with the run; "": none were optimised)
+  std::string branches_dir;
   std::vector<char> enabled;  // the rules the written model may use (opset, target)
   // reference_run, canonicalise, calibrate
   Graph original_cut;  // the parts the executor runs
@@ -65,6 +68,7 @@ struct OptimiseRun {
 // The stages, in the order RunPipeline runs them.
 void Configure(OptimiseRun& r);     // options, thread pools, search and its settings, backend, rules, cost model
 void Load(OptimiseRun& r);          // the model at its shapes and data; the rules the written model may use
+void Branches(OptimiseRun& r);      // each If branch optimised as a model (this pipeline); the model with them
 void ReferenceRun(OptimiseRun& r);  // the runnable parts run once (fails before the search if they cannot)
 void Canonicalise(OptimiseRun& r);  // batch norm lowered to Mul/Add for the rules
 void Calibrate(OptimiseRun& r);     // the cost model in context; the search phase's runner
@@ -75,6 +79,16 @@ void Measure(OptimiseRun& r);       // the verdict: both graphs timed end to end
 void Retries(OptimiseRun& r);       // a slower verdict: searches again leaving out one applied rule
 void Write(OptimiseRun& r);         // the model (the original unless faster), timing cache, DOT, picture
 void Report(OptimiseRun& r);        // run-wide figures; the JSON report
+
+// printf into a string (the summary's lines; up to 1023 characters).
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// The branches stage's lines of the summary and keys of the report.
+void DescribeBranches(const PipelineResult& p, std::string& summary, nlohmann::ordered_json& report);
+
+// The model file at `path` imported as Load imports --model (its shapes,
+// --input_data, control flow typed by ONNX Runtime).
+LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path);
 
 // search, finish, check and verdict with the rules `mask` enables, the
 // verdict's interval at `level` (what Retries repeats).

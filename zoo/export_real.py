@@ -352,6 +352,95 @@ def export_decoder(path, opset, seed):
                           do_constant_folding=False)
 
 
+class PromptDecoder(nn.Module):
+    """The decoder's first step without a cache, as Hugging Face Optimum
+    exports it ("decoder_model.onnx"): token ids in, logits and the cache
+    out."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.decoder = decoder
+
+    def forward(self, ids):
+        empty = ids.new_zeros((ids.shape[0], 4, 0, 16), dtype=torch.float32)
+        return self.decoder(ids, empty, empty, empty, empty)
+
+
+def export_merged_decoder(path, opset, seed):
+    """The decoder as Hugging Face Optimum writes it for generation
+    ("decoder_model_merged.onnx"): the prompt step and the cached step in one
+    model, an If on a `use_cache_branch` input choosing between the two
+    exports as its branches, the weights they share stored once in the
+    outer graph (the branches read them by name). Everything the model
+    computes is inside the branches."""
+    import tempfile
+
+    import onnx
+    from onnx import helper, TensorProto
+    torch.manual_seed(seed)
+    model = Decoder().eval()
+    cache = ["pk0", "pv0", "pk1", "pv1"]
+    with tempfile.TemporaryDirectory() as tmp:
+        with torch.no_grad():
+            dynamic = {"ids": {0: "batch", 1: "tokens"}, "logits": {0: "batch", 1: "tokens"}}
+            dynamic.update({name: {0: "batch", 2: "past"} for name in cache})
+            dynamic.update({name: {0: "batch", 2: "total"} for name in ["k0", "v0", "k1", "v1"]})
+            example = (torch.randint(0, 100, (1, 3)),) + tuple(torch.randn(1, 4, 5, 16) for _ in cache)
+            torch.onnx.export(model, example, tmp + "/past.onnx", opset_version=opset, input_names=["ids"] + cache,
+                              output_names=["logits", "k0", "v0", "k1", "v1"], dynamic_axes=dynamic,
+                              do_constant_folding=False)
+            torch.onnx.export(PromptDecoder(model), (example[0],), tmp + "/prompt.onnx", opset_version=opset,
+                              input_names=["ids"], output_names=["logits", "k0", "v0", "k1", "v1"],
+                              dynamic_axes={k: v for k, v in dynamic.items() if k not in cache},
+                              do_constant_folding=False)
+        past, prompt = onnx.load(tmp + "/past.onnx"), onnx.load(tmp + "/prompt.onnx")
+    outer_inits, shared = {}, {}
+
+    def branch(m, prefix, name):
+        # Values the branch defines get the branch's prefix (a subgraph may
+        # not redefine a name of the enclosing graph); the weights move to
+        # the outer graph, one copy of each (by contents).
+        g = m.graph
+        keep = {i.name for i in g.input}
+        renamed = {}
+        for init in g.initializer:
+            key = (init.data_type, tuple(init.dims), init.raw_data)
+            if key not in shared:
+                shared[key] = init.name if init.name not in outer_inits else prefix + init.name
+                copy = onnx.TensorProto()
+                copy.CopyFrom(init)
+                copy.name = shared[key]
+                outer_inits[copy.name] = copy
+            renamed[init.name] = shared[key]
+        for node in g.node:
+            for i, v in enumerate(node.output):
+                if v and v not in keep:
+                    renamed[v] = prefix + v
+            node.name = prefix + node.name
+        for node in g.node:
+            node.input[:] = [renamed.get(v, v) for v in node.input]
+            node.output[:] = [renamed.get(v, v) for v in node.output]
+        outputs = []
+        for o in g.output:
+            t = onnx.ValueInfoProto()
+            t.CopyFrom(o)
+            t.name = renamed.get(o.name, o.name)
+            outputs.append(t)
+        return helper.make_graph(list(g.node), name, [], outputs)
+
+    then_g = branch(past, "past/", "with_past")
+    else_g = branch(prompt, "prompt/", "no_past")
+    cond = helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])
+    node = helper.make_node("If", ["use_cache_branch"], [o.name for o in past.graph.output],
+                            then_branch=then_g, else_branch=else_g, name="optimum::if")
+    graph = helper.make_graph([node], "merged_decoder", list(past.graph.input) + [cond], list(past.graph.output),
+                              initializer=list(outer_inits.values()))
+    merged = helper.make_model(graph, opset_imports=list(past.opset_import), producer_name="rlflow-zoo")
+    merged.ir_version = past.ir_version
+    onnx.checker.check_model(merged, full_check=True)
+    onnx.save(merged, path)
+
+
 class HfSelfAttention(nn.Module):
     """Hugging Face's BERT self-attention: three projections, heads by view
     and permute, scores divided by sqrt(head size), the extended mask added."""
@@ -597,6 +686,8 @@ def qdq_cnn(opset, seed):
 # and must be right at a generation step (1 token, 9 cached).
 EXPORTED_MODELS = {
     "gpt_decoder_kv_cache_op14": (export_decoder, 14, "ids:1,8;pk0:1,4,0,16", "ids:1,1;pk0:1,4,9,16"),
+    "gpt_decoder_merged_op14": (export_merged_decoder, 14, "ids:1,8;pk0:1,4,0,16;use_cache_branch:1",
+                                "ids:1,1;pk0:1,4,9,16;use_cache_branch:1"),
     "hf_bert_classifier_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                 "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
 }

@@ -1,0 +1,306 @@
+#include "core/onnx_branches.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/onnx_detail.h"
+
+namespace rlflow {
+namespace {
+
+using onnx_detail::CollectOuterReads;
+using onnx_detail::FreshNames;
+using onnx_detail::InferValueInfo;
+using onnx_detail::IsDefault;
+
+bool IsBranch(const onnx::AttributeProto& a) {
+  return (a.name() == "then_branch" || a.name() == "else_branch") && a.has_g();
+}
+
+// The same tensor up to its name: type, shape and data.
+bool SameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b) {
+  if (a.data_type() != b.data_type() || a.dims_size() != b.dims_size()) return false;
+  for (int k = 0; k < a.dims_size(); ++k)
+    if (a.dims(k) != b.dims(k)) return false;
+  if (!a.raw_data().empty() || !b.raw_data().empty()) return a.raw_data() == b.raw_data();
+  onnx::TensorProto x = a, y = b;
+  x.clear_name(), y.clear_name(), x.clear_doc_string(), y.clear_doc_string();
+  return x.SerializeAsString() == y.SerializeAsString();
+}
+
+// Renames, in `g` and the subgraphs it holds, every use and definition of
+// the names in `to` (names are unique across nested scopes: no shadowing).
+void Rename(onnx::GraphProto* g, const std::map<std::string, std::string>& to) {
+  const auto fix = [&](std::string* name) {
+    auto it = to.find(*name);
+    if (it != to.end()) *name = it->second;
+  };
+  for (auto& t : *g->mutable_initializer()) fix(t.mutable_name());
+  for (auto& vi : *g->mutable_value_info()) fix(vi.mutable_name());
+  for (auto& vi : *g->mutable_output()) fix(vi.mutable_name());
+  for (auto& n : *g->mutable_node()) {
+    for (auto& in : *n.mutable_input()) fix(&in);
+    for (auto& out : *n.mutable_output()) fix(&out);
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) Rename(a.mutable_g(), to);
+      for (auto& sub : *a.mutable_graphs()) Rename(&sub, to);
+    }
+  }
+}
+
+// Type, shape and data: equal for alike tensors.
+std::string TensorKey(const onnx::TensorProto& t) {
+  onnx::TensorProto copy = t;
+  copy.clear_name(), copy.clear_doc_string();
+  return copy.SerializeAsString();
+}
+
+// Counts, per name, the graphs (`g` and its subgraphs) that define it.
+void CountDefinitions(const onnx::GraphProto& g, std::map<std::string, int>* defined) {
+  std::set<std::string> here;
+  for (const auto& vi : g.input()) here.insert(vi.name());
+  for (const auto& t : g.initializer()) here.insert(t.name());
+  for (const auto& n : g.node()) {
+    for (const auto& o : n.output()) here.insert(o);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CountDefinitions(a.g(), defined);
+      for (const auto& sub : a.graphs()) CountDefinitions(sub, defined);
+    }
+  }
+  for (const std::string& name : here) ++(*defined)[name];
+}
+
+}  // namespace
+
+std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
+  const onnx::GraphProto& g = model.graph();
+  std::map<std::string, const onnx::TensorProto*> inits;
+  std::map<std::string, const onnx::NodeProto*> constants;  // Constant nodes, by their output
+  std::map<std::string, const onnx::ValueInfoProto*> typed;
+  std::set<std::string> inputs;
+  for (const auto& t : g.initializer()) inits[t.name()] = &t;
+  for (const auto& vi : g.input()) inputs.insert(vi.name());
+  const auto typed_from = [&typed](const onnx::GraphProto& from) {
+    for (const auto& vi : from.value_info())
+      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) typed[vi.name()] = &vi;
+  };
+  typed_from(g);
+  // Values of the outer graph a branch reads that the model does not type:
+  // ONNX's shape inference on a copy, once (exporters rarely write
+  // value_info; torch.onnx does not).
+  onnx::ModelProto inferred;
+  std::string inference_failed;
+  const auto infer_once = [&] {
+    if (inferred.has_graph() || !inference_failed.empty()) return;
+    inferred = model;
+    if (!InferValueInfo(&inferred, &inference_failed) && inference_failed.empty()) inference_failed = "it failed";
+    typed_from(inferred.graph());
+  };
+  for (const auto& n : g.node())
+    if (n.op_type() == "Constant" && IsDefault(n.domain()) && n.output_size() == 1) constants[n.output(0)] = &n;
+  std::vector<IfBranch> out;
+  for (int k = 0; k < g.node_size(); ++k) {
+    const onnx::NodeProto& np = g.node(k);
+    if (np.op_type() != "If" || !IsDefault(np.domain())) continue;
+    for (const auto& a : np.attribute()) {
+      if (!IsBranch(a)) continue;
+      IfBranch b;
+      b.node = k;
+      b.node_name = np.name().empty() ? "If_" + std::to_string(k) : np.name();
+      b.attribute = a.name();
+      b.nodes = a.g().node_size();
+      std::set<std::string> reads;
+      CollectOuterReads(a.g(), {}, &reads);
+      onnx::ModelProto m;
+      m.set_ir_version(model.ir_version());
+      *m.mutable_opset_import() = model.opset_import();
+      *m.mutable_functions() = model.functions();
+      m.set_producer_name("rlflow (the " + b.attribute + " of If '" + b.node_name + "')");
+      onnx::GraphProto* mg = m.mutable_graph();
+      mg->set_name(a.g().name());
+      // Outer inputs in the model's order, then the weights and constants.
+      for (const auto& vi : g.input())
+        if (reads.count(vi.name())) *mg->add_input() = vi;
+      for (const std::string& name : reads) {
+        if (inputs.count(name)) {
+          if (inits.count(name)) *mg->add_initializer() = *inits[name];  // its default value
+        } else if (inits.count(name)) {
+          *mg->add_initializer() = *inits[name];
+        } else if (constants.count(name)) {
+          *mg->add_node() = *constants[name];
+        } else {
+          if (!typed.count(name)) infer_once();
+          if (!typed.count(name)) {
+            b.why_not = "it reads '" + name + "', computed in the outer graph, whose type ONNX's shape inference " +
+                        (inference_failed.empty() ? "does not know" : "could not give (" + inference_failed + ")");
+            break;
+          }
+          *mg->add_input() = *typed[name];
+        }
+      }
+      if (b.why_not.empty()) {
+        for (const auto& n : a.g().node()) *mg->add_node() = n;
+        for (const auto& t : a.g().initializer()) *mg->add_initializer() = t;
+        for (const auto& t : a.g().sparse_initializer()) *mg->add_sparse_initializer() = t;
+        for (const auto& vi : a.g().value_info()) *mg->add_value_info() = vi;
+        for (const auto& vi : a.g().output()) *mg->add_output() = vi;
+        for (const auto& vi : mg->input()) b.inputs.push_back(vi.name());
+        b.model = m.SerializeAsString();
+      }
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
+void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised) {
+  onnx::GraphProto* g = model->mutable_graph();
+  if (branch.node < 0 || branch.node >= g->node_size() || g->node(branch.node).op_type() != "If")
+    Fail("node ", branch.node, " of the model is not an If");
+  onnx::AttributeProto* attr = nullptr;
+  for (auto& a : *g->mutable_node(branch.node)->mutable_attribute())
+    if (a.name() == branch.attribute && IsBranch(a)) attr = &a;
+  if (attr == nullptr) Fail("If '", branch.node_name, "' has no ", branch.attribute);
+  const std::string what = "the optimised " + branch.attribute + " of If '" + branch.node_name + "'";
+  // The interface: inputs by name, outputs in order.
+  onnx::ModelProto before;
+  if (!before.ParseFromString(branch.model)) Fail("the model of the ", branch.attribute, " does not parse");
+  std::set<std::string> in_before, in_after;
+  for (const auto& vi : before.graph().input()) in_before.insert(vi.name());
+  for (const auto& vi : optimised.graph().input()) in_after.insert(vi.name());
+  if (in_before != in_after) Fail(what, " has other inputs than the branch");
+  if (before.graph().output_size() != optimised.graph().output_size())
+    Fail(what, " has ", optimised.graph().output_size(), " outputs, the branch ", before.graph().output_size());
+  for (int k = 0; k < before.graph().output_size(); ++k)
+    if (before.graph().output(k).name() != optimised.graph().output(k).name())
+      Fail(what, ": output ", k, " is '", optimised.graph().output(k).name(), "', was '",
+           before.graph().output(k).name(), "'");
+  // Opsets: the branch runs at the model's.
+  std::vector<const onnx::OperatorSetIdProto*> missing;
+  for (const auto& op : optimised.opset_import()) {
+    const std::string domain = IsDefault(op.domain()) ? "" : op.domain();
+    bool found = false;
+    for (const auto& mine : model->opset_import()) {
+      if ((IsDefault(mine.domain()) ? "" : mine.domain()) != domain) continue;
+      found = true;
+      if (mine.version() != op.version())
+        Fail(what, " is at opset ", op.version(), " of domain '", domain, "', the model at ", mine.version());
+    }
+    if (!found) missing.push_back(&op);
+  }
+  for (const auto* op : missing) *model->add_opset_import() = *op;
+  onnx::GraphProto ng = optimised.graph();
+  ng.clear_input();
+  ng.set_name(attr->g().name());
+  // What the outer graph defines: a subgraph reads it, never redefines it.
+  std::set<std::string> outer;
+  std::map<std::string, const onnx::TensorProto*> outer_inits;
+  for (const auto& vi : g->input()) outer.insert(vi.name());
+  for (const auto& t : g->initializer()) outer.insert(t.name()), outer_inits[t.name()] = &t;
+  for (const auto& t : g->sparse_initializer()) outer.insert(t.values().name());
+  for (const auto& n : g->node())
+    for (const auto& o : n.output()) outer.insert(o);
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  for (const auto& t : ng.initializer()) {
+    auto it = outer_inits.find(t.name());
+    if (it != outer_inits.end() && SameTensor(*it->second, t)) continue;
+    *kept.Add() = t;
+  }
+  ng.mutable_initializer()->Swap(&kept);
+  FreshNames fresh;
+  fresh.Collect(model->graph());
+  fresh.Collect(ng);
+  std::map<std::string, std::string> to;
+  const auto define = [&](const std::string& name) {
+    if (!name.empty() && outer.count(name) && !to.count(name)) to[name] = fresh.Fresh(name);
+  };
+  for (const auto& t : ng.initializer()) define(t.name());
+  for (const auto& n : ng.node())
+    for (const auto& o : n.output()) define(o);
+  Rename(&ng, to);
+  *attr->mutable_g() = std::move(ng);
+}
+
+int ShareBranchInitializers(onnx::ModelProto* model) {
+  onnx::GraphProto* g = model->mutable_graph();
+  std::vector<onnx::GraphProto*> branches;
+  for (auto& n : *g->mutable_node()) {
+    if (n.op_type() != "If" || !IsDefault(n.domain())) continue;
+    for (auto& a : *n.mutable_attribute())
+      if (IsBranch(a)) branches.push_back(a.mutable_g());
+  }
+  std::set<std::string> graph_inputs;
+  for (const auto& vi : g->input()) graph_inputs.insert(vi.name());
+  std::map<std::string, std::string> outer;  // key -> the outer initializer's name
+  for (const auto& t : g->initializer())
+    if (!graph_inputs.count(t.name())) outer.emplace(TensorKey(t), t.name());
+  std::map<std::string, int> in_branches;  // key -> how many branches hold it
+  for (const onnx::GraphProto* b : branches) {
+    std::set<std::string> keys;
+    for (const auto& t : b->initializer()) keys.insert(TensorKey(t));
+    for (const std::string& k : keys) ++in_branches[k];
+  }
+  std::map<std::string, int> defined;
+  CountDefinitions(*g, &defined);
+  FreshNames fresh;
+  fresh.Collect(*g);
+  int removed = 0;
+  for (onnx::GraphProto* b : branches) {
+    std::map<std::string, std::string> to;
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+    for (auto& t : *b->mutable_initializer()) {
+      const std::string key = TensorKey(t), old = t.name();
+      auto it = outer.find(key);
+      if (it == outer.end() && in_branches[key] < 2) {
+        *kept.Add() = std::move(t);
+        continue;
+      }
+      if (it == outer.end()) {
+        // The first branch holding it: its copy moves out, under its name
+        // where no other graph defines that name.
+        std::string name = defined[old] == 1 ? old : fresh.Fresh(old);
+        it = outer.emplace(key, name).first;
+        onnx::TensorProto* moved = g->add_initializer();
+        *moved = std::move(t);
+        moved->set_name(name);
+      } else {
+        ++removed;
+      }
+      if (it->second != old) to[old] = it->second;
+    }
+    b->mutable_initializer()->Swap(&kept);
+    Rename(b, to);
+  }
+  return removed;
+}
+
+int DropUnreadInitializers(onnx::ModelProto* model) {
+  onnx::GraphProto* g = model->mutable_graph();
+  std::set<std::string> used;
+  for (const auto& vi : g->input()) used.insert(vi.name());
+  for (const auto& vi : g->output()) used.insert(vi.name());
+  for (const auto& n : g->node()) {
+    for (const auto& in : n.input()) used.insert(in);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) CollectOuterReads(a.g(), {}, &used);
+      for (const auto& sub : a.graphs()) CollectOuterReads(sub, {}, &used);
+    }
+  }
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+  int dropped = 0;
+  for (const auto& t : g->initializer()) {
+    if (used.count(t.name()))
+      *kept.Add() = t;
+    else
+      ++dropped;
+  }
+  g->mutable_initializer()->Swap(&kept);
+  return dropped;
+}
+
+}  // namespace rlflow

@@ -1,0 +1,63 @@
+#pragma once
+// The branches of a model's If nodes as models of their own, and back.
+// Exporters that put a model's whole computation inside control flow leave
+// nothing outside it for a graph optimiser: Hugging Face Optimum's merged
+// decoders ("decoder_model_merged.onnx") are one If on a `use_cache_branch`
+// input whose two branches are the decoder with and without its key/value
+// cache, the weights they share stored once in the outer graph. rlflow keeps
+// an If opaque (rewrites never cross it); the optimiser instead optimises
+// each branch as a model (ExtractIfBranches), checks and measures it like
+// any model, and puts the result back (ReplaceIfBranch).
+#include <string>
+#include <vector>
+
+namespace onnx {
+class ModelProto;
+}  // namespace onnx
+
+namespace rlflow {
+
+struct IfBranch {
+  int node = -1;          // the If node's index in model.graph().node()
+  std::string node_name;  // its name, or "If_<index>" if it has none
+  std::string attribute;  // "then_branch" or "else_branch"
+  int nodes = 0;          // the branch's nodes (its own, not those of its subgraphs)
+  // The branch as a model (a serialised ModelProto), "" when it cannot be
+  // one (`why_not` says why): its graph inputs are the outer graph's inputs
+  // that it reads (their declared types), the outer initializers and
+  // Constant nodes it reads are copied in, its outputs are the branch's;
+  // the model's IR version, opsets and local functions.
+  std::string model;
+  std::vector<std::string> inputs;  // the model's graph inputs
+  std::string why_not;
+};
+
+// The branches of the top-level If nodes of `model` (then, else), in order.
+// A branch that reads a value computed in the outer graph (other than by a
+// Constant node) whose type neither the model's value_info nor ONNX's shape
+// inference (run on a copy when needed) gives is not made a model.
+std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model);
+
+// Puts the graph of `optimised`, a model with the interface of
+// `branch.model` (the same inputs, by name, and outputs, in order), in
+// place of the branch: its inputs become reads of the outer graph again;
+// its initializers that the outer graph holds alike (name, type, shape and
+// data) are dropped (read from there); a name it defines that the outer
+// graph defines too is renamed (a subgraph may not redefine one). An
+// opset import the model lacks is added. Throws rlflow::Error (one line)
+// if the interface differs or an opset differs from the model's.
+void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised);
+
+// Stores each weight that several top-level If branches hold (or that the
+// outer graph holds under another name) once, in the outer graph, read by
+// name from the branches (as Optimum stores the weights its two branches
+// share): the weights a branch's optimisation made (a transposed weight
+// folded, say) would otherwise be held by each branch. Tensors are alike
+// when their type, shape and data are. Returns how many copies it removed.
+int ShareBranchInitializers(onnx::ModelProto* model);
+
+// Removes the top-level initializers no node reads (subgraphs included)
+// that are neither graph inputs nor outputs; returns how many.
+int DropUnreadInitializers(onnx::ModelProto* model);
+
+}  // namespace rlflow

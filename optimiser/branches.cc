@@ -1,0 +1,189 @@
+// The branches stage: each branch of the model's top-level If nodes
+// optimised as a model of its own, by this same pipeline (RunPipeline: its
+// search, check, verdict and guard), and put back where its run wrote an
+// optimised graph (core/onnx_branches.h). The rest of the pipeline then runs
+// on the model with its optimised branches: the If stays opaque there.
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_util.h"
+#include "core/onnx_branches.h"
+#include "optimiser/stages.h"
+
+namespace rlflow {
+namespace {
+
+// Branches of branches are optimised to this depth.
+constexpr int kMaxBranchDepth = 3;
+
+int64_t DefaultOpset(const onnx::ModelProto& m) {
+  for (const auto& op : m.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
+  return 0;
+}
+
+}  // namespace
+
+int BranchesRecord::optimised() const {
+  int n = 0;
+  for (const BranchRecord& b : branches) n += b.outcome == "optimised" ? 1 : 0;
+  return n;
+}
+
+void Branches(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  BranchesRecord& rec = r.res.branches;
+  const Graph& graph = r.model.graph;
+  bool any = false;
+  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
+    const Node& n = graph.node(id);
+    any = any || (n.opaque() && n.op == "If" && n.domain.empty());
+  }
+  if (!any) return;
+  if (o.branch_depth >= kMaxBranchDepth) {
+    rec.note = Format("not optimised: If nodes nested deeper than %d", kMaxBranchDepth);
+  } else if (r.model.file.empty()) {
+    rec.note = "not optimised: the model is not written back as its file is (its nodes are out of order)";
+  } else if (r.model.external_data) {
+    rec.note = "not optimised: the model's weights are in external data files";
+  }
+  if (!rec.note.empty()) {
+    r.info("If branches " + rec.note);
+    return;
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromString(ReadFile(r.model.file, "the input model")))
+    Fail("the input model '", r.model.file, "' no longer parses");
+  const std::vector<IfBranch> branches = ExtractIfBranches(model);
+  r.branches_dir = MakeTempDir("rlflow-branches-");
+  const std::string cache = r.res.configure.timing_cache;
+  for (size_t k = 0; k < branches.size(); ++k) {
+    const IfBranch& b = branches[k];
+    BranchRecord br;
+    br.node = b.node_name;
+    br.attribute = b.attribute;
+    br.nodes_before = b.nodes;
+    const std::string label = "If '" + b.node_name + "' " + b.attribute;
+    if (o.interrupted != nullptr && o.interrupted->load()) {
+      br.outcome = "not optimised";
+      br.note = "interrupted";
+    } else if (!b.why_not.empty()) {
+      br.outcome = "not optimised";
+      br.note = b.why_not;
+    } else if (b.nodes == 0) {
+      br.outcome = "unchanged";
+      br.note = "no nodes";
+    } else {
+      const std::string in = r.branches_dir + "/branch" + std::to_string(k) + ".onnx";
+      const std::string out = r.branches_dir + "/branch" + std::to_string(k) + ".rlflow.onnx";
+      WriteFileAtomically(in, b.model);
+      PipelineOptions sub = o;
+      sub.model = in;
+      sub.output = out;
+      sub.report = sub.dot = sub.picture = "";
+      sub.loaded_rules = r.rule_db;
+      sub.branch_depth = o.branch_depth + 1;
+      // At the model's opset: the branch runs at the model's.
+      sub.target_opset = static_cast<int>(DefaultOpset(model));
+      // Its inputs at the shapes the model has them at (--input_shape,
+      // --free_dim; a computed value at what the graph computes there).
+      sub.input_shapes.clear();
+      sub.input_data.clear();
+      for (const std::string& name : b.inputs) {
+        const ValueId v = graph.FindValue(name);
+        if (v != kNoValue && graph.value(v).type.rank_known) sub.input_shapes[name] = graph.value(v).type.shape;
+        if (o.input_data.count(name)) sub.input_data[name] = o.input_data.at(name);
+      }
+      sub.log = [log = o.log, label](bool warning, const std::string& line) {
+        if (log) log(warning, "[" + label + "] " + line);
+      };
+      r.info("optimising the " + label + " (" + std::to_string(b.nodes) + " nodes) as a model of its own");
+      try {
+        const PipelineResult s = RunPipeline(sub);
+        br.nodes_after = s.check.unchanged || s.verdict.keep_original ? b.nodes : s.finish.after.nodes;
+        br.measured = !s.check.unchanged && s.verdict.pairs > 0;
+        br.verdict = s.verdict;
+        if (s.verdict.guarded)
+          br.guard = Format("in %s %s (%.3fx)", s.verdict.guard_device.c_str(), s.verdict.guard.OutcomeName().c_str(),
+                            s.verdict.guard.wall.median);
+        if (s.check.unchanged || s.verdict.keep_original) {
+          br.outcome = "unchanged";
+        } else {
+          onnx::ModelProto optimised;
+          if (!optimised.ParseFromString(ReadFile(out, "the optimised branch")))
+            Fail("the optimised branch '", out, "' does not parse");
+          ReplaceIfBranch(&model, b, optimised);
+          br.outcome = "optimised";
+        }
+      } catch (const ModelFileChanged&) {
+        throw;
+      } catch (const Error& e) {
+        br.outcome = "not optimised";
+        br.note = e.what();
+        r.warn("the " + label + " was not optimised: " + e.what());
+      }
+    }
+    rec.branches.push_back(br);
+  }
+  // The branches' runs added to the timing cache file; the run's own cost
+  // model takes their entries in before it writes the file.
+  if (!cache.empty()) r.cost->LoadCache(cache);
+  if (rec.optimised() == 0) return;
+  rec.shared_initializers = ShareBranchInitializers(&model);
+  rec.dropped_initializers = DropUnreadInitializers(&model);
+  const std::string path = r.branches_dir + "/model.onnx";
+  WriteFileAtomically(path, model.SerializeAsString());
+  model.Clear();
+  try {
+    LoadedModel with = ImportModelFile(r, path);
+    with.source = r.model.source;
+    r.model = std::move(with);
+  } catch (const Error& e) {
+    for (BranchRecord& b : rec.branches)
+      if (b.outcome == "optimised") {
+        b.outcome = "not optimised";
+        b.note = std::string("the model with it does not import: ") + e.what();
+      }
+    r.warn(std::string("the model with its optimised If branches does not import (") + e.what() +
+           "): the branches are kept as they were");
+  }
+}
+
+void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered_json& j) {
+  const BranchesRecord& rec = p.branches;
+  if (!rec.note.empty()) s += "branches:   " + rec.note + "\n";
+  auto list = nlohmann::ordered_json::array();
+  for (const BranchRecord& b : rec.branches) {
+    std::string line = Format("branch:     If '%s' %s: %s", b.node.c_str(), b.attribute.c_str(), b.outcome.c_str());
+    if (b.outcome == "optimised") line += Format(", %d -> %d nodes", b.nodes_before, b.nodes_after);
+    if (b.measured) line += ", " + b.verdict.ToString();
+    if (!b.guard.empty()) line += ", " + b.guard;
+    if (!b.note.empty()) line += " (" + b.note + ")";
+    s += line + "\n";
+    nlohmann::ordered_json one = {{"node", b.node},
+                                  {"attribute", b.attribute},
+                                  {"outcome", b.outcome},
+                                  {"nodes_before", b.nodes_before},
+                                  {"nodes_after", b.nodes_after},
+                                  {"note", b.note}};
+    if (b.measured)
+      one["verdict"] = {{"outcome", b.verdict.OutcomeName()},
+                        {"speedup", b.verdict.wall.median},
+                        {"low", b.verdict.wall.lo},
+                        {"high", b.verdict.wall.hi}};
+    if (!b.guard.empty()) one["guard"] = b.guard;
+    list.push_back(one);
+  }
+  if (!rec.branches.empty() || !rec.note.empty()) {
+    j["branches"] = list;
+    j["branches_note"] = rec.note;
+    j["branches_shared_initializers"] = rec.shared_initializers;
+    j["branches_dropped_initializers"] = rec.dropped_initializers;
+  }
+}
+
+}  // namespace rlflow

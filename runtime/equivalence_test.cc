@@ -1,0 +1,55 @@
+// CompareGraphs' notes: a reference output holding NaN or infinity makes the
+// comparison weaker and is noted, unless it is a weight read by an opaque
+// node (an output of the cut graph, not computed: a mask's -inf).
+#include "runtime/equivalence.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/graph_builder.h"
+#include "core/op_registry.h"
+#include "core/tensor.h"
+
+namespace rlflow {
+namespace {
+
+// x -> Add(x, bias) -> Custom (opaque, also reading `fill`) -> Neg -> y.
+Graph Model(float fill, float bias) {
+  GraphBuilder b(1);
+  ValueId x = b.Input("x", {2, 3});
+  ValueId f = b.Const(TensorData::FromFloat(std::vector<float>(6, fill), {2, 3}), "fill");
+  ValueId a = b.Op("Add", {x, b.ConstFloat(bias, "bias")});
+  Graph g = b.Build({a});
+  NodeId op = g.AddNode("Custom", {a, f}, 1, {}, "custom");
+  Node& n = g.mutable_node(op);
+  n.domain = "com.example";
+  n.opaque_proto = std::make_shared<const std::string>("opaque");
+  ValueId out = n.outputs[0];
+  g.mutable_value(out).type = g.value(a).type;
+  NodeId tail = g.AddNode("Neg", {out}, 1, {}, "tail");
+  g.SetOutputs({g.node(tail).outputs[0]});
+  InferShapes(g);
+  return g;
+}
+
+TEST(Equivalence, AnInfiniteWeightReadByAnOpaqueNodeIsNotNoted) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Graph g = Model(-inf, 1);
+  EquivalenceResult r = CompareGraphs(g, g, 1);
+  EXPECT_EQ(r.opaque_nodes, 1);
+  EXPECT_EQ(r.outputs, 3);  // y, then what the opaque node reads: the sum and the weight
+  EXPECT_TRUE(r.notes.empty()) << r.notes[0];
+  EXPECT_EQ(r.max_error, 0);
+  // A computed value that is infinite is (here the sum the opaque node reads).
+  Graph computed = Model(0, inf);
+  r = CompareGraphs(computed, computed, 1);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("holds NaN or infinity"), std::string::npos) << r.notes[0];
+}
+
+}  // namespace
+}  // namespace rlflow
