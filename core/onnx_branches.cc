@@ -17,20 +17,26 @@ using onnx_detail::CollectOuterReads;
 using onnx_detail::FreshNames;
 using onnx_detail::InferValueInfo;
 using onnx_detail::IsDefault;
+using onnx_detail::TensorBytes;
 
 bool IsBranch(const onnx::AttributeProto& a) {
   return (a.name() == "then_branch" || a.name() == "else_branch") && a.has_g();
 }
 
-// The same tensor up to its name: type, shape and data.
+// The same tensor up to its name: type, shape and data (in any of the
+// fields that can hold it).
 bool SameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b) {
   if (a.data_type() != b.data_type() || a.dims_size() != b.dims_size()) return false;
   for (int k = 0; k < a.dims_size(); ++k)
     if (a.dims(k) != b.dims(k)) return false;
-  if (!a.raw_data().empty() || !b.raw_data().empty()) return a.raw_data() == b.raw_data();
-  onnx::TensorProto x = a, y = b;
-  x.clear_name(), y.clear_name(), x.clear_doc_string(), y.clear_doc_string();
-  return x.SerializeAsString() == y.SerializeAsString();
+  if (!a.raw_data().empty() && !b.raw_data().empty()) return a.raw_data() == b.raw_data();
+  try {
+    return TensorBytes(a) == TensorBytes(b);  // one as raw data, the other as float_data (say)
+  } catch (const Error&) {
+    onnx::TensorProto x = a, y = b;
+    x.clear_name(), y.clear_name(), x.clear_doc_string(), y.clear_doc_string();
+    return x.SerializeAsString() == y.SerializeAsString();
+  }
 }
 
 // Renames, in `g` and the subgraphs it holds, every use and definition of
@@ -51,28 +57,6 @@ void Rename(onnx::GraphProto* g, const std::map<std::string, std::string>& to) {
       for (auto& sub : *a.mutable_graphs()) Rename(&sub, to);
     }
   }
-}
-
-// Type, shape and data: equal for alike tensors.
-std::string TensorKey(const onnx::TensorProto& t) {
-  onnx::TensorProto copy = t;
-  copy.clear_name(), copy.clear_doc_string();
-  return copy.SerializeAsString();
-}
-
-// Counts, per name, the graphs (`g` and its subgraphs) that define it.
-void CountDefinitions(const onnx::GraphProto& g, std::map<std::string, int>* defined) {
-  std::set<std::string> here;
-  for (const auto& vi : g.input()) here.insert(vi.name());
-  for (const auto& t : g.initializer()) here.insert(t.name());
-  for (const auto& n : g.node()) {
-    for (const auto& o : n.output()) here.insert(o);
-    for (const auto& a : n.attribute()) {
-      if (a.has_g()) CountDefinitions(a.g(), defined);
-      for (const auto& sub : a.graphs()) CountDefinitions(sub, defined);
-    }
-  }
-  for (const std::string& name : here) ++(*defined)[name];
 }
 
 }  // namespace
@@ -224,59 +208,6 @@ void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx
     for (const auto& o : n.output()) define(o);
   Rename(&ng, to);
   *attr->mutable_g() = std::move(ng);
-}
-
-int ShareBranchInitializers(onnx::ModelProto* model) {
-  onnx::GraphProto* g = model->mutable_graph();
-  std::vector<onnx::GraphProto*> branches;
-  for (auto& n : *g->mutable_node()) {
-    if (n.op_type() != "If" || !IsDefault(n.domain())) continue;
-    for (auto& a : *n.mutable_attribute())
-      if (IsBranch(a)) branches.push_back(a.mutable_g());
-  }
-  std::set<std::string> graph_inputs;
-  for (const auto& vi : g->input()) graph_inputs.insert(vi.name());
-  std::map<std::string, std::string> outer;  // key -> the outer initializer's name
-  for (const auto& t : g->initializer())
-    if (!graph_inputs.count(t.name())) outer.emplace(TensorKey(t), t.name());
-  std::map<std::string, int> in_branches;  // key -> how many branches hold it
-  for (const onnx::GraphProto* b : branches) {
-    std::set<std::string> keys;
-    for (const auto& t : b->initializer()) keys.insert(TensorKey(t));
-    for (const std::string& k : keys) ++in_branches[k];
-  }
-  std::map<std::string, int> defined;
-  CountDefinitions(*g, &defined);
-  FreshNames fresh;
-  fresh.Collect(*g);
-  int removed = 0;
-  for (onnx::GraphProto* b : branches) {
-    std::map<std::string, std::string> to;
-    google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
-    for (auto& t : *b->mutable_initializer()) {
-      const std::string key = TensorKey(t), old = t.name();
-      auto it = outer.find(key);
-      if (it == outer.end() && in_branches[key] < 2) {
-        *kept.Add() = std::move(t);
-        continue;
-      }
-      if (it == outer.end()) {
-        // The first branch holding it: its copy moves out, under its name
-        // where no other graph defines that name.
-        std::string name = defined[old] == 1 ? old : fresh.Fresh(old);
-        it = outer.emplace(key, name).first;
-        onnx::TensorProto* moved = g->add_initializer();
-        *moved = std::move(t);
-        moved->set_name(name);
-      } else {
-        ++removed;
-      }
-      if (it->second != old) to[old] = it->second;
-    }
-    b->mutable_initializer()->Swap(&kept);
-    Rename(b, to);
-  }
-  return removed;
 }
 
 int DropUnreadInitializers(onnx::ModelProto* model) {

@@ -48,14 +48,6 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model);
 // if the interface differs or an opset differs from the model's.
 void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised);
 
-// Stores each weight that several top-level If branches hold (or that the
-// outer graph holds under another name) once, in the outer graph, read by
-// name from the branches (as Optimum stores the weights its two branches
-// share): the weights a branch's optimisation made (a transposed weight
-// folded, say) would otherwise be held by each branch. Tensors are alike
-// when their type, shape and data are. Returns how many copies it removed.
-int ShareBranchInitializers(onnx::ModelProto* model);
-
 // Removes the top-level initializers no node reads (subgraphs included)
 // that are neither graph inputs nor outputs; returns how many.
 int DropUnreadInitializers(onnx::ModelProto* model);

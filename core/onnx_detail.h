@@ -74,6 +74,11 @@ inline void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> d
     if (!defined.count(o.name())) reads->insert(o.name());
 }
 
+// A tensor's data as little-endian bytes, whichever field holds it
+// (raw_data, float_data, int64_data, ...; core/onnx_io.cc). Throws
+// rlflow::Error for data it cannot read (external, string, segmented).
+std::string TensorBytes(const onnx::TensorProto& t);
+
 // ONNX's shape inference on `model` in a child process (its crash fails
 // the inference, never the caller; core/onnx_io.cc): the types it inferred
 // become the graph's value_info, also where it stopped partway. False,

@@ -959,6 +959,8 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 }
 }  // namespace
 
+std::string onnx_detail::TensorBytes(const onnx::TensorProto& t) { return FromTensorProto(t).bytes(); }
+
 bool onnx_detail::InferValueInfo(onnx::ModelProto* model, std::string* why) {
   bool converted = false;
   return ContainedOnnxPasses(model, 0, why, &converted);

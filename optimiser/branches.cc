@@ -87,6 +87,7 @@ void Branches(OptimiseRun& r) {
       sub.report = sub.dot = sub.picture = "";
       sub.loaded_rules = r.rule_db;
       sub.branch_depth = o.branch_depth + 1;
+      sub.fold_weights = false;
       // At the model's opset: the branch runs at the model's.
       sub.target_opset = static_cast<int>(DefaultOpset(model));
       // Its inputs at the shapes the model has them at (--input_shape,
@@ -133,7 +134,6 @@ void Branches(OptimiseRun& r) {
   // model takes their entries in before it writes the file.
   if (!cache.empty()) r.cost->LoadCache(cache);
   if (rec.optimised() == 0) return;
-  rec.shared_initializers = ShareBranchInitializers(&model);
   rec.dropped_initializers = DropUnreadInitializers(&model);
   const std::string path = r.branches_dir + "/model.onnx";
   WriteFileAtomically(path, model.SerializeAsString());
@@ -181,7 +181,6 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
   if (!rec.branches.empty() || !rec.note.empty()) {
     j["branches"] = list;
     j["branches_note"] = rec.note;
-    j["branches_shared_initializers"] = rec.shared_initializers;
     j["branches_dropped_initializers"] = rec.dropped_initializers;
   }
 }

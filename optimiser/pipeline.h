@@ -107,6 +107,13 @@ struct PipelineOptions {
   // How deep in If branches this run is (Branches sets it for the run of a
   // branch; the branches of branches are optimised up to kMaxBranchDepth).
   int branch_depth = 0;
+  // Whether the finish stage folds weight-only nodes into initializers.
+  // Branches run without it: a weight derived from the outer graph's (a
+  // transposed one) would be an outer-scope or duplicated tensor once the
+  // branch is put back, and ONNX Runtime fuses MatMul and Gemm with a
+  // subgraph's own initializers only; left a node (Transpose of the outer
+  // weight, as exporters write it), ORT folds it into one at load.
+  bool fold_weights = true;
   // Tests: makes the timing backend instead of `device` (a scripted one).
   std::function<std::unique_ptr<TimingBackend>()> make_backend;
   // Tests: makes the guard's backend instead of `guard`'s runtime.
@@ -163,7 +170,6 @@ struct BranchRecord {
 };
 struct BranchesRecord {
   std::vector<BranchRecord> branches;
-  int shared_initializers = 0;   // weight copies removed: held by several branches, now once outside them
   int dropped_initializers = 0;  // outer weights no branch reads any more
   std::string note;              // why the branches were not looked at ("": they were, or there are none)
   int optimised() const;

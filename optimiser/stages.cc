@@ -600,6 +600,7 @@ void Finish(OptimiseRun& r) {
   // pass over the tensor instead of Mul + Add) only if the cost model agrees.
   optimised = result.applied.empty() ? imported : result.graph;
   for (const std::string& name : FinishPasses()) {
+    if (name == "fold_constants" && !r.o.fold_weights) continue;
     Graph next = optimised;
     const int nodes = optimised.num_nodes();
     if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
