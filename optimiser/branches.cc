@@ -5,6 +5,7 @@
 // on the model with its optimised branches: the If stays opaque there.
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -61,6 +62,10 @@ void Branches(OptimiseRun& r) {
   const std::vector<IfBranch> branches = ExtractIfBranches(model);
   r.branches_dir = MakeTempDir("rlflow-branches-");
   const std::string cache = r.res.configure.timing_cache;
+  // --time_limit bounds the searches of the whole run: each branch's run
+  // gets an equal share of what is left, the model around them the rest.
+  int runs_left = 0;
+  for (const IfBranch& b : branches) runs_left += b.why_not.empty() && b.nodes > 0 ? 1 : 0;
   for (size_t k = 0; k < branches.size(); ++k) {
     const IfBranch& b = branches[k];
     BranchRecord br;
@@ -88,6 +93,9 @@ void Branches(OptimiseRun& r) {
       sub.loaded_rules = r.rule_db;
       sub.branch_depth = o.branch_depth + 1;
       sub.fold_weights = false;
+      if (o.time_limit_s > 0) sub.time_limit_s = std::max(1e-3, (o.time_limit_s - r.branch_search_s) / (runs_left + 1));
+      --runs_left;
+      br.time_limit_s = sub.time_limit_s;
       // At the model's opset: the branch runs at the model's.
       sub.target_opset = static_cast<int>(DefaultOpset(model));
       // Its inputs at the shapes the model has them at (--input_shape,
@@ -105,6 +113,8 @@ void Branches(OptimiseRun& r) {
       r.info("optimising the " + label + " (" + std::to_string(b.nodes) + " nodes) as a model of its own");
       try {
         const PipelineResult s = RunPipeline(sub);
+        r.branch_search_s += s.search.seconds;
+        for (const RetryRecord& retry : s.retries) r.branch_search_s += retry.seconds;
         br.nodes_after = s.check.unchanged || s.verdict.keep_original ? b.nodes : s.finish.after.nodes;
         br.measured = !s.check.unchanged && s.verdict.pairs > 0;
         br.verdict = s.verdict;
@@ -122,7 +132,7 @@ void Branches(OptimiseRun& r) {
         }
       } catch (const ModelFileChanged&) {
         throw;
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {  // rlflow::Error, or a library's
         br.outcome = "not optimised";
         br.note = e.what();
         r.warn("the " + label + " was not optimised: " + e.what());
@@ -169,6 +179,7 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
                                   {"outcome", b.outcome},
                                   {"nodes_before", b.nodes_before},
                                   {"nodes_after", b.nodes_after},
+                                  {"time_limit_s", b.time_limit_s},
                                   {"note", b.note}};
     if (b.measured)
       one["verdict"] = {{"outcome", b.verdict.OutcomeName()},

@@ -163,7 +163,8 @@ struct BranchRecord {
   // faster), "not optimised" (`note` says why: it could not be made a
   // model, its run failed, or it could not be put back)
   std::string outcome;
-  bool measured = false;  // its run's verdict measured it
+  double time_limit_s = 0;  // its run's --time_limit (a share of the run's; 0: none)
+  bool measured = false;    // its run's verdict measured it
   Verdict verdict;
   std::string guard;  // the guard's outcome on it ("": not guarded)
   std::string note;

@@ -778,6 +778,7 @@ TEST(Pipeline, IfBranchesAreOptimisedAsModelsOfTheirOwn) {
   std::string model = WriteIfModel(dir);
   PipelineOptions o = Options(dir, model);
   o.input_shapes["x"] = {4, 8};
+  o.time_limit_s = 30;  // shared: each branch's run an equal share of what is left
   o.search = "passes";
   o.search_params.Set("passes", "cse, dce");
   // Each node costs 1 ms: fewer nodes are measured faster.
@@ -797,6 +798,11 @@ TEST(Pipeline, IfBranchesAreOptimisedAsModelsOfTheirOwn) {
   EXPECT_EQ(then_b.nodes_after, 4);
   EXPECT_TRUE(then_b.measured);
   EXPECT_TRUE(then_b.verdict.faster());
+  EXPECT_EQ(then_b.time_limit_s, 10);
+  // A half of what the then branch's search left (the other half for the
+  // model around them).
+  EXPECT_GT(else_b.time_limit_s, 14);
+  EXPECT_LE(else_b.time_limit_s, 15);
   EXPECT_EQ(else_b.outcome, "unchanged");
   EXPECT_EQ(r.branches.optimised(), 1);
   // The branch's own run logged, labelled.

@@ -463,9 +463,10 @@ void Calibrate(OptimiseRun& r) {
   // verdict) runs against the same deadline, so --time_limit bounds the
   // search phase as a whole, for every --search alike. The checks, the
   // verdict and the write that follow are not cut short: they are what
-  // makes the result safe to write.
+  // makes the result safe to write. If branches optimised before (the
+  // branches stage) spent part of it.
   RunnerLimits limits;
-  limits.time_limit_s = r.o.time_limit_s;
+  limits.time_limit_s = r.o.time_limit_s > 0 ? std::max(1e-3, r.o.time_limit_s - r.branch_search_s) : 0;
   limits.interrupted = r.o.interrupted;
   r.runner = std::make_unique<Runner>(limits, r.info);
   r.mask = r.enabled;

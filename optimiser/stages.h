@@ -48,7 +48,8 @@ struct OptimiseRun {
   // branches: where the model with its optimised If branches is (removed
   // with the run; "": none were optimised)
   std::string branches_dir;
-  std::vector<char> enabled;  // the rules the written model may use (opset, target)
+  double branch_search_s = 0;  // the branches' runs' searches (and retries), against --time_limit
+  std::vector<char> enabled;   // the rules the written model may use (opset, target)
   // reference_run, canonicalise, calibrate
   Graph original_cut;  // the parts the executor runs
   double reference_s = 0;
