@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_branches.h"
+#include "core/tensor.h"
 #include "optimiser/stages.h"
+#include "runtime/verdict.h"
 
 namespace rlflow {
 namespace {
@@ -25,6 +28,82 @@ int64_t DefaultOpset(const onnx::ModelProto& m) {
   for (const auto& op : m.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
   return 0;
+}
+
+// The model with its optimised branches (r.model) against `before`, timed
+// in ONNX Runtime once per value of the conditions (bool graph inputs of at
+// most one element that an If reads as its condition; up to three); puts
+// `before` back where one is slower or cannot be timed.
+void CheckInModel(OptimiseRun& r, LoadedModel before) {
+  BranchesRecord& rec = r.res.branches;
+  TimingBackend* ort = nullptr;
+  if (r.o.force_optimised) return;
+  if (r.backend->name() == "ort") {
+    ort = r.counted.get();
+    rec.check_device = "ort";
+  } else if (!r.guard_device.empty()) {
+    std::string why;
+    ort = GuardBackend(r, &why);
+    if (ort == nullptr) {
+      rec.check_note = "not measured in " + r.guard_device + " (" + why + ")";
+      r.warn("the optimised If branches are not checked in ONNX Runtime: " + rec.check_note);
+      return;
+    }
+    rec.check_device = r.guard_device;
+  } else {
+    return;
+  }
+  const Graph& given = r.model.AsGiven();
+  std::vector<ValueId> conditions;
+  for (NodeId id = 0; id < given.num_nodes(); ++id) {
+    const Node& n = given.node(id);
+    if (!n.opaque() || n.op != "If" || !n.domain.empty() || n.inputs.empty() || n.inputs[0] == kNoValue) continue;
+    const Value& c = given.value(n.inputs[0]);
+    if (c.is_graph_input && c.type.dtype == DType::kBool && c.type.NumElements() <= 1 &&
+        std::find(conditions.begin(), conditions.end(), n.inputs[0]) == conditions.end() && conditions.size() < 3)
+      conditions.push_back(n.inputs[0]);
+  }
+  const int pairs = r.o.measure_runs > 0 ? r.o.measure_runs : 40;
+  std::string slower;
+  for (int values = 0; values < (1 << conditions.size()) && slower.empty(); ++values) {
+    Graph a = before.AsGiven(), b = given;
+    BranchesRecord::ModelCheck check;
+    for (size_t k = 0; k < conditions.size(); ++k) {
+      const Value& c = given.value(conditions[k]);
+      const bool value = (values >> k) & 1;
+      auto data = std::make_shared<const TensorData>(c.type.dtype, c.type.shape,
+                                                     std::string(c.type.NumElements(), value ? '\1' : '\0'));
+      for (Graph* g : {&a, &b}) {
+        const ValueId v = g->FindValue(c.name);
+        if (v != kNoValue) g->mutable_value(v).sample_data = data;
+      }
+      check.condition += (check.condition.empty() ? "" : ", ") + c.name + "=" + (value ? "1" : "0");
+    }
+    r.info("measuring the model with its optimised If branches against the model as it came in " + rec.check_device +
+           (check.condition.empty() ? "" : " (" + check.condition + ")") + ", " + std::to_string(pairs) +
+           " interleaved pairs");
+    try {
+      check.verdict = Judge(ort->TimePaired(a, b, pairs, VerdictTiming(pairs, r.o.seed)), 0.95);
+    } catch (const Error& e) {
+      rec.check_note = rec.check_device + " could not time the pair: " + e.what();
+      slower = rec.check_note;
+      break;
+    }
+    r.info("in " + rec.check_device + ": " + check.verdict.ToString());
+    if (check.verdict.outcome == Verdict::Outcome::kSlower)
+      slower = "slower in " + rec.check_device + " inside the model" +
+               (check.condition.empty() ? "" : " (" + check.condition + ")") +
+               Format(": %.3fx", check.verdict.wall.median);
+    rec.checks.push_back(check);
+  }
+  if (slower.empty()) return;
+  r.model = std::move(before);
+  for (BranchRecord& b : rec.branches)
+    if (b.outcome == "optimised") {
+      b.outcome = "not optimised";
+      b.note = slower;
+    }
+  r.warn("the optimised If branches are put back as they were: " + slower);
 }
 
 }  // namespace
@@ -148,9 +227,11 @@ void Branches(OptimiseRun& r) {
   const std::string path = r.branches_dir + "/model.onnx";
   WriteFileAtomically(path, model.SerializeAsString());
   model.Clear();
+  LoadedModel before;
   try {
     LoadedModel with = ImportModelFile(r, path);
     with.source = r.model.source;
+    before = std::move(r.model);
     r.model = std::move(with);
   } catch (const Error& e) {
     for (BranchRecord& b : rec.branches)
@@ -160,7 +241,9 @@ void Branches(OptimiseRun& r) {
       }
     r.warn(std::string("the model with its optimised If branches does not import (") + e.what() +
            "): the branches are kept as they were");
+    return;
   }
+  CheckInModel(r, std::move(before));
 }
 
 void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered_json& j) {
@@ -189,7 +272,19 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
     if (!b.guard.empty()) one["guard"] = b.guard;
     list.push_back(one);
   }
+  for (const BranchesRecord::ModelCheck& c : rec.checks)
+    s += Format("branches:   in %s inside the model%s: %s\n", rec.check_device.c_str(),
+                c.condition.empty() ? "" : (" (" + c.condition + ")").c_str(), c.verdict.ToString().c_str());
+  if (!rec.check_note.empty()) s += "branches:   " + rec.check_note + "\n";
   if (!rec.branches.empty() || !rec.note.empty()) {
+    auto checks = nlohmann::ordered_json::array();
+    for (const BranchesRecord::ModelCheck& c : rec.checks)
+      checks.push_back({{"condition", c.condition},
+                        {"outcome", c.verdict.OutcomeName()},
+                        {"speedup", c.verdict.wall.median},
+                        {"low", c.verdict.wall.lo},
+                        {"high", c.verdict.wall.hi}});
+    j["branches_check"] = {{"device", rec.check_device}, {"checks", checks}, {"note", rec.check_note}};
     j["branches"] = list;
     j["branches_note"] = rec.note;
     j["branches_dropped_initializers"] = rec.dropped_initializers;

@@ -171,6 +171,18 @@ struct BranchRecord {
 };
 struct BranchesRecord {
   std::vector<BranchRecord> branches;
+  // The model with its optimised branches against the model as it came,
+  // in ONNX Runtime (the device, or the guard's runtime), once per value of
+  // the bool inputs an If takes as its condition: a branch runs as a
+  // subgraph there, not as the model its run measured. Where one is slower
+  // (or cannot be timed), the branches are put back as they were.
+  std::string check_device;  // "": not checked (`check_note` says why, if there was a reason)
+  struct ModelCheck {
+    std::string condition;  // e.g. "use_cache_branch=1" ("" without such inputs)
+    Verdict verdict;
+  };
+  std::vector<ModelCheck> checks;
+  std::string check_note;
   int dropped_initializers = 0;  // outer weights no branch reads any more
   std::string note;              // why the branches were not looked at ("": they were, or there are none)
   int optimised() const;

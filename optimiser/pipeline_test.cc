@@ -857,5 +857,69 @@ TEST(Pipeline, IfBranchesAreOptimisedAsModelsOfTheirOwn) {
   EXPECT_FALSE(j["wrote_original"].get<bool>());
 }
 
+// The model with its optimised branches is timed against the model as it
+// came in the guard's runtime, for each value of the condition, and the
+// branches are put back as they were where it is slower there.
+TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
+  std::string dir = testing::MakeTempDir("pipeline_branches_check_");
+  std::string model = WriteIfModel(dir);
+  for (const bool slower : {true, false}) {
+    SCOPED_TRACE(slower);
+    PipelineOptions o = Options(dir, model);
+    o.input_shapes["x"] = {4, 8};
+    o.search = "passes";
+    o.search_params.Set("passes", "cse, dce");
+    o.guard = "ort";
+    o.make_backend = [] {
+      return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
+    };
+    // As ONNX Runtime might: a branch alone costs its nodes; the model with
+    // an If whose then branch was optimised (fewer than 5 nodes) costs 2 ms
+    // (or 0.5 ms), as it came 1 ms.
+    o.make_guard_backend = [slower] {
+      auto node_ms = [](const Graph&, NodeId) { return 1.0; };
+      auto run_ms = [slower](const Graph& g) {
+        for (NodeId id = 0; id < g.num_nodes(); ++id) {
+          const Node& n = g.node(id);
+          if (n.op != "If" || n.source_proto == nullptr) continue;
+          onnx::NodeProto np;
+          EXPECT_TRUE(np.ParseFromString(*n.source_proto));
+          for (const auto& a : np.attribute())
+            if (a.name() == "then_branch") return a.g().node_size() < 5 ? (slower ? 2.0 : 0.5) : 1.0;
+        }
+        return static_cast<double>(g.num_nodes());
+      };
+      return std::make_unique<testing::ScriptedBackend>("scripted-ort", node_ms, run_ms);
+    };
+    PipelineResult r = RunPipeline(o);
+    ASSERT_EQ(r.branches.branches.size(), 2u);
+    const BranchRecord& then_b = r.branches.branches[0];
+    EXPECT_TRUE(then_b.verdict.faster());
+    EXPECT_EQ(r.branches.check_device, "ort");
+    const std::string summary = r.Summary();
+    if (slower) {
+      // The first value of the condition is slower: the branches as they were.
+      ASSERT_EQ(r.branches.checks.size(), 1u);
+      EXPECT_EQ(r.branches.checks[0].condition, "c=0");
+      EXPECT_EQ(r.branches.checks[0].verdict.outcome, Verdict::Outcome::kSlower);
+      EXPECT_EQ(then_b.outcome, "not optimised");
+      EXPECT_NE(then_b.note.find("slower in ort inside the model (c=0)"), std::string::npos) << then_b.note;
+      EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+    } else {
+      ASSERT_EQ(r.branches.checks.size(), 2u);
+      EXPECT_EQ(r.branches.checks[1].condition, "c=1");
+      EXPECT_TRUE(r.branches.checks[0].verdict.faster());
+      EXPECT_TRUE(r.branches.checks[1].verdict.faster());
+      EXPECT_EQ(then_b.outcome, "optimised");
+      EXPECT_NE(ReadFile(o.output), ReadFile(model));
+      EXPECT_NE(summary.find("branches:   in ort inside the model (c=1): speedup 2.0"), std::string::npos)
+          << summary;
+    }
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    EXPECT_EQ(j["branches_check"]["device"], "ort");
+    EXPECT_EQ(j["branches_check"]["checks"].size(), r.branches.checks.size());
+  }
+}
+
 }  // namespace
 }  // namespace rlflow

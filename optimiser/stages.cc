@@ -269,6 +269,21 @@ void CheckOutputPaths(const OptimiseRun& r) {
 
 // Loads the model (or builds the zoo model) at the given shapes and data, and
 // chooses the rules the written model may use (opset, target).
+TimingBackend* GuardBackend(OptimiseRun& r, std::string* why) {
+  if (!r.guard_backend) {
+    BackendOptions options;
+    options.threads = r.o.threads;
+    try {
+      r.guard_backend = r.o.make_guard_backend ? r.o.make_guard_backend() : MakeTimingBackend(r.guard_device, options);
+    } catch (const Error& e) {
+      if (r.o.guard != "auto") throw;
+      *why = e.what();
+      return nullptr;
+    }
+  }
+  return r.guard_backend.get();
+}
+
 LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path) {
   const PipelineOptions& o = r.o;
   LoadOptions load;
@@ -726,17 +741,11 @@ void Check(OptimiseRun& r) {
 void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timing) {
   VerdictRecord& rec = r.res.verdict;
   rec.guard_device = r.guard_device;
-  if (!r.guard_backend) {
-    BackendOptions options;
-    options.threads = r.o.threads;
-    try {
-      r.guard_backend = r.o.make_guard_backend ? r.o.make_guard_backend() : MakeTimingBackend(r.guard_device, options);
-    } catch (const Error& e) {
-      if (r.o.guard != "auto") throw;
-      rec.guard_note = std::string("not measured in ") + r.guard_device + " (" + e.what() + ")";
-      r.warn("the result is not checked in ONNX Runtime: " + rec.guard_note);
-      return;
-    }
+  std::string why;
+  if (GuardBackend(r, &why) == nullptr) {
+    rec.guard_note = std::string("not measured in ") + r.guard_device + " (" + why + ")";
+    r.warn("the result is not checked in ONNX Runtime: " + rec.guard_note);
+    return;
   }
   r.info("measuring both in " + r.guard_device + " too (the guard, " + std::to_string(rec.pairs) +
          " interleaved pairs)");

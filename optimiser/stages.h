@@ -87,6 +87,11 @@ std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // The branches stage's lines of the summary and keys of the report.
 void DescribeBranches(const PipelineResult& p, std::string& summary, nlohmann::ordered_json& report);
 
+// The guard's timing backend (PipelineOptions::guard, r.guard_device), made
+// when first needed; null, with the reason in `*why`, if it cannot be made
+// and the guard is "auto" (else that error is thrown).
+TimingBackend* GuardBackend(OptimiseRun& r, std::string* why);
+
 // The model file at `path` imported as Load imports --model (its shapes,
 // --input_data, control flow typed by ONNX Runtime).
 LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path);

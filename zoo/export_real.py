@@ -327,15 +327,19 @@ class Decoder(nn.Module):
     def __init__(self, width=64, heads=4, blocks=2, vocab=100):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(128, width)
+        self.heads, self.head_dim = heads, width // heads
         self.blocks = nn.ModuleList([DecoderBlock(width, heads) for _ in range(blocks)])
         self.ln = nn.LayerNorm(width)
 
-    def forward(self, ids, pk0, pv0, pk1, pv1):
-        past, t = pk0.shape[2], ids.shape[1]
+    def forward(self, ids, *cache):
+        # cache: the keys and values of each block in turn (pk0, pv0, pk1, ...)
+        past, t = cache[0].shape[2], ids.shape[1]
         x = self.wte(ids) + self.wpe(torch.arange(past, past + t).unsqueeze(0))
-        x, k0, v0 = self.blocks[0](x, pk0, pv0)
-        x, k1, v1 = self.blocks[1](x, pk1, pv1)
-        return self.ln(x) @ self.wte.weight.t(), k0, v0, k1, v1
+        grown = []
+        for i, block in enumerate(self.blocks):
+            x, k, v = block(x, cache[2 * i], cache[2 * i + 1])
+            grown += [k, v]
+        return (self.ln(x) @ self.wte.weight.t(),) + tuple(grown)
 
 
 def export_decoder(path, opset, seed):
@@ -362,11 +366,11 @@ class PromptDecoder(nn.Module):
         self.decoder = decoder
 
     def forward(self, ids):
-        empty = ids.new_zeros((ids.shape[0], 4, 0, 16), dtype=torch.float32)
-        return self.decoder(ids, empty, empty, empty, empty)
+        empty = ids.new_zeros((ids.shape[0], self.decoder.heads, 0, self.decoder.head_dim), dtype=torch.float32)
+        return self.decoder(ids, *([empty] * (2 * len(self.decoder.blocks))))
 
 
-def export_merged_decoder(path, opset, seed):
+def export_merged_decoder(path, opset, seed, **size):
     """The decoder as Hugging Face Optimum writes it for generation
     ("decoder_model_merged.onnx"): the prompt step and the cached step in one
     model, an If on a `use_cache_branch` input choosing between the two
@@ -378,19 +382,22 @@ def export_merged_decoder(path, opset, seed):
     import onnx
     from onnx import helper, TensorProto
     torch.manual_seed(seed)
-    model = Decoder().eval()
-    cache = ["pk0", "pv0", "pk1", "pv1"]
+    model = Decoder(**size).eval()
+    blocks = range(len(model.blocks))
+    cache = [p + str(i) for i in blocks for p in ("pk", "pv")]
+    grown = [p + str(i) for i in blocks for p in ("k", "v")]
     with tempfile.TemporaryDirectory() as tmp:
         with torch.no_grad():
             dynamic = {"ids": {0: "batch", 1: "tokens"}, "logits": {0: "batch", 1: "tokens"}}
             dynamic.update({name: {0: "batch", 2: "past"} for name in cache})
-            dynamic.update({name: {0: "batch", 2: "total"} for name in ["k0", "v0", "k1", "v1"]})
-            example = (torch.randint(0, 100, (1, 3)),) + tuple(torch.randn(1, 4, 5, 16) for _ in cache)
+            dynamic.update({name: {0: "batch", 2: "total"} for name in grown})
+            example = (torch.randint(0, model.wte.num_embeddings, (1, 3)),) + tuple(
+                torch.randn(1, model.heads, 5, model.head_dim) for _ in cache)
             torch.onnx.export(model, example, tmp + "/past.onnx", opset_version=opset, input_names=["ids"] + cache,
-                              output_names=["logits", "k0", "v0", "k1", "v1"], dynamic_axes=dynamic,
+                              output_names=["logits"] + grown, dynamic_axes=dynamic,
                               do_constant_folding=False)
             torch.onnx.export(PromptDecoder(model), (example[0],), tmp + "/prompt.onnx", opset_version=opset,
-                              input_names=["ids"], output_names=["logits", "k0", "v0", "k1", "v1"],
+                              input_names=["ids"], output_names=["logits"] + grown,
                               dynamic_axes={k: v for k, v in dynamic.items() if k not in cache},
                               do_constant_folding=False)
         past, prompt = onnx.load(tmp + "/past.onnx"), onnx.load(tmp + "/prompt.onnx")
@@ -441,6 +448,12 @@ def export_merged_decoder(path, opset, seed):
     onnx.save(merged, path)
 
 
+def export_merged_decoder_big(path, opset, seed):
+    """The merged decoder at a larger size (width 256, 8 heads, 4 blocks,
+    vocabulary 1000; 14 MB): for measurements, not in the test corpus."""
+    export_merged_decoder(path, opset, seed, width=256, heads=8, blocks=4, vocab=1000)
+
+
 class HfSelfAttention(nn.Module):
     """Hugging Face's BERT self-attention: three projections, heads by view
     and permute, scores divided by sqrt(head size), the extended mask added."""
@@ -482,7 +495,7 @@ class HfBertClassifier(nn.Module):
 
     def __init__(self, vocab=1000, width=128, heads=4, layers=2, labels=3):
         super().__init__()
-        self.words, self.positions, self.types = nn.Embedding(vocab, width), nn.Embedding(512, width), nn.Embedding(
+        self.words, self.positions, self.types = nn.Embedding(vocab, width), nn.Embedding(128, width), nn.Embedding(
             2, width)
         self.ln = nn.LayerNorm(width, eps=1e-12)
         self.register_buffer("position_ids", torch.arange(512).expand((1, -1)))
@@ -692,6 +705,13 @@ EXPORTED_MODELS = {
                                 "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
 }
 
+# Exported only when named in --models (measurements, not the corpus):
+# name -> as EXPORTED_MODELS.
+EXTRA_MODELS = {
+    "gpt_decoder_merged_big_op14": (export_merged_decoder_big, 14, "ids:1,32;pk0:1,8,0,32;use_cache_branch:1",
+                                    "ids:1,1;pk0:1,8,64,32;use_cache_branch:1"),
+}
+
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
 # name -> (builder(opset, seed), opset, --input_shape, other shape).
 ONNX_MODELS = {
@@ -801,8 +821,8 @@ def main():
             manifest.append("%s %s %s" % (name, given, other))
             print("built", name, "opset", opset, flush=True)
             continue
-        if name in EXPORTED_MODELS:
-            export, opset, given, other = EXPORTED_MODELS[name]
+        if name in EXPORTED_MODELS or name in EXTRA_MODELS:
+            export, opset, given, other = EXPORTED_MODELS.get(name) or EXTRA_MODELS[name]
             isolated(export, os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
         else:
             _, _, opset, _, given, other, _ = MODELS[name]
