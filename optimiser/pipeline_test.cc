@@ -912,8 +912,7 @@ TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
       EXPECT_TRUE(r.branches.checks[1].verdict.faster());
       EXPECT_EQ(then_b.outcome, "optimised");
       EXPECT_NE(ReadFile(o.output), ReadFile(model));
-      EXPECT_NE(summary.find("branches:   in ort inside the model (c=1): speedup 2.0"), std::string::npos)
-          << summary;
+      EXPECT_NE(summary.find("branches:   in ort inside the model (c=1): speedup 2.0"), std::string::npos) << summary;
     }
     nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
     EXPECT_EQ(j["branches_check"]["device"], "ort");
