@@ -194,13 +194,16 @@ void Branches(OptimiseRun& r) {
         const PipelineResult s = RunPipeline(sub);
         r.branch_search_s += s.search.seconds;
         for (const RetryRecord& retry : s.retries) r.branch_search_s += retry.seconds;
-        br.nodes_after = s.check.unchanged || s.verdict.keep_original ? b.nodes : s.finish.after.nodes;
+        // Its run wrote the branch as it came unless its graph was written,
+        // or If branches inside it were optimised.
+        const bool as_it_came = (s.check.unchanged || s.verdict.keep_original) && s.branches.optimised() == 0;
+        br.nodes_after = as_it_came ? b.nodes : s.finish.after.nodes;
         br.measured = !s.check.unchanged && s.verdict.pairs > 0;
         br.verdict = s.verdict;
         if (s.verdict.guarded)
           br.guard = Format("in %s %s (%.3fx)", s.verdict.guard_device.c_str(), s.verdict.guard.OutcomeName().c_str(),
                             s.verdict.guard.wall.median);
-        if (s.check.unchanged || s.verdict.keep_original) {
+        if (as_it_came) {
           br.outcome = "unchanged";
         } else {
           onnx::ModelProto optimised;
@@ -208,6 +211,8 @@ void Branches(OptimiseRun& r) {
             Fail("the optimised branch '", out, "' does not parse");
           ReplaceIfBranch(&model, b, optimised);
           br.outcome = "optimised";
+          if (s.branches.optimised() > 0)
+            br.note = "with " + std::to_string(s.branches.optimised()) + " optimised If branches inside it";
         }
       } catch (const ModelFileChanged&) {
         throw;

@@ -920,5 +920,81 @@ TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
   }
 }
 
+// An If inside a branch: its branches are optimised by the branch's run
+// (the outer then branch is one If node, the then branch inside it has the
+// common subexpression); the outer else branch is x @ Transpose(w).
+TEST(Pipeline, IfBranchesInsideBranchesAreOptimisedToo) {
+  std::string dir = testing::MakeTempDir("pipeline_nested_");
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(ReadFile(WriteIfModel(dir))));
+  auto* g = m.mutable_graph();
+  auto* c1 = g->add_input();
+  *c1 = g->input(1);
+  c1->set_name("c1");
+  onnx::NodeProto inner = g->node(1);  // If(c) -> y
+  inner.set_name("inner");
+  inner.set_output(0, "inner_y");
+  onnx::NodeProto* outer = g->mutable_node(1);
+  outer->Clear();
+  outer->set_op_type("If");
+  outer->set_name("outer");
+  outer->add_input("c1");
+  outer->add_output("y");
+  auto* a = outer->add_attribute();
+  a->set_name("then_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name("outer_then");
+  *a->mutable_g()->add_node() = inner;
+  *a->mutable_g()->add_output() = g->output(0);
+  a->mutable_g()->mutable_output(0)->set_name("inner_y");
+  a = outer->add_attribute();
+  a->set_name("else_branch");
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name("outer_else");
+  auto* t = a->mutable_g()->add_node();
+  t->set_op_type("Transpose");
+  t->add_input("w");
+  t->add_output("outer_wt");
+  auto* mm = a->mutable_g()->add_node();
+  mm->set_op_type("MatMul");
+  mm->add_input("x");
+  mm->add_input("outer_wt");
+  mm->add_output("outer_else_y");
+  *a->mutable_g()->add_output() = g->output(0);
+  a->mutable_g()->mutable_output(0)->set_name("outer_else_y");
+  const std::string model = dir + "/nested.onnx";
+  WriteFileAtomically(model, m.SerializeAsString());
+
+  PipelineOptions o = Options(dir, model);
+  o.input_shapes["x"] = {4, 8};
+  o.search = "passes";
+  o.search_params.Set("passes", "cse, dce");
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
+  };
+  PipelineResult r = RunPipeline(o);
+  ASSERT_EQ(r.branches.branches.size(), 2u);
+  EXPECT_EQ(r.branches.branches[0].attribute, "then_branch");
+  EXPECT_EQ(r.branches.branches[0].outcome, "optimised");
+  EXPECT_NE(r.branches.branches[0].note.find("1 optimised If branches inside it"), std::string::npos)
+      << r.branches.branches[0].note;
+  EXPECT_EQ(r.branches.branches[1].outcome, "unchanged");
+  onnx::ModelProto out;
+  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+  const onnx::GraphProto& outer_then = out.graph().node(1).attribute(0).g();
+  ASSERT_EQ(outer_then.node_size(), 1);
+  ASSERT_EQ(outer_then.node(0).op_type(), "If");
+  EXPECT_EQ(outer_then.node(0).attribute(0).g().node_size(), 4);  // one Relu fewer
+  const at::Tensor x = at::randn({4, 8});
+  for (const bool v1 : {false, true}) {
+    for (const bool v2 : {false, true}) {
+      auto flag = [](bool v) { return v ? at::ones({}, at::kBool) : at::zeros({}, at::kBool); };
+      const std::vector<std::pair<std::string, at::Tensor>> in = {{"x", x}, {"c", flag(v2)}, {"c1", flag(v1)}};
+      EXPECT_TRUE(testing::RunOnnxRuntime(o.output, in)[0].allclose(testing::RunOnnxRuntime(model, in)[0], 1e-5, 1e-6))
+          << v1 << v2;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rlflow
