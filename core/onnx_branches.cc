@@ -134,6 +134,7 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
         for (const auto& vi : a.g().value_info()) *mg->add_value_info() = vi;
         for (const auto& vi : a.g().output()) *mg->add_output() = vi;
         for (const auto& vi : mg->input()) b.inputs.push_back(vi.name());
+        for (const auto& vi : mg->output()) b.outputs.push_back(vi.name());
         b.model = m.SerializeAsString();
       }
       out.push_back(std::move(b));
@@ -152,18 +153,16 @@ void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx
   if (attr == nullptr) Fail("If '", branch.node_name, "' has no ", branch.attribute);
   const std::string what = "the optimised " + branch.attribute + " of If '" + branch.node_name + "'";
   // The interface: inputs by name, outputs in order.
-  onnx::ModelProto before;
-  if (!before.ParseFromString(branch.model)) Fail("the model of the ", branch.attribute, " does not parse");
-  std::set<std::string> in_before, in_after;
-  for (const auto& vi : before.graph().input()) in_before.insert(vi.name());
+  const std::set<std::string> in_before(branch.inputs.begin(), branch.inputs.end());
+  std::set<std::string> in_after;
   for (const auto& vi : optimised.graph().input()) in_after.insert(vi.name());
   if (in_before != in_after) Fail(what, " has other inputs than the branch");
-  if (before.graph().output_size() != optimised.graph().output_size())
-    Fail(what, " has ", optimised.graph().output_size(), " outputs, the branch ", before.graph().output_size());
-  for (int k = 0; k < before.graph().output_size(); ++k)
-    if (before.graph().output(k).name() != optimised.graph().output(k).name())
-      Fail(what, ": output ", k, " is '", optimised.graph().output(k).name(), "', was '",
-           before.graph().output(k).name(), "'");
+  const int outputs = static_cast<int>(branch.outputs.size());
+  if (outputs != optimised.graph().output_size())
+    Fail(what, " has ", optimised.graph().output_size(), " outputs, the branch ", outputs);
+  for (int k = 0; k < outputs; ++k)
+    if (branch.outputs[k] != optimised.graph().output(k).name())
+      Fail(what, ": output ", k, " is '", optimised.graph().output(k).name(), "', was '", branch.outputs[k], "'");
   // Opsets: the branch runs at the model's.
   std::vector<const onnx::OperatorSetIdProto*> missing;
   for (const auto& op : optimised.opset_import()) {

@@ -28,7 +28,8 @@ struct IfBranch {
   // Constant nodes it reads are copied in, its outputs are the branch's;
   // the model's IR version, opsets and local functions.
   std::string model;
-  std::vector<std::string> inputs;  // the model's graph inputs
+  std::vector<std::string> inputs;   // the model's graph inputs
+  std::vector<std::string> outputs;  // and outputs (what ReplaceIfBranch checks; `model` may be freed)
   std::string why_not;
 };
 
@@ -38,8 +39,8 @@ struct IfBranch {
 // inference (run on a copy when needed) gives is not made a model.
 std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model);
 
-// Puts the graph of `optimised`, a model with the interface of
-// `branch.model` (the same inputs, by name, and outputs, in order), in
+// Puts the graph of `optimised`, a model with the interface of the
+// branch's model (`branch.inputs` by name, `branch.outputs` in order), in
 // place of the branch: its inputs become reads of the outer graph again;
 // its initializers that the outer graph holds alike (name, type, shape and
 // data) are dropped (read from there); a name it defines that the outer

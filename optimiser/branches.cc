@@ -138,8 +138,18 @@ void Branches(OptimiseRun& r) {
   onnx::ModelProto model;
   if (!model.ParseFromString(ReadFile(r.model.file, "the input model")))
     Fail("the input model '", r.model.file, "' no longer parses");
-  const std::vector<IfBranch> branches = ExtractIfBranches(model);
+  std::vector<IfBranch> branches = ExtractIfBranches(model);
+  // Each branch's model to its file now, its bytes freed (a model's weights
+  // would otherwise be held once per branch during the branches' runs).
   r.branches_dir = MakeTempDir("rlflow-branches-");
+  const auto branch_file = [&r](size_t k, const char* suffix) {
+    return r.branches_dir + "/branch" + std::to_string(k) + suffix;
+  };
+  for (size_t k = 0; k < branches.size(); ++k) {
+    if (branches[k].model.empty()) continue;
+    WriteFileAtomically(branch_file(k, ".onnx"), branches[k].model);
+    std::string().swap(branches[k].model);
+  }
   const std::string cache = r.res.configure.timing_cache;
   // --time_limit bounds the searches of the whole run: each branch's run
   // gets an equal share of what is left, the model around them the rest.
@@ -162,9 +172,7 @@ void Branches(OptimiseRun& r) {
       br.outcome = "unchanged";
       br.note = "no nodes";
     } else {
-      const std::string in = r.branches_dir + "/branch" + std::to_string(k) + ".onnx";
-      const std::string out = r.branches_dir + "/branch" + std::to_string(k) + ".rlflow.onnx";
-      WriteFileAtomically(in, b.model);
+      const std::string in = branch_file(k, ".onnx"), out = branch_file(k, ".rlflow.onnx");
       PipelineOptions sub = o;
       sub.model = in;
       sub.output = out;
