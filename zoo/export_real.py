@@ -454,6 +454,12 @@ def export_merged_decoder_big(path, opset, seed):
     export_merged_decoder(path, opset, seed, width=256, heads=8, blocks=4, vocab=1000)
 
 
+def export_merged_decoder_gpt2_size(path, opset, seed):
+    """The merged decoder at GPT-2 small's size (width 768, 12 heads, 12
+    blocks, vocabulary 50257; 495 MB): for measurements."""
+    export_merged_decoder(path, opset, seed, width=768, heads=12, blocks=12, vocab=50257)
+
+
 class HfSelfAttention(nn.Module):
     """Hugging Face's BERT self-attention: three projections, heads by view
     and permute, scores divided by sqrt(head size), the extended mask added."""
@@ -710,6 +716,9 @@ EXPORTED_MODELS = {
 EXTRA_MODELS = {
     "gpt_decoder_merged_big_op14": (export_merged_decoder_big, 14, "ids:1,32;pk0:1,8,0,32;use_cache_branch:1",
                                     "ids:1,1;pk0:1,8,64,32;use_cache_branch:1"),
+    "gpt_decoder_merged_gpt2_size_op14": (export_merged_decoder_gpt2_size, 14,
+                                          "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
+                                          "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
 }
 
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
