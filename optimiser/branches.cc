@@ -30,6 +30,20 @@ int64_t DefaultOpset(const onnx::ModelProto& m) {
   return 0;
 }
 
+// The optimised branches' records once they are put back as they were.
+void PutBack(BranchesRecord& rec, const std::string& why) {
+  for (BranchRecord& b : rec.branches)
+    if (b.outcome == "optimised") {
+      b.outcome = "not optimised";
+      b.note = why;
+    }
+}
+
+// A verdict in the report: its outcome and wall-time speedup with interval.
+nlohmann::ordered_json VerdictJson(const Verdict& v) {
+  return {{"outcome", v.OutcomeName()}, {"speedup", v.wall.median}, {"low", v.wall.lo}, {"high", v.wall.hi}};
+}
+
 // The model with its optimised branches (r.model) against `before`, timed
 // in ONNX Runtime once per value of the conditions (bool graph inputs of at
 // most one element that an If reads as its condition; up to three); puts
@@ -98,11 +112,7 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
   }
   if (slower.empty()) return;
   r.model = std::move(before);
-  for (BranchRecord& b : rec.branches)
-    if (b.outcome == "optimised") {
-      b.outcome = "not optimised";
-      b.note = slower;
-    }
+  PutBack(rec, slower);
   r.warn("the optimised If branches are put back as they were: " + slower);
 }
 
@@ -247,11 +257,7 @@ void Branches(OptimiseRun& r) {
     before = std::move(r.model);
     r.model = std::move(with);
   } catch (const Error& e) {
-    for (BranchRecord& b : rec.branches)
-      if (b.outcome == "optimised") {
-        b.outcome = "not optimised";
-        b.note = std::string("the model with it does not import: ") + e.what();
-      }
+    PutBack(rec, std::string("the model with it does not import: ") + e.what());
     r.warn(std::string("the model with its optimised If branches does not import (") + e.what() +
            "): the branches are kept as they were");
     return;
@@ -277,11 +283,7 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
                                   {"nodes_after", b.nodes_after},
                                   {"time_limit_s", b.time_limit_s},
                                   {"note", b.note}};
-    if (b.measured)
-      one["verdict"] = {{"outcome", b.verdict.OutcomeName()},
-                        {"speedup", b.verdict.wall.median},
-                        {"low", b.verdict.wall.lo},
-                        {"high", b.verdict.wall.hi}};
+    if (b.measured) one["verdict"] = VerdictJson(b.verdict);
     if (!b.guard.empty()) one["guard"] = b.guard;
     list.push_back(one);
   }
@@ -291,12 +293,11 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
   if (!rec.check_note.empty()) s += "branches:   " + rec.check_note + "\n";
   if (!rec.branches.empty() || !rec.note.empty()) {
     auto checks = nlohmann::ordered_json::array();
-    for (const BranchesRecord::ModelCheck& c : rec.checks)
-      checks.push_back({{"condition", c.condition},
-                        {"outcome", c.verdict.OutcomeName()},
-                        {"speedup", c.verdict.wall.median},
-                        {"low", c.verdict.wall.lo},
-                        {"high", c.verdict.wall.hi}});
+    for (const BranchesRecord::ModelCheck& c : rec.checks) {
+      nlohmann::ordered_json one = {{"condition", c.condition}};
+      one.update(VerdictJson(c.verdict));
+      checks.push_back(one);
+    }
     j["branches_check"] = {{"device", rec.check_device}, {"checks", checks}, {"note", rec.check_note}};
     j["branches"] = list;
     j["branches_note"] = rec.note;
