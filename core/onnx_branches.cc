@@ -23,15 +23,25 @@ bool IsBranch(const onnx::AttributeProto& a) {
   return (a.name() == "then_branch" || a.name() == "else_branch") && a.has_g();
 }
 
+bool IsExternal(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
+
 // The same tensor up to its name: type, shape and data (in any of the
-// fields that can hold it).
-bool SameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b) {
+// fields that can hold it, or in an external data file under `data_dir`).
+bool SameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b, const std::string* data_dir) {
   if (a.data_type() != b.data_type() || a.dims_size() != b.dims_size()) return false;
   for (int k = 0; k < a.dims_size(); ++k)
     if (a.dims(k) != b.dims(k)) return false;
+  if (IsExternal(a) && IsExternal(b) && a.external_data().size() == b.external_data().size()) {
+    bool same_place = true;  // the same bytes of the same file
+    for (int k = 0; k < a.external_data_size(); ++k)
+      same_place = same_place && a.external_data(k).key() == b.external_data(k).key() &&
+                   a.external_data(k).value() == b.external_data(k).value();
+    if (same_place) return true;
+  }
   if (!a.raw_data().empty() && !b.raw_data().empty()) return a.raw_data() == b.raw_data();
   try {
-    return TensorBytes(a) == TensorBytes(b);  // one as raw data, the other as float_data (say)
+    // One as raw data, the other as float_data (say), or in a data file.
+    return TensorBytes(a, data_dir) == TensorBytes(b, data_dir);
   } catch (const Error&) {
     onnx::TensorProto x = a, y = b;
     x.clear_name(), y.clear_name(), x.clear_doc_string(), y.clear_doc_string();
@@ -143,7 +153,8 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
   return out;
 }
 
-void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised) {
+void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised,
+                     const std::string* data_dir) {
   onnx::GraphProto* g = model->mutable_graph();
   if (branch.node < 0 || branch.node >= g->node_size() || g->node(branch.node).op_type() != "If")
     Fail("node ", branch.node, " of the model is not an If");
@@ -191,7 +202,7 @@ void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx
   google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
   for (const auto& t : ng.initializer()) {
     auto it = outer_inits.find(t.name());
-    if (it != outer_inits.end() && SameTensor(*it->second, t)) continue;
+    if (it != outer_inits.end() && SameTensor(*it->second, t, data_dir)) continue;
     *kept.Add() = t;
   }
   ng.mutable_initializer()->Swap(&kept);

@@ -47,7 +47,12 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model);
 // graph defines too is renamed (a subgraph may not redefine one). An
 // opset import the model lacks is added. Throws rlflow::Error (one line)
 // if the interface differs or an opset differs from the model's.
-void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised);
+// `data_dir`: the directory that the external data locations of both
+// models are relative to (their tensors are compared by the bytes there);
+// without it, a tensor in an external data file is alike only one at the
+// same place in the same file.
+void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised,
+                     const std::string* data_dir = nullptr);
 
 // Removes the top-level initializers no node reads (subgraphs included)
 // that are neither graph inputs nor outputs; returns how many.

@@ -75,9 +75,11 @@ inline void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> d
 }
 
 // A tensor's data as little-endian bytes, whichever field holds it
-// (raw_data, float_data, int64_data, ...; core/onnx_io.cc). Throws
-// rlflow::Error for data it cannot read (external, string, segmented).
-std::string TensorBytes(const onnx::TensorProto& t);
+// (raw_data, float_data, int64_data, ...; core/onnx_io.cc); from its
+// external data file where `external_dir` (the directory its location is
+// relative to) is given. Throws rlflow::Error for data it cannot read
+// (external without a directory, string, segmented).
+std::string TensorBytes(const onnx::TensorProto& t, const std::string* external_dir = nullptr);
 
 // ONNX's shape inference on `model` in a child process (its crash fails
 // the inference, never the caller; core/onnx_io.cc): the types it inferred

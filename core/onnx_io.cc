@@ -959,7 +959,9 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 }
 }  // namespace
 
-std::string onnx_detail::TensorBytes(const onnx::TensorProto& t) { return FromTensorProto(t).bytes(); }
+std::string onnx_detail::TensorBytes(const onnx::TensorProto& t, const std::string* external_dir) {
+  return FromTensorProto(t, external_dir).bytes();
+}
 
 bool onnx_detail::InferValueInfo(onnx::ModelProto* model, std::string* why) {
   bool converted = false;
@@ -2097,6 +2099,17 @@ void WriteInlineStreamed(onnx::ModelProto* model, const std::string& path,
 // belong to).
 // Weights exported by reference (ExportModel) are written from `weights`,
 // the graph's own tensors: the model is never serialized with them.
+// The initializers of `g` and of the subgraphs its nodes hold (an opaque
+// If's branches), outer graph first.
+void CollectInitializers(onnx::GraphProto* g, std::vector<onnx::TensorProto*>* out) {
+  for (auto& t : *g->mutable_initializer()) out->push_back(&t);
+  for (auto& n : *g->mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) CollectInitializers(a.mutable_g(), out);
+      for (auto& sub : *a.mutable_graphs()) CollectInitializers(&sub, out);
+    }
+}
+
 void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, size_t min_bytes,
                            const std::map<std::string, TensorDataPtr>& weights) {
   if (IsSpecialFile(given))
@@ -2116,9 +2129,15 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
     constexpr size_t kAlign = 4096;
     const std::string zeros(kAlign, '\0');
     size_t offset = 0;
-    for (auto& t : *model->mutable_graph()->mutable_initializer()) {
+    // Subgraphs' large initializers too (an If branch optimised by rlflow
+    // holds weights of its own), as ONNX's convert_model_to_external_data.
+    std::vector<onnx::TensorProto*> initializers;
+    CollectInitializers(model->mutable_graph(), &initializers);
+    const int top_level = model->graph().initializer_size();
+    for (size_t i = 0; i < initializers.size(); ++i) {
+      onnx::TensorProto& t = *initializers[i];
       const TensorData* by_reference = nullptr;
-      if (IsByReference(t)) {
+      if (static_cast<int>(i) < top_level && IsByReference(t)) {
         auto it = weights.find(t.name());
         RLFLOW_CHECK(it != weights.end(), "WriteWithExternalData: weight '", t.name(),
                      "' exported by reference is unknown");
@@ -2150,8 +2169,8 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
     // The tensors written above name `location`; for the check they name
     // the temporary data file.
     auto relocate = [&](const std::string& from, const std::string& to) {
-      for (auto& t : *model->mutable_graph()->mutable_initializer())
-        for (auto& e : *t.mutable_external_data())
+      for (onnx::TensorProto* t : initializers)
+        for (auto& e : *t->mutable_external_data())
           if (e.key() == "location" && e.value() == from) e.set_value(to);
     };
     relocate(location, BaseName(data_tmp));

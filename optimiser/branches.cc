@@ -5,9 +5,16 @@
 // on the model with its optimised branches: the If stays opaque there.
 #include <onnx/onnx_pb.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -116,6 +123,50 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
   r.warn("the optimised If branches are put back as they were: " + slower);
 }
 
+// Links each external data file that `g` (its subgraphs included) names
+// into `to`, under the name it gives (a relative location), pointing to the
+// file in `from`, the model's directory. `*why` says why not, where a
+// location is one of the files the stage writes there ("rlflow-*") or a
+// link cannot be made.
+void LinkExternalData(const onnx::GraphProto& g, const std::string& from, const std::string& to, std::string* why) {
+  std::set<std::string> locations;
+  const std::function<void(const onnx::GraphProto&)> collect = [&](const onnx::GraphProto& graph) {
+    for (const auto& t : graph.initializer())
+      if (t.data_location() == onnx::TensorProto::EXTERNAL)
+        for (const auto& e : t.external_data())
+          if (e.key() == "location") locations.insert(e.value());
+    for (const auto& n : graph.node())
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) collect(a.g());
+        for (const auto& sub : a.graphs()) collect(sub);
+      }
+  };
+  collect(g);
+  std::string base = from.empty() ? "." : from;
+  if (base[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) == nullptr) {
+      *why = std::string("the working directory is unknown: ") + std::strerror(errno);
+      return;
+    }
+    base = std::string(cwd) + "/" + base;
+  }
+  for (const std::string& location : locations) {
+    // Locations that leave the model's directory are refused at import.
+    if (location.empty() || location[0] == '/' || location.rfind("rlflow-", 0) == 0) {
+      *why = "the model names an external data file '" + location + "' that the stage cannot link";
+      return;
+    }
+    for (size_t slash = location.find('/'); slash != std::string::npos; slash = location.find('/', slash + 1))
+      ::mkdir((to + "/" + location.substr(0, slash)).c_str(), 0700);  // exists already: fine
+    const std::string link = to + "/" + location;
+    if (::symlink((base + "/" + location).c_str(), link.c_str()) != 0 && errno != EEXIST) {
+      *why = "cannot link its external data file '" + location + "': " + std::strerror(errno);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 int BranchesRecord::optimised() const {
@@ -138,8 +189,6 @@ void Branches(OptimiseRun& r) {
     rec.note = Format("not optimised: If nodes nested deeper than %d", kMaxBranchDepth);
   } else if (r.model.file.empty()) {
     rec.note = "not optimised: the model is not written back as its file is (its nodes are out of order)";
-  } else if (r.model.external_data) {
-    rec.note = "not optimised: the model's weights are in external data files";
   }
   if (!rec.note.empty()) {
     r.info("If branches " + rec.note);
@@ -148,13 +197,27 @@ void Branches(OptimiseRun& r) {
   onnx::ModelProto model;
   if (!model.ParseFromString(ReadFile(r.model.file, "the input model")))
     Fail("the input model '", r.model.file, "' no longer parses");
+  // The branches' models, their runs' outputs and the model with the
+  // branches put back are files in one directory; where the model's weights
+  // are in external data files, these are linked there under the names the
+  // model gives them (ONNX's locations, relative to the model's directory),
+  // so that the weights the branches read stay where they are.
+  r.branches_dir = MakeTempDir("rlflow-branches-");
+  const auto branch_file = [&r](size_t k, const char* suffix) {
+    return r.branches_dir + "/rlflow-branch" + std::to_string(k) + suffix;
+  };
+  if (r.model.external_data) {
+    std::string why;
+    LinkExternalData(model.graph(), DirName(r.model.file), r.branches_dir, &why);
+    if (!why.empty()) {
+      rec.note = "not optimised: " + why;
+      r.info("If branches " + rec.note);
+      return;
+    }
+  }
   std::vector<IfBranch> branches = ExtractIfBranches(model);
   // Each branch's model to its file now, its bytes freed (a model's weights
   // would otherwise be held once per branch during the branches' runs).
-  r.branches_dir = MakeTempDir("rlflow-branches-");
-  const auto branch_file = [&r](size_t k, const char* suffix) {
-    return r.branches_dir + "/branch" + std::to_string(k) + suffix;
-  };
   for (size_t k = 0; k < branches.size(); ++k) {
     if (branches[k].model.empty()) continue;
     WriteFileAtomically(branch_file(k, ".onnx"), branches[k].model);
@@ -227,7 +290,7 @@ void Branches(OptimiseRun& r) {
           onnx::ModelProto optimised;
           if (!optimised.ParseFromString(ReadFile(out, "the optimised branch")))
             Fail("the optimised branch '", out, "' does not parse");
-          ReplaceIfBranch(&model, b, optimised);
+          ReplaceIfBranch(&model, b, optimised, &r.branches_dir);
           br.outcome = "optimised";
           if (s.branches.optimised() > 0)
             br.note = "with " + std::to_string(s.branches.optimised()) + " optimised If branches inside it";
@@ -247,7 +310,7 @@ void Branches(OptimiseRun& r) {
   if (!cache.empty()) r.cost->LoadCache(cache);
   if (rec.optimised() == 0) return;
   rec.dropped_initializers = DropUnreadInitializers(&model);
-  const std::string path = r.branches_dir + "/model.onnx";
+  const std::string path = r.branches_dir + "/rlflow-model.onnx";
   WriteFileAtomically(path, model.SerializeAsString());
   model.Clear();
   LoadedModel before;

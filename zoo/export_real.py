@@ -707,6 +707,10 @@ EXPORTED_MODELS = {
     "gpt_decoder_kv_cache_op14": (export_decoder, 14, "ids:1,8;pk0:1,4,0,16", "ids:1,1;pk0:1,4,9,16"),
     "gpt_decoder_merged_op14": (export_merged_decoder, 14, "ids:1,8;pk0:1,4,0,16;use_cache_branch:1",
                                 "ids:1,1;pk0:1,4,9,16;use_cache_branch:1"),
+    # Its weights in an external data file, as Optimum writes merged
+    # decoders over 2 GB.
+    "gpt_decoder_merged_op14_external": (export_merged_decoder, 14, "ids:1,8;pk0:1,4,0,16;use_cache_branch:1",
+                                         "ids:1,1;pk0:1,4,9,16;use_cache_branch:1"),
     "hf_bert_classifier_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                 "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
 }
@@ -719,6 +723,9 @@ EXTRA_MODELS = {
     "gpt_decoder_merged_gpt2_size_op14": (export_merged_decoder_gpt2_size, 14,
                                           "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
                                           "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
+    "gpt_decoder_merged_gpt2_size_op14_external": (export_merged_decoder_gpt2_size, 14,
+                                                   "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
+                                                   "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
 }
 
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
@@ -785,6 +792,12 @@ def export_model(name, out_dir, seed):
         torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
                           dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False,
                           export_modules_as_functions=functions)
+    externalise(name, path)
+
+
+def externalise(name, path):
+    """A model whose name ends in _external gets its weights in one data
+    file beside it, "<name>.weights"."""
     if name.endswith("_external"):
         import onnx
         m = onnx.load(path)
@@ -833,6 +846,7 @@ def main():
         if name in EXPORTED_MODELS or name in EXTRA_MODELS:
             export, opset, given, other = EXPORTED_MODELS.get(name) or EXTRA_MODELS[name]
             isolated(export, os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
+            externalise(name, os.path.join(args.out_dir, name + ".onnx"))
         else:
             _, _, opset, _, given, other, _ = MODELS[name]
             isolated(export_model, name, args.out_dir, args.seed)

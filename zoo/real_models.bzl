@@ -14,6 +14,7 @@ REAL_MODELS = [
     "fpn_op13",
     "gpt_decoder_kv_cache_op14",
     "gpt_decoder_merged_op14",
+    "gpt_decoder_merged_op14_external",
     "hardswish_scale_first_op13",
     "hf_bert_classifier_op14",
     "mobilenet_v3_small_op9",

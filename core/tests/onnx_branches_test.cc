@@ -211,6 +211,51 @@ TEST(IfBranches, ABranchPutBackReadsOuterWeightsAndRenamesWhatClashes) {
   EXPECT_TRUE(RunModel(m, false, "replaced.onnx").equal(kX.relu() - at::tensor({1.f, 2.f, 3.f})));
 }
 
+// `t`'s raw data moved to bytes [offset, offset + size) of `file` (in the
+// directory of the models Save writes), as ONNX's external data.
+void ToDataFile(onnx::TensorProto* t, const std::string& file, int64_t offset) {
+  const std::string path = DirName(Save(onnx::ModelProto(), "probe.onnx")) + "/" + file;
+  std::string bytes = FileExists(path) ? ReadFile(path) : "";
+  bytes.resize(static_cast<size_t>(offset), '\0');
+  bytes += t->raw_data();
+  WriteFileAtomically(path, bytes);
+  const std::string length = std::to_string(t->raw_data().size());
+  t->clear_raw_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"location", file}, {"offset", std::to_string(offset)}, {"length", length}}) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+}
+
+TEST(IfBranches, WeightsInExternalDataFilesAreComparedByTheirBytes) {
+  // The outer w in the model's data file; the optimised branch's w (the
+  // same values) and its folded h in the file its run wrote.
+  onnx::ModelProto m = Model();
+  ToDataFile(m.mutable_graph()->mutable_initializer(0), "model.weights", 0);
+  const std::vector<IfBranch> branches = ExtractIfBranches(m);
+  onnx::ModelProto o = OptimisedThen(branches[0]);
+  ToDataFile(o.mutable_graph()->mutable_initializer(0), "then.data", 4096);
+  ToDataFile(o.mutable_graph()->mutable_initializer(1), "then.data", 8192);
+  // Without the directory they are not known to be alike: the branch keeps
+  // its w.
+  onnx::ModelProto blind = m;
+  ReplaceIfBranch(&blind, branches[0], o);
+  EXPECT_EQ(blind.graph().node(2).attribute(0).g().initializer_size(), 2);
+  const std::string dir = DirName(Save(onnx::ModelProto(), "probe.onnx"));
+  ReplaceIfBranch(&m, branches[0], o, &dir);
+  const onnx::GraphProto& tg = m.graph().node(2).attribute(0).g();
+  ASSERT_EQ(tg.initializer_size(), 1);
+  EXPECT_EQ(tg.node(0).input(1), "w");
+  EXPECT_EQ(tg.node(1).input(1), tg.initializer(0).name());
+  // ONNX Runtime reads the branch's weight from the data file (a subgraph
+  // initializer stored externally).
+  EXPECT_TRUE(RunModel(m, true, "external.onnx").equal((kX + at::tensor({1.f, 2.f, 3.f})) * 2));
+  EXPECT_TRUE(RunModel(m, false, "external.onnx").equal(kX.relu() - at::tensor({1.f, 2.f, 3.f})));
+}
+
 TEST(IfBranches, ABranchWithAnotherInterfaceOrOpsetIsNotPutBack) {
   onnx::ModelProto m = Model();
   const std::vector<IfBranch> branches = ExtractIfBranches(m);

@@ -1629,6 +1629,61 @@ TEST(OnnxIo, WeightsAreSharedBetweenImportsOfOneModel) {
   EXPECT_EQ(not_shared.value(not_shared.FindValue("W")).initializer->bytes(), w->bytes());
 }
 
+TEST(OnnxIo, LargeInitializersOfSubgraphsGoToTheDataFileToo) {
+  // y = If(c) then MatMul(x, W) (W a 64x64 initializer of the branch) else x:
+  // the If is opaque, its branch's weight travels inside the node.
+  onnx::ModelProto m = Model(14);
+  Info(m.mutable_graph()->add_input(), "x", {2, 64});
+  Info(m.mutable_graph()->add_input(), "c", {}, onnx::TensorProto::BOOL);
+  auto* node = Node(m, "If", {"c"}, {"y"});
+  auto* then_attr = node->add_attribute();
+  then_attr->set_name("then_branch");
+  then_attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* tg = then_attr->mutable_g();
+  tg->set_name("then");
+  auto* w = tg->add_initializer();
+  w->set_name("W");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(64);
+  w->add_dims(64);
+  w->set_raw_data(FloatBytes(64 * 64));
+  auto* mm = tg->add_node();
+  mm->set_op_type("MatMul");
+  mm->add_input("x"), mm->add_input("W"), mm->add_output("t");
+  Info(tg->add_output(), "t", {2, 64});
+  auto* else_attr = node->add_attribute();
+  else_attr->set_name("else_branch");
+  else_attr->set_type(onnx::AttributeProto::GRAPH);
+  onnx::GraphProto* eg = else_attr->mutable_g();
+  eg->set_name("else");
+  auto* id = eg->add_node();
+  id->set_op_type("Identity");
+  id->add_input("x"), id->add_output("e");
+  Info(eg->add_output(), "e", {2, 64});
+  Info(m.mutable_graph()->add_output(), "y", {2, 64});
+  std::string dir = testing::MakeTempDir("ext_sub_");
+  WriteFileAtomically(dir + "/model.onnx", m.SerializeAsString());
+  Graph g = ImportOnnxFile(dir + "/model.onnx");
+  WriteOptions external_write;
+  external_write.external = ExternalData::kExternal;
+  WriteOnnxFile(g, dir + "/out.onnx", nullptr, external_write);
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(dir + "/out.onnx")));
+  EXPECT_LT(ReadFile(dir + "/out.onnx").size(), 4096u);
+  const onnx::TensorProto& tw = written.graph().node(0).attribute(0).g().initializer(0);
+  EXPECT_EQ(tw.data_location(), onnx::TensorProto::EXTERNAL);
+  EXPECT_EQ(tw.external_data(0).value(), "out.onnx.data");
+  // ONNX Runtime reads it there: the same outputs as the model as it came.
+  const at::Tensor x = at::arange(128, at::kFloat).reshape({2, 64}) * 0.01 - 0.5;
+  for (bool c : {true, false}) {
+    std::vector<std::pair<std::string, at::Tensor>> in = {{"x", x}, {"c", at::full({}, c, at::kBool)}};
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(dir + "/model.onnx", in);
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(dir + "/out.onnx", in);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_TRUE(a[0].equal(b[0])) << "c = " << c;
+  }
+}
+
 TEST(OnnxIo, BadExternalDataIsAnErrorNamingTheTensorAndFile) {
   auto error_for = [](const onnx::ModelProto& m, const std::string& data) {
     std::string dir = testing::MakeTempDir("ext_bad_");
