@@ -4,7 +4,6 @@
 // optimised graph (core/onnx_branches.h). The rest of the pipeline then runs
 // on the model with its optimised branches: the If stays opaque there.
 #include <onnx/onnx_pb.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
