@@ -17,7 +17,7 @@ using onnx_detail::CollectOuterReads;
 using onnx_detail::FreshNames;
 using onnx_detail::InferValueInfo;
 using onnx_detail::IsDefault;
-using onnx_detail::TensorBytes;
+using onnx_detail::SameTensorBytes;
 
 bool IsBranch(const onnx::AttributeProto& a) {
   return (a.name() == "then_branch" || a.name() == "else_branch") && a.has_g();
@@ -41,7 +41,7 @@ bool SameTensor(const onnx::TensorProto& a, const onnx::TensorProto& b, const st
   if (!a.raw_data().empty() && !b.raw_data().empty()) return a.raw_data() == b.raw_data();
   try {
     // One as raw data, the other as float_data (say), or in a data file.
-    return TensorBytes(a, data_dir) == TensorBytes(b, data_dir);
+    return SameTensorBytes(a, b, data_dir);
   } catch (const Error&) {
     onnx::TensorProto x = a, y = b;
     x.clear_name(), y.clear_name(), x.clear_doc_string(), y.clear_doc_string();

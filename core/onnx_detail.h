@@ -80,6 +80,10 @@ inline void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> d
 // relative to) is given. Throws rlflow::Error for data it cannot read
 // (external without a directory, string, segmented).
 std::string TensorBytes(const onnx::TensorProto& t, const std::string* external_dir = nullptr);
+// Whether two tensors hold the same bytes (as TensorBytes gives them),
+// read in pieces from their external data files, never whole. Throws as
+// TensorBytes does.
+bool SameTensorBytes(const onnx::TensorProto& a, const onnx::TensorProto& b, const std::string* external_dir);
 
 // ONNX's shape inference on `model` in a child process (its crash fails
 // the inference, never the caller; core/onnx_io.cc): the types it inferred

@@ -68,8 +68,33 @@ std::string ExternalLocation(const onnx::TensorProto& t) {
 // The bytes of a tensor stored in an external data file (ONNX's external
 // data: "location" relative to the model's directory, "offset" and "length"
 // in bytes; "checksum" is not checked). Errors name the tensor and the file.
-std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir, const std::string& label = "") {
-  const std::string what = label.empty() ? "tensor '" + t.name() + "'" : label;
+// Where a tensor's external data is: its file (open, read-only) and the
+// byte range there, checked against the file's size.
+struct ExternalSpan {
+  int fd = -1;
+  std::string path;
+  int64_t offset = 0, length = 0;
+  ExternalSpan() = default;
+  ExternalSpan(const ExternalSpan&) = delete;
+  ExternalSpan& operator=(const ExternalSpan&) = delete;
+  ~ExternalSpan() {
+    if (fd >= 0) ::close(fd);
+  }
+  // Bytes [offset + from, offset + from + n) into `out`.
+  void Read(int64_t from, size_t n, char* out, const std::string& what) const {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t k = ::pread(fd, out + done, std::min(n - done, kMaxBytesPerIoCall),
+                          static_cast<off_t>(offset + from + static_cast<int64_t>(done)));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        Fail(what, ": reading its external data file '", path, "' failed: ", std::strerror(k < 0 ? errno : EIO));
+      done += static_cast<size_t>(k);
+    }
+  }
+};
+
+void OpenExternalData(const onnx::TensorProto& t, const std::string* dir, const std::string& what, ExternalSpan* span) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& e : t.external_data()) {
@@ -107,35 +132,28 @@ std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir,
       Fail(what, ": its external data location '", location, "' leaves the model's directory");
     p = q + 1;
   }
-  std::string path = (dir->empty() ? std::string(".") : *dir) + "/" + location;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) Fail(what, ": cannot read its external data file '", path, "': ", std::strerror(errno));
+  const std::string path = (dir->empty() ? std::string(".") : *dir) + "/" + location;
+  span->path = path;
+  span->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (span->fd < 0) Fail(what, ": cannot read its external data file '", path, "': ", std::strerror(errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(span->fd, &st) != 0 || !S_ISREG(st.st_mode))
     Fail(what, ": its external data file '", path, "' is not a regular file");
-  }
   const int64_t size = static_cast<int64_t>(st.st_size);
   if (length < 0) length = std::max<int64_t>(0, size - offset);
-  if (offset > size || length > size - offset) {
-    ::close(fd);
+  if (offset > size || length > size - offset)
     Fail(what, ": its external data file '", path, "' has ", size, " bytes; the tensor is stored at bytes ", offset,
          " to ", offset + length, " (truncated file?)");
-  }
-  std::string bytes(static_cast<size_t>(length), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n =
-        ::pread(fd, &bytes[done], std::min(bytes.size() - done, kMaxBytesPerIoCall), static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      Fail(what, ": reading its external data file '", path, "' failed: ", std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
+  span->offset = offset;
+  span->length = length;
+}
+
+std::string ReadExternalData(const onnx::TensorProto& t, const std::string* dir, const std::string& label = "") {
+  const std::string what = label.empty() ? "tensor '" + t.name() + "'" : label;
+  ExternalSpan span;
+  OpenExternalData(t, dir, what, &span);
+  std::string bytes(static_cast<size_t>(span.length), '\0');
+  span.Read(0, bytes.size(), bytes.data(), what);
   return bytes;
 }
 
@@ -961,6 +979,43 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 
 std::string onnx_detail::TensorBytes(const onnx::TensorProto& t, const std::string* external_dir) {
   return FromTensorProto(t, external_dir).bytes();
+}
+
+bool onnx_detail::SameTensorBytes(const onnx::TensorProto& a, const onnx::TensorProto& b,
+                                  const std::string* external_dir) {
+  if (!IsExternal(a) && !IsExternal(b)) return TensorBytes(a) == TensorBytes(b);
+  // In pieces of 16 MiB, never whole (a weight of gigabytes).
+  constexpr size_t kPiece = size_t{16} << 20;
+  struct Source {
+    ExternalSpan span;
+    std::string bytes;  // inline data
+    bool external = false;
+    std::string what;
+    int64_t size() const { return external ? span.length : static_cast<int64_t>(bytes.size()); }
+    void Read(int64_t from, size_t n, char* out) const {
+      if (external)
+        span.Read(from, n, out, what);
+      else
+        std::memcpy(out, bytes.data() + from, n);
+    }
+  } x, y;
+  for (auto [t, src] : {std::make_pair(&a, &x), std::make_pair(&b, &y)}) {
+    src->what = "tensor '" + t->name() + "'";
+    src->external = IsExternal(*t);
+    if (src->external)
+      OpenExternalData(*t, external_dir, src->what, &src->span);
+    else
+      src->bytes = TensorBytes(*t);
+  }
+  if (x.size() != y.size()) return false;
+  std::string p(static_cast<size_t>(std::min<int64_t>(x.size(), kPiece)), '\0'), q = p;
+  for (int64_t at = 0; at < x.size(); at += static_cast<int64_t>(kPiece)) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(x.size() - at, kPiece));
+    x.Read(at, n, p.data());
+    y.Read(at, n, q.data());
+    if (std::memcmp(p.data(), q.data(), n) != 0) return false;
+  }
+  return true;
 }
 
 bool onnx_detail::InferValueInfo(onnx::ModelProto* model, std::string* why) {

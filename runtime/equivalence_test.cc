@@ -51,5 +51,19 @@ TEST(Equivalence, AnInfiniteWeightReadByAnOpaqueNodeIsNotNoted) {
   EXPECT_NE(r.notes[0].find("holds NaN or infinity"), std::string::npos) << r.notes[0];
 }
 
+// Weights an opaque node reads are compared by their bytes (not run and
+// compared element by element): alike ones equal, a differing one caught.
+TEST(Equivalence, WeightsReadByAnOpaqueNodeAreComparedByTheirBytes) {
+  const Graph a = Model(2, 1), same = Model(2, 1), other = Model(3, 1);
+  ASSERT_NE(a.value(a.FindValue("fill")).initializer, same.value(same.FindValue("fill")).initializer);
+  EquivalenceResult r = CompareGraphs(a, same, 1);
+  EXPECT_EQ(r.outputs, 3);
+  EXPECT_EQ(r.max_error, 0);
+  r = CompareGraphs(a, other, 1);
+  EXPECT_EQ(r.outputs, 3);
+  EXPECT_NEAR(r.max_error, 0.5, 1e-6);  // |3 - 2| / 2, relative to the reference
+  EXPECT_EQ(r.worst_output, "fill");
+}
+
 }  // namespace
 }  // namespace rlflow

@@ -460,6 +460,49 @@ def export_merged_decoder_gpt2_size(path, opset, seed):
     export_merged_decoder(path, opset, seed, width=768, heads=12, blocks=12, vocab=50257)
 
 
+def export_merged_decoder_2gb(path, opset, seed):
+    """The small merged decoder with 2.16 GB of weights in an external data
+    file, as merged decoders over 2 GB come: a lookup table of 540 million
+    rows that both branches gather from by token id, added to the logits
+    (cheap to run, too large for one protobuf). For measurements."""
+    import onnx
+    from onnx import helper, TensorProto
+    import numpy as np
+    export_merged_decoder(path, opset, seed)
+    m = onnx.load(path)
+    rows = 540 * 1000 * 1000
+    location = os.path.basename(path) + ".weights"
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
+                    size_threshold=1024)
+    m = onnx.load(path, load_external_data=False)
+    data = os.path.join(os.path.dirname(path), location)
+    with open(data, "ab") as f:
+        offset = (f.tell() + 4095) // 4096 * 4096
+        f.write(b"\0" * (offset - f.tell()))
+        first = np.random.RandomState(seed).randn(100).astype(np.float32)
+        f.write(first.tobytes())
+        chunk = np.zeros(1 << 24, np.float32).tobytes()
+        left = rows - 100
+        while left > 0:
+            n = min(left, 1 << 24)
+            f.write(chunk[:4 * n])
+            left -= n
+    table = TensorProto(name="lookup", data_type=TensorProto.FLOAT, dims=[rows, 1])
+    table.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(4 * rows))):
+        table.external_data.add(key=k, value=v)
+    m.graph.initializer.append(table)
+    for a in m.graph.node[0].attribute:
+        g, prefix = a.g, ("past/" if a.name == "then_branch" else "prompt/")
+        logits = g.output[0].name
+        for node in g.node:
+            node.output[:] = [prefix + "logits_before" if o == logits else o for o in node.output]
+        g.node.extend([helper.make_node("Gather", ["lookup", "ids"], [prefix + "looked_up"], axis=0),
+                       helper.make_node("Add", [prefix + "logits_before", prefix + "looked_up"], [logits])])
+    onnx.save_model(m, path)
+    onnx.checker.check_model(path)
+
+
 class HfSelfAttention(nn.Module):
     """Hugging Face's BERT self-attention: three projections, heads by view
     and permute, scores divided by sqrt(head size), the extended mask added."""
@@ -723,6 +766,8 @@ EXTRA_MODELS = {
     "gpt_decoder_merged_gpt2_size_op14": (export_merged_decoder_gpt2_size, 14,
                                           "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
                                           "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
+    "gpt_decoder_merged_2gb_op14": (export_merged_decoder_2gb, 14, "ids:1,8;pk0:1,4,0,16;use_cache_branch:1",
+                                    "ids:1,1;pk0:1,4,9,16;use_cache_branch:1"),
     "gpt_decoder_merged_gpt2_size_op14_external": (export_merged_decoder_gpt2_size, 14,
                                                    "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
                                                    "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
