@@ -11,6 +11,8 @@
 // up to 40 samples of at least 25 ms). Their ratio's interval says whether
 // the estimate error of the original is the methods' doing or the machine's
 // drift between them.
+// With --self_pairs=N [--device=ort], the verdict's paired measurement of
+// the model against a second import of itself, N times: the pairing's bias.
 // With --repeat=N, the verdict's measurement alone, N times --gap_s apart:
 // how far two measurements of one graph drift apart on this machine, the
 // floor under any estimate's error. With --statistic_repeat=N, N pairs of a
@@ -50,6 +52,11 @@ DEFINE_string(input_shape, "", "with --model: NAME:D1,D2,...[;NAME2:...] as the 
 DEFINE_int32(method_pairs, 10, "with --model: interleaved pairs of the two measurements");
 DEFINE_int32(repeat, 0, "with --model: instead, the verdict's measurement this many times, --gap_s apart");
 DEFINE_double(gap_s, 5, "with --repeat: seconds between measurements");
+DEFINE_int32(self_pairs, 0,
+             "with --model: instead, the verdict's paired measurement of the model against a second import of "
+             "itself (its weights apart), this many times: the pairing's bias (1.000 when there is none)");
+DEFINE_string(device, "cpu", "with --self_pairs: the timing backend (cpu or ort)");
+DEFINE_int32(pairs, 40, "with --self_pairs: pairs per measurement (the verdict's default)");
 DEFINE_int32(statistic_repeat, 0,
              "with --model: instead, this many (calibration-like window, --gap_s, verdict-like window) triples, "
              "each window summarised by its median, 10th percentile and minimum");
@@ -57,9 +64,42 @@ DEFINE_int32(statistic_repeat, 0,
 namespace rlflow {
 namespace {
 
+// The verdict's paired measurement of a model against itself, imported
+// twice so that each holds its own weights (as an optimised graph's folded
+// weights are its own): any speedup it finds beyond its interval is the
+// pairing's doing (which of the two is set up first, where its weights
+// lie), not the graphs'.
+int SelfPairs() {
+  ImportOptions io;
+  io.input_shapes = ParseInputShapes(FLAGS_input_shape);
+  Graph a = ImportOnnxFile(FLAGS_model, io), b = ImportOnnxFile(FLAGS_model, io);
+  if (FLAGS_device == "cpu") a = CutAtOpaque(a), b = CutAtOpaque(b);
+  auto backend = MakeTimingBackend(FLAGS_device);
+  int faster = 0, slower = 0;
+  std::vector<double> medians;
+  for (int k = 0; k < FLAGS_self_pairs; ++k) {
+    const PairedTimes t = backend->TimePaired(a, b, FLAGS_pairs, VerdictTiming(FLAGS_pairs, 1 + k));
+    const RatioInterval w = BlockedPairedRatio(t.wall_a, t.wall_b, t.blocks),
+                        c = BlockedPairedRatio(t.cpu_a, t.cpu_b, t.blocks);
+    faster += w.Above1() ? 1 : 0;
+    slower += w.Below1() ? 1 : 0;
+    medians.push_back(w.median);
+    std::printf(
+        "measurement %d: copy's speedup %.3fx [%.3f, %.3f] wall, %.3fx [%.3f, %.3f] CPU (%d pairs, %zu blocks)\n", k,
+        w.median, w.lo, w.hi, c.median, c.lo, c.hi, w.n, std::max<size_t>(1, t.blocks.size()));
+    std::fflush(stdout);
+  }
+  std::printf(
+      "%s on %s: %d measurements of %d pairs, median speedup %.3fx; 'faster' %d, 'slower' %d (0 and 0 when "
+      "the pairing is unbiased, up to about 5%% of them by chance)\n",
+      FLAGS_model.c_str(), FLAGS_device.c_str(), FLAGS_self_pairs, FLAGS_pairs, Median(medians), faster, slower);
+  return 0;
+}
+
 // The calibration's whole run against the verdict's measurement of one
 // model, interleaved (A B B A ...).
 int CompareMethods() {
+  if (FLAGS_self_pairs > 0) return SelfPairs();
   ImportOptions io;
   io.input_shapes = ParseInputShapes(FLAGS_input_shape);
   Graph g = CutAtOpaque(ImportOnnxFile(FLAGS_model, io));

@@ -40,6 +40,10 @@ struct PairedTimes {
   // "thread": the timing thread's CPU time (one compute thread: all the
   // work runs on it); "process": the whole process's (several threads).
   std::string cpu_clock;
+  // Where the pairs were timed in blocks of their own set-up (ONNX
+  // Runtime: a pair of sessions per block, created in alternating order),
+  // the blocks' sizes in order; empty: one block (BlockedPairedRatio).
+  std::vector<int> blocks;
 };
 
 // Each node's time inside whole-graph runs (warm, in context: the caches

@@ -38,6 +38,12 @@ namespace {
 
 using Json = nlohmann::json;
 
+// A paired measurement is timed in this many pairs of ORT sessions (at
+// least 5 pairs each; ort_run.js): two sessions of one model sit in memory
+// differently, and a single pair of them is a sample of one
+// (BlockedPairedRatio).
+constexpr int kSessionPairs = 4;
+
 std::string RealPath(const std::string& p) {
   char buf[PATH_MAX];
   if (::realpath(p.c_str(), buf) == nullptr) return "";
@@ -261,7 +267,8 @@ class OrtBackend : public TimingBackend {
                                {"inputs", inputs},
                                {"pairs", std::max(pairs, 1)},
                                {"warmup", std::max(o.warmup, 1)},
-                               {"min_ms", o.min_sample_ms}},
+                               {"min_ms", o.min_sample_ms},
+                               {"blocks", kSessionPairs}},
                               "timing two graphs against each other");
     PairedTimes t;
     t.wall_a = r.at("wall_a").get<std::vector<double>>();
@@ -269,6 +276,7 @@ class OrtBackend : public TimingBackend {
     t.cpu_a = r.at("cpu_a").get<std::vector<double>>();
     t.cpu_b = r.at("cpu_b").get<std::vector<double>>();
     t.cpu_clock = "process";  // the Node.js process: ORT's threads and the caller's
+    if (r.contains("blocks")) t.blocks = r.at("blocks").get<std::vector<int>>();
     return t;
   }
 

@@ -192,6 +192,12 @@ TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {
     EXPECT_GT(t.wall_a[k], 0.0);
     EXPECT_GE(t.cpu_b[k], 0.0);
   }
+  // In one pair of sessions (at least 5 pairs a pair); 23 pairs in 4, in
+  // order, as the verdict's interval needs them.
+  EXPECT_EQ(t.blocks, std::vector<int>({8}));
+  t = backend_->TimePaired(c.g, c.g, 23, o);
+  EXPECT_EQ(t.wall_a.size(), 23u);
+  EXPECT_EQ(t.blocks, std::vector<int>({6, 6, 6, 5}));
 }
 
 TEST_F(Live, ProfilesNodesInContext) {

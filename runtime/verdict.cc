@@ -1,13 +1,15 @@
 #include "runtime/verdict.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace rlflow {
 
 Verdict Judge(const PairedTimes& t, double level) {
   Verdict v;
-  v.wall = PairedRatio(t.wall_a, t.wall_b, level);
-  v.cpu = PairedRatio(t.cpu_a, t.cpu_b, level);
+  v.wall = BlockedPairedRatio(t.wall_a, t.wall_b, t.blocks, level);
+  v.cpu = BlockedPairedRatio(t.cpu_a, t.cpu_b, t.blocks, level);
+  v.blocks = std::max<int>(1, static_cast<int>(t.blocks.size()));
   v.cpu_clock = t.cpu_clock;
   v.a_ms = Median(t.wall_a);
   v.b_ms = Median(t.wall_b);
@@ -38,8 +40,11 @@ std::string Verdict::ToString() const {
       std::snprintf(buf, sizeof buf, "%.3fx [no interval]", r.median);
     return std::string(buf);
   };
-  char tail[64];
-  std::snprintf(tail, sizeof tail, " (%g%%, %d pairs): ", 100 * wall.level, wall.n);
+  char tail[96];
+  if (blocks > 1)
+    std::snprintf(tail, sizeof tail, " (%g%%, %d pairs in %d session pairs): ", 100 * wall.level, wall.n, blocks);
+  else
+    std::snprintf(tail, sizeof tail, " (%g%%, %d pairs): ", 100 * wall.level, wall.n);
   return "speedup " + interval(wall) + " wall, " + interval(cpu) + " " + cpu_clock + " CPU" + tail + OutcomeName();
 }
 

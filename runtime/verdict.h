@@ -18,6 +18,7 @@ struct Verdict {
   std::string cpu_clock;      // PairedTimes::cpu_clock
   double a_ms = 0, b_ms = 0;  // median wall ms
   double a_cpu_ms = 0, b_cpu_ms = 0;
+  int blocks = 1;  // PairedTimes::blocks (1: one block)
   bool faster() const { return outcome == Outcome::kFaster; }
   // "faster", "within noise", "slower".
   std::string OutcomeName() const;

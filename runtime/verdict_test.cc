@@ -19,6 +19,21 @@ PairedTimes Times(double wall_ratio, double cpu_ratio, int pairs, double jitter)
   return t;
 }
 
+// Pairs timed in blocks (ONNX Runtime session pairs): a block that
+// disagrees with the others makes a speedup the pooled pairs show within
+// noise; blocks that agree keep it.
+TEST(Verdict, BlocksThatDisagreeAreWithinNoise) {
+  PairedTimes t = Times(1.06, 1.06, 40, 0.005);
+  t.blocks = {10, 10, 10, 10};
+  EXPECT_TRUE(Judge(t).faster());
+  EXPECT_NE(Judge(t).ToString().find("(95%, 40 pairs in 4 session pairs): faster"), std::string::npos)
+      << Judge(t).ToString();
+  for (int i = 30; i < 40; ++i) t.wall_a[i] *= 0.90, t.cpu_a[i] *= 0.90;  // the last pair of sessions: 0.954x
+  EXPECT_EQ(Judge(t).OutcomeName(), "within noise") << Judge(t).ToString();
+  t.blocks.clear();  // the same pairs as one block: the pooled interval says faster
+  EXPECT_TRUE(Judge(t).faster()) << Judge(t).ToString();
+}
+
 TEST(Verdict, FasterOnlyWhenBothIntervalsLieAbove1) {
   Verdict v = Judge(Times(1.05, 1.04, 20, 0.01));
   EXPECT_TRUE(v.faster());
