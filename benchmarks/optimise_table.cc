@@ -87,9 +87,32 @@ int Rewrites(const Json& report) { return static_cast<int>(report["rules"]["sequ
 struct Verdict {
   std::string outcome = "unchanged", speedup = "1.000x (same graph)";
 };
+// If branches the branches stage optimised (the outer graph around them
+// may be unchanged: a merged decoder is one If).
+int OptimisedBranches(const Json& report) {
+  int n = 0;
+  if (report.contains("branches"))
+    for (const Json& b : report["branches"]) n += b["outcome"] == "optimised" ? 1 : 0;
+  return n;
+}
 Verdict ReadVerdict(const Json& report) {
   Verdict v;
   v.outcome = report["verdict"]["outcome"].get<std::string>();
+  if (v.outcome == "unchanged" && OptimisedBranches(report) > 0) {
+    // The model with its optimised branches against the model as it came,
+    // per value of the If's condition (the stage's check in ORT).
+    v.outcome = std::to_string(OptimisedBranches(report)) + " If branches optimised";
+    v.speedup.clear();
+    for (const Json& c : report["branches_check"]["checks"]) {
+      char text[160];
+      std::snprintf(text, sizeof text, "%s%.3fx [%.3f, %.3f] (%s)", v.speedup.empty() ? "" : "; ",
+                    c["speedup"].get<double>(), c["low"].get<double>(), c["high"].get<double>(),
+                    c["condition"].get<std::string>().c_str());
+      v.speedup += text;
+    }
+    if (v.speedup.empty()) v.speedup = "not measured in the model";
+    return v;
+  }
   if (v.outcome == "unchanged") return v;
   const Json& wall = report["verdict"]["wall"];
   char text[96];
@@ -118,6 +141,19 @@ ChartRow& ChartRowFor(const std::string& label) {
 }
 // The verdict's wall-time speedup (1 where the graph was unchanged).
 void VerdictInterval(const Json& report, double* out) {
+  if (report["verdict"]["outcome"].get<std::string>() == "unchanged" && OptimisedBranches(report) > 0) {
+    // The slowest value of the condition (the model check's).
+    out[0] = out[1] = out[2] = 1.0;
+    bool first = true;
+    for (const Json& c : report["branches_check"]["checks"])
+      if (first || c["speedup"].get<double>() < out[0]) {
+        first = false;
+        out[0] = c["speedup"].get<double>();
+        out[1] = c["low"].get<double>();
+        out[2] = c["high"].get<double>();
+      }
+    return;
+  }
   if (report["verdict"]["outcome"].get<std::string>() == "unchanged") {
     out[0] = out[1] = out[2] = 1.0;
     return;
