@@ -83,11 +83,8 @@ int SelfPairs() {
     const RatioInterval w = BlockedPairedRatio(t.wall_a, t.wall_b, t.blocks),
                         c = BlockedPairedRatio(t.cpu_a, t.cpu_b, t.blocks);
     std::string per_block;  // each pair of sessions' median ratio (wall)
-    for (size_t blk = 0, at = 0; blk < t.blocks.size(); at += t.blocks[blk++]) {
-      std::vector<double> r;
-      for (int i = 0; i < t.blocks[blk]; ++i) r.push_back(t.wall_a[at + i] / t.wall_b[at + i]);
-      per_block += (per_block.empty() ? "" : ", ") + std::to_string(Median(r)).substr(0, 5);
-    }
+    for (double m : BlockMedianRatios(t.wall_a, t.wall_b, t.blocks))
+      per_block += (per_block.empty() ? "" : ", ") + std::to_string(m).substr(0, 5);
     if (!per_block.empty()) std::printf("  per pair of sessions: %s\n", per_block.c_str());
     faster += w.Above1() ? 1 : 0;
     slower += w.Below1() ? 1 : 0;

@@ -75,14 +75,13 @@ inline void CollectOuterReads(const onnx::GraphProto& g, std::set<std::string> d
 }
 
 // A tensor's data as little-endian bytes, whichever field holds it
-// (raw_data, float_data, int64_data, ...; core/onnx_io.cc); from its
-// external data file where `external_dir` (the directory its location is
-// relative to) is given. Throws rlflow::Error for data it cannot read
-// (external without a directory, string, segmented).
-std::string TensorBytes(const onnx::TensorProto& t, const std::string* external_dir = nullptr);
+// (raw_data, float_data, int64_data, ...; core/onnx_io.cc). Throws
+// rlflow::Error for data it cannot read (external, string, segmented).
+std::string TensorBytes(const onnx::TensorProto& t);
 // Whether two tensors hold the same bytes (as TensorBytes gives them),
-// read in pieces from their external data files, never whole. Throws as
-// TensorBytes does.
+// those in external data files (locations relative to `external_dir`)
+// read in pieces, never whole. Throws rlflow::Error for data it cannot
+// read.
 bool SameTensorBytes(const onnx::TensorProto& a, const onnx::TensorProto& b, const std::string* external_dir);
 
 // ONNX's shape inference on `model` in a child process (its crash fails

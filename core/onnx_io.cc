@@ -977,9 +977,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
 }
 }  // namespace
 
-std::string onnx_detail::TensorBytes(const onnx::TensorProto& t, const std::string* external_dir) {
-  return FromTensorProto(t, external_dir).bytes();
-}
+std::string onnx_detail::TensorBytes(const onnx::TensorProto& t) { return FromTensorProto(t).bytes(); }
 
 bool onnx_detail::SameTensorBytes(const onnx::TensorProto& a, const onnx::TensorProto& b,
                                   const std::string* external_dir) {

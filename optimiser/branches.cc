@@ -10,10 +10,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -122,25 +120,13 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
   r.warn("the optimised If branches are put back as they were: " + slower);
 }
 
-// Links each external data file that `g` (its subgraphs included) names
-// into `to`, under the name it gives (a relative location), pointing to the
-// file in `from`, the model's directory. `*why` says why not, where a
-// location is one of the files the stage writes there ("rlflow-*") or a
-// link cannot be made.
-void LinkExternalData(const onnx::GraphProto& g, const std::string& from, const std::string& to, std::string* why) {
-  std::set<std::string> locations;
-  const std::function<void(const onnx::GraphProto&)> collect = [&](const onnx::GraphProto& graph) {
-    for (const auto& t : graph.initializer())
-      if (t.data_location() == onnx::TensorProto::EXTERNAL)
-        for (const auto& e : t.external_data())
-          if (e.key() == "location") locations.insert(e.value());
-    for (const auto& n : graph.node())
-      for (const auto& a : n.attribute()) {
-        if (a.has_g()) collect(a.g());
-        for (const auto& sub : a.graphs()) collect(sub);
-      }
-  };
-  collect(g);
+// Links each external data file the model reads (`locations`, relative to
+// its directory: ModelInfo::external_files) into `to`, under that name,
+// pointing to the file in `from`, the model's directory. `*why` says why
+// not, where a location is one of the files the stage writes there
+// ("rlflow-*") or a link cannot be made.
+void LinkExternalData(const std::vector<std::string>& locations, const std::string& from, const std::string& to,
+                      std::string* why) {
   std::string base = from.empty() ? "." : from;
   if (base[0] != '/') {
     char cwd[4096];
@@ -207,7 +193,7 @@ void Branches(OptimiseRun& r) {
   };
   if (r.model.external_data) {
     std::string why;
-    LinkExternalData(model.graph(), DirName(r.model.file), r.branches_dir, &why);
+    LinkExternalData(r.model.graph.info().external_files, DirName(r.model.file), r.branches_dir, &why);
     if (!why.empty()) {
       rec.note = "not optimised: " + why;
       r.info("If branches " + rec.note);

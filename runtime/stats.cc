@@ -110,20 +110,26 @@ double StudentT(double p, int df) {
 
 }  // namespace
 
-RatioInterval BlockedPairedRatio(const std::vector<double>& a, const std::vector<double>& b,
-                                 const std::vector<int>& blocks, double level) {
-  RatioInterval r = PairedRatio(a, b, level);
-  if (blocks.size() < 2 || r.confidence == 0) return r;
-  // Each block's median ratio (pairs with a non-positive or infinite ratio
-  // left out, as PairedRatio does), in logarithms.
-  std::vector<double> logs;
+std::vector<double> BlockMedianRatios(const std::vector<double>& a, const std::vector<double>& b,
+                                      const std::vector<int>& blocks) {
+  std::vector<double> medians;
   size_t at = 0;
   for (int size : blocks) {
     std::vector<double> ratios;
     for (int k = 0; k < size && at < a.size() && at < b.size(); ++k, ++at)
       if (b[at] > 0 && a[at] > 0 && std::isfinite(a[at] / b[at])) ratios.push_back(a[at] / b[at]);
-    if (!ratios.empty()) logs.push_back(std::log(Median(ratios)));
+    if (!ratios.empty()) medians.push_back(Median(ratios));
   }
+  return medians;
+}
+
+RatioInterval BlockedPairedRatio(const std::vector<double>& a, const std::vector<double>& b,
+                                 const std::vector<int>& blocks, double level) {
+  RatioInterval r = PairedRatio(a, b, level);
+  if (blocks.size() < 2 || r.confidence == 0) return r;
+  // Each block's median ratio, in logarithms.
+  std::vector<double> logs;
+  for (double m : BlockMedianRatios(a, b, blocks)) logs.push_back(std::log(m));
   const int k = static_cast<int>(logs.size());
   if (k < 2) return r;
   double mean = 0, var = 0;

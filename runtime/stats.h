@@ -45,6 +45,10 @@ RatioInterval PairedRatio(const std::vector<double>& a, const std::vector<double
 // Fewer than two blocks: PairedRatio.
 RatioInterval BlockedPairedRatio(const std::vector<double>& a, const std::vector<double>& b,
                                  const std::vector<int>& blocks, double level = 0.95);
+// Each block's median ratio a[i] / b[i] (pairs with a non-positive or
+// infinite ratio left out, as PairedRatio does; an empty block none).
+std::vector<double> BlockMedianRatios(const std::vector<double>& a, const std::vector<double>& b,
+                                      const std::vector<int>& blocks);
 
 // Smallest number of pairs for which PairedRatio can reach `level`.
 int MinPairsFor(double level);
