@@ -10,7 +10,8 @@ with a 95% bootstrap interval, and each session's median.
 
   /usr/bin/python3 benchmarks/ort_file_ab.py A.onnx B.onnx NAME:D0,D1,...[;NAME2:...] [SESSIONS] [PAIRS]
 
-NAME:dims gives an input's shape: float32, N(0, 1); NAME:dims:int64:V (or
+NAME:dims gives an input's shape: float32, N(0, 1) (NAME:dims:float16: the
+same in float16); NAME:dims:int64:V (or
 int32) an integer input holding V everywhere (ids of 0, a mask of ones).
 A measurement for the docs, not part of the build.
 """
@@ -38,7 +39,7 @@ def main():
         for k, one in enumerate(spec.split(';')):
             name, dims, dtype, value = (one.split(':') + ['float32', '0'])[:4]
             shape = [int(x) for x in dims.split(',')]
-            data = (np.random.RandomState(1 + k).randn(*shape).astype(np.float32) if dtype == 'float32' else
+            data = (np.random.RandomState(1 + k).randn(*shape).astype(dtype) if dtype in ('float32', 'float16') else
                     np.full(shape, int(value), dtype=dtype))
             data.tofile(os.path.join(d, 'x%d.bin' % k))
             inputs.append({'name': name, 'dtype': dtype, 'shape': shape, 'file': 'x%d.bin' % k})

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
 #include "core/error.h"
 #include "core/graph_builder.h"
 #include "core/op_registry.h"
@@ -201,6 +206,40 @@ TEST(GraphTest, RegistryEntriesAreComplete) {
                          "Constant",    "Identity",
                          "Dropout",     "Cast"})
     EXPECT_NE(OpRegistry::Global().Find("", op), nullptr) << op;
+}
+
+// Half-precision constants (a float16 model's weights, a rule's constants
+// made in its type, a batch norm's folded scale): rounded to nearest, ties
+// to even, as IEEE 754 and ONNX Runtime round; read back exactly.
+TEST(TensorDataTest, HalfPrecisionValuesRoundToNearestEven) {
+  const double ulp = std::ldexp(1.0, -10);  // float16's spacing in [1, 2)
+  EXPECT_EQ(RoundToFloatType(1.0 / 3, DType::kFloat16), 0.333251953125);
+  EXPECT_EQ(RoundToFloatType(1.0 / 3, DType::kBFloat16), 0.333984375);
+  EXPECT_EQ(RoundToFloatType(1 + ulp / 2, DType::kFloat16), 1.0);            // a tie: to the even 1.0
+  EXPECT_EQ(RoundToFloatType(1 + 1.5 * ulp, DType::kFloat16), 1 + 2 * ulp);  // a tie: to the even one above
+  EXPECT_EQ(RoundToFloatType(1 + 0.6 * ulp, DType::kFloat16), 1 + ulp);
+  EXPECT_EQ(RoundToFloatType(-6.0, DType::kFloat16), -6.0);
+  EXPECT_EQ(RoundToFloatType(65504, DType::kFloat16), 65504);         // the largest
+  EXPECT_TRUE(std::isinf(RoundToFloatType(65520, DType::kFloat16)));  // halfway to 2^16: infinity
+  EXPECT_EQ(RoundToFloatType(std::ldexp(1.0, -24), DType::kFloat16), std::ldexp(1.0, -24));  // the smallest subnormal
+  EXPECT_EQ(RoundToFloatType(std::ldexp(1.0, -26), DType::kFloat16), 0.0);
+  EXPECT_EQ(RoundToFloatType(std::ldexp(1023.7, -24), DType::kFloat16),
+            std::ldexp(1.0, -14));  // up to the smallest normal
+  EXPECT_EQ(RoundToFloatType(0.1, DType::kFloat32), static_cast<double>(0.1f));
+  const std::vector<double> values = {0.1, -2.5, 1.0 / 3, 1e-6, 70000, -0.0};
+  for (DType d : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    TensorData t = TensorData::FromDouble(values, {2, 3}, d);
+    EXPECT_EQ(t.dtype(), d);
+    EXPECT_EQ(t.size_bytes(), 6 * DTypeSize(d));
+    std::vector<double> back = t.ToDouble();
+    ASSERT_EQ(back.size(), values.size());
+    for (size_t k = 0; k < values.size(); ++k) EXPECT_EQ(back[k], RoundToFloatType(values[k], d)) << DTypeName(d);
+  }
+  // float16's bits: 1.0 is 0x3c00.
+  TensorData one = TensorData::FromDouble({1.0}, {1}, DType::kFloat16);
+  uint16_t bits;
+  std::memcpy(&bits, one.data(), 2);
+  EXPECT_EQ(bits, 0x3c00);
 }
 
 }  // namespace

@@ -117,9 +117,9 @@ struct OpDef {
   // Conv's kernel_shape, auto_pad resolved into explicit pads), so that one
   // operator built in different ways has one set of effective attributes.
   std::function<void(const ShapeContext&, AttributeMap*)> canonical_attrs;
-  // The ATen CPU kernel runs float16 / bfloat16 tensors (data movement and
-  // casts). A node of another op with such tensors is kept opaque: the
-  // executor could not run it.
+  // The ATen CPU kernel runs float16 / bfloat16 tensors as they are (data
+  // movement and casts). Another op computes them in float32 and rounds its
+  // half outputs back (RunKernel).
   bool half_kernel = false;
 
   // Traits. `commutative`: a two-input op whose inputs may be swapped (the

@@ -1,6 +1,8 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
@@ -226,6 +228,87 @@ TensorData TensorData::FromFloat(const std::vector<float>& values, Shape shape) 
 }
 
 namespace {
+
+// IEEE 754 binary16 and bfloat16 from and to their bits.
+double HalfToDouble(uint16_t h) {
+  const double sign = (h & 0x8000u) ? -1.0 : 1.0;
+  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  if (exp == 31) return mant == 0 ? sign * HUGE_VAL : std::nan("");
+  return sign * std::ldexp(1024 + mant, exp - 25);
+}
+
+uint16_t DoubleToHalf(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000u : 0;
+  if (std::isnan(v)) return 0x7e00u;
+  const double a = std::fabs(v);
+  if (a < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24)));
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1 + 15;
+  double q = std::nearbyint((m * 2 - 1) * 1024);
+  if (q == 1024) {
+    q = 0;
+    ++exp;
+  }
+  if (exp >= 31) return sign | 0x7c00u;  // beyond 65504: infinity
+  return sign | static_cast<uint16_t>((exp << 10) | static_cast<int>(q));
+}
+
+double BFloat16ToDouble(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t DoubleToBFloat16(double v) {
+  const float f = static_cast<float>(v);
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return 0x7fc0u;
+  bits += 0x7fffu + ((bits >> 16) & 1);  // to nearest, ties to even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace
+
+double RoundToFloatType(double v, DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<float>(v);
+    case DType::kFloat64: return v;
+    case DType::kFloat16: return HalfToDouble(DoubleToHalf(v));
+    case DType::kBFloat16: return BFloat16ToDouble(DoubleToBFloat16(v));
+    default: Fail("RoundToFloatType: ", DTypeName(dtype), " is not a floating-point type");
+  }
+}
+
+TensorData TensorData::FromDouble(const std::vector<double>& values, Shape shape, DType dtype) {
+  RLFLOW_CHECK(static_cast<int64_t>(values.size()) == rlflow::NumElements(shape), "FromDouble: ", values.size(),
+               " values for shape ", ShapeToString(shape));
+  std::string bytes(values.size() * DTypeSize(dtype), '\0');
+  for (size_t k = 0; k < values.size(); ++k) {
+    char* at = &bytes[k * DTypeSize(dtype)];
+    switch (dtype) {
+      case DType::kFloat32: {
+        const float f = static_cast<float>(values[k]);
+        std::memcpy(at, &f, 4);
+        break;
+      }
+      case DType::kFloat64: std::memcpy(at, &values[k], 8); break;
+      case DType::kFloat16:
+      case DType::kBFloat16: {
+        const uint16_t h = dtype == DType::kFloat16 ? DoubleToHalf(values[k]) : DoubleToBFloat16(values[k]);
+        std::memcpy(at, &h, 2);
+        break;
+      }
+      default: Fail("FromDouble: ", DTypeName(dtype), " is not a floating-point type");
+    }
+  }
+  return TensorData(dtype, std::move(shape), std::move(bytes));
+}
+
+namespace {
 template <typename T>
 void AppendAs(const std::string& bytes, int64_t n, std::vector<int64_t>* out) {
   for (int64_t i = 0; i < n; ++i) {
@@ -270,6 +353,14 @@ std::vector<double> TensorData::ToDouble() const {
   switch (dtype()) {
     case DType::kFloat32: AppendAsDouble<float>(*bytes_, n, &out); break;
     case DType::kFloat64: AppendAsDouble<double>(*bytes_, n, &out); break;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes_->data() + i * 2, 2);
+        out.push_back(dtype() == DType::kFloat16 ? HalfToDouble(h) : BFloat16ToDouble(h));
+      }
+      break;
     default: {
       for (int64_t v : ToInt64()) out.push_back(static_cast<double>(v));
     }

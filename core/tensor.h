@@ -66,6 +66,10 @@ struct TensorType {
 // MaxTensorBytes() (unknown shapes pass).
 void CheckTensorFits(const TensorType& type, const std::string& what);
 
+// `v` rounded to the nearest value of a floating-point `dtype` (ties to even),
+// as a double: what a constant of that type holds.
+double RoundToFloatType(double v, DType dtype);
+
 // Immutable tensor contents (row-major, little-endian), shared cheaply
 // between graphs: copying a Graph never copies weights.
 class TensorData {
@@ -73,6 +77,9 @@ class TensorData {
   TensorData(DType dtype, Shape shape, std::string bytes);
   static TensorData FromInt64(const std::vector<int64_t>& values, Shape shape);
   static TensorData FromFloat(const std::vector<float>& values, Shape shape);
+  // Values rounded (to nearest, ties to even) to a floating-point `dtype`:
+  // float32, float64, float16 or bfloat16.
+  static TensorData FromDouble(const std::vector<double>& values, Shape shape, DType dtype);
   static TensorData ScalarInt64(int64_t value) { return FromInt64({value}, {}); }
 
   const TensorType& type() const { return type_; }

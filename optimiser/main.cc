@@ -98,7 +98,9 @@ DEFINE_string(dot, "", "also write the written graph as Graphviz DOT to this pat
 DEFINE_string(picture, "",
               "also draw the rewritten regions, before and after, side by side, with the rules applied, as a PNG "
               "(Graphviz) to this path");
-DEFINE_double(tolerance, 1e-4, "maximum relative error allowed between original and optimised outputs");
+DEFINE_double(tolerance, 1e-4,
+              "maximum relative error allowed between original and optimised outputs (float16 and bfloat16 "
+              "outputs: at least 4 units of their precision, 2^-8 and 2^-5)");
 DEFINE_int32(threads, 1,
              "threads of ATen's and OpenBLAS's pools for the executor and the timings (0: the libraries' defaults)");
 DEFINE_string(rules, "", "rule database (default: the checked-in rules/default.rules.pb)");

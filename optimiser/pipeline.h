@@ -229,6 +229,7 @@ struct FinishRecord {
 
 struct CheckRecord {
   double max_error = 0;
+  double allowed = 0;  // the relative error allowed where max_error is (AllowedError: more for half outputs)
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;
   bool unchanged = false;  // the optimised graph is the original

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/isfinite.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -11,8 +12,15 @@
 
 namespace rlflow {
 
-EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, uint64_t seed) {
+double AllowedError(DType dtype, double tolerance) {
+  if (dtype == DType::kFloat16) return std::max(tolerance, 4.0 / 1024);
+  if (dtype == DType::kBFloat16) return std::max(tolerance, 4.0 / 128);
+  return tolerance;
+}
+
+EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, uint64_t seed, double tolerance) {
   EquivalenceResult r;
+  r.allowed = tolerance;
   for (NodeId id = 0; id < reference.num_nodes(); ++id) r.opaque_nodes += reference.node(id).opaque();
   Graph ref_cut = CutAtOpaque(reference);
   Graph cand_cut = CutAtOpaque(candidate);
@@ -59,11 +67,15 @@ EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, 
     if (computed && expected[k].is_floating_point() && !at::isfinite(expected[k]).all().item<bool>())
       r.notes.push_back("the original's output '" + name + "' holds NaN or infinity on the random inputs (seed " +
                         std::to_string(seed) + "): those elements are compared for equality");
-    double e = RelativeError(actual[k], expected[k]);
-    if (e > r.max_error || r.worst_output.empty()) {
-      r.max_error = std::max(r.max_error, e);
-      if (e >= r.max_error) r.worst_output = name;
+    const double e = RelativeError(actual[k], expected[k]);
+    const double allowed = AllowedError(out.type.dtype, tolerance);
+    // The worst output: the largest error for the type it has.
+    if (r.worst_output.empty() || e / allowed > r.max_error / r.allowed) {
+      r.worst_output = name;
+      r.max_error = e;
+      r.allowed = allowed;
     }
+    if (!(e <= allowed)) r.within = false;
   }
   return r;
 }

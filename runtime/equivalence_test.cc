@@ -65,5 +65,32 @@ TEST(Equivalence, WeightsReadByAnOpaqueNodeAreComparedByTheirBytes) {
   EXPECT_EQ(r.worst_output, "fill");
 }
 
+// x * s: a half output may differ by a few units of its precision (a
+// rewrite moves where a half model rounds), a float32 one by --tolerance.
+Graph Scaled(DType dtype, float s) {
+  GraphBuilder b(1, 13, "g");
+  ValueId x = b.Input("x", {4, 16}, dtype);
+  ValueId c = b.ConstFloat(s, "s");
+  if (dtype != DType::kFloat32) c = b.Op("Cast", {c}, {{"to", Attribute::Int(static_cast<int64_t>(dtype))}});
+  return b.Build({b.Op("Mul", {x, c})});
+}
+
+TEST(Equivalence, HalfOutputsAreAllowedAFewUnitsOfTheirPrecision) {
+  EXPECT_EQ(AllowedError(DType::kFloat32, 1e-4), 1e-4);
+  EXPECT_EQ(AllowedError(DType::kFloat16, 1e-4), 4.0 / 1024);
+  EXPECT_EQ(AllowedError(DType::kBFloat16, 1e-4), 4.0 / 128);
+  EXPECT_EQ(AllowedError(DType::kFloat16, 0.01), 0.01);
+  const float ulp = 1.0f / 1024;  // float16's precision at 1: the scaled values differ by about one unit
+  EquivalenceResult half = CompareGraphs(Scaled(DType::kFloat16, 1), Scaled(DType::kFloat16, 1 + ulp), 1);
+  EXPECT_GT(half.max_error, 1e-4);
+  EXPECT_TRUE(half.within) << half.max_error;
+  EXPECT_EQ(half.allowed, 4.0 / 1024);
+  EXPECT_FALSE(CompareGraphs(Scaled(DType::kFloat16, 1), Scaled(DType::kFloat16, 1 + 8 * ulp), 1).within);
+  EquivalenceResult single = CompareGraphs(Scaled(DType::kFloat32, 1), Scaled(DType::kFloat32, 1 + ulp), 1);
+  EXPECT_FALSE(single.within) << single.max_error;
+  EXPECT_EQ(single.allowed, 1e-4);
+  EXPECT_TRUE(CompareGraphs(Scaled(DType::kFloat32, 1), Scaled(DType::kFloat32, 1 + ulp), 1, 2e-3).within);
+}
+
 }  // namespace
 }  // namespace rlflow

@@ -25,7 +25,11 @@ namespace rlflow {
 Executor::Executor(const Graph& graph) : graph_(graph) {
   order_ = graph.TopologicalOrder();
   defs_.resize(graph.num_nodes(), nullptr);
-  for (NodeId id : order_) defs_[id] = &KernelDefFor(graph.node(id));
+  output_types_.resize(graph.num_nodes());
+  for (NodeId id : order_) {
+    defs_[id] = &KernelDefFor(graph.node(id));
+    output_types_[id] = OutputTypes(graph, graph.node(id));
+  }
   constants_.resize(graph.num_values());
   for (ValueId v : graph.initializers()) constants_[v] = ToAten(graph.value(v).initializer);
   // Last use of each intermediate value.
@@ -83,7 +87,7 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std
     std::vector<at::Tensor> args;
     args.reserve(n.inputs.size());
     for (ValueId in : n.inputs) args.push_back(in == kNoValue ? at::Tensor() : values[in]);
-    std::vector<at::Tensor> outs = RunKernel(n, *defs_[id], std::move(args));
+    std::vector<at::Tensor> outs = RunKernel(n, *defs_[id], std::move(args), output_types_[id]);
     for (size_t k = 0; k < outs.size(); ++k) {
       const Value& v = g.value(n.outputs[k]);
       CheckType(outs[k], v.type, "output '" + v.name + "' of node " + n.Describe());

@@ -32,6 +32,7 @@ class Executor {
   const Graph& graph_;
   std::vector<NodeId> order_;
   std::vector<const struct OpDef*> defs_;
+  std::vector<std::vector<DType>> output_types_;  // per node: what its outputs are declared (RunKernel)
   std::vector<std::vector<ValueId>> free_after_;  // per step: values dead afterwards
   std::vector<at::Tensor> constants_;             // per value id (weights)
 };

@@ -1,11 +1,14 @@
 // CPU executor: deterministic inputs, index bounds, type checks, errors.
 #include "runtime/executor.h"
 
+#include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/conv2d.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/isfinite.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
@@ -17,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/ops/kernel.h"
 
 namespace rlflow {
 namespace {
@@ -160,6 +164,33 @@ TEST(Executor, KernelErrorsNameTheNode) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("'lookup' (Gather)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+  }
+}
+
+// float16 and bfloat16 tensors: ATen runs few CPU operators in them, so a
+// node computes in float32 and rounds its half outputs back (as ONNX
+// Runtime's CPU provider runs a float16 model), not kept opaque.
+TEST(Executor, HalfNodesComputeInFloat32AndRoundTheirOutputs) {
+  for (at::ScalarType half : {at::kHalf, at::kBFloat16}) {
+    const DType dtype = FromAtenType(half);
+    at::manual_seed(3);
+    at::Tensor w = at::randn({4, 3, 3, 3}).to(half), bias = at::randn({4}).to(half);
+    GraphBuilder b(1, 13, "g");
+    ValueId x = b.Input("x", {1, 3, 8, 8}, dtype);
+    ValueId y = b.Op("Conv", {x, b.Const(FromAten(w), "w")}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+    y = b.Op("Relu", {b.Op("Add", {y, b.Const(FromAten(bias.reshape({1, 4, 1, 1})), "bias")})});
+    Graph g = b.Build({y});
+    ASSERT_EQ(g.value(g.outputs()[0]).type.dtype, dtype);
+    at::Tensor in = at::randn({1, 3, 8, 8}).to(half);
+    std::vector<at::Tensor> out = Executor(g).Run({in});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].scalar_type(), half);
+    // Each node rounded to the half type: the convolution, then the sum.
+    at::Tensor conv = at::conv2d(in.to(at::kFloat), w.to(at::kFloat), {}, 1, 1).to(half);
+    at::Tensor want =
+        at::relu((conv.to(at::kFloat) + bias.to(at::kFloat).reshape({1, 4, 1, 1})).to(half).to(at::kFloat));
+    EXPECT_TRUE(at::allclose(out[0].to(at::kFloat), want.to(at::kFloat), half == at::kHalf ? 1e-3 : 1e-2, 1e-3))
+        << (out[0].to(at::kFloat) - want.to(at::kFloat)).abs().max().item<float>();
   }
 }
 

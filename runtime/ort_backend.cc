@@ -54,6 +54,7 @@ std::string DTypeString(at::ScalarType t) {
   switch (t) {
     case at::kFloat: return "float32";
     case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
     case at::kLong: return "int64";
     case at::kInt: return "int32";
     case at::kChar: return "int8";

@@ -38,6 +38,7 @@ const path = require('path');
 const ARRAYS = {
   float32: Float32Array,
   float64: Float64Array,
+  float16: Uint16Array,  // the bits (Node has no Float16Array; onnxruntime-common takes these)
   int64: BigInt64Array,
   int32: Int32Array,
   int8: Int8Array,

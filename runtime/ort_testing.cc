@@ -21,6 +21,7 @@ namespace {
 at::ScalarType ParseDType(const std::string& s) {
   if (s == "float32") return at::kFloat;
   if (s == "float64") return at::kDouble;
+  if (s == "float16") return at::kHalf;
   if (s == "int64") return at::kLong;
   if (s == "int32") return at::kInt;
   if (s == "int8") return at::kChar;

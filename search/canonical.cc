@@ -33,7 +33,7 @@ double BatchNormAwareCost::BatchNormMs(const TensorType& x) {
   int64_t c = x.shape.at(1);
   std::vector<ValueId> params = {in};
   for (const char* name : {"scale", "bias", "mean", "var"})
-    params.push_back(g.AddInitializer(name, TensorData::FromFloat(std::vector<float>(c, 1.0f), Shape{c})));
+    params.push_back(g.AddInitializer(name, TensorData::FromDouble(std::vector<double>(c, 1.0), Shape{c}, x.dtype)));
   NodeId bn = g.AddNode("BatchNormalization", params, 1, {{"epsilon", Attribute::Float(0.0f)}}, "bn");
   g.SetOutputs(g.node(bn).outputs);
   InferShapes(g);

@@ -796,6 +796,11 @@ MODELS = {
                                   "x:2,3,160,192", False),
     "mobilenet_v3_formula_op11": (mobilenet_v3_formula, (1, 3, 224, 224), 11, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),
+    # The same in float16 (weights, inputs and outputs), as models are
+    # converted to half precision for deployment; ONNX Runtime's CPU
+    # provider computes it in float32 between casts.
+    "mobilenet_v3_formula_fp16_op13": (mobilenet_v3_formula, (1, 3, 224, 224), 13, DYN_IMAGE, "x:1,3,224,224",
+                                       "x:2,3,160,192", False),
     # The same with its activation modules exported as model-local functions
     # (torch.onnx's export_modules_as_functions, opset 15 and later): each
     # activation is a call of a function, inlined by rlflow at import.
@@ -837,6 +842,7 @@ def export_model(name, out_dir, seed):
         torch.onnx.export(model, (x,), path, opset_version=opset, input_names=["x"], output_names=["y"],
                           dynamic_axes=dict(dynamic, y={0: "N"}), do_constant_folding=False,
                           export_modules_as_functions=functions)
+    halve(name, path)
     externalise(name, path)
 
 
@@ -848,6 +854,50 @@ def externalise(name, path):
         m = onnx.load(path)
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=name + ".weights", size_threshold=1024)
+
+
+def halve(name, path):
+    """A model whose name has _fp16 in it is converted to float16 as
+    converters to half precision write models for deployment
+    (onnxconverter-common's convert_float_to_float16 with keep_io_types
+    false): weights, constants, Cast targets, inputs and outputs float16,
+    except the inputs ONNX requires in float32 (Resize's roi and scales)."""
+    if "_fp16" not in name:
+        return
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    m = onnx.load(path)
+    g = m.graph
+    keep = set()  # tensors that must stay float32
+    for n in g.node:
+        if n.op_type == "Resize":
+            keep.update(n.input[1:3])
+        if n.op_type == "Upsample":
+            keep.update(n.input[1:2])
+
+    def half(t):
+        if t.data_type == TensorProto.FLOAT and t.name not in keep:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+
+    for t in g.initializer:
+        half(t)
+    for n in g.node:
+        if n.op_type == "Constant" and not set(n.output) & keep:
+            for a in n.attribute:
+                if a.name == "value":
+                    half(a.t)
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+            if n.op_type == "ConstantOfShape" and a.name == "value":
+                half(a.t)
+    for v in list(g.input) + list(g.output):
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT:
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    del g.value_info[:]
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
 
 
 def isolated(fn, *args):

@@ -21,6 +21,7 @@ REAL_MODELS = [
     "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",
     "mobilenet_v3_formula_op13",
+    "mobilenet_v3_formula_fp16_op13",
     "mobilenet_v3_small_op13",
     "post_norm_encoder_op13",
     "post_norm_encoder_op17",

@@ -82,10 +82,28 @@ const OpDef& KernelDefFor(const Node& node) {
   return *def;
 }
 
-std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vector<at::Tensor> inputs) {
+std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vector<at::Tensor> inputs,
+                                  const std::vector<DType>& output_types) {
+  bool widened = false;
+  if (!def.half_kernel) {
+    for (at::Tensor& t : inputs) {
+      if (t.defined() && (t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16)) {
+        t = t.to(at::kFloat);
+        widened = true;
+      }
+    }
+  }
   KernelContext ctx(node, def, std::move(inputs));
   try {
     def.kernel(ctx);
+    if (widened) {
+      for (size_t k = 0; k < ctx.outputs.size() && k < output_types.size(); ++k) {
+        const DType t = output_types[k];
+        if ((t == DType::kFloat16 || t == DType::kBFloat16) && ctx.outputs[k].defined() &&
+            ctx.outputs[k].scalar_type() == at::kFloat)
+          ctx.outputs[k] = ctx.outputs[k].to(ToAtenType(t));
+      }
+    }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -96,6 +114,13 @@ std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vecto
          node.outputs.size());
   ctx.outputs.resize(node.outputs.size());
   return std::move(ctx.outputs);
+}
+
+std::vector<DType> OutputTypes(const Graph& g, const Node& node) {
+  std::vector<DType> types;
+  types.reserve(node.outputs.size());
+  for (ValueId v : node.outputs) types.push_back(v == kNoValue ? DType::kUndefined : g.value(v).type.dtype);
+  return types;
 }
 
 }  // namespace rlflow

@@ -35,7 +35,18 @@ TensorData FromAten(const at::Tensor& tensor);
 namespace rlflow {
 // Runs `def`'s kernel for `node`. ATen errors become rlflow::Error naming the
 // node; a missing kernel is an error naming the op.
-std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vector<at::Tensor> inputs);
+//
+// float16 and bfloat16: ATen's CPU kernels run few operators in them, so an
+// op without `half_kernel` computes in float32 (its half inputs widened) and
+// rounds each output the graph declares half (`output_types`, one per node
+// output; kUndefined where unknown) back to that type: float32 arithmetic
+// on half storage, as ONNX Runtime's CPU provider runs a float16 model (it
+// inserts casts around the nodes it has no float16 kernel for).
+std::vector<at::Tensor> RunKernel(const Node& node, const OpDef& def, std::vector<at::Tensor> inputs,
+                                  const std::vector<DType>& output_types);
+// The element types the graph declares for `node`'s outputs (RunKernel's
+// `output_types`).
+std::vector<DType> OutputTypes(const Graph& g, const Node& node);
 // The registry entry for a node, or an error if it is opaque / unknown.
 const OpDef& KernelDefFor(const Node& node);
 }  // namespace rlflow

@@ -34,16 +34,6 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
           if (foreign(v))
             throw Unsupported("node " + n.Describe() + ": " + DTypeName(g.value(v).type.dtype) + " has no CPU kernel");
       }
-      if (!def->half_kernel) {
-        auto half = [&](ValueId v) {
-          DType t = v == kNoValue ? DType::kUndefined : g.value(v).type.dtype;
-          return t == DType::kFloat16 || t == DType::kBFloat16;
-        };
-        bool any = false;
-        for (ValueId v : n.inputs) any = any || half(v);
-        for (ValueId v : n.outputs) any = any || half(v);
-        if (any) throw Unsupported("node " + n.Describe() + ": float16 has no CPU kernel for this op");
-      }
     } catch (const Unsupported& e) {
       if (!n.source_proto) throw;  // built by rlflow, not imported: a real error
       Node& m = g.mutable_node(id);
@@ -127,7 +117,7 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
             at::empty(std::vector<int64_t>(s.begin(), s.end()), at::TensorOptions().dtype(ToAtenType(v.type.dtype))));
       }
     }
-    std::vector<at::Tensor> outs = RunKernel(n, *def, std::move(inputs));
+    std::vector<at::Tensor> outs = RunKernel(n, *def, std::move(inputs), OutputTypes(g, n));
     std::vector<ValueId> out_ids = n.outputs;
     for (size_t k = 0; k < out_ids.size(); ++k) {
       TensorType expected = g.value(out_ids[k]).type;

@@ -128,7 +128,7 @@ class MatMulAddToGemm : public LocalPass {
       const Node m = g.node(mm);
       const TensorType &a = g.value(m.inputs[0]).type, &b = g.value(m.inputs[1]).type, &ct = g.value(c).type;
       if (a.rank() != 2 || b.rank() != 2 || !a.rank_known || !b.rank_known || !ct.rank_known || ct.rank() > 2) continue;
-      if (a.dtype != DType::kFloat32 || g.value(n.outputs[0]).type != g.value(y).type) continue;
+      if (!IsFloatingPoint(a.dtype) || g.value(n.outputs[0]).type != g.value(y).type) continue;
       NodeId gemm = AddNode(g, "Gemm", {m.inputs[0], m.inputs[1], c}, 1, {}, m.name + ".gemm");
       if (Forward(g, n.outputs[0], g.node(gemm).outputs[0])) return true;
     }
@@ -157,7 +157,7 @@ class TransposeIntoGemm : public LocalPass {
     const bool gemm = Is(n, "Gemm"), matmul = Is(n, "MatMul");
     if (!gemm && !matmul) return false;
     if (matmul && (g.value(n.inputs[0]).type.rank() != 2 || g.value(n.inputs[1]).type.rank() != 2 ||
-                   g.value(n.inputs[0]).type.dtype != DType::kFloat32))
+                   !IsFloatingPoint(g.value(n.inputs[0]).type.dtype)))
       return false;
     std::vector<ValueId> ins = n.inputs;
     AttributeMap attrs = n.attrs;

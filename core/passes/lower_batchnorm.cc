@@ -17,7 +17,7 @@ int LowerBatchNorm(Graph& g) {
     bool constant = true;
     for (int k = 1; k < 5; ++k) constant = constant && g.IsConstant(n.inputs[k]);
     const TensorType& xt = g.value(n.inputs[0]).type;
-    if (!constant || !xt.rank_known || xt.rank() < 2 || xt.dtype != DType::kFloat32) continue;
+    if (!constant || !xt.rank_known || xt.rank() < 2 || !IsFloatingPoint(xt.dtype)) continue;
     float eps = n.attrs.count("epsilon") ? n.attrs.at("epsilon").f : 1e-5f;
     std::vector<double> gamma = g.value(n.inputs[1]).initializer->ToDouble();
     std::vector<double> beta = g.value(n.inputs[2]).initializer->ToDouble();
@@ -26,19 +26,19 @@ int LowerBatchNorm(Graph& g) {
     const size_t c = gamma.size();
     if (beta.size() != c || mean.size() != c || var.size() != c)
       Fail("node ", n.Describe(), ": parameter sizes differ");
-    std::vector<float> scale(c), shift(c);
+    std::vector<double> scale(c), shift(c);
     for (size_t k = 0; k < c; ++k) {
-      double s = gamma[k] / std::sqrt(var[k] + static_cast<double>(eps));
-      scale[k] = static_cast<float>(s);
-      shift[k] = static_cast<float>(beta[k] - mean[k] * s);
+      const double s = gamma[k] / std::sqrt(var[k] + static_cast<double>(eps));
+      scale[k] = s;  // rounded to x's type once, by FromDouble
+      shift[k] = beta[k] - mean[k] * s;
     }
     Shape per_channel(static_cast<size_t>(xt.rank() - 1), 1);
     per_channel[0] = static_cast<int64_t>(c);
     std::string base = n.name;
     ValueId x = n.inputs[0];
     ValueId out = n.outputs[0];
-    ValueId s = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, per_channel));
-    ValueId t = g.AddInitializer(g.UniqueName(base + ".shift"), TensorData::FromFloat(shift, per_channel));
+    ValueId s = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromDouble(scale, per_channel, xt.dtype));
+    ValueId t = g.AddInitializer(g.UniqueName(base + ".shift"), TensorData::FromDouble(shift, per_channel, xt.dtype));
     NodeId mul = g.AddNode("Mul", {x, s}, 1, {}, g.UniqueName(base + ".mul"));
     InferAndSetNodeShapes(g, mul, *reg.Find("", "Mul"));
     NodeId add = g.AddNode("Add", {g.node(mul).outputs[0], t}, 1, {}, g.UniqueName(base + ".add"));
@@ -52,15 +52,15 @@ int LowerBatchNorm(Graph& g) {
 
 namespace {
 
-// The per-channel vector of a constant float32 [C, 1, ..., 1] of rank r, or empty.
-std::vector<float> PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels) {
+// The per-channel vector of a constant [C, 1, ..., 1] of rank r (of a
+// floating-point type), or empty.
+std::vector<double> PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels) {
   if (!g.IsConstant(v)) return {};
   const TensorType& t = g.value(v).type;
-  if (t.dtype != DType::kFloat32 || t.rank() != rank || t.shape[0] != channels) return {};
+  if (!IsFloatingPoint(t.dtype) || t.rank() != rank || t.shape[0] != channels) return {};
   for (int64_t k = 1; k < rank; ++k)
     if (t.shape[k] != 1) return {};
-  std::vector<double> d = g.value(v).initializer->ToDouble();
-  return std::vector<float>(d.begin(), d.end());
+  return g.value(v).initializer->ToDouble();
 }
 
 }  // namespace
@@ -71,10 +71,10 @@ std::vector<BatchNormPair> FindBatchNormPairs(const Graph& g) {
   std::vector<char> is_output(g.num_values(), 0);
   for (ValueId o : g.outputs()) is_output[o] = 1;
   std::vector<char> used(g.num_nodes(), 0);
-  auto per_channel = [&](ValueId v, int64_t rank, int64_t channels) {
+  auto per_channel = [&](ValueId v, DType dtype, int64_t rank, int64_t channels) {
     if (!g.IsConstant(v)) return false;
     const TensorType& t = g.value(v).type;
-    if (t.dtype != DType::kFloat32 || t.rank() != rank || t.shape[0] != channels) return false;
+    if (t.dtype != dtype || t.rank() != rank || t.shape[0] != channels) return false;
     for (int64_t k = 1; k < rank; ++k)
       if (t.shape[k] != 1) return false;
     return true;
@@ -93,10 +93,10 @@ std::vector<BatchNormPair> FindBatchNormPairs(const Graph& g) {
       for (int ms = 0; ms < 2 && !found; ++ms) {
         ValueId x = mul.inputs[ms], s = mul.inputs[1 - ms];
         const TensorType& xt = g.value(x).type;
-        if (g.IsConstant(x) || !xt.IsStatic() || xt.dtype != DType::kFloat32 || xt.rank() < 3) continue;
+        if (g.IsConstant(x) || !xt.IsStatic() || !IsFloatingPoint(xt.dtype) || xt.rank() < 3) continue;
         if (g.value(add.outputs[0]).type != xt) continue;
         int64_t c = xt.shape[1];
-        if (!per_channel(s, xt.rank() - 1, c) || !per_channel(t, xt.rank() - 1, c)) continue;
+        if (!per_channel(s, xt.dtype, xt.rank() - 1, c) || !per_channel(t, xt.dtype, xt.rank() - 1, c)) continue;
         pairs.push_back({mul_id, id, x, s, t});
         used[mul_id] = 1;
         found = true;
@@ -114,15 +114,17 @@ int RaiseBatchNorm(Graph& g) {
     ValueId x = replaced.count(p.x) ? replaced.at(p.x) : p.x;
     const TensorType xt = g.value(x).type;
     int64_t c = xt.shape[1];
-    std::vector<float> scale = PerChannel(g, p.scale, xt.rank() - 1, c),
-                       shift = PerChannel(g, p.shift, xt.rank() - 1, c);
+    std::vector<double> scale = PerChannel(g, p.scale, xt.rank() - 1, c),
+                        shift = PerChannel(g, p.shift, xt.rank() - 1, c);
     std::string base = g.UniqueName(g.node(p.add).name + ".bn");
     Shape vec = {c};
-    ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromFloat(scale, vec));
-    ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromFloat(shift, vec));
+    const DType d = xt.dtype;
+    ValueId vs = g.AddInitializer(g.UniqueName(base + ".scale"), TensorData::FromDouble(scale, vec, d));
+    ValueId vt = g.AddInitializer(g.UniqueName(base + ".bias"), TensorData::FromDouble(shift, vec, d));
     ValueId vm =
-        g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromFloat(std::vector<float>(c, 0.0f), vec));
-    ValueId vv = g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromFloat(std::vector<float>(c, 1.0f), vec));
+        g.AddInitializer(g.UniqueName(base + ".mean"), TensorData::FromDouble(std::vector<double>(c, 0.0), vec, d));
+    ValueId vv =
+        g.AddInitializer(g.UniqueName(base + ".var"), TensorData::FromDouble(std::vector<double>(c, 1.0), vec, d));
     ValueId out = g.node(p.add).outputs[0];
     NodeId bn = g.AddNode("BatchNormalization", {x, vs, vt, vm, vv}, 1, {{"epsilon", Attribute::Float(0.0f)}}, base);
     InferAndSetNodeShapes(g, bn, *reg.Find("", "BatchNormalization"));

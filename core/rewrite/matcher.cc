@@ -89,7 +89,21 @@ bool BindInput(State& s, int input, ValueId v) {
   if (s.inputs[input] != kNoValue) return s.inputs[input] == v;
   const rules::TensorVar& var = s.rule.inputs(input);
   const Value& val = s.g.value(v);
-  if (val.type.dtype != DTypeFromCode(var.dtype()) || !val.type.IsStatic()) return false;
+  if (!val.type.IsStatic()) return false;
+  const DType want = DTypeFromCode(var.dtype());
+  if (IsFloatingPoint(want)) {
+    // Rules are proved over the reals: a floating-point variable binds a
+    // value of any floating-point type (a float16 model's), one type for
+    // all of a match's floating-point inputs.
+    if (!IsFloatingPoint(val.type.dtype)) return false;
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      if (s.inputs[k] == kNoValue || !IsFloatingPoint(DTypeFromCode(s.rule.inputs(static_cast<int>(k)).dtype())))
+        continue;
+      if (s.g.value(s.inputs[k]).type.dtype != val.type.dtype) return false;
+    }
+  } else if (val.type.dtype != want) {
+    return false;
+  }
   if (val.type.rank() != var.shape_size()) return false;
   SymbolBinding added;
   for (int k = 0; k < var.shape_size(); ++k) {
@@ -119,13 +133,11 @@ bool BindInput(State& s, int input, ValueId v) {
 // Floating values compared exactly in the graph constant's type (the
 // pattern's 3.0 is the graph's 3.0f).
 bool FloatValuesEqual(const TensorData& t, const std::vector<double>& want) {
-  if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat64) return false;
+  if (!IsFloatingPoint(t.dtype())) return false;
   std::vector<double> have = t.ToDouble();
   if (have.size() != want.size()) return false;
-  for (size_t k = 0; k < have.size(); ++k) {
-    const double w = t.dtype() == DType::kFloat32 ? static_cast<double>(static_cast<float>(want[k])) : want[k];
-    if (have[k] != w) return false;
-  }
+  for (size_t k = 0; k < have.size(); ++k)
+    if (have[k] != RoundToFloatType(want[k], t.dtype())) return false;
   return true;
 }
 

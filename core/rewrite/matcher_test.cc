@@ -549,5 +549,37 @@ TEST(Matcher, FloatConstantsMatchExactlyAndWrittenRulesApply) {
   EXPECT_LE(Diff(fused, lm.Apply(fused, found[0])), 1e-5);
 }
 
+// A float16 graph (a model converted to half precision): rules, proved over
+// the reals, bind its values as they bind float32 ones; its constants are
+// compared in float16 (the pattern's 1e-05 is the graph's float16 1e-05,
+// 1.0014e-05) and the target's are made in float16.
+TEST(Matcher, RulesApplyToHalfPrecisionGraphs) {
+  std::vector<rules::Rule> ln = ParseWrittenRules(
+      "rule ln\n  input X: float32[b, n, d]\n  let D = Sub(X, ReduceMean(X, axes=[-1]))\n"
+      "  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))\n"
+      "  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=1e-05)\n",
+      "t.rules");
+  auto half = [](double v) { return TensorData::FromDouble({v}, {}, DType::kFloat16); };
+  auto formula = [&](double eps) {
+    GraphBuilder b(8, 17, "g");
+    ValueId x = b.Input("x", {2, 3, 6}, DType::kFloat16);
+    ValueId d = b.Op("Sub", {x, b.Op("ReduceMean", {x}, {{"axes", Attribute::Ints({-1})}})});
+    ValueId var = b.Op("ReduceMean", {b.Op("Pow", {d, b.Const(half(2.0))})}, {{"axes", Attribute::Ints({-1})}});
+    return b.Build({b.Op("Div", {d, b.Op("Sqrt", {b.Op("Add", {var, b.Const(half(eps))})})})});
+  };
+  Graph norm = formula(1e-5);
+  Matcher lm(ln);
+  std::vector<Match> found = lm.FindAll(norm);
+  ASSERT_EQ(found.size(), 1u);
+  Graph fused = lm.Apply(norm, found[0]);
+  ASSERT_EQ(fused.num_nodes(), 1);
+  const Node& n = fused.node(0);
+  EXPECT_EQ(n.op, "LayerNormalization");
+  EXPECT_EQ(fused.value(n.inputs[1]).initializer->dtype(), DType::kFloat16);
+  EXPECT_EQ(fused.value(n.outputs[0]).type.dtype, DType::kFloat16);
+  EXPECT_LE(Diff(norm, fused), 4.0 / 1024);
+  EXPECT_TRUE(lm.FindAll(formula(2e-5)).empty());  // another epsilon
+}
+
 }  // namespace
 }  // namespace rlflow

@@ -278,15 +278,10 @@ TensorData ConstantData(const rules::Constant& c, const SymbolBinding& binding, 
     }
     if (static_cast<int64_t>(values.size()) != NumElements(dims))
       Fail("a rule constant has ", values.size(), " values for shape ", ShapeToString(dims));
-    if (float_dtype == DType::kFloat64) {
-      std::string bytes(values.size() * sizeof(double), '\0');
-      std::memcpy(bytes.data(), values.data(), bytes.size());
-      return TensorData(DType::kFloat64, dims, std::move(bytes));
-    }
-    std::vector<float> f(values.begin(), values.end());
-    TensorData t = TensorData::FromFloat(f, dims);
-    if (float_dtype == DType::kUndefined || float_dtype == DType::kFloat32) return t;
-    Fail("a floating-point rule constant cannot be made as ", DTypeName(float_dtype));
+    if (float_dtype == DType::kUndefined) float_dtype = DType::kFloat32;
+    if (!IsFloatingPoint(float_dtype))
+      Fail("a floating-point rule constant cannot be made as ", DTypeName(float_dtype));
+    return TensorData::FromDouble(values, dims, float_dtype);
   }
   return TensorData::FromInt64(ConstantValues(c, binding), Shape(c.dims().begin(), c.dims().end()));
 }

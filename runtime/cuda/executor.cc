@@ -264,7 +264,7 @@ struct CudaExecutor::Impl {
                 "copying '" + val.name + "' to the host");
       args.push_back(std::move(t));
     }
-    std::vector<at::Tensor> outs = RunKernel(node, KernelDefFor(node), std::move(args));
+    std::vector<at::Tensor> outs = RunKernel(node, KernelDefFor(node), std::move(args), OutputTypes(graph, node));
     for (size_t k = 0; k < node.outputs.size() && k < outs.size(); ++k) {
       const ValueId v = node.outputs[k];
       if (v == kNoValue) continue;
