@@ -12,7 +12,7 @@ fuse (hard-swish and hard-sigmoid by formula, layer norm without scale and
 shift, a residual sum normalised by a layer norm on the CPU), opsets 18
 and 20 (built with onnx.helper, in the forms newer exporters write), and a
 statically quantized CNN in the QDQ format (as ORT's quantization tool
-writes it). Run
+writes it), and models converted to float16 (names with _fp16). Run
 with Debian's Python:
 
   /usr/bin/python3 zoo/export_real.py --out_dir=/tmp/real
@@ -756,6 +756,9 @@ EXPORTED_MODELS = {
                                          "ids:1,1;pk0:1,4,9,16;use_cache_branch:1"),
     "hf_bert_classifier_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                 "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
+    # The same in float16 (halve), its mask bias float16's lowest value.
+    "hf_bert_classifier_fp16_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
+                                     "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
 }
 
 # Exported only when named in --models (measurements, not the corpus):
@@ -878,7 +881,10 @@ def halve(name, path):
 
     def half(t):
         if t.data_type == TensorProto.FLOAT and t.name not in keep:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+            # Clipped to float16's finite range, as the converters do (a
+            # mask's float32 lowest value becomes float16's).
+            a = np.clip(numpy_helper.to_array(t), -65504, 65504).astype(np.float16)
+            t.CopyFrom(numpy_helper.from_array(a, t.name))
 
     for t in g.initializer:
         half(t)
@@ -941,6 +947,7 @@ def main():
         if name in EXPORTED_MODELS or name in EXTRA_MODELS:
             export, opset, given, other = EXPORTED_MODELS.get(name) or EXTRA_MODELS[name]
             isolated(export, os.path.join(args.out_dir, name + ".onnx"), opset, args.seed)
+            halve(name, os.path.join(args.out_dir, name + ".onnx"))
             externalise(name, os.path.join(args.out_dir, name + ".onnx"))
         else:
             _, _, opset, _, given, other, _ = MODELS[name]

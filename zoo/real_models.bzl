@@ -17,6 +17,7 @@ REAL_MODELS = [
     "gpt_decoder_merged_op14_external",
     "hardswish_scale_first_op13",
     "hf_bert_classifier_op14",
+    "hf_bert_classifier_fp16_op14",
     "mobilenet_v3_small_op9",
     "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",

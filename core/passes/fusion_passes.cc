@@ -18,30 +18,35 @@
 namespace rlflow::passes {
 namespace {
 
-// A Conv whose weights (and bias, if any) are float32 constants, whose
-// output only `consumer` reads (and is not a graph output).
+// A Conv whose weights (and bias, if any) are floating-point constants (of
+// one type), whose output only `consumer` reads (and is not a graph output).
 bool FoldableConv(const Graph& g, NodeId conv, ValueId out) {
   const Node& c = g.node(conv);
   if (!Is(c, "Conv") || c.outputs[0] != out || IsGraphOutput(g, out) || Uses(g, out) != 1) return false;
   at::Tensor w = Constant(g, c.inputs[1]);
-  if (!w.defined() || w.scalar_type() != at::kFloat) return false;
+  if (!w.defined() || !w.is_floating_point()) return false;
   if (c.inputs.size() > 2 && c.inputs[2] != kNoValue) {
     at::Tensor b = Constant(g, c.inputs[2]);
-    if (!b.defined() || b.scalar_type() != at::kFloat) return false;
+    if (!b.defined() || b.scalar_type() != w.scalar_type()) return false;
   }
   return g.value(out).type.IsStatic();
 }
 
 // Replaces `result` (computed from conv's output by a per-channel affine
-// map y * scale + shift) by a new Conv with scaled weights and bias.
+// map y * scale + shift) by a new Conv with scaled weights and bias
+// (computed in float32 or wider and rounded once to the weights' type).
 bool ReplaceWithScaledConv(Graph& g, NodeId conv, ValueId result, const at::Tensor& scale, const at::Tensor& shift) {
   const Node c = g.node(conv);
-  at::Tensor w = Constant(g, c.inputs[1]);
+  const at::Tensor w0 = Constant(g, c.inputs[1]);
+  const at::ScalarType type = w0.scalar_type();
+  const at::ScalarType wide = type == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor w = w0.to(wide);
   const int64_t oc = w.size(0);
-  at::Tensor b = c.inputs.size() > 2 && c.inputs[2] != kNoValue ? Constant(g, c.inputs[2]) : at::zeros({oc});
+  at::Tensor b = c.inputs.size() > 2 && c.inputs[2] != kNoValue ? Constant(g, c.inputs[2]).to(wide)
+                                                                : at::zeros({oc}, at::TensorOptions().dtype(wide));
   std::vector<int64_t> bshape(static_cast<size_t>(w.dim()), 1);
   bshape[0] = oc;
-  at::Tensor nw = w * scale.reshape(bshape), nb = b * scale + shift;
+  at::Tensor nw = (w * scale.to(wide).reshape(bshape)).to(type), nb = (b * scale.to(wide) + shift.to(wide)).to(type);
   ValueId vw = AddConstant(g, c.name + ".w_folded", nw), vb = AddConstant(g, c.name + ".b_folded", nb);
   NodeId n = AddNode(g, "Conv", {c.inputs[0], vw, vb}, 1, c.attrs, c.name + ".folded");
   return Forward(g, result, g.node(n).outputs[0]);
@@ -61,7 +66,8 @@ class FoldBatchNormIntoConv : public LocalPass {
     at::Tensor p[4];
     for (int k = 0; k < 4; ++k) {
       p[k] = Constant(g, n.inputs[k + 1]);
-      if (!p[k].defined() || p[k].scalar_type() != at::kFloat || p[k].dim() != 1) return false;
+      if (!p[k].defined() || !p[k].is_floating_point() || p[k].dim() != 1) return false;
+      if (p[k].scalar_type() != at::kDouble) p[k] = p[k].to(at::kFloat);  // half widened
     }
     const float eps = Attrs(g, id).Float("epsilon");
     at::Tensor scale = p[0] / at::sqrt(p[3] + eps);

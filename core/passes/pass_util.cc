@@ -97,12 +97,14 @@ bool ConstantAll(const Graph& g, ValueId v, double x) {
 
 at::Tensor PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels) {
   at::Tensor t = Constant(g, v);
-  if (!t.defined() || t.scalar_type() != at::kFloat || t.dim() > rank) return {};
+  if (!t.defined() || !t.is_floating_point() || t.dim() > rank) return {};
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   while (static_cast<int64_t>(shape.size()) < rank) shape.insert(shape.begin(), 1);
   for (int64_t k = 0; k < rank; ++k)
     if (k != 1 && shape[k] != 1) return {};
   if (shape[1] != 1 && shape[1] != channels) return {};
+  // Half values widened to float32 (what the folding computes in).
+  if (t.scalar_type() != at::kDouble) t = t.to(at::kFloat);
   return t.reshape({-1}).expand({channels}).contiguous();
 }
 

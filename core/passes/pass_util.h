@@ -43,7 +43,8 @@ ValueId AddConstant(Graph& g, const std::string& base, const at::Tensor& t);
 bool ConstantAll(const Graph& g, ValueId v, double x);
 // `v` as a per-channel vector [C] for a tensor of rank `rank` with C
 // channels on axis 1 (shape after broadcasting: 1 everywhere but possibly
-// axis 1; a scalar broadcasts to every channel); undefined if not.
+// axis 1; a scalar broadcasts to every channel), float32 (float64 for a
+// float64 constant); undefined if not a floating-point constant.
 at::Tensor PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels);
 // A constant 1-D int64 tensor's values; nullopt if not constant.
 std::optional<std::vector<int64_t>> ConstInts(const Graph& g, ValueId v);

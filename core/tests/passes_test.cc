@@ -330,6 +330,34 @@ TEST(Passes, LoweredBatchNormFoldsIntoConvInTwoSteps) {
   EXPECT_LT(MaxDiff(g, h), 1e-5);
 }
 
+// The same in float16 (a model converted to half precision): lowered in
+// its type, folded in float32 and rounded once; the direct fold too.
+TEST(Passes, HalfPrecisionBatchNormsFoldIntoConvs) {
+  GraphBuilder b(2);
+  ValueId x = b.Input("x", {1, 4, 6, 6});
+  ValueId y = b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.2f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  ValueId z = b.Op("BatchNormalization", {y, b.Uniform("g", {8}, 0.5f, 1.5f), b.Weight("be", {8}, 0.3f),
+                                          b.Weight("m", {8}, 0.3f), b.Uniform("v", {8}, 0.5f, 2.0f)});
+  Graph g = b.Build({b.Op("Relu", {z})});
+  for (ValueId v : g.initializers()) {
+    const TensorData& t = *g.value(v).initializer;
+    g.MakeConstant(
+        v, std::make_shared<const TensorData>(TensorData::FromDouble(t.ToDouble(), t.shape(), DType::kFloat16)));
+  }
+  for (ValueId v = 0; v < g.num_values(); ++v)
+    if (g.value(v).type.dtype == DType::kFloat32) g.mutable_value(v).type.dtype = DType::kFloat16;
+  for (const std::vector<std::string>& passes : std::vector<std::vector<std::string>>{
+           {"lower_batchnorm", "fold_mul_into_conv", "fold_add_into_conv"}, {"fold_batchnorm_into_conv"}}) {
+    Graph h = g;
+    RunPasses(PassRegistry::Builtin(), passes, h);
+    EXPECT_EQ(Count(h, "BatchNormalization") + Count(h, "Mul") + Count(h, "Add"), 0) << passes[0];
+    EXPECT_EQ(Count(h, "Conv"), 1);
+    for (ValueId v : h.initializers()) EXPECT_EQ(h.value(v).initializer->dtype(), DType::kFloat16);
+    EXPECT_EQ(h.value(h.outputs()[0]).type.dtype, DType::kFloat16);
+    EXPECT_LT(MaxDiff(g, h), 4.0 / 1024) << passes[0];
+  }
+}
+
 TEST(Passes, GraphOutputsKeepTheirNames) {
   // Identity between a graph input and a graph output cannot go: the output
   // would lose its name.
