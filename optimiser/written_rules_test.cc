@@ -74,7 +74,8 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
         std::vector<at::Tensor> got = Executor(rewritten).Run(inputs);
         ASSERT_EQ(got.size(), want.size());
         for (size_t k = 0; k < got.size(); ++k)
-          EXPECT_LE(RelativeError(got[k], want[k]), 1e-5) << family << " on " << name;
+          EXPECT_LE(RelativeError(got[k], want[k]), got[k].scalar_type() == at::kHalf ? 4.0 / 1024 : 1e-5)
+              << family << " on " << name;  // a float16 model (AllowedError)
         if (!next) next = std::move(rewritten);
       }
       g = std::move(*next);

@@ -18,6 +18,31 @@ double AllowedError(DType dtype, double tolerance) {
   return tolerance;
 }
 
+namespace {
+
+// Per value of `g`: the least precise floating-point type among it and
+// everything it is computed from (float16 or bfloat16 where a half value is
+// on the way, else its own type). A float32 output of a model that computes
+// in float16 between casts (converted with its inputs and outputs kept
+// float32) carries float16's precision.
+std::vector<DType> LeastPreciseOnTheWay(const Graph& g) {
+  auto rank = [](DType t) { return t == DType::kBFloat16 ? 2 : t == DType::kFloat16 ? 1 : 0; };
+  std::vector<DType> least(static_cast<size_t>(g.num_values()));
+  for (ValueId v = 0; v < g.num_values(); ++v) least[v] = g.value(v).type.dtype;
+  for (NodeId id : g.TopologicalOrder()) {
+    const Node& n = g.node(id);
+    DType worst = DType::kUndefined;
+    for (ValueId in : n.inputs)
+      if (in != kNoValue && rank(least[in]) > rank(worst)) worst = least[in];
+    if (worst == DType::kUndefined) continue;
+    for (ValueId out : n.outputs)
+      if (out != kNoValue && rank(worst) > rank(least[out])) least[out] = worst;
+  }
+  return least;
+}
+
+}  // namespace
+
 EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, uint64_t seed, double tolerance) {
   EquivalenceResult r;
   r.allowed = tolerance;
@@ -58,6 +83,7 @@ EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, 
   std::vector<at::Tensor> expected = Executor(ref_cut).Run(inputs);
   std::vector<at::Tensor> actual = Executor(cand_cut).Run(inputs);
   r.outputs += static_cast<int>(expected.size());
+  const std::vector<DType> least = LeastPreciseOnTheWay(ref_cut);
   for (size_t k = 0; k < expected.size(); ++k) {
     const Value& out = ref_cut.value(ref_cut.outputs()[k]);
     const std::string& name = out.name;
@@ -68,8 +94,8 @@ EquivalenceResult CompareGraphs(const Graph& reference, const Graph& candidate, 
       r.notes.push_back("the original's output '" + name + "' holds NaN or infinity on the random inputs (seed " +
                         std::to_string(seed) + "): those elements are compared for equality");
     const double e = RelativeError(actual[k], expected[k]);
-    const double allowed = AllowedError(out.type.dtype, tolerance);
-    // The worst output: the largest error for the type it has.
+    const double allowed = AllowedError(least[ref_cut.outputs()[k]], tolerance);
+    // The worst output: the largest error for the precision it has.
     if (r.worst_output.empty() || e / allowed > r.max_error / r.allowed) {
       r.worst_output = name;
       r.max_error = e;

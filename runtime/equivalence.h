@@ -22,13 +22,16 @@ inline constexpr double kCheckTolerance = 1e-4;
 // precision (2^-8 and 2^-5) where that is larger: a rewrite moves where a
 // half model's values are rounded (a folded batch norm rounds its scaled
 // weights once), which changes results by a few units of the stored type.
+// CompareGraphs applies it to an output by the least precise type on its
+// way (a float32 output computed through float16 values is allowed
+// float16's).
 double AllowedError(DType dtype, double tolerance);
 
 struct EquivalenceResult {
   double max_error = 0;              // the relative error (RelativeError) at worst_output
   std::string worst_output;          // the output whose error is largest for its type (AllowedError)
   double allowed = kCheckTolerance;  // what AllowedError allows at worst_output
-  bool within = true;                // every output within what AllowedError allows for its type
+  bool within = true;                // every output within what AllowedError allows for its precision
   int outputs = 0;                   // outputs compared (values read by opaque nodes included)
   int opaque_nodes = 0;              // opaque nodes cut out
   std::vector<std::string> notes;    // e.g. reference outputs holding NaN or infinity

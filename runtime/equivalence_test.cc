@@ -90,6 +90,17 @@ TEST(Equivalence, HalfOutputsAreAllowedAFewUnitsOfTheirPrecision) {
   EXPECT_FALSE(single.within) << single.max_error;
   EXPECT_EQ(single.allowed, 1e-4);
   EXPECT_TRUE(CompareGraphs(Scaled(DType::kFloat32, 1), Scaled(DType::kFloat32, 1 + ulp), 1, 2e-3).within);
+  // A float32 output computed through float16 (a model converted with its
+  // inputs and outputs kept float32) carries float16's precision.
+  auto through_half = [](float s) {
+    GraphBuilder b(1, 13, "g");
+    ValueId x = b.Op("Cast", {b.Input("x", {4, 16})}, {{"to", Attribute::Int(10)}});
+    ValueId c = b.Op("Cast", {b.ConstFloat(s, "s")}, {{"to", Attribute::Int(10)}});
+    return b.Build({b.Op("Cast", {b.Op("Mul", {x, c})}, {{"to", Attribute::Int(1)}})});
+  };
+  EquivalenceResult cast = CompareGraphs(through_half(1), through_half(1 + ulp), 1);
+  EXPECT_TRUE(cast.within) << cast.max_error;
+  EXPECT_EQ(cast.allowed, 4.0 / 1024);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Models with parts the executor cannot run (a custom-domain op, an If whose
-// branches read outer tensors, an LSTM), fp16 weights, or calls of
+// branches read outer tensors, an LSTM), fp16 weights or a part computed in
+// float16, or calls of
 // model-local functions (inlined at import) get optimised around
 // those parts: the batch norm elsewhere is folded, the written model keeps
 // the opaque parts unchanged, and ONNX Runtime gives the same outputs for the
@@ -54,12 +55,13 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
   for (NodeId id = 0; id < before.num_nodes(); ++id) opaque_before += before.node(id).opaque();
   for (NodeId id = 0; id < after.num_nodes(); ++id) opaque_after += after.node(id).opaque();
   EXPECT_EQ(opaque_before, opaque_after);
-  // The local functions' calls are inlined at import: nothing opaque.
-  EXPECT_EQ(opaque_before, name == "fp16_weights" || name == "local_function" ? 0 : 1);
+  // The local functions' calls are inlined at import, float16 nodes are
+  // computed in float32 and rounded: nothing opaque.
+  EXPECT_EQ(opaque_before, name == "fp16_weights" || name == "fp16_graph" || name == "local_function" ? 0 : 1);
 
-  // ONNX Runtime runs both (the custom op has no kernel there, nor has float16
-  // Relu on ORT's CPU: compared by rlflow's check only).
-  if (name == "custom_op" || name == "fp16_graph") return;
+  // ONNX Runtime runs both (the custom op has no kernel there: compared by
+  // rlflow's check only).
+  if (name == "custom_op") return;
   for (int batch : {1, 2}) {
     ImportOptions at_batch;
     at_batch.free_dim_value = batch;
@@ -74,7 +76,8 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t k = 0; k < a.size(); ++k) {
       EXPECT_GT(a[k].to(at::kDouble).abs().max().item<double>(), 0);
-      EXPECT_LE(RelativeError(b[k], a[k]), 1e-4) << name << " batch " << batch;
+      // Through float16 (Cast, Relu, Cast): what the check allows it.
+      EXPECT_LE(RelativeError(b[k], a[k]), name == "fp16_graph" ? 4.0 / 1024 : 1e-4) << name << " batch " << batch;
     }
   }
 }

@@ -185,7 +185,7 @@ def edge_models(rng):
     nodes += [helper.make_node("Relu", ["b"], ["y"], name="relu")]
     g = helper.make_graph(nodes, "fp16", [x], [helper.make_tensor_value_info("y", F, ["N", 8, 8, 8])], inits)
     out["fp16_weights"] = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    # An fp16 part (computed in float16, which the CPU executor cannot run).
+    # An fp16 part (computed in float16: in float32 and rounded by the executor).
     nodes, inits = conv_bn(rng, "x", "b", "a_")
     nodes += [helper.make_node("Cast", ["b"], ["h"], name="to_half", to=TensorProto.FLOAT16),
               helper.make_node("Relu", ["h"], ["hr"], name="relu_half"),
