@@ -193,6 +193,21 @@ std::vector<OpCase> OpCases() {
                  auto vi = b.OpN("TopK", {in(b, "topk_x", {3, 7}), b.ConstInts({3})}, 2, A({{"axis", I(1)}}));
                  return b.Op("Add", {vi[0], b.Op("Cast", {vi[1]}, A({{"to", I(1)}}))});
                }});
+  // CastLike: to int64 (truncating) and back; through float16 (Relu
+  // computed in float32 and rounded by the executor; ORT at level all drops
+  // the round trip through float16), on multiples of 1/8 that float16 holds
+  // exactly.
+  c.push_back({"CastLike_int64", [in](B& b) {
+                 ValueId x = b.Op("Mul", {in(b, "cl_x", {3, 4}), b.ConstFloat(3.0f)});
+                 ValueId i = b.Op("CastLike", {x, b.ConstInts({0})});
+                 return b.Op("CastLike", {i, b.ConstFloat(0.0f)});
+               }});
+  c.push_back({"CastLike_float16", [in](B& b) {
+                 ValueId x = b.Op("Floor", {b.Op("Mul", {in(b, "clh_x", {2, 5}), b.ConstFloat(8.0f)})});
+                 x = b.Op("Mul", {x, b.ConstFloat(0.125f)});
+                 ValueId h = b.Op("CastLike", {x, b.Const(TensorData::FromDouble({0.0}, {}, DType::kFloat16))});
+                 return b.Op("CastLike", {b.Op("Relu", {h}), x});
+               }});
   c.push_back({"TopK_smallest", [in](B& b) {
                  auto vi = b.OpN("TopK", {in(b, "topks_x", {5, 4}), b.ConstInts({2})}, 2,
                                  A({{"axis", I(0)}, {"largest", I(0)}}));

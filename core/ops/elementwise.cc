@@ -327,6 +327,28 @@ OpDef CastDef() {
 }
 RLFLOW_REGISTER_OP(CastDef());
 
+// CastLike (opset 15): Cast to the element type of input 1 (torch.onnx and
+// converters write it to give a constant the type of a tensor).
+OpDef CastLikeDef() {
+  OpDef d;
+  d.name = "CastLike";
+  d.since_opset = 15;
+  d.half_kernel = true;
+  d.min_inputs = 2;
+  d.max_inputs = 2;
+  d.attrs = {IntAttr("saturate", 1)};
+  d.shape = [](const ShapeContext& c) {
+    const DType to = c.input(1).dtype;
+    if (to == DType::kString) c.Unsupported("CastLike to string is not run");
+    TensorType out = c.input(0);
+    out.dtype = to;
+    return std::vector<TensorType>{out};
+  };
+  d.kernel = [](KernelContext& c) { c.outputs = {c.in(0).to(c.in(1).scalar_type())}; };
+  return d;
+}
+RLFLOW_REGISTER_OP(CastLikeDef());
+
 // Dropout in inference: the identity (and an all-true mask if asked for).
 OpDef DropoutDef() {
   OpDef d;
