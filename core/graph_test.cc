@@ -221,6 +221,8 @@ TEST(TensorDataTest, HalfPrecisionValuesRoundToNearestEven) {
   EXPECT_EQ(RoundToFloatType(-6.0, DType::kFloat16), -6.0);
   EXPECT_EQ(RoundToFloatType(65504, DType::kFloat16), 65504);         // the largest
   EXPECT_TRUE(std::isinf(RoundToFloatType(65520, DType::kFloat16)));  // halfway to 2^16: infinity
+  EXPECT_EQ(RoundToFloatType(-HUGE_VAL, DType::kFloat16), -HUGE_VAL);
+  EXPECT_TRUE(std::isnan(RoundToFloatType(std::nan(""), DType::kFloat16)));
   EXPECT_EQ(RoundToFloatType(std::ldexp(1.0, -24), DType::kFloat16), std::ldexp(1.0, -24));  // the smallest subnormal
   EXPECT_EQ(RoundToFloatType(std::ldexp(1.0, -26), DType::kFloat16), 0.0);
   EXPECT_EQ(RoundToFloatType(std::ldexp(1023.7, -24), DType::kFloat16),

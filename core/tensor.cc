@@ -242,6 +242,7 @@ uint16_t DoubleToHalf(double v) {
   const uint16_t sign = std::signbit(v) ? 0x8000u : 0;
   if (std::isnan(v)) return 0x7e00u;
   const double a = std::fabs(v);
+  if (std::isinf(a)) return sign | 0x7c00u;
   if (a < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24)));
   int e = 0;
   const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
