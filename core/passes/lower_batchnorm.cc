@@ -16,7 +16,8 @@ int LowerBatchNorm(Graph& g) {
     if (n.opaque() || n.op != "BatchNormalization" || n.outputs.size() != 1) continue;
     bool constant = true;
     for (int k = 1; k < 5; ++k) constant = constant && g.IsConstant(n.inputs[k]);
-    const TensorType& xt = g.value(n.inputs[0]).type;
+    // A copy: adding the initializers below may move the graph's values.
+    const TensorType xt = g.value(n.inputs[0]).type;
     if (!constant || !xt.rank_known || xt.rank() < 2 || !IsFloatingPoint(xt.dtype)) continue;
     float eps = n.attrs.count("epsilon") ? n.attrs.at("epsilon").f : 1e-5f;
     std::vector<double> gamma = g.value(n.inputs[1]).initializer->ToDouble();
