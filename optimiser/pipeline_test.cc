@@ -10,7 +10,6 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
-#include <c10/util/Half.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -58,13 +57,8 @@ void WriteHalfModel(const std::string& dir, std::string* path) {
   for (ValueId v : g.initializers()) {
     const TensorData& t = *g.value(v).initializer;
     ASSERT_EQ(t.dtype(), DType::kFloat32);
-    const float* p = static_cast<const float*>(t.data());
-    std::string bytes(static_cast<size_t>(t.NumElements()) * 2, '\0');
-    for (int64_t k = 0; k < t.NumElements(); ++k) {
-      const c10::Half h(p[k]);
-      std::memcpy(&bytes[2 * k], &h, 2);
-    }
-    g.MakeConstant(v, std::make_shared<const TensorData>(DType::kFloat16, t.shape(), std::move(bytes)));
+    g.MakeConstant(
+        v, std::make_shared<const TensorData>(TensorData::FromDouble(t.ToDouble(), t.shape(), DType::kFloat16)));
   }
   for (ValueId v = 0; v < g.num_values(); ++v)
     if (g.value(v).type.dtype == DType::kFloat32) g.mutable_value(v).type.dtype = DType::kFloat16;
