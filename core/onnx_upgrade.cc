@@ -193,6 +193,11 @@ class Upgrader {
       n->add_input(Ints(base + "_k", {k->i()}));
       DropAttr(n, "k");
       Done("TopK's k -> input");
+    } else if (op == "Scatter") {
+      // Deprecated at opset 11 for ScatterElements, which computes the same
+      // (axis attribute, no reduction).
+      n->set_op_type("ScatterElements");
+      Done("Scatter -> ScatterElements");
     } else if (op == "Scan" && opset_ < 9) {
       UpgradeScan8(n);
       Done("Scan-8 -> a Scan over the batch of a Scan over the sequence");

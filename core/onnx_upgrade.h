@@ -18,8 +18,9 @@ namespace rlflow {
 // Resize-11 with asymmetric coordinates, floor rounding, as Upsample
 // computes), Resize-10 (gains the roi input), Slice (attributes -> inputs
 // at 10), Pad and Clip (attributes -> inputs at 11), TopK (k -> input at 10)
-// and BatchNormalization (`spatial` dropped at 9), and Scan (batched at 8:
-// becomes a Scan over the batch of a Scan over the sequence); every other
+// and BatchNormalization (`spatial` dropped at 9), Scan (batched at 8:
+// becomes a Scan over the batch of a Scan over the sequence) and Scatter
+// (deprecated at 11: becomes ScatterElements, which computes the same); every other
 // change added element types, attributes with compatible defaults, or
 // operators. A node that has no opset-11 form (BatchNormalization with
 // spatial=0, Scan-8 with sequence_lens) is an error naming it. `notes`

@@ -1,5 +1,7 @@
 #include "core/op_cases_testing.h"
 
+#include <cmath>
+#include <limits>
 #include <memory>
 
 #include "core/tensor.h"
@@ -480,6 +482,118 @@ std::vector<OpCase> OpCases() {
   c.push_back({"Constant_node", [in](B& b) {
                  ValueId k = b.Op("Constant", {}, A({{"value_floats", Attribute::Floats({1.5f, -2.0f, 0.5f})}}));
                  return b.Op("Mul", {in(b, "cn_x", {2, 3}), k});
+               }});
+  // Trigonometric and hyperbolic functions on their domains: the inverse
+  // sine, cosine and hyperbolic tangent of tanh(x) (in (-1, 1)), the inverse
+  // hyperbolic cosine of 1 + |x|.
+  for (const char* op : {"Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh", "Sign"}) unary(op);
+  for (const char* op : {"Asin", "Acos", "Atanh"}) {
+    std::string o = op;
+    c.push_back({o, [o, in](B& b) { return b.Op(o, {b.Op("Tanh", {in(b, o + "_x", {3, 4})})}); }});
+  }
+  c.push_back({"Acosh", [in](B& b) {
+                 return b.Op("Acosh", {b.Op("Add", {b.Op("Abs", {in(b, "acosh_x", {3, 4})}), b.ConstFloat(1.0f)})});
+               }});
+  // Round: halves to the even neighbour (-2.5 -> -2, 0.5 -> 0, 1.5 -> 2).
+  c.push_back({"Round", [in](B& b) {
+                 ValueId halves = b.Const(TensorData::FromFloat({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f}, {6}));
+                 ValueId x = b.Op("Mul", {in(b, "round_x", {2, 6}), b.ConstFloat(3.0f)});
+                 return b.Op("Add", {b.Op("Round", {x}), b.Op("Round", {halves})});
+               }});
+  c.push_back({"Sign_int", [](B& b) {
+                 ValueId x = b.Op("Sub", {b.Input("sgn_i", {2, 3}, DType::kInt64),
+                                          b.ConstInts(std::vector<int64_t>{7, 0, -3}, Shape{3})});
+                 return b.Op("Sign", {x});
+               }});
+  // IsNaN / IsInf on NaNs and infinities; IsInf with each sign left out.
+  auto specials = [](B& b) {
+    const float inf = std::numeric_limits<float>::infinity();
+    return b.Const(TensorData::FromFloat({std::nanf(""), inf, -inf, 0.0f, -1.0f, 2.0f}, {6}));
+  };
+  c.push_back({"IsNaN", [in, specials](B& b) {
+                 return b.Op("Or", {b.Op("IsNaN", {specials(b)}), b.Op("IsNaN", {in(b, "isnan_x", {2, 6})})});
+               }});
+  for (int64_t neg : {0, 1}) {
+    c.push_back(
+        {"IsInf_negative" + std::to_string(neg), [neg, specials](B& b) {
+           return b.Op("IsInf", {specials(b)}, A({{"detect_negative", I(neg)}, {"detect_positive", I(1 - neg)}}));
+         }});
+  }
+  c.push_back({"IsInf_both", [specials](B& b) { return b.Op("IsInf", {specials(b)}); }});
+  // Sum and Mean of one, two and three inputs, broadcast.
+  c.push_back({"Sum_Mean", [in](B& b) {
+                 ValueId x = in(b, "sm3_x", {2, 3, 4}), y = in(b, "sm3_y", {3, 1}), z = in(b, "sm3_z", {4});
+                 ValueId sum = b.Op("Sum", {x, y, z}), mean = b.Op("Mean", {x, y, z});
+                 return b.Op("Sum", {b.Op("Mean", {sum}), b.Op("Sum", {mean, b.Op("Mean", {y, z})})});
+               }});
+  c.push_back({"Shrink", [in](B& b) {
+                 return b.Op("Shrink", {in(b, "shrink_x", {3, 5})}, A({{"bias", F(0.25f)}, {"lambd", F(0.75f)}}));
+               }});
+  c.push_back({"LogSoftmax_axis1", [in](B& b) {
+                 return b.Op("LogSoftmax", {in(b, "lsm_x", {2, 3, 4})}, A({{"axis", I(1)}}));
+               }});
+  // Hardmax: ties (Floor) go to the first largest element.
+  c.push_back({"Hardmax", [in](B& b) {
+                 return b.Op("Hardmax", {b.Op("Floor", {in(b, "hm_x", {3, 5})})}, A({{"axis", I(-1)}}));
+               }});
+  c.push_back({"GlobalMaxPool", [in](B& b) { return b.Op("GlobalMaxPool", {in(b, "gmp_x", {2, 3, 4, 5})}); }});
+  // LayerNormalization's Mean and InvStdDev outputs, combined into one.
+  c.push_back({"LayerNormalization_statistics", [in](B& b) {
+                 std::vector<ValueId> o =
+                     b.OpN("LayerNormalization", {in(b, "lns_x", {2, 3, 4}), b.Uniform("lns_g", {4}, 0.5f, 1.5f)}, 3,
+                           A({{"axis", I(2)}, {"epsilon", F(1e-3f)}}));
+                 return b.Op("Add", {o[0], b.Op("Add", {o[1], b.Op("Mul", {o[2], b.ConstFloat(0.01f)})})});
+               }});
+  // GatherElements: negative indices, a smaller index tensor, on axes 0 and 1.
+  c.push_back({"GatherElements", [in](B& b) {
+                 ValueId x = in(b, "ge_x", {3, 4});
+                 ValueId i0 = b.ConstInts({0, -1, 2, 1, -3, 0}, Shape{2, 3});
+                 ValueId i1 = b.ConstInts({3, -4, 1, 2, 2, -1, 0, 0, 1, 3, -2, 2}, Shape{3, 4});
+                 ValueId g0 = b.Op("GatherElements", {x, i0}, A({{"axis", I(0)}}));
+                 ValueId g1 = b.Op("GatherElements", {x, i1}, A({{"axis", I(1)}}));
+                 return b.Op("Add", {b.Op("Pad", {g0, b.ConstInts({0, 0, 1, 1})}), g1});
+               }});
+  // CumSum: plain, exclusive, reverse, both, on a negative axis; int64.
+  c.push_back({"CumSum", [in](B& b) {
+                 ValueId x = in(b, "cs_x", {3, 4});
+                 ValueId sum = b.Op("CumSum", {x, b.Const(TensorData::ScalarInt64(1))});
+                 for (auto [ex, rev] : std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {0, 1}, {1, 1}})
+                   sum = b.Op("Add", {sum, b.Op("CumSum", {x, b.Const(TensorData::ScalarInt64(-2))},
+                                                A({{"exclusive", I(ex)}, {"reverse", I(rev)}}))});
+                 return sum;
+               }});
+  c.push_back(
+      {"CumSum_int", [](B& b) {
+         ValueId x = b.Input("csi_x", {5}, DType::kInt64);
+         return b.Op("CumSum", {x, b.Const(TensorData::ScalarInt64(0))}, A({{"exclusive", I(1)}, {"reverse", I(1)}}));
+       }});
+  // ScatterElements: replace on axis 1 (negative indices), add and multiply
+  // with duplicate indices on axis 0.
+  c.push_back({"ScatterElements", [in](B& b) {
+                 ValueId x = in(b, "se_x", {3, 4});
+                 ValueId i1 = b.ConstInts({3, -4, 1, 2, 0, -1}, Shape{2, 3});
+                 ValueId i0 = b.ConstInts({0, 2, 0, 1, 0, 0, 1, 2}, Shape{2, 4});
+                 ValueId y = b.Op("ScatterElements", {x, i1, in(b, "se_u1", {2, 3})}, A({{"axis", I(1)}}));
+                 y = b.Op("ScatterElements", {y, i0, in(b, "se_u2", {2, 4})}, A({{"reduction", S("add")}}));
+                 return b.Op("ScatterElements", {y, i0, in(b, "se_u3", {2, 4})}, A({{"reduction", S("mul")}}));
+               }});
+  // OneHot: negative and out-of-range indices, on an inner axis, int64
+  // indices and a float depth.
+  c.push_back({"OneHot", [in](B& b) {
+                 ValueId idx = b.ConstInts({0, 3, -1, 5, -6, 2}, Shape{2, 3});
+                 ValueId depth = b.Const(TensorData::FromFloat({4.0f}, {}));
+                 ValueId values = b.Const(TensorData::FromFloat({-0.5f, 2.0f}, {2}));
+                 ValueId hot = b.Op("OneHot", {idx, depth, values}, A({{"axis", I(1)}}));
+                 return b.Op("Mul", {hot, in(b, "oh_x", {2, 4, 3})});
+               }});
+  // Max and Min of one and of three inputs (broadcast).
+  c.push_back({"Max_Min_variadic", [in](B& b) {
+                 ValueId x = in(b, "mm3_x", {2, 3, 4}), y = in(b, "mm3_y", {3, 1}), z = in(b, "mm3_z", {4});
+                 return b.Op("Add", {b.Op("Max", {x, y, z}), b.Op("Min", {b.Op("Min", {x, y, z})})});
+               }});
+  c.push_back({"Size", [in](B& b) {
+                 ValueId x = in(b, "size_x", {2, 3, 4});
+                 return b.Op("Mul", {x, b.Op("Cast", {b.Op("Size", {x})}, A({{"to", I(1)}}))});
                }});
   return c;
 }

@@ -36,7 +36,19 @@ namespace {
 const char* kRoot = "/usr/share/libonnx-testdata/data/node";
 
 // Cases whose outputs differ, with why (none are silently skipped).
-const std::map<std::string, std::string> kKnownMismatches = {};
+// The window functions' expected outputs in libonnx-testdata 1.12 were
+// made with 2*pi rounded to 6.283 (the Hann window of size 10 is not
+// symmetric there: 0.09548607 at n = 1, 0.09554043 at n = 9; arccos of
+// its values gives 6.2830 for every n but 5): the expanded graphs, which
+// hold 2*pi as the float32 6.2831855, compute the true window, as ONNX
+// Runtime does, up to 7.4e-5 away from those values. (The non-expanded
+// window operators are not modelled and stay opaque.)
+const char* kRoundedTau = "expected values made with 2*pi rounded to 6.283 (libonnx-testdata 1.12)";
+const std::map<std::string, std::string> kKnownMismatches = {
+    {"test_blackmanwindow_expanded", kRoundedTau}, {"test_blackmanwindow_symmetric_expanded", kRoundedTau},
+    {"test_hammingwindow_expanded", kRoundedTau},  {"test_hammingwindow_symmetric_expanded", kRoundedTau},
+    {"test_hannwindow_expanded", kRoundedTau},     {"test_hannwindow_symmetric_expanded", kRoundedTau},
+};
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;

@@ -1,9 +1,18 @@
 // Element-wise operators: unary maths, binary arithmetic with broadcasting,
 // comparisons, Where, Clip, Cast, Identity and inference-mode Dropout.
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/abs.h>
+#include <ATen/ops/acos.h>
+#include <ATen/ops/acosh.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/asin.h>
+#include <ATen/ops/asinh.h>
+#include <ATen/ops/atan.h>
+#include <ATen/ops/atanh.h>
 #include <ATen/ops/ceil.h>
 #include <ATen/ops/clamp.h>
+#include <ATen/ops/cos.h>
+#include <ATen/ops/cosh.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/erf.h>
@@ -13,6 +22,8 @@
 #include <ATen/ops/frexp.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/gt.h>
+#include <ATen/ops/isinf.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/le.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/logical_and.h>
@@ -29,11 +40,17 @@
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/remainder.h>
+#include <ATen/ops/round.h>
 #include <ATen/ops/sigmoid.h>
+#include <ATen/ops/sign.h>
+#include <ATen/ops/sin.h>
+#include <ATen/ops/sinh.h>
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/tan.h>
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <cmath>
 #include <optional>
@@ -92,6 +109,23 @@ RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1, false, nullptr);
 RLFLOW_UNARY(Floor, at::floor(x), 1, false, nullptr);
 RLFLOW_UNARY(Ceil, at::ceil(x), 1, false, nullptr);
 RLFLOW_UNARY(Identity, x, 0, true, RLFLOW_SYM_UNARY(x));
+// Trigonometric and hyperbolic functions (rotary position embeddings,
+// signal front ends), rounding (half to even, as ONNX) and the sign.
+RLFLOW_UNARY(Sin, at::sin(x), 8, false, nullptr);
+RLFLOW_UNARY(Cos, at::cos(x), 8, false, nullptr);
+RLFLOW_UNARY(Tan, at::tan(x), 8, false, nullptr);
+RLFLOW_UNARY(Asin, at::asin(x), 8, false, nullptr);
+RLFLOW_UNARY(Acos, at::acos(x), 8, false, nullptr);
+RLFLOW_UNARY(Atan, at::atan(x), 8, false, nullptr);
+RLFLOW_UNARY(Sinh, at::sinh(x), 8, false, nullptr);
+RLFLOW_UNARY(Cosh, at::cosh(x), 8, false, nullptr);
+RLFLOW_UNARY(Asinh, at::asinh(x), 8, false, nullptr);
+RLFLOW_UNARY(Acosh, at::acosh(x), 8, false, nullptr);
+RLFLOW_UNARY(Atanh, at::atanh(x), 8, false, nullptr);
+RLFLOW_UNARY(Round, at::round(x), 1, false, nullptr);
+RLFLOW_UNARY(Sign, at::sign(x), 1, true,
+             RLFLOW_SYM_UNARY(z3::ite(x > 0, x.ctx().real_val(1),
+                                      z3::ite(x < 0, x.ctx().real_val(-1), x.ctx().real_val(0)))));
 #undef RLFLOW_UNARY
 #undef RLFLOW_SYM_UNARY
 
@@ -101,6 +135,23 @@ z3::expr SymSub(const z3::expr& a, const z3::expr& b) { return a - b; }
 z3::expr SymMul(const z3::expr& a, const z3::expr& b) { return a * b; }
 z3::expr SymMax(const z3::expr& a, const z3::expr& b) { return z3::ite(a >= b, a, b); }
 z3::expr SymMin(const z3::expr& a, const z3::expr& b) { return z3::ite(a <= b, a, b); }
+
+// The type of a variadic element-wise op (Sum, Mean, Max, Min): one
+// element type, the inputs' shapes broadcast together.
+std::vector<TensorType> VariadicBroadcast(const ShapeContext& c) {
+  TensorType out = c.input(0);
+  for (int i = 1; i < c.num_inputs(); ++i) {
+    const TensorType& t = c.input(i);
+    if (t.dtype != out.dtype) c.Fail("input types differ: " + out.ToString() + " and " + t.ToString());
+    if (!out.rank_known || !t.rank_known) {
+      out.rank_known = false;
+      out.shape.clear();
+    } else {
+      out.shape = BroadcastShapes(out.shape, t.shape, c);
+    }
+  }
+  return {out};
+}
 
 OpDef Binary(const std::string& name, KernelFn kernel, bool bool_result = false,
              z3::expr (*sym)(const z3::expr&, const z3::expr&) = nullptr, SymbolicFn symbolic = nullptr) {
@@ -210,13 +261,31 @@ OpDef PowDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(PowDef());
-RLFLOW_REGISTER_OP(Binary(
-    "Max", [](KernelContext& c) { c.outputs = {at::maximum(c.in(0), c.in(1))}; }, false, SymMax,
-    RLFLOW_SYM_BINARY(SymMax)));
-RLFLOW_REGISTER_OP(Binary(
-    "Min", [](KernelContext& c) { c.outputs = {at::minimum(c.in(0), c.in(1))}; }, false, SymMin,
-    RLFLOW_SYM_BINARY(SymMin)));
 #undef RLFLOW_SYM_BINARY
+// Max and Min: variadic in ONNX (one or more inputs); rules match their
+// two-input form.
+template <bool kMax>
+OpDef ExtremumDef() {
+  OpDef d = Binary(
+      kMax ? "Max" : "Min",
+      [](KernelContext& c) {
+        at::Tensor y = c.in(0);
+        for (int i = 1; i < c.num_inputs(); ++i) y = kMax ? at::maximum(y, c.in(i)) : at::minimum(y, c.in(i));
+        c.outputs = {c.num_inputs() == 1 ? y.clone() : y};
+      },
+      false, kMax ? SymMax : SymMin,
+      [](SymbolicContext& c) {
+        SymTensor y = c.in(0);
+        for (int i = 1; c.has(i); ++i) y = SymBroadcast(c, y, c.in(i), kMax ? SymMax : SymMin);
+        c.outputs = {y};
+      });
+  d.min_inputs = 1;
+  d.max_inputs = 1 << 20;
+  d.shape = VariadicBroadcast;
+  return d;
+}
+RLFLOW_REGISTER_OP(ExtremumDef<true>());
+RLFLOW_REGISTER_OP(ExtremumDef<false>());
 RLFLOW_REGISTER_OP(Binary(
     "Equal", [](KernelContext& c) { c.outputs = {at::eq(c.in(0), c.in(1))}; }, true));
 RLFLOW_REGISTER_OP(Binary(
@@ -255,6 +324,77 @@ OpDef NotDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(NotDef());
+
+// IsNaN, IsInf (opset 10; detect_negative / detect_positive): a bool mask of
+// a floating-point tensor.
+OpDef FloatTest(const std::string& name, KernelFn kernel) {
+  OpDef d;
+  d.name = name;
+  d.since_opset = 10;
+  if (name == "IsInf") d.attrs = {IntAttr("detect_negative", 1), IntAttr("detect_positive", 1)};
+  d.shape = [](const ShapeContext& c) {
+    if (!IsFloatingPoint(c.input(0).dtype)) c.Fail("input must be floating-point, got " + c.input(0).ToString());
+    TensorType out = c.input(0);
+    out.dtype = DType::kBool;
+    return std::vector<TensorType>{out};
+  };
+  d.kernel = kernel;
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(FloatTest("IsNaN", [](KernelContext& c) { c.outputs = {at::isnan(c.in(0))}; }));
+RLFLOW_REGISTER_OP(FloatTest("IsInf", [](KernelContext& c) {
+  const at::Tensor& x = c.in(0);
+  at::Tensor inf = at::isinf(x);
+  if (!c.Int("detect_negative")) inf = at::logical_and(inf, x > 0);
+  if (!c.Int("detect_positive")) inf = at::logical_and(inf, x < 0);
+  c.outputs = {inf};
+}));
+
+// Sum and Mean (variadic, with multidirectional broadcasting): the
+// element-wise sum or mean of one or more tensors of one type.
+OpDef VariadicDef(const std::string& name) {
+  OpDef d;
+  d.name = name;
+  d.min_inputs = 1;
+  d.max_inputs = 1 << 20;
+  d.commutative = true;  // any order of its inputs (the matcher swaps two)
+  d.shape = VariadicBroadcast;
+  d.kernel = [](KernelContext& c) {
+    at::Tensor y = c.in(0);
+    for (int i = 1; i < c.num_inputs(); ++i) y = at::add(y, c.in(i));
+    if (c.node().op == "Mean" && c.num_inputs() > 1) y = at::div(y, static_cast<double>(c.num_inputs()));
+    // One input: a copy, not the input itself (no aliasing of a graph value).
+    c.outputs = {c.num_inputs() == 1 ? y.clone() : y};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    return static_cast<double>(c.num_inputs()) * Numel(out[0]);
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(VariadicDef("Sum"));
+RLFLOW_REGISTER_OP(VariadicDef("Mean"));
+
+// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+OpDef ShrinkDef() {
+  OpDef d;
+  d.name = "Shrink";
+  d.since_opset = 9;
+  d.attrs = {FloatAttr("bias", 0.0f), FloatAttr("lambd", 0.5f)};
+  d.shape = [](const ShapeContext& c) {
+    if (!IsFloatingPoint(c.input(0).dtype)) c.Unsupported("Shrink of integers is not run");
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const double bias = c.Float("bias"), lambd = c.Float("lambd");
+    at::Tensor zero = at::zeros_like(x);
+    c.outputs = {at::where(x < -lambd, x + bias, at::where(x > lambd, x - bias, zero))};
+  };
+  d.flops = PerOutputElement(3.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(ShrinkDef());
 
 OpDef WhereDef() {
   OpDef d;

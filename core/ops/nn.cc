@@ -11,6 +11,7 @@
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/layer_norm.h>
+#include <ATen/ops/log_softmax.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/max_pool1d.h>
@@ -26,6 +27,7 @@
 #include <ATen/ops/replication_pad2d.h>
 #include <ATen/ops/replication_pad3d.h>
 #include <ATen/ops/softmax.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <numeric>
 
@@ -542,6 +544,27 @@ OpDef GlobalAveragePoolDef() {
 }
 RLFLOW_REGISTER_OP(GlobalAveragePoolDef());
 
+// GlobalMaxPool: the largest element of each channel's spatial dimensions.
+OpDef GlobalMaxPoolDef() {
+  OpDef d;
+  d.name = "GlobalMaxPool";
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
+    Shape out = x.shape;
+    for (size_t k = 2; k < out.size(); ++k) out[k] = 1;
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    std::vector<int64_t> dims;
+    for (int64_t k = 2; k < c.in(0).dim(); ++k) dims.push_back(k);
+    c.outputs = {at::amax(c.in(0), dims, /*keepdim=*/true)};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
+  return d;
+}
+RLFLOW_REGISTER_OP(GlobalMaxPoolDef());
+
 // ---- Pad ----
 void PadSymbolic(SymbolicContext& c) {
   const SymTensor& x = c.in(0);
@@ -810,23 +833,39 @@ OpDef GemmDef() {
 }
 RLFLOW_REGISTER_OP(GemmDef());
 
-// ---- Softmax (opset 13 semantics: along one axis) ----
-OpDef SoftmaxDef() {
+// ---- Softmax, LogSoftmax, Hardmax (opset 13 semantics: along one axis;
+// older models' 2-D coerced forms are rewritten to these at import) ----
+OpDef SoftmaxFamilyDef(const std::string& name, KernelFn kernel, double flops_per_element) {
   OpDef d;
-  d.name = "Softmax";
+  d.name = name;
   d.since_opset = 13;
   d.attrs = {IntAttr("axis", -1)};
   d.shape = [](const ShapeContext& c) {
     NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
     return std::vector<TensorType>{c.input(0)};
   };
-  d.kernel = [](KernelContext& c) {
-    c.outputs = {at::softmax(c.in(0), NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))};
-  };
-  d.flops = PerOutputElement(5.0);
+  d.kernel = kernel;
+  d.flops = PerOutputElement(flops_per_element);
   return d;
 }
-RLFLOW_REGISTER_OP(SoftmaxDef());
+RLFLOW_REGISTER_OP(SoftmaxFamilyDef(
+    "Softmax",
+    [](KernelContext& c) { c.outputs = {at::softmax(c.in(0), NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))}; }, 5.0));
+RLFLOW_REGISTER_OP(SoftmaxFamilyDef(
+    "LogSoftmax",
+    [](KernelContext& c) { c.outputs = {at::log_softmax(c.in(0), NormalizeAxis(c.Int("axis"), c.in(0).dim(), c))}; },
+    6.0));
+// Hardmax: 1 at the first largest element along the axis, 0 elsewhere.
+RLFLOW_REGISTER_OP(SoftmaxFamilyDef(
+    "Hardmax",
+    [](KernelContext& c) {
+      const at::Tensor& x = c.in(0);
+      const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+      at::Tensor y = at::zeros_like(x);
+      if (x.numel() > 0) y.scatter_(axis, x.argmax(axis, /*keepdim=*/true), 1);
+      c.outputs = {y};
+    },
+    2.0));
 
 // The mean of symbolic elements (ReduceMean, LayerNormalization).
 z3::expr SymMean(const std::vector<z3::expr>& xs) {
@@ -883,27 +922,44 @@ OpDef LayerNormDef() {
   d.since_opset = 17;
   d.min_inputs = 2;
   d.max_inputs = 3;
+  d.max_outputs = 3;
   d.attrs = {IntAttr("axis", -1), FloatAttr("epsilon", 1e-5f), IntAttr("stash_type", 1)};
+  // Optional outputs Mean and InvStdDev: the statistics of each normalised
+  // group, x's shape with the normalised dimensions 1, in stash_type
+  // (float32, the only value ONNX defines).
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
     Shape norm(x.shape.begin() + axis, x.shape.end());
     if (c.input(1).shape != norm && c.input(1).IsStatic() && x.IsStatic())
       c.Fail("scale " + c.input(1).ToString() + " does not match normalized shape " + ShapeToString(norm));
-    return std::vector<TensorType>{x};
+    if (c.Int("stash_type") != 1) c.Unsupported("stash_type " + std::to_string(c.Int("stash_type")) + " is not run");
+    Shape stats = x.shape;
+    std::fill(stats.begin() + axis, stats.end(), 1);
+    return std::vector<TensorType>{x, Type(DType::kFloat32, stats), Type(DType::kFloat32, stats)};
   };
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
     std::vector<int64_t> norm(x.sizes().begin() + axis, x.sizes().end());
     at::Tensor bias = c.has(2) ? c.in(2) : at::Tensor();
-    c.outputs = {at::layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"), false)};
+    if (c.num_outputs() == 1) {
+      c.outputs = {at::layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"), false)};
+      return;
+    }
+    auto [y, mean, rstd] = at::native_layer_norm(x, norm, c.in(1), bias, c.Float("epsilon"));
+    std::vector<int64_t> stats(x.sizes().begin(), x.sizes().end());
+    std::fill(stats.begin() + axis, stats.end(), 1);
+    c.outputs = {y, mean.reshape(stats).to(at::kFloat), rstd.reshape(stats).to(at::kFloat)};
   };
   d.flops = PerOutputElement(8.0);
   d.symbolic = [](SymbolicContext& c) {
     const SymTensor& x = c.in(0);
     const int64_t axis = NormalizeAxis(c.Int("axis"), static_cast<int64_t>(x.shape.size()), c);
-    c.outputs = {SymLayerNorm(c, x, axis, c.in(1), c.has(2) ? &c.in(2) : nullptr, c.Float("epsilon"))};
+    SymTensor mean, inv_std;
+    c.outputs = {SymLayerNorm(c, x, axis, c.in(1), c.has(2) ? &c.in(2) : nullptr, c.Float("epsilon"), &mean, &inv_std)};
+    c.outputs.push_back(std::move(mean));
+    c.outputs.push_back(std::move(inv_std));
   };
   return d;
 }

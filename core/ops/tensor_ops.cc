@@ -4,6 +4,11 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/gather.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/scatter.h>
+#include <ATen/ops/scatter_reduce.h>
 #include <ATen/ops/split_with_sizes.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
@@ -440,6 +445,171 @@ OpDef GatherDef() {
 }
 RLFLOW_REGISTER_OP(GatherDef());
 
+// GatherElements (opset 11): out[i][j][k] = data[index[i][j][k]][j][k] along
+// `axis` (torch.gather; negative indices count from the end). Detection
+// post-processing and losses write it.
+OpDef GatherElementsDef() {
+  OpDef d;
+  d.name = "GatherElements";
+  d.since_opset = 11;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("axis", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& idx = c.input(1);
+    if (!IsInteger(idx.dtype)) c.Fail("indices must be integers, got " + idx.ToString());
+    const int64_t rank = RankOf(c, 0);
+    NormalizeAxis(c.Int("axis"), rank, c);
+    if (RankOf(c, 1) != rank) c.Fail("indices " + idx.ToString() + " and data " + x.ToString() + " differ in rank");
+    return std::vector<TensorType>{Type(x.dtype, idx.shape)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+    at::Tensor idx = c.in(1).to(at::kLong);
+    const int64_t dim = x.size(axis);
+    idx = at::where(idx < 0, idx + dim, idx);
+    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
+      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    for (int64_t k = 0; k < x.dim(); ++k)
+      if (k != axis && idx.size(k) > x.size(k))
+        c.Fail("indices dimension " + std::to_string(k) + " (" + std::to_string(idx.size(k)) +
+               ") is larger than the data's (" + std::to_string(x.size(k)) + ")");
+    c.outputs = {at::gather(x, axis, idx)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(GatherElementsDef());
+
+// CumSum (opset 11): running sums along the axis given as a scalar integer
+// input; `exclusive` leaves out the element itself, `reverse` sums from the
+// end. Exports compute position ids from an attention mask so.
+OpDef CumSumDef() {
+  OpDef d;
+  d.name = "CumSum";
+  d.since_opset = 11;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("exclusive", 0), IntAttr("reverse", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& axis = c.input(1);
+    if (!IsInteger(axis.dtype) || (axis.rank_known && axis.rank() > 1) || (axis.IsStatic() && axis.NumElements() != 1))
+      c.Fail("axis must be one integer, got " + axis.ToString());
+    if (auto a = c.MaybeConstantInts(1); a && !a->empty()) NormalizeAxis((*a)[0], RankOf(c, 0), c);
+    if (c.input(0).dtype == DType::kBool) c.Fail("input must be numeric, got " + c.input(0).ToString());
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const std::vector<int64_t> axes = c.IntsInput(1);
+    if (axes.size() != 1) c.Fail("axis must be one integer");
+    const int64_t axis = NormalizeAxis(axes[0], x.dim(), c);
+    const bool reverse = c.Int("reverse") != 0;
+    at::Tensor t = reverse ? x.flip({axis}) : x;
+    at::Tensor y = at::cumsum(t, axis, t.scalar_type());
+    if (c.Int("exclusive") != 0 && t.size(axis) > 0) {
+      // Shifted by one: 0, x0, x0 + x1, ... (exact, unlike y - x).
+      std::vector<int64_t> zero_shape(t.sizes().begin(), t.sizes().end());
+      zero_shape[axis] = 1;
+      y = at::cat({at::zeros(zero_shape, t.options()), y.narrow(axis, 0, t.size(axis) - 1)}, axis);
+    }
+    c.outputs = {reverse ? y.flip({axis}) : y};
+  };
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(CumSumDef());
+
+// ScatterElements (opset 11; reductions since 16): data with the elements
+// that indices name along `axis` replaced by (none), added to (add) or
+// multiplied by (mul) updates; the inverse of GatherElements. Duplicate
+// indices with reduction none leave the order undefined (ONNX), as here.
+OpDef ScatterElementsDef() {
+  OpDef d;
+  d.name = "ScatterElements";
+  d.since_opset = 11;
+  d.min_inputs = d.max_inputs = 3;
+  d.attrs = {IntAttr("axis", 0), StringAttr("reduction", "none")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& idx = c.input(1);
+    const TensorType& up = c.input(2);
+    if (!IsInteger(idx.dtype)) c.Fail("indices must be integers, got " + idx.ToString());
+    if (up.dtype != x.dtype) c.Fail("updates " + up.ToString() + " differ in type from data " + x.ToString());
+    const int64_t rank = RankOf(c, 0);
+    NormalizeAxis(c.Int("axis"), rank, c);
+    if (RankOf(c, 1) != rank || (up.rank_known && up.shape.size() != idx.shape.size()))
+      c.Fail("indices " + idx.ToString() + ", updates " + up.ToString() + " and data " + x.ToString() +
+             " must have one rank");
+    const std::string reduction = c.String("reduction");
+    if (reduction != "none" && reduction != "add" && reduction != "mul")
+      c.Unsupported("ScatterElements with reduction '" + reduction + "'");
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
+    at::Tensor idx = c.in(1).to(at::kLong);
+    const int64_t dim = x.size(axis);
+    idx = at::where(idx < 0, idx + dim, idx);
+    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
+      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    if (!idx.sizes().equals(c.in(2).sizes())) c.Fail("updates and indices differ in shape");
+    const std::string reduction = c.String("reduction");
+    if (reduction == "none")
+      c.outputs = {at::scatter(x, axis, idx, c.in(2))};
+    else
+      c.outputs = {at::scatter_reduce(x, axis, idx, c.in(2), reduction == "add" ? "sum" : "prod")};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ScatterElementsDef());
+
+// OneHot (opset 11): along `axis`, `on` at each index (negative indices
+// count from the end of depth; out-of-range ones give a row of `off`), `off`
+// elsewhere; values = [off, on] gives the output's type.
+OpDef OneHotDef() {
+  OpDef d;
+  d.name = "OneHot";
+  d.since_opset = 11;
+  d.min_inputs = d.max_inputs = 3;
+  d.attrs = {IntAttr("axis", -1)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& idx = c.input(0);
+    const TensorType& values = c.input(2);
+    if (c.input(0).dtype == DType::kBool || c.input(1).dtype == DType::kBool)
+      c.Fail("indices and depth must be numeric");
+    if (values.IsStatic() && values.NumElements() != 2) c.Fail("values must hold [off, on], got " + values.ToString());
+    const int64_t rank = RankOf(c, 0);
+    const int64_t axis = NormalizeAxis(c.Int("axis"), rank + 1, c);
+    int64_t depth = kUnknownDim;
+    if (const TensorData* t = c.constant(1)) {
+      std::vector<double> v = t->ToDouble();
+      if (v.size() != 1 || !(v[0] >= 1)) c.Fail("depth must be one value >= 1");
+      depth = static_cast<int64_t>(v[0]);
+    }
+    Shape out = idx.shape;
+    out.insert(out.begin() + axis, depth);
+    return std::vector<TensorType>{Type(values.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim() + 1, c);
+    if (c.in(1).numel() != 1) c.Fail("depth must be one value");
+    const int64_t depth = static_cast<int64_t>(c.in(1).to(at::kDouble).item<double>());
+    if (depth < 1) c.Fail("depth must be >= 1");
+    at::Tensor idx = c.in(0).to(at::kLong);  // non-integer indices truncate, as ONNX casts them
+    idx = at::where(idx < 0, idx + depth, idx);
+    at::Tensor hot = idx.unsqueeze(-1).eq(at::arange(depth, idx.options()));  // out of range: no match
+    hot = hot.movedim(-1, axis);
+    const at::Tensor values = c.in(2).reshape({-1});
+    if (values.numel() != 2) c.Fail("values must hold [off, on]");
+    c.outputs = {at::where(hot, values[1], values[0])};
+  };
+  d.flops = PerOutputElement(1.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(OneHotDef());
+
 // ScatterND: data with the slices that indices [..., k] name replaced by
 // (reduction "none") or added to ("add") updates. torch exports write
 // slice assignment (x[a:b, c:d] = v) so. Other reductions stay opaque.
@@ -520,6 +690,18 @@ OpDef ShapeDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(ShapeDef());
+
+// Size: the number of elements, an int64 scalar (folded where the shape is
+// static, as Shape is).
+OpDef SizeDef() {
+  OpDef d;
+  d.name = "Size";
+  d.half_kernel = true;
+  d.shape = [](const ShapeContext&) { return std::vector<TensorType>{Type(DType::kInt64, {})}; };
+  d.kernel = [](KernelContext& c) { c.outputs = {at::scalar_tensor(c.in(0).numel(), at::kLong)}; };
+  return d;
+}
+RLFLOW_REGISTER_OP(SizeDef());
 
 // ---- Constant ----
 TensorData ConstantValue(const AttrReader& a) {

@@ -498,6 +498,36 @@ TEST(OnnxIo, Opset6ModelIsConvertedAndWrittenAt11) {
   EXPECT_LE(RelativeError(ort[0], expected), 1e-6);
 }
 
+// Scatter (opsets 9 and 10; deprecated at 11, where ONNX Runtime has no
+// kernel for it) is upgraded to ScatterElements, which computes the same:
+// modelled, and the model written at opset 11 runs in ONNX Runtime.
+TEST(OnnxIo, Opset10ScatterBecomesScatterElements) {
+  onnx::ModelProto m = Model(10);
+  Info(m.mutable_graph()->add_input(), "x", {5});
+  Info(m.mutable_graph()->add_input(), "u", {3});
+  Int64Init(m, "i", {4, 0, 2});
+  IntAttr(Node(m, "Scatter", {"x", "i", "u"}, {"y"}), "axis", 0);
+  Info(m.mutable_graph()->add_output(), "y", {5});
+  Graph g = ImportOnnxFile(Save(m, "scatter10.onnx"));
+  ASSERT_EQ(g.num_nodes(), 1);
+  EXPECT_EQ(g.node(0).op, "ScatterElements");
+  EXPECT_FALSE(g.node(0).opaque());
+  at::Tensor x = at::arange(5, at::kFloat), u = at::tensor({10.0f, 20.0f, 30.0f});
+  at::Tensor expected = at::tensor({20.0f, 1.0f, 30.0f, 3.0f, 10.0f});
+  std::vector<at::Tensor> ours = Executor(g).Run({x, u});
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_TRUE(at::equal(ours[0], expected)) << ours[0];
+  int written = 0;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, nullptr, &written)));
+  EXPECT_EQ(written, 11);
+  ASSERT_EQ(back.graph().node_size(), 1);
+  EXPECT_EQ(back.graph().node(0).op_type(), "ScatterElements");
+  std::vector<at::Tensor> ort = testing::RunOnnxRuntime(Save(back, "scatter10_back.onnx"), {{"x", x}, {"u", u}});
+  ASSERT_EQ(ort.size(), 1u);
+  EXPECT_TRUE(at::equal(ort[0], expected)) << ort[0];
+}
+
 // Sequence and optional values (ONNX's non-tensor types) are accepted: the
 // nodes that produce or read them stay opaque (Identity too, though it is
 // modelled), the modelled region around them is still imported, and the

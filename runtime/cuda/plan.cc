@@ -593,8 +593,7 @@ const std::set<std::string>& BytesCopyOps() {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   return ops;
 }
-// Each of these ops' own plan (registry operators: GlobalMaxPool and
-// LogSoftmax have plans but no registry entry, so never reach the backend).
+// Each of these ops' own plan (registry operators).
 const std::set<std::string>& PlannedOps() {
   static const std::set<std::string> ops = {"Conv",
                                             "MatMul",
