@@ -574,6 +574,143 @@ def export_hf_bert(path, opset, seed):
                           dynamic_axes=dynamic, do_constant_folding=True)
 
 
+class RmsNorm(nn.Module):
+    """LLaMA's RMSNorm as Hugging Face writes it (Pow, ReduceMean, Add,
+    Sqrt, Div by 1: torch.rsqrt, Mul by the weight)."""
+
+    def __init__(self, width, eps=1e-6):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(width)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class RotaryBlock(nn.Module):
+    """A LLaMA decoder layer: rotary query and key, SiLU-gated MLP."""
+
+    def __init__(self, width, heads, hidden):
+        super().__init__()
+        self.heads, self.size = heads, width // heads
+        self.norm1, self.norm2 = RmsNorm(width), RmsNorm(width)
+        self.q, self.k, self.v, self.o = (nn.Linear(width, width, bias=False) for _ in range(4))
+        self.gate, self.up = nn.Linear(width, hidden, bias=False), nn.Linear(width, hidden, bias=False)
+        self.down = nn.Linear(hidden, width, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        n, s, _ = x.shape
+        y = self.norm1(x)
+        q, k, v = (p(y).view(n, s, self.heads, self.size).transpose(1, 2) for p in (self.q, self.k, self.v))
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        a = torch.softmax(q @ k.transpose(-1, -2) / self.size ** 0.5 + mask, -1) @ v
+        x = x + self.o(a.transpose(1, 2).reshape(n, s, -1))
+        y = self.norm2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class RotaryDecoder(nn.Module):
+    """A LLaMA-style decoder as Hugging Face's exports compute it: position
+    ids from the attention mask's running sum (CumSum), the rotary cos and
+    sin computed in the graph from them (Cos, Sin), RMSNorm written out,
+    SiLU-gated MLPs, a causal mask from Trilu (2 layers, width 128, 4
+    heads)."""
+
+    def __init__(self, vocab=1000, width=128, heads=4, hidden=344, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.layers = nn.ModuleList(RotaryBlock(width, heads, hidden) for _ in range(layers))
+        self.norm, self.head = RmsNorm(width), nn.Linear(width, vocab, bias=False)
+        size = width // heads
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, size, 2).float() / size)))
+
+    def forward(self, input_ids, attention_mask):
+        s = input_ids.shape[1]
+        positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+        freqs = positions[:, :, None].float() * self.inv_freq[None, None, :]
+        angles = torch.cat((freqs, freqs), dim=-1)[:, None]
+        cos, sin = angles.cos(), angles.sin()
+        mask = torch.triu(torch.full((s, s), -1e4), diagonal=1)[None, None]
+        mask = mask + (1.0 - attention_mask[:, None, None, :].float()) * -1e4
+        x = self.embed(input_ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.head(self.norm(x))
+
+
+def export_rotary_decoder(path, opset, seed):
+    torch.manual_seed(seed)
+    model = RotaryDecoder().eval()
+    names = ["input_ids", "attention_mask"]
+    example = (torch.randint(0, 1000, (1, 16)), torch.ones(1, 16, dtype=torch.long))
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in names}
+    dynamic["logits"] = {0: "batch", 1: "sequence"}
+    with torch.no_grad():
+        torch.onnx.export(model, example, path, opset_version=opset, input_names=names, output_names=["logits"],
+                          dynamic_axes=dynamic, do_constant_folding=True)
+
+
+class ChannelGate(nn.Module):
+    """CBAM's channel attention: one MLP (1x1 convolutions) on the average-
+    and the max-pooled channels (GlobalMaxPool), added, through a sigmoid."""
+
+    def __init__(self, channels, reduction=4):
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Conv2d(channels, channels // reduction, 1), nn.ReLU(),
+                                 nn.Conv2d(channels // reduction, channels, 1))
+
+    def forward(self, x):
+        return x * torch.sigmoid(self.mlp(F.adaptive_avg_pool2d(x, 1)) + self.mlp(F.adaptive_max_pool2d(x, 1)))
+
+
+class SpatialGate(nn.Module):
+    """CBAM's spatial attention: the channels' mean and max (ReduceMax), a
+    7x7 convolution, a sigmoid."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(2, 1, 7, padding=3, bias=False), nn.BatchNorm2d(1)
+
+    def forward(self, x):
+        pooled = torch.cat([x.mean(1, keepdim=True), x.max(1, keepdim=True)[0]], 1)
+        return x * torch.sigmoid(self.bn(self.conv(pooled)))
+
+
+class CbamBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.channel, self.spatial = ChannelGate(cout), SpatialGate()
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                     if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.spatial(self.channel(self.bn2(self.conv2(y)))) + self.down(x))
+
+
+class CbamResNet(nn.Module):
+    """A ResNet with CBAM attention (Woo et al., 2018) in each block and a
+    log-softmax head (LogSoftmax), as models trained with an NLL loss are
+    exported."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 32, 3, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU())
+        self.blocks = nn.Sequential(CbamBlock(32, 32, 1), CbamBlock(32, 64, 2), CbamBlock(64, 128, 2))
+        self.fc = nn.Linear(128, classes)
+
+    def forward(self, x):
+        y = F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1)
+        return F.log_softmax(self.fc(torch.flatten(y, 1)), dim=1)
+
+
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 
@@ -759,6 +896,8 @@ EXPORTED_MODELS = {
     # The same in float16 (halve), its mask bias float16's lowest value.
     "hf_bert_classifier_fp16_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                      "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
+    "rotary_decoder_op14": (export_rotary_decoder, 14, "input_ids:1,64;attention_mask:1,64",
+                            "input_ids:2,24;attention_mask:2,24"),
 }
 
 # Exported only when named in --models (measurements, not the corpus):
@@ -794,6 +933,7 @@ MODELS = {
     "mobilenet_v3_small_op13": (mobilenet_v3_small, (1, 3, 96, 96), 13, DYN_IMAGE, "x:1,3,96,96", "x:2,3,128,160",
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
+    "cbam_resnet_op13": (CbamResNet, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,80", False),
     # Activations and normalisations in the forms ONNX Runtime does not fuse.
     "mobilenet_v3_formula_op13": (mobilenet_v3_formula, (1, 3, 224, 224), 13, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),

@@ -2,6 +2,7 @@
 genrule //zoo:real_models and the per-model tests in //optimiser."""
 
 REAL_MODELS = [
+    "cbam_resnet_op13",
     "control_flow_op13",
     "csp_mish_gelu_op20",
     "csp_mish_op18",
@@ -27,6 +28,7 @@ REAL_MODELS = [
     "post_norm_encoder_op13",
     "post_norm_encoder_op17",
     "qdq_cnn_op13",
+    "rotary_decoder_op14",
     "swin_tiny_op13",
 ]
 
