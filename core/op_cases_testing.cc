@@ -591,6 +591,58 @@ std::vector<OpCase> OpCases() {
                  ValueId x = in(b, "mm3_x", {2, 3, 4}), y = in(b, "mm3_y", {3, 1}), z = in(b, "mm3_z", {4});
                  return b.Op("Add", {b.Op("Max", {x, y, z}), b.Op("Min", {b.Op("Min", {x, y, z})})});
                }});
+  // LRN: windows of 3 and 5 channels (ONNX Runtime refuses even sizes).
+  for (int64_t size : {3, 5}) {
+    c.push_back({"LRN_size" + std::to_string(size), [size, in](B& b) {
+                   return b.Op("LRN", {in(b, "lrn_x" + std::to_string(size), {2, 5, 3, 3})},
+                               A({{"size", I(size)}, {"alpha", F(0.02f)}, {"beta", F(0.6f)}, {"bias", F(1.5f)}}));
+                 }});
+  }
+  c.push_back({"MeanVarianceNormalization", [in](B& b) {
+                 ValueId x = in(b, "mvn_x", {2, 3, 4, 5});
+                 return b.Op("Add", {b.Op("MeanVarianceNormalization", {x}),
+                                     b.Op("MeanVarianceNormalization", {x}, A({{"axes", Is({1, -1})}}))});
+               }});
+  // GridSample: each mode and padding, the grid reaching outside [-1, 1].
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    for (const char* padding : {"zeros", "border", "reflection"}) {
+      const std::string name = std::string("GridSample_") + mode + "_" + padding;
+      const int64_t corners = std::string(padding) == "border";
+      c.push_back({name, [name, mode, padding, corners, in](B& b) {
+                     ValueId grid = b.Op("Mul", {in(b, name + "_g", {2, 3, 4, 2}), b.ConstFloat(0.8f)});
+                     return b.Op("GridSample", {in(b, name + "_x", {2, 3, 5, 6}), grid},
+                                 A({{"mode", S(mode)}, {"padding_mode", S(padding)}, {"align_corners", I(corners)}}));
+                   }});
+    }
+  }
+  // GatherND: plain (k = 2, a negative index), slices (k = 1), batch_dims 1.
+  c.push_back({"GatherND", [in](B& b) {
+                 ValueId x = in(b, "gnd_x", {3, 4, 2});
+                 ValueId elements = b.Op("GatherND", {x, b.ConstInts({0, 1, 2, -1, 1, 3}, Shape{3, 2})});  // [3, 2]
+                 ValueId rows = b.Op("GatherND", {x, b.ConstInts({2, 0, 1}, Shape{3, 1})});                // [3, 4, 2]
+                 ValueId batched =
+                     b.Op("GatherND", {x, b.ConstInts({3, 0, -2}, Shape{3, 1})}, A({{"batch_dims", I(1)}}));  // [3, 2]
+                 ValueId summed = b.Op("ReduceSum", {rows, b.ConstInts({1})}, A({{"keepdims", I(0)}}));
+                 return b.Op("Add", {b.Op("Add", {elements, batched}), summed});
+               }});
+  for (int64_t batch_axis : {0, 1}) {
+    const std::string name = "ReverseSequence_batch" + std::to_string(batch_axis);
+    c.push_back({name, [name, batch_axis, in](B& b) {
+                   ValueId lens = b.ConstInts(std::vector<int64_t>{4, 0, 1, 3}, Shape{4});
+                   Shape shape = batch_axis == 0 ? Shape{4, 5, 2} : Shape{5, 4, 2};
+                   return b.Op("ReverseSequence", {in(b, name + "_x", shape), lens},
+                               A({{"batch_axis", I(batch_axis)}, {"time_axis", I(1 - batch_axis)}}));
+                 }});
+  }
+  // EyeLike: above and below the diagonal, int64 and float (folded: the
+  // input's shape is static).
+  c.push_back(
+      {"EyeLike", [in](B& b) {
+         ValueId x = in(b, "eye_x", {3, 5});
+         ValueId up = b.Op("EyeLike", {x}, A({{"k", I(2)}}));
+         ValueId down = b.Op("Cast", {b.Op("EyeLike", {x}, A({{"k", I(-1)}, {"dtype", I(7)}}))}, A({{"to", I(1)}}));
+         return b.Op("Add", {b.Op("Mul", {x, up}), down});
+       }});
   c.push_back({"Size", [in](B& b) {
                  ValueId x = in(b, "size_x", {2, 3, 4});
                  return b.Op("Mul", {x, b.Op("Cast", {b.Op("Size", {x})}, A({{"to", I(1)}}))});

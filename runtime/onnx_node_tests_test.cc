@@ -44,10 +44,18 @@ const char* kRoot = "/usr/share/libonnx-testdata/data/node";
 // Runtime does, up to 7.4e-5 away from those values. (The non-expanded
 // window operators are not modelled and stay opaque.)
 const char* kRoundedTau = "expected values made with 2*pi rounded to 6.283 (libonnx-testdata 1.12)";
+// test_gridsample_bicubic's expected output is written with four decimals
+// (-0.1406 for -0.140625, 5.1445 for 5.1445312): rlflow and ONNX Runtime
+// agree within 2.4e-7 and both are up to 5.0e-5 away from those values.
+const char* kFourDecimals = "expected values written with four decimals (libonnx-testdata 1.12)";
 const std::map<std::string, std::string> kKnownMismatches = {
-    {"test_blackmanwindow_expanded", kRoundedTau}, {"test_blackmanwindow_symmetric_expanded", kRoundedTau},
-    {"test_hammingwindow_expanded", kRoundedTau},  {"test_hammingwindow_symmetric_expanded", kRoundedTau},
-    {"test_hannwindow_expanded", kRoundedTau},     {"test_hannwindow_symmetric_expanded", kRoundedTau},
+    {"test_gridsample_bicubic", kFourDecimals},
+    {"test_blackmanwindow_expanded", kRoundedTau},
+    {"test_blackmanwindow_symmetric_expanded", kRoundedTau},
+    {"test_hammingwindow_expanded", kRoundedTau},
+    {"test_hammingwindow_symmetric_expanded", kRoundedTau},
+    {"test_hannwindow_expanded", kRoundedTau},
+    {"test_hannwindow_symmetric_expanded", kRoundedTau},
 };
 
 std::vector<std::string> ListDir(const std::string& dir) {

@@ -4,6 +4,7 @@
 // conformance case against ONNX Runtime.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/einsum.h>
+#include <ATen/ops/grid_sampler.h>
 #include <ATen/ops/instance_norm.h>
 #include <ATen/ops/topk.h>
 #include <ATen/ops/tril.h>
@@ -196,6 +197,43 @@ OpDef TopKDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(TopKDef());
+
+// GridSample (opset 16, 4-D): X [N, C, H, W] sampled at grid [N, Ho, Wo, 2]
+// (x, y in [-1, 1]); bilinear, nearest or bicubic; zeros, border or
+// reflection padding (spatial transformers, optical flow, deformable and
+// bird's-eye-view models).
+OpDef GridSampleDef() {
+  OpDef d;
+  d.name = "GridSample";
+  d.since_opset = 16;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("align_corners", 0), StringAttr("mode", "bilinear"), StringAttr("padding_mode", "zeros")};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& grid = c.input(1);
+    if (RankOf(c, 0) != 4) c.Unsupported("GridSample of a rank-" + std::to_string(x.rank()) + " input");
+    if (RankOf(c, 1) != 4 || (grid.shape[3] >= 0 && grid.shape[3] != 2))
+      c.Fail("grid must be [N, H_out, W_out, 2], got " + grid.ToString());
+    // ONNX allows X of any numeric type and a grid of another floating type;
+    // ATen samples one floating type.
+    if (grid.dtype != x.dtype || !IsFloatingPoint(x.dtype))
+      c.Unsupported("GridSample of " + x.ToString() + " at a grid of " + grid.ToString() + " is not run");
+    const std::string mode = c.String("mode"), padding = c.String("padding_mode");
+    if (mode != "bilinear" && mode != "nearest" && mode != "bicubic") c.Fail("unknown mode '" + mode + "'");
+    if (padding != "zeros" && padding != "border" && padding != "reflection")
+      c.Fail("unknown padding_mode '" + padding + "'");
+    return std::vector<TensorType>{Type(x.dtype, {x.shape[0], x.shape[1], grid.shape[1], grid.shape[2]})};
+  };
+  d.kernel = [](KernelContext& c) {
+    const std::string mode = c.String("mode"), padding = c.String("padding_mode");
+    const int64_t interpolation = mode == "bilinear" ? 0 : mode == "nearest" ? 1 : 2;
+    const int64_t pad = padding == "zeros" ? 0 : padding == "border" ? 1 : 2;
+    c.outputs = {at::grid_sampler(c.in(0), c.in(1), interpolation, pad, c.Int("align_corners") != 0)};
+  };
+  d.flops = PerOutputElement(12.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(GridSampleDef());
 
 // y = scale * (x - mean) / sqrt(var + epsilon) + B, statistics per instance
 // and channel over the spatial axes.

@@ -565,6 +565,67 @@ OpDef GlobalMaxPoolDef() {
 }
 RLFLOW_REGISTER_OP(GlobalMaxPoolDef());
 
+// LRN: each element divided by (bias + alpha / size * the sum of squares of
+// the `size` channels around it)^beta (Caffe-era models: AlexNet,
+// GoogLeNet, CaffeNet, and the ONNX model zoo's conversions of them).
+OpDef LrnDef() {
+  OpDef d;
+  d.name = "LRN";
+  d.attrs = {FloatAttr("alpha", 1e-4f), FloatAttr("beta", 0.75f), FloatAttr("bias", 1.0f), RequiredInt("size")};
+  d.shape = [](const ShapeContext& c) {
+    if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3 (N, C, D1, ...)");
+    if (c.Int("size") < 1) c.Fail("size must be >= 1");
+    if (!IsFloatingPoint(c.input(0).dtype)) c.Fail("input must be floating-point, got " + c.input(0).ToString());
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t size = c.Int("size"), rank = x.dim(), channels = x.size(1);
+    // Channels c - floor((size-1)/2) .. c + ceil((size-1)/2), zero outside.
+    const int64_t before = (size - 1) / 2, after = size - 1 - before;
+    std::vector<int64_t> pad(static_cast<size_t>(2 * (rank - 1)), 0);
+    pad[static_cast<size_t>(2 * (rank - 2))] = before;
+    pad[static_cast<size_t>(2 * (rank - 2) + 1)] = after;
+    at::Tensor squares = at::constant_pad_nd(x * x, pad);
+    at::Tensor sum = squares.narrow(1, 0, channels).clone();
+    for (int64_t k = 1; k < size; ++k) sum += squares.narrow(1, k, channels);
+    const double alpha = c.Float("alpha"), beta = c.Float("beta"), bias = c.Float("bias");
+    c.outputs = {x / (sum * (alpha / static_cast<double>(size)) + bias).pow(beta)};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>& out) {
+    return (2.0 * static_cast<double>(c.Int("size")) + 6.0) * Numel(out[0]);
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(LrnDef());
+
+// MeanVarianceNormalization (opset 13 form; axes default N, H, W): as its
+// ONNX function body computes it, (x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9).
+OpDef MeanVarianceNormalizationDef() {
+  OpDef d;
+  d.name = "MeanVarianceNormalization";
+  d.attrs = {OptionalAttr("axes", AttrType::kInts)};
+  d.shape = [](const ShapeContext& c) {
+    const int64_t rank = RankOf(c, 0);
+    if (!c.Has("axes") && rank != 4) c.Fail("the default axes [0, 2, 3] need a rank-4 input");
+    if (c.Has("axes"))
+      for (int64_t a : c.Ints("axes")) NormalizeAxis(a, rank, c);
+    if (!IsFloatingPoint(c.input(0).dtype)) c.Fail("input must be floating-point, got " + c.input(0).ToString());
+    return std::vector<TensorType>{c.input(0)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    std::vector<int64_t> axes = c.Has("axes") ? c.Ints("axes") : std::vector<int64_t>{0, 2, 3};
+    for (int64_t& a : axes) a = NormalizeAxis(a, x.dim(), c);
+    at::Tensor mean = x.mean(axes, /*keepdim=*/true);
+    at::Tensor variance = (x * x).mean(axes, /*keepdim=*/true) - mean * mean;
+    c.outputs = {(x - mean) / (variance.sqrt() + 1e-9)};
+  };
+  d.flops = PerOutputElement(8.0);
+  return d;
+}
+RLFLOW_REGISTER_OP(MeanVarianceNormalizationDef());
+
 // ---- Pad ----
 void PadSymbolic(SymbolicContext& c) {
   const SymTensor& x = c.in(0);

@@ -6,6 +6,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/index_select.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/scatter.h>
 #include <ATen/ops/scatter_reduce.h>
@@ -481,6 +482,108 @@ OpDef GatherElementsDef() {
 }
 RLFLOW_REGISTER_OP(GatherElementsDef());
 
+// GatherND (opset 12, batch_dims): the slices of data that the last axis of
+// indices names (k coordinates), after `batch_dims` leading axes that
+// data and indices share; output indices.shape[:-1] + data.shape[b + k:]
+// (tf2onnx's converted gather_nd, detection post-processing).
+OpDef GatherNDDef() {
+  OpDef d;
+  d.name = "GatherND";
+  d.since_opset = 12;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("batch_dims", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    const TensorType& idx = c.input(1);
+    if (idx.dtype != DType::kInt64) c.Fail("indices must be int64, got " + idx.ToString());
+    const int64_t r = RankOf(c, 0), q = RankOf(c, 1), b = c.Int("batch_dims");
+    if (q < 1 || r < 1 || b < 0 || b >= std::min(r, q))
+      c.Fail("batch_dims must be below the ranks of data and indices");
+    const int64_t k = idx.shape.back();
+    if (k < 0) c.Unsupported("the indices' last dimension is unknown");
+    if (k < 1 || b + k > r)
+      c.Fail("indices name " + std::to_string(k) + " axes after " + std::to_string(b) + " batch axes of data " +
+             x.ToString());
+    for (int64_t i = 0; i < b; ++i)
+      if (x.shape[i] >= 0 && idx.shape[i] >= 0 && x.shape[i] != idx.shape[i])
+        c.Fail("batch dimension " + std::to_string(i) + " differs between data and indices");
+    Shape out(idx.shape.begin(), idx.shape.end() - 1);
+    out.insert(out.end(), x.shape.begin() + b + k, x.shape.end());
+    return std::vector<TensorType>{Type(x.dtype, out)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const at::Tensor& idx_in = c.in(1);
+    const int64_t b = c.Int("batch_dims"), k = idx_in.size(-1);
+    int64_t batch = 1, positions = 1;
+    for (int64_t i = 0; i < b; ++i) batch *= x.size(i);
+    std::vector<int64_t> rest(x.sizes().begin() + b + k, x.sizes().end());
+    at::Tensor idx = idx_in.reshape({batch, -1, k});
+    // Linear position of each coordinate tuple within the k indexed axes.
+    at::Tensor linear = at::zeros({batch, idx.size(1)}, at::kLong);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t dim = x.size(b + j);
+      at::Tensor i = idx.select(2, j);
+      i = at::where(i < 0, i + dim, i);
+      if (i.numel() > 0 && (i.min().item<int64_t>() < 0 || i.max().item<int64_t>() >= dim))
+        c.Fail("index out of range for dimension of size " + std::to_string(dim));
+      linear = linear * dim + i;
+      positions *= dim;
+    }
+    at::Tensor flat = (at::arange(batch, at::kLong).unsqueeze(1) * positions + linear).reshape({-1});
+    std::vector<int64_t> rows = {batch * positions};
+    rows.insert(rows.end(), rest.begin(), rest.end());
+    std::vector<int64_t> out(idx_in.sizes().begin(), idx_in.sizes().end() - 1);
+    out.insert(out.end(), rest.begin(), rest.end());
+    c.outputs = {at::index_select(x.reshape(rows), 0, flat).reshape(out)};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(GatherNDDef());
+
+// ReverseSequence (opset 10): along time_axis, the first sequence_lens[i]
+// elements of batch entry i in reverse order, the rest as they are
+// (bidirectional recurrent models written out).
+OpDef ReverseSequenceDef() {
+  OpDef d;
+  d.name = "ReverseSequence";
+  d.since_opset = 10;
+  d.min_inputs = d.max_inputs = 2;
+  d.attrs = {IntAttr("batch_axis", 1), IntAttr("time_axis", 0)};
+  d.shape = [](const ShapeContext& c) {
+    const TensorType& x = c.input(0);
+    if (RankOf(c, 0) < 2) c.Fail("input must have rank >= 2");
+    const int64_t batch = c.Int("batch_axis"), time = c.Int("time_axis");
+    if (!((batch == 0 && time == 1) || (batch == 1 && time == 0)))
+      c.Fail("batch_axis and time_axis must be 0 and 1 in either order");
+    const TensorType& lens = c.input(1);
+    if (lens.dtype != DType::kInt64 || RankOf(c, 1) != 1) c.Fail("sequence_lens must be 1-D int64");
+    if (lens.shape[0] >= 0 && x.shape[batch] >= 0 && lens.shape[0] != x.shape[batch])
+      c.Fail("sequence_lens has " + std::to_string(lens.shape[0]) + " entries for a batch of " +
+             std::to_string(x.shape[batch]));
+    return std::vector<TensorType>{x};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const int64_t batch_axis = c.Int("batch_axis"), time_axis = c.Int("time_axis");
+    const std::vector<int64_t> lens = c.IntsInput(1);
+    if (static_cast<int64_t>(lens.size()) != x.size(batch_axis)) c.Fail("sequence_lens does not match the batch");
+    at::Tensor y = x.clone();
+    const int64_t time_in_entry = time_axis > batch_axis ? time_axis - 1 : time_axis;
+    for (int64_t i = 0; i < x.size(batch_axis); ++i) {
+      const int64_t n = lens[static_cast<size_t>(i)];
+      if (n < 0 || n > x.size(time_axis)) c.Fail("sequence_lens[" + std::to_string(i) + "] is out of range");
+      if (n > 1)
+        y.select(batch_axis, i)
+            .narrow(time_in_entry, 0, n)
+            .copy_(x.select(batch_axis, i).narrow(time_in_entry, 0, n).flip({time_in_entry}));
+    }
+    c.outputs = {y};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(ReverseSequenceDef());
+
 // CumSum (opset 11): running sums along the axis given as a scalar integer
 // input; `exclusive` leaves out the element itself, `reverse` sums from the
 // end. Exports compute position ids from an attention mask so.
@@ -702,6 +805,37 @@ OpDef SizeDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(SizeDef());
+
+// EyeLike (opset 9): ones on diagonal k of a matrix of the input's 2-D
+// shape, in `dtype` (default the input's type); folded where the shape is
+// static.
+OpDef EyeLikeDef() {
+  OpDef d;
+  d.name = "EyeLike";
+  d.since_opset = 9;
+  d.attrs = {OptionalAttr("dtype", AttrType::kInt), IntAttr("k", 0)};
+  d.shape = [](const ShapeContext& c) {
+    if (RankOf(c, 0) != 2) c.Fail("input must be 2-D, got " + c.input(0).ToString());
+    DType dtype = c.input(0).dtype;
+    if (c.Has("dtype")) {
+      dtype = DTypeFromCode(static_cast<int32_t>(c.Int("dtype")));
+      if (dtype == DType::kUndefined || dtype == DType::kString)
+        c.Fail("unsupported dtype " + std::to_string(c.Int("dtype")));
+    }
+    return std::vector<TensorType>{Type(dtype, c.input(0).shape)};
+  };
+  d.kernel = [](KernelContext& c) {
+    const at::Tensor& x = c.in(0);
+    const at::ScalarType type =
+        c.Has("dtype") ? ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("dtype")))) : x.scalar_type();
+    at::Tensor y = at::zeros(x.sizes(), at::TensorOptions().dtype(type));
+    const int64_t k = c.Int("k");
+    if ((k >= 0 && k < x.size(1)) || (k < 0 && -k < x.size(0))) y.diagonal(k).fill_(1);
+    c.outputs = {y};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(EyeLikeDef());
 
 // ---- Constant ----
 TensorData ConstantValue(const AttrReader& a) {

@@ -74,7 +74,9 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     }
     if (out_bytes > static_cast<double>(options.max_growth_bytes) && out_bytes > options.max_growth_ratio * in_bytes)
       small = false;
-    const bool static_shape = (n.op == "Shape" || n.op == "Size") && g.value(n.inputs[0]).type.IsStatic();
+    // Nodes that read only their input's shape (Shape, Size, EyeLike).
+    const bool static_shape =
+        (n.op == "Shape" || n.op == "Size" || n.op == "EyeLike") && g.value(n.inputs[0]).type.IsStatic();
     bool static_value = symbolic && options.static_values != nullptr && all_known && small;
     for (ValueId out : n.outputs) static_value = static_value && options.static_values->count(g.value(out).name);
     if (static_value) {
@@ -111,7 +113,7 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       if (v.initializer || v.known) {
         inputs.push_back(ToAten(v.initializer ? v.initializer : v.known));
       } else {
-        // Shape of a static tensor: only its sizes matter.
+        // A shape-only node of a static tensor: only its sizes matter.
         const Shape& s = v.type.shape;
         inputs.push_back(
             at::empty(std::vector<int64_t>(s.begin(), s.end()), at::TensorOptions().dtype(ToAtenType(v.type.dtype))));
