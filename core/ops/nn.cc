@@ -524,9 +524,11 @@ OpDef AveragePoolDef() {
 }
 RLFLOW_REGISTER_OP(AveragePoolDef());
 
-OpDef GlobalAveragePoolDef() {
+// GlobalAveragePool / GlobalMaxPool: the mean or the largest element of
+// each channel's spatial dimensions.
+OpDef GlobalPoolDef(bool max) {
   OpDef d;
-  d.name = "GlobalAveragePool";
+  d.name = max ? "GlobalMaxPool" : "GlobalAveragePool";
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
@@ -537,33 +539,14 @@ OpDef GlobalAveragePoolDef() {
   d.kernel = [](KernelContext& c) {
     std::vector<int64_t> dims;
     for (int64_t k = 2; k < c.in(0).dim(); ++k) dims.push_back(k);
-    c.outputs = {c.in(0).mean(dims, /*keepdim=*/true)};
+    c.outputs = {c.node().op == "GlobalMaxPool" ? at::amax(c.in(0), dims, /*keepdim=*/true)
+                                                : c.in(0).mean(dims, /*keepdim=*/true)};
   };
   d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
   return d;
 }
-RLFLOW_REGISTER_OP(GlobalAveragePoolDef());
-
-// GlobalMaxPool: the largest element of each channel's spatial dimensions.
-OpDef GlobalMaxPoolDef() {
-  OpDef d;
-  d.name = "GlobalMaxPool";
-  d.shape = [](const ShapeContext& c) {
-    const TensorType& x = c.input(0);
-    if (RankOf(c, 0) < 3) c.Fail("input must have rank >= 3");
-    Shape out = x.shape;
-    for (size_t k = 2; k < out.size(); ++k) out[k] = 1;
-    return std::vector<TensorType>{Type(x.dtype, out)};
-  };
-  d.kernel = [](KernelContext& c) {
-    std::vector<int64_t> dims;
-    for (int64_t k = 2; k < c.in(0).dim(); ++k) dims.push_back(k);
-    c.outputs = {at::amax(c.in(0), dims, /*keepdim=*/true)};
-  };
-  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) { return Numel(c.input(0)); };
-  return d;
-}
-RLFLOW_REGISTER_OP(GlobalMaxPoolDef());
+RLFLOW_REGISTER_OP(GlobalPoolDef(false));
+RLFLOW_REGISTER_OP(GlobalPoolDef(true));
 
 // LRN: each element divided by (bias + alpha / size * the sum of squares of
 // the `size` channels around it)^beta (Caffe-era models: AlexNet,

@@ -411,6 +411,16 @@ OpDef UnsqueezeDef() {
 }
 RLFLOW_REGISTER_OP(UnsqueezeDef());
 
+// Indices into a dimension of `dim` elements as int64, negative ones
+// counted from the end; an index out of range fails the node.
+at::Tensor IndicesInRange(const KernelContext& c, const at::Tensor& indices, int64_t dim) {
+  at::Tensor idx = indices.to(at::kLong);
+  idx = at::where(idx < 0, idx + dim, idx);
+  if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
+    c.Fail("index out of range for dimension of size " + std::to_string(dim));
+  return idx;
+}
+
 // ---- Gather ----
 OpDef GatherDef() {
   OpDef d;
@@ -432,11 +442,7 @@ OpDef GatherDef() {
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
-    at::Tensor idx = c.in(1).to(at::kLong);
-    int64_t dim = x.size(axis);
-    idx = at::where(idx < 0, idx + dim, idx);
-    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
-      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    at::Tensor idx = IndicesInRange(c, c.in(1), x.size(axis));
     std::vector<int64_t> out(x.sizes().begin(), x.sizes().begin() + axis);
     out.insert(out.end(), idx.sizes().begin(), idx.sizes().end());
     out.insert(out.end(), x.sizes().begin() + axis + 1, x.sizes().end());
@@ -467,11 +473,7 @@ OpDef GatherElementsDef() {
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
-    at::Tensor idx = c.in(1).to(at::kLong);
-    const int64_t dim = x.size(axis);
-    idx = at::where(idx < 0, idx + dim, idx);
-    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
-      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    at::Tensor idx = IndicesInRange(c, c.in(1), x.size(axis));
     for (int64_t k = 0; k < x.dim(); ++k)
       if (k != axis && idx.size(k) > x.size(k))
         c.Fail("indices dimension " + std::to_string(k) + " (" + std::to_string(idx.size(k)) +
@@ -523,11 +525,7 @@ OpDef GatherNDDef() {
     at::Tensor linear = at::zeros({batch, idx.size(1)}, at::kLong);
     for (int64_t j = 0; j < k; ++j) {
       const int64_t dim = x.size(b + j);
-      at::Tensor i = idx.select(2, j);
-      i = at::where(i < 0, i + dim, i);
-      if (i.numel() > 0 && (i.min().item<int64_t>() < 0 || i.max().item<int64_t>() >= dim))
-        c.Fail("index out of range for dimension of size " + std::to_string(dim));
-      linear = linear * dim + i;
+      linear = linear * dim + IndicesInRange(c, idx.select(2, j), dim);
       positions *= dim;
     }
     at::Tensor flat = (at::arange(batch, at::kLong).unsqueeze(1) * positions + linear).reshape({-1});
@@ -651,11 +649,7 @@ OpDef ScatterElementsDef() {
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
     const int64_t axis = NormalizeAxis(c.Int("axis"), x.dim(), c);
-    at::Tensor idx = c.in(1).to(at::kLong);
-    const int64_t dim = x.size(axis);
-    idx = at::where(idx < 0, idx + dim, idx);
-    if (idx.numel() > 0 && (idx.min().item<int64_t>() < 0 || idx.max().item<int64_t>() >= dim))
-      c.Fail("index out of range for dimension of size " + std::to_string(dim));
+    at::Tensor idx = IndicesInRange(c, c.in(1), x.size(axis));
     if (!idx.sizes().equals(c.in(2).sizes())) c.Fail("updates and indices differ in shape");
     const std::string reduction = c.String("reduction");
     if (reduction == "none")
