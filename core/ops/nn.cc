@@ -970,14 +970,17 @@ OpDef LayerNormDef() {
   d.attrs = {IntAttr("axis", -1), FloatAttr("epsilon", 1e-5f), IntAttr("stash_type", 1)};
   // Optional outputs Mean and InvStdDev: the statistics of each normalised
   // group, x's shape with the normalised dimensions 1, in stash_type
-  // (float32, the only value ONNX defines).
+  // (float32 by default; others stay opaque).
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     int64_t axis = NormalizeAxis(c.Int("axis"), RankOf(c, 0), c);
     Shape norm(x.shape.begin() + axis, x.shape.end());
     if (c.input(1).shape != norm && c.input(1).IsStatic() && x.IsStatic())
       c.Fail("scale " + c.input(1).ToString() + " does not match normalized shape " + ShapeToString(norm));
-    if (c.Int("stash_type") != 1) c.Unsupported("stash_type " + std::to_string(c.Int("stash_type")) + " is not run");
+    // Another stash_type changes only the precision Y is computed in, but
+    // the statistics' type too.
+    if (c.Int("stash_type") != 1 && c.node().outputs.size() > 1)
+      c.Unsupported("statistics outputs in stash_type " + std::to_string(c.Int("stash_type")) + " are not run");
     Shape stats = x.shape;
     std::fill(stats.begin() + axis, stats.end(), 1);
     return std::vector<TensorType>{x, Type(DType::kFloat32, stats), Type(DType::kFloat32, stats)};

@@ -484,14 +484,15 @@ OpDef GatherElementsDef() {
 }
 RLFLOW_REGISTER_OP(GatherElementsDef());
 
-// GatherND (opset 12, batch_dims): the slices of data that the last axis of
-// indices names (k coordinates), after `batch_dims` leading axes that
-// data and indices share; output indices.shape[:-1] + data.shape[b + k:]
-// (tf2onnx's converted gather_nd, detection post-processing).
+// GatherND (opset 11; batch_dims since 12, 0 before): the slices of data
+// that the last axis of indices names (k coordinates), after `batch_dims`
+// leading axes that data and indices share; output indices.shape[:-1] +
+// data.shape[b + k:] (tf2onnx's converted gather_nd, detection
+// post-processing).
 OpDef GatherNDDef() {
   OpDef d;
   d.name = "GatherND";
-  d.since_opset = 12;
+  d.since_opset = 11;
   d.min_inputs = d.max_inputs = 2;
   d.attrs = {IntAttr("batch_dims", 0)};
   d.shape = [](const ShapeContext& c) {

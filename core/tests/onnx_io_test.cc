@@ -528,6 +528,43 @@ TEST(OnnxIo, Opset10ScatterBecomesScatterElements) {
   EXPECT_TRUE(at::equal(ort[0], expected)) << ort[0];
 }
 
+// GatherND in an opset-11 model (as tf2onnx writes it; ONNX's converter
+// takes the model to 13 at import) is modelled; LayerNormalization with
+// another stash_type runs its output Y (it failed while every stash_type
+// but 1 was kept opaque) but keeps the node opaque when it also gives the
+// statistics, whose type stash_type sets.
+TEST(OnnxIo, Opset11GatherNDAndLayerNormStashTypes) {
+  onnx::ModelProto m = Model(11);
+  Info(m.mutable_graph()->add_input(), "x", {3, 4});
+  Int64Init(m, "i", {2, 1, 0, 3});
+  m.mutable_graph()->mutable_initializer(0)->clear_dims();
+  m.mutable_graph()->mutable_initializer(0)->add_dims(2);
+  m.mutable_graph()->mutable_initializer(0)->add_dims(2);
+  Node(m, "GatherND", {"x", "i"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {2});
+  Graph g = ImportOnnxFile(Save(m, "gathernd11.onnx"));
+  ASSERT_EQ(g.num_nodes(), 1);
+  EXPECT_FALSE(g.node(0).opaque());
+  at::Tensor x = at::arange(12, at::kFloat).reshape({3, 4});
+  std::vector<at::Tensor> ours = Executor(g).Run({x});
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_TRUE(at::equal(ours[0], at::tensor({9.0f, 3.0f}))) << ours[0];
+
+  for (int outputs : {1, 3}) {
+    onnx::ModelProto l = Model(17);
+    Info(l.mutable_graph()->add_input(), "x", {2, 4});
+    Info(l.mutable_graph()->add_input(), "s", {4});
+    std::vector<std::string> names = {"y", "mean", "inv_std"};
+    names.resize(static_cast<size_t>(outputs));
+    IntAttr(Node(l, "LayerNormalization", {"x", "s"}, names), "stash_type", 11);
+    Info(l.mutable_graph()->add_output(), "y", {2, 4});
+    for (int k = 1; k < outputs; ++k) Info(l.mutable_graph()->add_output(), names[static_cast<size_t>(k)], {2, 1}, 11);
+    Graph lg = ImportOnnxFile(Save(l, "ln_stash" + std::to_string(outputs) + ".onnx"));
+    ASSERT_EQ(lg.num_nodes(), 1);
+    EXPECT_EQ(lg.node(0).opaque(), outputs > 1) << outputs << " outputs";
+  }
+}
+
 // Sequence and optional values (ONNX's non-tensor types) are accepted: the
 // nodes that produce or read them stay opaque (Identity too, though it is
 // modelled), the modelled region around them is still imported, and the
