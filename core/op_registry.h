@@ -125,6 +125,10 @@ struct OpDef {
   // Traits. `commutative`: a two-input op whose inputs may be swapped (the
   // matcher tries both operand orders, the generator enumerates one).
   bool commutative = false;
+  // The kernel reads only its input's shape and type, never its values
+  // (Shape, Size, EyeLike): folded to a constant wherever that shape is
+  // static.
+  bool reads_shape_only = false;
 
   // How the CPU kernel lays out its first output in memory, which changes
   // what the next node costs (an Add reading a transposed view takes about

@@ -774,6 +774,7 @@ std::pair<int64_t, int64_t> ShapeRange(const AttrReader& a, int64_t r) {
 OpDef ShapeDef() {
   OpDef d;
   d.name = "Shape";
+  d.reads_shape_only = true;
   d.half_kernel = true;
   d.attrs = {IntAttr("start", 0), OptionalAttr("end", AttrType::kInt)};
   d.shape = [](const ShapeContext& c) {
@@ -794,6 +795,7 @@ RLFLOW_REGISTER_OP(ShapeDef());
 OpDef SizeDef() {
   OpDef d;
   d.name = "Size";
+  d.reads_shape_only = true;
   d.half_kernel = true;
   d.shape = [](const ShapeContext&) { return std::vector<TensorType>{Type(DType::kInt64, {})}; };
   d.kernel = [](KernelContext& c) { c.outputs = {at::scalar_tensor(c.in(0).numel(), at::kLong)}; };
@@ -807,6 +809,7 @@ RLFLOW_REGISTER_OP(SizeDef());
 OpDef EyeLikeDef() {
   OpDef d;
   d.name = "EyeLike";
+  d.reads_shape_only = true;
   d.since_opset = 9;
   d.attrs = {OptionalAttr("dtype", AttrType::kInt), IntAttr("k", 0)};
   d.shape = [](const ShapeContext& c) {

@@ -74,9 +74,7 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     }
     if (out_bytes > static_cast<double>(options.max_growth_bytes) && out_bytes > options.max_growth_ratio * in_bytes)
       small = false;
-    // Nodes that read only their input's shape (Shape, Size, EyeLike).
-    const bool static_shape =
-        (n.op == "Shape" || n.op == "Size" || n.op == "EyeLike") && g.value(n.inputs[0]).type.IsStatic();
+    const bool static_shape = def->reads_shape_only && g.value(n.inputs[0]).type.IsStatic();
     bool static_value = symbolic && options.static_values != nullptr && all_known && small;
     for (ValueId out : n.outputs) static_value = static_value && options.static_values->count(g.value(out).name);
     if (static_value) {
