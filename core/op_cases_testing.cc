@@ -163,6 +163,82 @@ std::vector<OpCase> OpCases() {
                  return b.Op("Resize", {in(b, "rz4_x", {1, 2, 6, 7}), kNoValue, kNoValue, b.ConstInts({1, 2, 4, 3})},
                              A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}}));
                }});
+  // The separable kernel: every other rounding, coordinate mode and rank.
+  struct ResizeCase {
+    std::string name;
+    Shape x;
+    std::vector<float> roi, scales;
+    std::vector<int64_t> sizes;
+    AttributeMap attrs;
+  };
+  const std::vector<ResizeCase> resize_cases = {
+      {"nearest_onnx_defaults", {1, 2, 5, 7}, {}, {1, 1, 1.6f, 0.6f}, {}, A({})},
+      {"nearest_tf_half_pixel_for_nn",
+       {1, 2, 5, 4},
+       {},
+       {},
+       {1, 2, 3, 10},
+       A({{"coordinate_transformation_mode", S("tf_half_pixel_for_nn")}})},
+      {"nearest_align_corners_ceil",
+       {1, 1, 4, 4},
+       {},
+       {},
+       {1, 1, 7, 5},
+       A({{"coordinate_transformation_mode", S("align_corners")}, {"nearest_mode", S("ceil")}})},
+      {"nearest_asymmetric_round_prefer_ceil_3d_batch",
+       {2, 3, 4},
+       {},
+       {2, 1, 1.5f},
+       {},
+       A({{"coordinate_transformation_mode", S("asymmetric")}, {"nearest_mode", S("round_prefer_ceil")}})},
+      {"linear_asymmetric",
+       {1, 2, 3, 4},
+       {},
+       {1, 1, 2, 1.5f},
+       {},
+       A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("asymmetric")}})},
+      {"linear_align_corners_fractional",
+       {1, 2, 4, 5},
+       {},
+       {1, 1, 0.6f, 0.7f},
+       {},
+       A({{"mode", S("linear")}, {"coordinate_transformation_mode", S("align_corners")}})},
+      {"cubic_half_pixel", {1, 2, 5, 6}, {}, {1, 1, 1.5f, 0.7f}, {}, A({{"mode", S("cubic")}})},
+      {"cubic_exclude_outside_a_half",
+       {1, 1, 4, 5},
+       {},
+       {},
+       {1, 1, 7, 3},
+       A({{"mode", S("cubic")}, {"cubic_coeff_a", F(-0.5f)}, {"exclude_outside", I(1)}})},
+      {"cubic_asymmetric",
+       {1, 2, 4, 4},
+       {},
+       {1, 1, 2, 2},
+       {},
+       A({{"mode", S("cubic")}, {"coordinate_transformation_mode", S("asymmetric")}})},
+      {"cubic_align_corners_fractional",
+       {1, 1, 4, 4},
+       {},
+       {1, 1, 0.8f, 0.8f},
+       {},
+       A({{"mode", S("cubic")}, {"coordinate_transformation_mode", S("align_corners")}})},
+      {"linear_tf_crop_and_resize",
+       {1, 1, 4, 5},
+       {0, 0, 0.4f, -0.2f, 1, 1, 1.2f, 0.7f},
+       {},
+       {1, 1, 3, 4},
+       A({{"mode", S("linear")},
+          {"coordinate_transformation_mode", S("tf_crop_and_resize")},
+          {"extrapolation_value", F(10.0f)}})},
+  };
+  for (const ResizeCase& r : resize_cases)
+    c.push_back({"Resize_" + r.name, [r, floats](B& b) {
+                   ValueId x = b.Input("rz_" + r.name, r.x);
+                   ValueId roi = r.roi.empty() ? kNoValue : floats(b, r.roi);
+                   ValueId scales = r.scales.empty() ? kNoValue : floats(b, r.scales);
+                   if (r.sizes.empty()) return b.Op("Resize", {x, roi, scales}, r.attrs);
+                   return b.Op("Resize", {x, roi, scales, b.ConstInts(r.sizes)}, r.attrs);
+                 }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
   c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
   c.push_back({"Trilu_lower_k", [in](B& b) {
