@@ -239,6 +239,57 @@ std::vector<OpCase> OpCases() {
                    if (r.sizes.empty()) return b.Op("Resize", {x, roi, scales}, r.attrs);
                    return b.Op("Resize", {x, roi, scales, b.ConstInts(r.sizes)}, r.attrs);
                  }});
+  // Recurrent layers: every output flattened into one (Y, Y_h and LSTM's
+  // Y_c), so the case compares all three. (ONNX Runtime 1.30 refuses
+  // layout 1, batch first: ONNX's node tests check it.)
+  struct RecurrentCase {
+    std::string name, op;
+    int64_t gates, num_dir, layout;
+    bool bias, lens, initial, peepholes;
+    AttributeMap attrs;
+  };
+  const std::vector<RecurrentCase> recurrent_cases = {
+      {"RNN_defaults", "RNN", 1, 1, 0, false, false, false, false, A({})},
+      {"RNN_bidirectional_relu_lens", "RNN", 1, 2, 0, true, true, true, false,
+       A({{"direction", S("bidirectional")}, {"activations", Attribute::Strings({"Relu", "Tanh"})}})},
+      {"GRU_reset_after_bias_lens", "GRU", 3, 1, 0, true, true, true, false, A({})},
+      {"GRU_torch_bidirectional", "GRU", 3, 2, 0, true, false, true, false,
+       A({{"direction", S("bidirectional")}, {"linear_before_reset", I(1)}})},
+      {"GRU_reverse_clip", "GRU", 3, 1, 0, true, true, true, false,
+       A({{"direction", S("reverse")}, {"clip", F(0.5f)}})},
+      {"LSTM_peepholes_lens_reverse", "LSTM", 4, 1, 0, true, true, true, true, A({{"direction", S("reverse")}})},
+      {"LSTM_bidirectional", "LSTM", 4, 2, 0, true, false, true, false, A({{"direction", S("bidirectional")}})},
+      {"LSTM_softsign_clip", "LSTM", 4, 1, 0, false, false, false, false,
+       A({{"activations", Attribute::Strings({"Sigmoid", "Softsign", "Softplus"})}, {"clip", F(1.5f)}})},
+  };
+  static const int32_t kLens[] = {5, 2, 4};  // sequence_lens: one full, two shorter
+  for (const RecurrentCase& r : recurrent_cases)
+    c.push_back({r.name, [r](B& b) {
+                   const int64_t seq = 5, batch = 3, in_size = 4, hidden = 6, nd = r.num_dir;
+                   AttributeMap attrs = r.attrs;
+                   attrs["hidden_size"] = Attribute::Int(hidden);
+                   auto input = [&](const std::string& what, Shape s) { return b.Input(r.name + "_" + what, s); };
+                   std::vector<ValueId> ins = {
+                       input("x", r.layout == 0 ? Shape{seq, batch, in_size} : Shape{batch, seq, in_size}),
+                       input("w", {nd, r.gates * hidden, in_size}), input("r", {nd, r.gates * hidden, hidden})};
+                   ins.push_back(r.bias ? input("b", {nd, 2 * r.gates * hidden}) : kNoValue);
+                   ins.push_back(
+                       r.lens ? b.Const(TensorData(DType::kInt32, {batch},
+                                                   std::string(reinterpret_cast<const char*>(kLens), sizeof(kLens))))
+                              : kNoValue);
+                   const Shape state = r.layout == 0 ? Shape{nd, batch, hidden} : Shape{batch, nd, hidden};
+                   ins.push_back(r.initial ? input("h0", state) : kNoValue);
+                   const int outputs = r.op == "LSTM" ? 3 : 2;
+                   if (r.op == "LSTM") {
+                     ins.push_back(r.initial ? input("c0", state) : kNoValue);
+                     ins.push_back(r.peepholes ? input("p", {nd, 3 * hidden}) : kNoValue);
+                   }
+                   while (ins.back() == kNoValue) ins.pop_back();
+                   std::vector<ValueId> outs = b.OpN(r.op, ins, outputs, attrs);
+                   std::vector<ValueId> flat;
+                   for (ValueId v : outs) flat.push_back(b.Op("Flatten", {v}, A({{"axis", I(0)}})));
+                   return b.Op("Concat", flat, A({{"axis", I(1)}}));
+                 }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
   c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
   c.push_back({"Trilu_lower_k", [in](B& b) {

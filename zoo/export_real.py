@@ -714,6 +714,44 @@ class CbamResNet(nn.Module):
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 
+class Crnn(nn.Module):
+    """A text recogniser as CRNN (Shi et al., 2015) writes it: a CNN over a
+    32-pixel-high line image of any width, its columns read by a two-layer
+    bidirectional LSTM, a per-column classifier with log-softmax (CTC). torch
+    writes each LSTM layer as one ONNX LSTM node (gates reordered to i, o,
+    f, c) between Slices, Concats and Squeezes of its weights and states."""
+
+    def __init__(self, classes=37):
+        super().__init__()
+
+        def block(cin, cout, pool):
+            return [nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(pool)]
+
+        self.cnn = nn.Sequential(*block(1, 32, 2), *block(32, 64, 2), *block(64, 96, (2, 1)), *block(96, 96, (4, 1)))
+        self.rnn = nn.LSTM(96, 48, num_layers=2, bidirectional=True)
+        self.fc = nn.Linear(96, classes)
+
+    def forward(self, x):
+        f = self.cnn(x).squeeze(2).permute(2, 0, 1)  # [W/4, N, 96]
+        y, _ = self.rnn(f)
+        return F.log_softmax(self.fc(y), dim=2)
+
+
+class KeywordGru(nn.Module):
+    """A keyword spotter over MFCC frames [N, T, 40]: a batch-first two-layer
+    GRU (torch writes linear_before_reset=1 and transposes around it), the
+    last frame's state, a linear classifier."""
+
+    def __init__(self, classes=12):
+        super().__init__()
+        self.rnn = nn.GRU(40, 64, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(64, classes)
+
+    def forward(self, x):
+        y, h = self.rnn(x)
+        return self.fc(y[:, -1] + h[-1])
+
+
 def csp_mish(opset, seed):
     """A CSP block with Mish (YOLOv4's backbone in miniature) as exporters
     write it at opset 18 and later (torch's dynamo exporter, tf2onnx), built
@@ -934,6 +972,10 @@ MODELS = {
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
     "cbam_resnet_op13": (CbamResNet, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,80", False),
+    # Recurrent layers: a text recogniser at opset 9 (its width the LSTM's
+    # sequence length) and a keyword spotter at opset 13.
+    "crnn_lstm_op9": (Crnn, (1, 1, 32, 128), 9, {"x": {0: "N", 3: "W"}}, "x:1,1,32,128", "x:2,1,32,96", False),
+    "keyword_gru_op13": (KeywordGru, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40", "x:2,30,40", False),
     # Activations and normalisations in the forms ONNX Runtime does not fuse.
     "mobilenet_v3_formula_op13": (mobilenet_v3_formula, (1, 3, 224, 224), 13, DYN_IMAGE, "x:1,3,224,224",
                                   "x:2,3,160,192", False),

@@ -4,6 +4,7 @@ genrule //zoo:real_models and the per-model tests in //optimiser."""
 REAL_MODELS = [
     "cbam_resnet_op13",
     "control_flow_op13",
+    "crnn_lstm_op9",
     "csp_mish_gelu_op20",
     "csp_mish_op18",
     "encoder_formula_op13",
@@ -19,6 +20,7 @@ REAL_MODELS = [
     "hardswish_scale_first_op13",
     "hf_bert_classifier_op14",
     "hf_bert_classifier_fp16_op14",
+    "keyword_gru_op13",
     "mobilenet_v3_small_op9",
     "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",
