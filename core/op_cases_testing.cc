@@ -290,6 +290,72 @@ std::vector<OpCase> OpCases() {
                    for (ValueId v : outs) flat.push_back(b.Op("Flatten", {v}, A({{"axis", I(0)}})));
                    return b.Op("Concat", flat, A({{"axis", I(1)}}));
                  }});
+  // Output lengths that depend on the values.
+  auto bools = [](B& b, std::vector<uint8_t> v) {
+    return b.Const(TensorData(DType::kBool, {static_cast<int64_t>(v.size())},
+                              std::string(reinterpret_cast<const char*>(v.data()), v.size())));
+  };
+  c.push_back({"NonZero", [in](B& b) { return b.Op("NonZero", {b.Op("Relu", {in(b, "nz_x", {3, 4, 5})})}); }, true});
+  c.push_back({"Compress_axis",
+               [in, bools](B& b) {
+                 return b.Op("Compress", {in(b, "cmp_x", {3, 5, 2}), bools(b, {1, 0, 0, 1})}, A({{"axis", I(1)}}));
+               },
+               true});
+  c.push_back({"Compress_flat",
+               [in, bools](B& b) {
+                 return b.Op("Compress", {in(b, "cmpf_x", {2, 3}), bools(b, {0, 1, 1, 0, 1})});
+               },
+               true});
+  // Unique of rounded values (repeats): the values in order of first
+  // occurrence, then the three index outputs of rows along an axis.
+  c.push_back({"Unique_first_occurrence",
+               [in](B& b) {
+                 ValueId x = b.Op("Round", {b.Op("Mul", {in(b, "uq_x", {4, 6}), b.ConstFloat(1.5f)})});
+                 return b.OpN("Unique", {x}, 1, A({{"sorted", I(0)}}))[0];
+               },
+               true});
+  c.push_back({"Unique_axis_indices",
+               [in](B& b) {
+                 ValueId x = b.Op("Sign", {in(b, "uqa_x", {7, 2})});
+                 std::vector<ValueId> o = b.OpN("Unique", {x}, 4, A({{"axis", I(0)}}));
+                 return b.Op("Concat", {o[1], o[2], o[3]}, A({{"axis", I(0)}}));
+               },
+               true});
+  c.push_back({"NonMaxSuppression_corners",
+               [in](B& b) {
+                 return b.Op(
+                     "NonMaxSuppression",
+                     {in(b, "nms_boxes", {2, 8, 4}), in(b, "nms_scores", {2, 3, 8}), b.ConstInts({3}, Shape{1}),
+                      b.Const(TensorData::FromFloat({0.2f}, {1})), b.Const(TensorData::FromFloat({-0.5f}, {1}))});
+               },
+               true});
+  c.push_back({"NonMaxSuppression_center_point_box",
+               [in](B& b) {
+                 ValueId centers = in(b, "nmsc_xy", {1, 10, 2});
+                 ValueId sizes = b.Op("Add", {b.Op("Abs", {in(b, "nmsc_wh", {1, 10, 2})}), b.ConstFloat(0.5f)});
+                 ValueId boxes = b.Op("Concat", {centers, sizes}, A({{"axis", I(2)}}));
+                 return b.Op("NonMaxSuppression",
+                             {boxes, in(b, "nmsc_scores", {1, 1, 10}), b.ConstInts({10}, Shape{1}),
+                              b.Const(TensorData::FromFloat({0.1f}, {1}))},
+                             A({{"center_point_box", I(1)}}));
+               },
+               true});
+  for (int k = 0; k < 2; ++k)
+    c.push_back({k == 0 ? "RoiAlign_avg_half_pixel" : "RoiAlign_max_output_half_pixel", [k, in](B& b) {
+                   ValueId rois = b.Const(TensorData::FromFloat({0.5f, 1.0f, 6.0f, 7.5f, 2.0f, 0.3f, 8.8f, 5.1f, 1.0f,
+                                                                 1.0f, 3.0f, 2.0f, -2.0f, 4.0f, 12.0f, 9.5f},
+                                                                {4, 4}));
+                   AttributeMap attrs = A({{"output_height", I(3)}, {"output_width", I(2)}});
+                   if (k == 1) {
+                     attrs["mode"] = S("max");
+                     attrs["coordinate_transformation_mode"] = S("output_half_pixel");
+                     attrs["sampling_ratio"] = I(2);
+                     attrs["spatial_scale"] = F(0.5f);
+                   }
+                   return b.Op("RoiAlign",
+                               {in(b, "roi_x" + std::to_string(k), {2, 3, 8, 9}), rois, b.ConstInts({0, 1, 1, 0})},
+                               attrs);
+                 }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
   c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
   c.push_back({"Trilu_lower_k", [in](B& b) {

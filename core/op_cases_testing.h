@@ -19,6 +19,9 @@ struct OpCase {
   std::string name;
   // Adds the case's inputs and nodes to the builder; returns its output.
   std::function<ValueId(GraphBuilder&)> build;
+  // Its output's length is set by the input values (NonZero, Compress,
+  // Unique, NonMaxSuppression): the shape rule leaves it unknown.
+  bool value_dependent_shape = false;
 };
 
 std::vector<OpCase> OpCases();

@@ -44,9 +44,12 @@ const char* kRoot = "/usr/share/libonnx-testdata/data/node";
 // Runtime does, up to 7.4e-5 away from those values. (The non-expanded
 // window operators are not modelled and stay opaque.)
 const char* kRoundedTau = "expected values made with 2*pi rounded to 6.283 (libonnx-testdata 1.12)";
-// test_gridsample_bicubic's expected output is written with four decimals
-// (-0.1406 for -0.140625, 5.1445 for 5.1445312): rlflow and ONNX Runtime
-// agree within 2.4e-7 and both are up to 5.0e-5 away from those values.
+// test_gridsample_bicubic's and the RoiAlign tests' expected outputs are
+// written with four decimals (-0.1406 for -0.140625, 5.1445 for 5.1445312;
+// 0.4664 for 0.46642143): rlflow and ONNX Runtime agree (within 2.4e-7 on
+// GridSample; ops_conformance_test's RoiAlign cases) and both are up to
+// 8.4e-5 away from those values (ONNX Runtime 1.30 checked by hand on
+// test_roialign_aligned_false: 8.40e-5).
 const char* kFourDecimals = "expected values written with four decimals (libonnx-testdata 1.12)";
 // Resize with align_corners and scales that give a length that is not whole
 // (4 * 0.6 = 2.4 -> 2, 4 * 0.8 = 3.2 -> 3): the specification maps output
@@ -59,6 +62,8 @@ const char* kFourDecimals = "expected values written with four decimals (libonnx
 const char* kUnroundedLength = "expected values made with the unrounded output length (ONNX's reference, not its spec)";
 const std::map<std::string, std::string> kKnownMismatches = {
     {"test_gridsample_bicubic", kFourDecimals},
+    {"test_roialign_aligned_false", kFourDecimals},
+    {"test_roialign_aligned_true", kFourDecimals},
     {"test_resize_downsample_scales_cubic_align_corners", kUnroundedLength},
     {"test_resize_downsample_scales_linear_align_corners", kUnroundedLength},
     {"test_blackmanwindow_expanded", kRoundedTau},

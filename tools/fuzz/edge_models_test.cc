@@ -1,6 +1,6 @@
 // Models with parts the executor cannot run (a custom-domain op, an If whose
-// branches read outer tensors, an LSTM), fp16 weights or a part computed in
-// float16, or calls of
+// branches read outer tensors), an LSTM (opaque until 2026-12-02, now
+// modelled), fp16 weights or a part computed in float16, or calls of
 // model-local functions (inlined at import) get optimised around
 // those parts: the batch norm elsewhere is folded, the written model keeps
 // the opaque parts unchanged, and ONNX Runtime gives the same outputs for the
@@ -56,8 +56,8 @@ TEST_P(EdgeModels, OptimisedAroundTheOpaquePart) {
   for (NodeId id = 0; id < after.num_nodes(); ++id) opaque_after += after.node(id).opaque();
   EXPECT_EQ(opaque_before, opaque_after);
   // The local functions' calls are inlined at import, float16 nodes are
-  // computed in float32 and rounded: nothing opaque.
-  EXPECT_EQ(opaque_before, name == "fp16_weights" || name == "fp16_graph" || name == "local_function" ? 0 : 1);
+  // computed in float32 and rounded, the LSTM is modelled: nothing opaque.
+  EXPECT_EQ(opaque_before, name == "custom_op" || name == "if" ? 1 : 0);
 
   // ONNX Runtime runs both (the custom op has no kernel there: compared by
   // rlflow's check only).
