@@ -356,6 +356,65 @@ std::vector<OpCase> OpCases() {
                                {in(b, "roi_x" + std::to_string(k), {2, 3, 8, 9}), rois, b.ConstInts({0, 1, 1, 0})},
                                attrs);
                  }});
+  // Training losses: targets with ignore_index among them, class weights.
+  auto positive = [in](B& b, const std::string& n, Shape s) {
+    return b.Op("Add", {b.Op("Abs", {in(b, n, s)}), b.ConstFloat(0.1f)});
+  };
+  c.push_back({"NegativeLogLikelihoodLoss_none_weight_ignore", [in, positive](B& b) {
+                 ValueId lp = b.Op("LogSoftmax", {in(b, "nll_x", {3, 4, 5})}, A({{"axis", I(1)}}));
+                 ValueId target = b.ConstInts({0, 3, 2, 1, 2, 3, 3, 0, 2, 1, 1, 2, 0, 0, 3}, Shape{3, 5});
+                 return b.Op("NegativeLogLikelihoodLoss", {lp, target, positive(b, "nll_w", {4})},
+                             A({{"reduction", S("none")}, {"ignore_index", I(2)}}));
+               }});
+  c.push_back({"NegativeLogLikelihoodLoss_mean", [in](B& b) {
+                 return b.Op("NegativeLogLikelihoodLoss", {in(b, "nllm_x", {5, 6}), b.ConstInts({5, 0, 2, 2, 1})});
+               }});
+  c.push_back({"SoftmaxCrossEntropyLoss_mean_weight_ignore", [in, positive](B& b) {
+                 ValueId labels = b.ConstInts({0, 1, 2, -1, 2, 2, 1, 0, -1, 0, 1, 1, 2, 0, 0, 1}, Shape{2, 4, 2});
+                 return b.Op("SoftmaxCrossEntropyLoss",
+                             {in(b, "sce_x", {2, 3, 4, 2}), labels, positive(b, "sce_w", {3})},
+                             A({{"ignore_index", I(-1)}}));
+               }});
+  c.push_back({"SoftmaxCrossEntropyLoss_log_prob", [in](B& b) {
+                 return b.OpN("SoftmaxCrossEntropyLoss", {in(b, "scel_x", {4, 5}), b.ConstInts({4, 0, 1, 3})}, 2,
+                              A({{"reduction", S("sum")}}))[1];
+               }});
+  // ReduceSum over an axis computed at run time (the index of a maximum).
+  c.push_back({"ReduceSum_runtime_axes",
+               [in](B& b) {
+                 ValueId axis = b.Op("ArgMax", {in(b, "rsrt_pick", {3})}, A({{"keepdims", I(1)}}));
+                 return b.Op("ReduceSum", {in(b, "rsrt_x", {2, 3, 4}), axis});
+               },
+               true});
+  // Signal processing (opset 17) and Det.
+  c.push_back({"HannWindow_times_x", [in](B& b) {
+                 return b.Op("Mul", {b.Op("HannWindow", {b.ConstInts({10}, Shape{})}), in(b, "hann_x", {10})});
+               }});
+  c.push_back({"HammingWindow_symmetric", [in](B& b) {
+                 return b.Op("Mul", {b.Op("HammingWindow", {b.ConstInts({7}, Shape{})}, A({{"periodic", I(0)}})),
+                                     in(b, "hamm_x", {7})});
+               }});
+  c.push_back({"BlackmanWindow_times_x", [in](B& b) {
+                 return b.Op("Mul", {b.Op("BlackmanWindow", {b.ConstInts({12}, Shape{})}), in(b, "black_x", {12})});
+               }});
+  c.push_back(
+      {"DFT_real_onesided_padded", [in](B& b) {
+         return b.Op("DFT", {in(b, "dft_x", {2, 7, 3, 1}), b.ConstInts({10}, Shape{})}, A({{"onesided", I(1)}}));
+       }});
+  c.push_back({"DFT_complex_inverse_axis2", [in](B& b) {
+                 return b.Op("DFT", {in(b, "idft_x", {2, 3, 6, 2})}, A({{"inverse", I(1)}, {"axis", I(2)}}));
+               }});
+  c.push_back({"STFT_window_onesided", [in](B& b) {
+                 ValueId window = b.Op("HannWindow", {b.ConstInts({16}, Shape{})});
+                 return b.Op("STFT", {in(b, "stft_x", {2, 100, 1}), b.ConstInts({6}, Shape{}), window});
+               }});
+  c.push_back({"STFT_complex_frame_length", [in](B& b) {
+                 return b.Op(
+                     "STFT",
+                     {in(b, "stftc_x", {1, 40, 2}), b.ConstInts({5}, Shape{}), kNoValue, b.ConstInts({8}, Shape{})},
+                     A({{"onesided", I(0)}}));
+               }});
+  c.push_back({"Det", [in](B& b) { return b.Op("Det", {in(b, "det_x", {2, 3, 4, 4})}); }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
   c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
   c.push_back({"Trilu_lower_k", [in](B& b) {

@@ -19,6 +19,7 @@
 #include <ATen/ops/max_pool3d.h>
 #include <ATen/ops/mm.h>
 #include <ATen/ops/native_layer_norm.h>
+#include <ATen/ops/nll_loss_nd.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/reflection_pad1d.h>
 #include <ATen/ops/reflection_pad2d.h>
@@ -29,6 +30,7 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/zeros_like.h>
 
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -1153,8 +1155,15 @@ OpDef ReduceSumDef() {
     std::vector<int64_t> given;
     if (c.has_input(1)) {
       auto v = c.MaybeConstantInts(1);
-      if (!v) c.Unsupported("axes computed at run time");
-      given = *v;
+      const int64_t count = c.Length1D(1), rank = RankOf(c, 0);
+      if (!v && count > 0) {
+        // Axes computed at run time: the rank is known, the lengths are not.
+        if (count > rank) c.Fail(std::to_string(count) + " axes for a rank-" + std::to_string(rank) + " input");
+        return std::vector<TensorType>{
+            Type(x.dtype, Shape(static_cast<size_t>(c.Int("keepdims") != 0 ? rank : rank - count), kUnknownDim))};
+      }
+      if (!v && count < 0) c.Unsupported("axes computed at run time, their number unknown");
+      if (v) given = *v;
     }
     return std::vector<TensorType>{Reduced(x, ReduceSumAxes(c, given, RankOf(c, 0)), c.Int("keepdims") != 0)};
   };
@@ -1171,6 +1180,78 @@ OpDef ReduceSumDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(ReduceSumDef());
+
+// ---- NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (opsets 12,
+// 13), as training exports (ONNX Runtime training, torch.onnx with
+// TrainingMode) hold them: loss[n, d...] = -input[n, target[n, d...], d...]
+// times the target class's weight, 0 where the target is ignore_index;
+// reduced by none, sum, or mean (divided by the weights of the targets not
+// ignored). SoftmaxCrossEntropyLoss is LogSoftmax over axis 1 then that
+// loss, with the log-probabilities as an optional second output. ATen's
+// nll_loss_nd computes the same.
+at::Tensor NllLoss(const KernelContext& c, const at::Tensor& log_prob, const at::Tensor& target,
+                   const at::Tensor& weight) {
+  const std::string reduction = c.String("reduction");
+  const int64_t r = reduction == "none" ? 0 : reduction == "mean" ? 1 : 2;
+  const int64_t ignore = c.Has("ignore_index") ? c.Int("ignore_index") : std::numeric_limits<int64_t>::min();
+  at::Tensor t = target.to(at::kLong);
+  const int64_t classes = log_prob.size(1);
+  at::Tensor bad = (t < 0).logical_or(t >= classes).logical_and(t != ignore);
+  if (bad.any().item<bool>()) c.Fail("a target is outside [0, " + std::to_string(classes) + ") and not ignore_index");
+  return at::nll_loss_nd(log_prob, t, weight.defined() ? c10::optional<at::Tensor>(weight) : c10::nullopt, r, ignore);
+}
+
+std::vector<TensorType> LossShape(const ShapeContext& c, bool with_log_prob) {
+  const TensorType& x = c.input(0);
+  const TensorType& target = c.input(1);
+  const int64_t rank = RankOf(c, 0);
+  if (rank < 2) c.Fail("input " + x.ToString() + " is not [N, C, ...]");
+  if (!IsFloatingPoint(x.dtype)) c.Fail("input is " + x.ToString() + ", expected a floating type");
+  if (target.dtype != DType::kInt32 && target.dtype != DType::kInt64)
+    c.Fail("target is " + target.ToString() + ", expected int32 or int64");
+  Shape per = x.shape;
+  per.erase(per.begin() + 1);
+  if (RankOf(c, 1) != rank - 1) c.Fail("target " + target.ToString() + " does not fit input " + x.ToString());
+  for (size_t k = 0; k < per.size(); ++k)
+    if (per[k] >= 0 && target.shape[k] >= 0 && per[k] != target.shape[k])
+      c.Fail("target " + target.ToString() + " does not fit input " + x.ToString());
+  if (c.has_input(2) && c.input(2).rank_known &&
+      (c.input(2).rank() != 1 || (c.input(2).shape[0] >= 0 && x.shape[1] >= 0 && c.input(2).shape[0] != x.shape[1])))
+    c.Fail("weight " + c.input(2).ToString() + " does not have one value per class");
+  const std::string reduction = c.String("reduction");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    c.Fail("reduction '" + reduction + "' is not none, sum or mean");
+  std::vector<TensorType> out = {Type(x.dtype, reduction == "none" ? per : Shape{})};
+  if (with_log_prob) out.push_back(x);
+  return out;
+}
+
+template <bool kSoftmax>
+OpDef LossDef() {
+  OpDef d;
+  d.name = kSoftmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
+  d.since_opset = 12;
+  d.min_inputs = 2;
+  d.max_inputs = 3;
+  d.max_outputs = kSoftmax ? 2 : 1;
+  d.attrs = {OptionalAttr("ignore_index", AttrType::kInt), StringAttr("reduction", "mean")};
+  d.shape = [](const ShapeContext& c) { return LossShape(c, kSoftmax); };
+  d.kernel = [](KernelContext& c) {
+    at::Tensor weight = c.has(2) ? c.in(2) : at::Tensor();
+    if (!kSoftmax) {
+      c.outputs = {NllLoss(c, c.in(0), c.in(1), weight)};
+      return;
+    }
+    at::Tensor log_prob = at::log_softmax(c.in(0), 1);
+    c.outputs = {NllLoss(c, log_prob, c.in(1), weight), log_prob};
+  };
+  d.flops = [](const ShapeContext& c, const std::vector<TensorType>&) {
+    return (kSoftmax ? 6.0 : 1.0) * Numel(c.input(0));
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(LossDef<false>());
+RLFLOW_REGISTER_OP(LossDef<true>());
 
 }  // namespace
 }  // namespace rlflow::ops
