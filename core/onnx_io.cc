@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -1868,8 +1869,10 @@ namespace {
 // cannot (a computed axes input, Softmax over an inner axis, ...); the caller
 // checks the result against the target opset's schemas.
 std::string DowngradeFrom13(const Graph& graph, onnx::ModelProto* model, int target) {
+  // Constants in scope: initializers and Constant nodes' values, of the
+  // graph and the graphs around a subgraph (If/Loop/Scan bodies, whose
+  // nodes ONNX's converter upgraded as well).
   std::map<std::string, const onnx::TensorProto*> inits;
-  for (const auto& t : model->graph().initializer()) inits[t.name()] = &t;
   auto const_ints = [&](const std::string& name, std::vector<int64_t>* out) {
     auto it = inits.find(name);
     if (it == inits.end()) return false;
@@ -1883,82 +1886,110 @@ std::string DowngradeFrom13(const Graph& graph, onnx::ModelProto* model, int tar
     if (v == kNoValue || !graph.value(v).type.rank_known) return -1;
     return graph.value(v).type.rank();
   };
-  for (auto& np : *model->mutable_graph()->mutable_node()) {
-    if (!np.domain().empty() && np.domain() != "ai.onnx") continue;
-    const std::string& op = np.op_type();
-    auto set_ints = [&](const std::string& name, const std::vector<int64_t>& v) {
-      auto* a = np.add_attribute();
-      a->set_name(name);
-      a->set_type(onnx::AttributeProto::INTS);
-      for (int64_t x : v) a->add_ints(x);
-    };
-    auto drop_attr = [&](const std::string& name) {
-      auto* attrs = np.mutable_attribute();
-      for (int k = attrs->size() - 1; k >= 0; --k)
-        if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
-    };
-    auto find_attr = [&](const std::string& name) -> const onnx::AttributeProto* {
-      for (const auto& a : np.attribute())
-        if (a.name() == name) return &a;
-      return nullptr;
-    };
-    if (op == "Split" || op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") {
-      if (op == "ReduceSum") {
-        const auto* noop = find_attr("noop_with_empty_axes");
-        if (noop && noop->i() != 0 && np.input_size() < 2) return "ReduceSum with noop_with_empty_axes";
-        drop_attr("noop_with_empty_axes");
-      }
-      if (np.input_size() >= 2 && !np.input(1).empty()) {
-        std::vector<int64_t> v;
-        if (!const_ints(np.input(1), &v)) return op + " '" + np.name() + "' reads its axes at run time";
-        if (op == "ReduceSum" && v.empty()) {
-          // all axes: the attribute's absence says the same
-        } else {
-          set_ints(op == "Split" ? "split" : "axes", v);
+  std::function<std::string(onnx::GraphProto*)> downgrade = [&](onnx::GraphProto* gp) -> std::string {
+    for (const auto& t : gp->initializer()) inits[t.name()] = &t;
+    for (const auto& np : gp->node())
+      if (np.op_type() == "Constant" && np.output_size() == 1 && (np.domain().empty() || np.domain() == "ai.onnx"))
+        for (const auto& a : np.attribute())
+          if (a.name() == "value" && a.has_t()) inits[np.output(0)] = &a.t();
+    for (auto& np : *gp->mutable_node()) {
+      for (auto& a : *np.mutable_attribute()) {
+        if (a.has_g()) {
+          std::string why = downgrade(a.mutable_g());
+          if (!why.empty()) return why;
+        }
+        for (auto& sub : *a.mutable_graphs()) {
+          std::string why = downgrade(&sub);
+          if (!why.empty()) return why;
         }
       }
-      while (np.input_size() > 1) np.mutable_input()->RemoveLast();
-    } else if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
-      int64_t rank = rank_of(np.input(0));
-      const auto* ax = find_attr("axis");
-      int64_t axis = ax ? ax->i() : -1;
-      if (rank < 0) return op + " '" + np.name() + "': input rank unknown";
-      if (axis < 0) axis += rank;
-      if (axis != rank - 1) return op + " '" + np.name() + "' over an inner axis";
-      drop_attr("axis");
-      auto* a = np.add_attribute();
-      a->set_name("axis");
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(axis);
-    } else if (op == "Dropout" && target < 12) {
-      float ratio = 0.5f;
-      if (np.input_size() >= 2 && !np.input(1).empty()) {
-        auto it = inits.find(np.input(1));
-        if (it == inits.end()) return "Dropout '" + np.name() + "' computes its ratio";
-        std::vector<double> r = FromTensorProto(*it->second).ToDouble();
-        if (r.size() != 1) return "Dropout '" + np.name() + "' has a ratio that is not a scalar";
-        ratio = static_cast<float>(r[0]);
+      if (!np.domain().empty() && np.domain() != "ai.onnx") continue;
+      const std::string& op = np.op_type();
+      auto set_ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+        auto* a = np.add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t x : v) a->add_ints(x);
+      };
+      auto drop_attr = [&](const std::string& name) {
+        auto* attrs = np.mutable_attribute();
+        for (int k = attrs->size() - 1; k >= 0; --k)
+          if (attrs->Get(k).name() == name) attrs->DeleteSubrange(k, 1);
+      };
+      auto find_attr = [&](const std::string& name) -> const onnx::AttributeProto* {
+        for (const auto& a : np.attribute())
+          if (a.name() == name) return &a;
+        return nullptr;
+      };
+      if (op == "Split" || op == "Squeeze" || op == "Unsqueeze" || op == "ReduceSum") {
+        if (op == "ReduceSum") {
+          const auto* noop = find_attr("noop_with_empty_axes");
+          if (noop && noop->i() != 0 && np.input_size() < 2) return "ReduceSum with noop_with_empty_axes";
+          drop_attr("noop_with_empty_axes");
+        }
+        if (np.input_size() >= 2 && !np.input(1).empty()) {
+          std::vector<int64_t> v;
+          if (!const_ints(np.input(1), &v)) return op + " '" + np.name() + "' reads its axes at run time";
+          if (op == "ReduceSum" && v.empty()) {
+            // all axes: the attribute's absence says the same
+          } else {
+            set_ints(op == "Split" ? "split" : "axes", v);
+          }
+        }
+        while (np.input_size() > 1) np.mutable_input()->RemoveLast();
+      } else if (op == "Softmax" || op == "LogSoftmax" || op == "Hardmax") {
+        int64_t rank = rank_of(np.input(0));
+        const auto* ax = find_attr("axis");
+        int64_t axis = ax ? ax->i() : -1;
+        if (rank < 0) return op + " '" + np.name() + "': input rank unknown";
+        if (axis < 0) axis += rank;
+        if (axis != rank - 1) return op + " '" + np.name() + "' over an inner axis";
+        drop_attr("axis");
+        auto* a = np.add_attribute();
+        a->set_name("axis");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(axis);
+      } else if (op == "Dropout" && target < 12) {
+        float ratio = 0.5f;
+        if (np.input_size() >= 2 && !np.input(1).empty()) {
+          auto it = inits.find(np.input(1));
+          if (it == inits.end()) return "Dropout '" + np.name() + "' computes its ratio";
+          std::vector<double> r = FromTensorProto(*it->second).ToDouble();
+          if (r.size() != 1) return "Dropout '" + np.name() + "' has a ratio that is not a scalar";
+          ratio = static_cast<float>(r[0]);
+        }
+        if (np.input_size() >= 3 && !np.input(2).empty()) {
+          std::vector<int64_t> t;
+          if (!const_ints(np.input(2), &t) || (t.size() == 1 && t[0] != 0))
+            return "Dropout '" + np.name() + "' in training mode";
+        }
+        while (np.input_size() > 1) np.mutable_input()->RemoveLast();
+        drop_attr("seed");
+        auto* a = np.add_attribute();
+        a->set_name("ratio");
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(ratio);
       }
-      if (np.input_size() >= 3 && !np.input(2).empty()) {
-        std::vector<int64_t> t;
-        if (!const_ints(np.input(2), &t) || (t.size() == 1 && t[0] != 0))
-          return "Dropout '" + np.name() + "' in training mode";
-      }
-      while (np.input_size() > 1) np.mutable_input()->RemoveLast();
-      drop_attr("seed");
-      auto* a = np.add_attribute();
-      a->set_name("ratio");
-      a->set_type(onnx::AttributeProto::FLOAT);
-      a->set_f(ratio);
     }
-  }
+    return std::string();
+  };
+  std::string why = downgrade(model->mutable_graph());
+  if (!why.empty()) return why;
   for (auto& imp : *model->mutable_opset_import())
     if (IsDefaultDomain(imp.domain())) imp.set_version(target);
   // Initializers that only fed the moved inputs.
   std::set<std::string> used;
-  for (const auto& np : model->graph().node())
-    for (const auto& in : np.input()) used.insert(in);
-  for (const auto& o : model->graph().output()) used.insert(o.name());
+  std::function<void(const onnx::GraphProto&)> reads = [&](const onnx::GraphProto& gp) {
+    for (const auto& np : gp.node()) {
+      for (const auto& in : np.input()) used.insert(in);
+      for (const auto& a : np.attribute()) {
+        if (a.has_g()) reads(a.g());
+        for (const auto& sub : a.graphs()) reads(sub);
+      }
+    }
+    for (const auto& o : gp.output()) used.insert(o.name());
+  };
+  reads(model->graph());
   for (const auto& i : model->graph().input()) used.insert(i.name());
   auto* initializers = model->mutable_graph()->mutable_initializer();
   for (int k = initializers->size() - 1; k >= 0; --k)

@@ -414,7 +414,23 @@ double MeasuredCostModel::IsolatedTime(const Graph& g, NodeId id, const std::str
     return it->second;
   }
   Graph single = ExtractNode(g, id);
-  double ms = backend_->TimeGraph(single, options_);
+  // A node reading a value whose length the values set (NonZero's, an
+  // If's output) is timed with those lengths 1 (detection post-processing
+  // holds such nodes; their in-context time, which the original's nodes
+  // have, is what counts), and at no time if it cannot run so.
+  bool bound = false;
+  for (ValueId in : single.inputs()) {
+    TensorType& t = single.mutable_value(in).type;
+    if (!t.rank_known || t.IsStatic()) continue;
+    for (int64_t& d : t.shape) d = d < 0 ? 1 : d;
+    bound = true;
+  }
+  double ms = 0;
+  try {
+    ms = backend_->TimeGraph(single, options_);
+  } catch (const Error&) {
+    if (!bound) throw;
+  }
   ++measured_;
   cache_.emplace(fingerprint_ + "|" + key, ms);
   return ms;

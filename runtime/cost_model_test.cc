@@ -175,6 +175,27 @@ TEST(CostModel, MeasuresOncePerKeyAndPersists) {
   EXPECT_THROW(fresh.LoadCache(path), Error);  // a first line that is not the magic
 }
 
+// Nodes reading a value whose length the values set (detection
+// post-processing: NonZero's indices, sliced) are costed: timed alone with
+// that length 1 (the run had stopped with "graph input ... has no static
+// shape"), and a node that cannot run so costs only the overhead.
+TEST(CostModel, NodesOfValueDependentLengthsAreCosted) {
+  auto backend = MakeTimingBackend("cpu");
+  TimingOptions fast;
+  fast.samples = 3;
+  fast.min_sample_ms = 0.05;
+  MeasuredCostModel model(backend.get(), fast);
+  GraphBuilder b(1);
+  ValueId idx = b.Op("NonZero", {b.Op("Relu", {b.Input("x", {4, 6})})});
+  ValueId first = b.Op("Slice", {idx, b.ConstInts({0}), b.ConstInts({5}), b.ConstInts({1})});
+  ValueId as_float = b.Op("Cast", {first}, AttributeMap{{"to", Attribute::Int(1)}});
+  ValueId fixed = b.Op("Reshape", {first, b.ConstInts({10})});  // cannot run at length 1
+  Graph g = b.Build({as_float, fixed});
+  EXPECT_EQ(g.value(first).type.shape, (Shape{2, kUnknownDim}));
+  for (ValueId v : {as_float, fixed}) EXPECT_GE(model.NodeCost(g, g.value(v).producer).ms, 0.0);
+  EXPECT_GT(model.measurements(), 0);
+}
+
 TEST(CostModel, PairedTimingAndBackends) {
   auto backend = MakeTimingBackend("cpu");
   EXPECT_EQ(backend->name(), "cpu");

@@ -655,6 +655,52 @@ def export_rotary_decoder(path, opset, seed):
                           dynamic_axes=dynamic, do_constant_folding=True)
 
 
+class NmsDetector(nn.Module):
+    """A single-stage detector with its post-processing in the graph, as YOLO
+    and SSD exports write it: a strided conv backbone, per-location box
+    offsets and class logits, boxes decoded against the grid of locations
+    (Range over the feature map's computed size), the scores above 0.05
+    (boolean indexing: NonZero, Gather), torchvision's batched NMS
+    (NonMaxSuppression on class-offset boxes), the best 100 kept boxes,
+    scores and classes. Image [1, 3, H, W]; three outputs of a length the
+    values decide."""
+
+    def __init__(self, classes=3):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(), nn.Conv2d(16, 32, 3, 2, 1), nn.ReLU(),
+                                      nn.Conv2d(32, 32, 3, 2, 1), nn.ReLU())
+        self.head = nn.Conv2d(32, 4 + classes, 1)
+
+    def forward(self, x):
+        import torchvision
+        f = self.head(self.backbone(x))
+        h, w = f.shape[2], f.shape[3]
+        f = f.flatten(2).transpose(1, 2)[0]  # [h * w, 4 + classes]
+        ys = torch.arange(h).unsqueeze(1).expand(h, w).reshape(-1)
+        xs = torch.arange(w).unsqueeze(0).expand(h, w).reshape(-1)
+        centers = torch.stack([xs, ys], 1).float() * 8 + 4
+        xy = centers + f[:, 0:2] * 8
+        wh = 16 * torch.exp(f[:, 2:4].clamp(max=4))
+        boxes = torch.cat([xy - wh / 2, xy + wh / 2], 1)
+        logits = f[:, 4:] - f[:, 4:].mean(0, keepdim=True)  # random weights: no class dominates
+        scores, labels = torch.sigmoid(logits).max(1)
+        confident = scores > 0.05
+        boxes, scores, labels = boxes[confident], scores[confident], labels[confident]
+        keep = torchvision.ops.batched_nms(boxes, scores, labels, 0.5)[:100]
+        return boxes[keep], scores[keep], labels[keep]
+
+
+def export_nms_detector(path, opset, seed):
+    torch.manual_seed(seed)
+    model = NmsDetector().eval()
+    outputs = ["boxes", "scores", "labels"]
+    dynamic = {"x": {2: "H", 3: "W"}}
+    dynamic.update({name: {0: "detections"} for name in outputs})
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.randn(1, 3, 64, 64),), path, opset_version=opset, input_names=["x"],
+                          output_names=outputs, dynamic_axes=dynamic, do_constant_folding=True)
+
+
 class ChannelGate(nn.Module):
     """CBAM's channel attention: one MLP (1x1 convolutions) on the average-
     and the max-pooled channels (GlobalMaxPool), added, through a sigmoid."""
@@ -934,6 +980,8 @@ EXPORTED_MODELS = {
     # The same in float16 (halve), its mask bias float16's lowest value.
     "hf_bert_classifier_fp16_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                      "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
+    # Detection post-processing in the graph (NonZero, NonMaxSuppression).
+    "nms_detector_op11": (export_nms_detector, 11, "x:1,3,128,160", "x:1,3,96,96"),
     "rotary_decoder_op14": (export_rotary_decoder, 14, "input_ids:1,64;attention_mask:1,64",
                             "input_ids:2,24;attention_mask:2,24"),
 }

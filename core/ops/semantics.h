@@ -19,7 +19,8 @@ struct SliceSpec {
 };
 // From Slice's starts, ends and optional axes and steps (null or empty:
 // the default), over an input of `shape`. Fails through `a` (naming the
-// node) on mismatched lengths, a zero step or an unknown sliced dimension.
+// node) on mismatched lengths, a zero step or an unknown sliced dimension
+// (Slice's shape rule passes such dimensions as 0 and leaves them unknown).
 std::vector<SliceSpec> SliceSpecs(const AttrReader& a, const Shape& shape, const std::vector<int64_t>& starts,
                                   const std::vector<int64_t>& ends, const std::vector<int64_t>* axes_in,
                                   const std::vector<int64_t>* steps_in);

@@ -191,7 +191,12 @@ OpDef SliceDef() {
     std::vector<int64_t> starts = *st, ends = *en, axes, steps;
     if (ax) axes = *ax;
     if (sp) steps = *sp;
-    for (const SliceSpec& s : SliceSpecs(c, x.shape, starts, ends, &axes, &steps)) out[s.axis] = s.count;
+    // A dimension the values set (NonZero's, an If's output): its slice's
+    // length is known only at run time.
+    Shape known = x.shape;
+    for (int64_t& d : known) d = d < 0 ? 0 : d;
+    for (const SliceSpec& s : SliceSpecs(c, known, starts, ends, &axes, &steps))
+      out[s.axis] = x.shape[s.axis] < 0 ? kUnknownDim : s.count;
     return std::vector<TensorType>{Type(x.dtype, out)};
   };
   d.kernel = [](KernelContext& c) {

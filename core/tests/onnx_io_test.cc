@@ -528,6 +528,74 @@ TEST(OnnxIo, Opset10ScatterBecomesScatterElements) {
   EXPECT_TRUE(at::equal(ort[0], expected)) << ort[0];
 }
 
+// An opset-11 model with an If whose branches unsqueeze (ONNX's converter
+// takes them to opset 13, axes as an input, at import) and read an outer
+// initializer is written back at opset 11: the branches' Unsqueeze get their
+// axes attribute back, and the initializer only they read is kept (the
+// model was written at 13 before, and the cleanup of moved inputs looked at
+// the outer graph's nodes only).
+TEST(OnnxIo, Opset11IfBranchesWrittenBackAtOpset11) {
+  onnx::ModelProto m = Model(11);
+  Info(m.mutable_graph()->add_input(), "c", {}, onnx::TensorProto::BOOL);
+  Info(m.mutable_graph()->add_input(), "x", {2, 3});
+  auto* bias = m.mutable_graph()->add_initializer();
+  bias->set_name("bias");
+  bias->set_data_type(onnx::TensorProto::FLOAT);
+  bias->add_dims(3);
+  for (float v : {1.0f, -2.0f, 0.5f}) bias->add_float_data(v);
+  onnx::NodeProto* n = Node(m, "If", {"c"}, {"y"});
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name(branch);
+    auto* u = g->add_node();
+    u->set_op_type("Unsqueeze");
+    u->set_name(std::string(branch) + "_unsqueeze");
+    u->add_input("x");
+    u->add_output(std::string(branch) + "_u");
+    auto* axes = u->add_attribute();
+    axes->set_name("axes");
+    axes->set_type(onnx::AttributeProto::INTS);
+    axes->add_ints(0);
+    auto* op = g->add_node();
+    op->set_op_type(std::string(branch) == "then_branch" ? "Add" : "Sub");
+    op->set_name(std::string(branch) + "_op");
+    op->add_input(std::string(branch) + "_u");
+    op->add_input("bias");
+    op->add_output(std::string(branch) + "_out");
+    Info(g->add_output(), std::string(branch) + "_out", {1, 2, 3});
+  }
+  Info(m.mutable_graph()->add_output(), "y", {1, 2, 3});
+  const std::string original = Save(m, "if11.onnx");
+  Graph g = ImportOnnxFile(original);
+  int written = 0;
+  std::string note;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, &note, &written)));
+  EXPECT_EQ(written, 11) << note;
+  ASSERT_EQ(back.graph().initializer_size(), 1);
+  EXPECT_EQ(back.graph().initializer(0).name(), "bias");
+  for (const auto& np : back.graph().node())
+    for (const auto& a : np.attribute())
+      if (a.has_g())
+        for (const auto& inner : a.g().node())
+          if (inner.op_type() == "Unsqueeze") {
+            EXPECT_EQ(inner.input_size(), 1) << a.name();
+            ASSERT_EQ(inner.attribute_size(), 1) << a.name();
+            EXPECT_EQ(inner.attribute(0).name(), "axes");
+          }
+  const std::string path = Save(back, "if11_back.onnx");
+  at::Tensor x = at::arange(6, at::kFloat).reshape({2, 3});
+  for (bool c : {true, false}) {
+    std::vector<std::pair<std::string, at::Tensor>> in = {{"c", at::scalar_tensor(c, at::kBool)}, {"x", x}};
+    std::vector<at::Tensor> want = testing::RunOnnxRuntime(original, in), got = testing::RunOnnxRuntime(path, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(at::equal(got[0], want[0])) << c << "\n" << got[0] << "\n" << want[0];
+  }
+}
+
 // GatherND in an opset-11 model (as tf2onnx writes it; ONNX's converter
 // takes the model to 13 at import) is modelled; LayerNormalization with
 // another stash_type runs its output Y (it failed while every stash_type
