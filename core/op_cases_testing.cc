@@ -415,6 +415,25 @@ std::vector<OpCase> OpCases() {
                      A({{"onesided", I(0)}}));
                }});
   c.push_back({"Det", [in](B& b) { return b.Op("Det", {in(b, "det_x", {2, 3, 4, 4})}); }});
+  // Pad's edge and reflect modes of integers and over four axes (gathered
+  // indices), ScatterND multiplying (duplicate indices), MaxPool of uint8.
+  c.push_back({"Pad_edge_int32", [](B& b) {
+                 return b.Op("Pad", {b.Input("pade_x", {2, 3, 4}, DType::kInt32), b.ConstInts({0, 2, 1, 1, 0, 3})},
+                             A({{"mode", S("edge")}}));
+               }});
+  c.push_back({"Pad_reflect_four_axes", [in](B& b) {
+                 return b.Op("Pad", {in(b, "padr_x", {3, 4, 3, 5}), b.ConstInts({1, 2, 0, 3, 2, 1, 2, 0})},
+                             A({{"mode", S("reflect")}}));
+               }});
+  c.push_back({"ScatterND_mul_duplicates", [in](B& b) {
+                 ValueId idx = b.ConstInts({1, 0, 1, 3}, Shape{4, 1});
+                 return b.Op("ScatterND", {in(b, "sndm_x", {4, 3}), idx, in(b, "sndm_u", {4, 3})},
+                             A({{"reduction", S("mul")}}));
+               }});
+  c.push_back({"MaxPool_uint8", [](B& b) {
+                 return b.Op("MaxPool", {b.Input("mpu8_x", {1, 2, 5, 6}, DType::kUInt8)},
+                             A({{"kernel_shape", Is({3, 2})}, {"strides", Is({2, 2})}, {"pads", Is({1, 0, 1, 0})}}));
+               }});
   c.push_back({"Tile", [in](B& b) { return b.Op("Tile", {in(b, "tile_x", {2, 3}), b.ConstInts({2, 3})}); }});
   c.push_back({"Trilu_upper", [in](B& b) { return b.Op("Trilu", {in(b, "triu_x", {2, 4, 5})}); }});
   c.push_back({"Trilu_lower_k", [in](B& b) {

@@ -10,6 +10,7 @@
 #include <ATen/ops/batch_norm.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/convolution.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/layer_norm.h>
 #include <ATen/ops/log_softmax.h>
 #include <ATen/ops/logsumexp.h>
@@ -432,15 +433,19 @@ OpDef MaxPoolDef() {
   d.attrs.push_back(IntAttr("ceil_mode", 0));
   d.attrs.push_back(IntAttr("storage_order", 0));
   d.shape = [](const ShapeContext& c) {
-    // ATen's max pooling has no 8-bit integer kernels (MaxPool-12 allows them).
-    if (!IsFloatingPoint(c.input(0).dtype)) c.Unsupported("MaxPool of " + c.input(0).ToString() + " is not run");
+    // MaxPool-12 allows int8 and uint8: ATen has no integer kernels, so the
+    // kernel pools them in float32 (exact for 8-bit values).
+    const DType t = c.input(0).dtype;
+    if (!IsFloatingPoint(t) && t != DType::kInt8 && t != DType::kUInt8)
+      c.Unsupported("MaxPool of " + c.input(0).ToString() + " is not run");
     return PoolShape(c, true);
   };
   d.canonical_attrs = [](const ShapeContext& c, AttributeMap* a) {
     CanonicalWindowAttrs(PoolWindow(c, Spatial(c.input(0)), true), true, a);
   };
   d.kernel = [](KernelContext& c) {
-    const at::Tensor& x = c.in(0);
+    const at::Tensor& given = c.in(0);
+    const at::Tensor x = given.is_floating_point() ? given : given.to(at::kFloat);
     Shape in(x.sizes().begin() + 2, x.sizes().end());
     Window w = PoolWindow(c, in, true);
     at::Tensor input = x;
@@ -458,6 +463,7 @@ OpDef MaxPoolDef() {
       case 3: c.outputs = {at::max_pool3d(input, w.kernel, w.strides, padding, w.dilations, ceil_mode)}; break;
       default: c.Fail("only 1-D to 3-D pooling is supported");
     }
+    if (!given.is_floating_point()) c.outputs[0] = c.outputs[0].to(given.scalar_type());
   };
   d.flops = PoolFlops;
   return d;
@@ -644,9 +650,6 @@ OpDef PadDef() {
   d.shape = [](const ShapeContext& c) {
     const TensorType& x = c.input(0);
     int64_t r = RankOf(c, 0);
-    // ATen's reflection and replication padding are floating-point only.
-    if (c.String("mode") != "constant" && !IsFloatingPoint(x.dtype))
-      c.Unsupported("Pad mode '" + c.String("mode") + "' of " + x.ToString() + " is not run");
     auto maybe_pads = c.MaybeConstantInts(1);
     if (!maybe_pads) return std::vector<TensorType>{UnknownDims(x.dtype, r)};
     std::vector<int64_t> pads = *maybe_pads;
@@ -680,6 +683,38 @@ OpDef PadDef() {
       c.outputs = {at::constant_pad_nd(x, p, value)};
       return;
     }
+    // reflect / edge of integers, or of more than the trailing 3 dims: each
+    // padded axis gathered with the indices it reads (exact for any type).
+    int64_t lowest = r;
+    for (int64_t k = 0; k < r; ++k)
+      if (pads[k] != 0 || pads[k + r] != 0) lowest = std::min(lowest, k);
+    if (!x.is_floating_point() || r - lowest > 3) {
+      at::Tensor y = x;
+      for (int64_t k = 0; k < r; ++k) {
+        if (pads[k] == 0 && pads[k + r] == 0) continue;
+        const int64_t n = x.size(k);
+        if (n == 0) c.Fail("mode '" + mode + "' cannot pad an empty axis");
+        if (mode == "reflect" && (pads[k] >= n || pads[k + r] >= n))
+          c.Fail("reflect pads of " + std::to_string(std::max(pads[k], pads[k + r])) + " for an axis of " +
+                 std::to_string(n));
+        std::vector<int64_t> idx;
+        for (int64_t j = -pads[k]; j < n + pads[k + r]; ++j) {
+          int64_t i = j;
+          if (mode == "edge") {
+            i = std::min(std::max<int64_t>(j, 0), n - 1);
+          } else if (n > 1) {
+            if (i < 0) i = -i;
+            if (i >= n) i = 2 * (n - 1) - i;
+          } else {
+            i = 0;
+          }
+          idx.push_back(i);
+        }
+        y = y.index_select(k, at::from_blob(idx.data(), {static_cast<int64_t>(idx.size())}, at::kLong).clone());
+      }
+      c.outputs = {y};
+      return;
+    }
     // reflect / edge: ATen pads the trailing 1-3 dims of a batched tensor.
     int64_t first = r;
     for (int64_t k = 0; k < r; ++k)
@@ -692,7 +727,6 @@ OpDef PadDef() {
       c.outputs = {x};
       return;
     }
-    if (nd > 3) c.Fail("mode '" + mode + "' can pad at most the last 3 dimensions");
     std::vector<int64_t> p;
     for (int64_t k = r; k-- > first;) {
       p.push_back(pads[k]);

@@ -6,6 +6,7 @@
 #include <ATen/ops/cat.h>
 #include <ATen/ops/cumsum.h>
 #include <ATen/ops/gather.h>
+#include <ATen/ops/index_reduce.h>
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/scatter.h>
@@ -728,7 +729,8 @@ OpDef ScatterNDDef() {
     if (!IsInteger(idx.dtype)) c.Fail("indices must be integers, got " + idx.ToString());
     if (up.dtype != x.dtype) c.Fail("updates " + up.ToString() + " differ in type from data " + x.ToString());
     const std::string reduction = c.String("reduction");
-    if (reduction != "none" && reduction != "add") c.Unsupported("ScatterND with reduction '" + reduction + "'");
+    if (reduction != "none" && reduction != "add" && reduction != "mul")
+      c.Unsupported("ScatterND with reduction '" + reduction + "'");
     if (x.rank_known && idx.rank_known && up.rank_known && idx.rank() > 0 && idx.shape.back() >= 0) {
       const int64_t k = idx.shape.back();
       if (k > x.rank())
@@ -755,6 +757,18 @@ OpDef ScatterNDDef() {
       if (n > 0 && (i.min().item<int64_t>() < 0 || i.max().item<int64_t>() >= x.size(a)))
         c.Fail("index out of range for dimension of size " + std::to_string(x.size(a)));
       where.push_back(i);
+    }
+    if (c.String("reduction") == "mul") {
+      // Every update multiplies its slice, duplicates included: the slices
+      // by their row-major position over the k indexed axes.
+      at::Tensor position = at::zeros({n}, at::kLong);
+      for (int64_t a = 0; a < k; ++a) position = position * x.size(a) + where.get(a).value();
+      std::vector<int64_t> rows{-1};
+      rows.insert(rows.end(), slice.begin(), slice.end());
+      at::Tensor y = x.clone();
+      y.reshape(rows).index_reduce_(0, position, updates, "prod", /*include_self=*/true);
+      c.outputs = {y};
+      return;
     }
     c.outputs = {x.clone().index_put_(where, updates, /*accumulate=*/c.String("reduction") == "add")};
   };
