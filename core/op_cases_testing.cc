@@ -239,6 +239,15 @@ std::vector<OpCase> OpCases() {
                    if (r.sizes.empty()) return b.Op("Resize", {x, roi, scales}, r.attrs);
                    return b.Op("Resize", {x, roi, scales, b.ConstInts(r.sizes)}, r.attrs);
                  }});
+  // torch's nearest upsampling of an integer tensor (a segmentation mask):
+  // the separable kernel (ATen's has no int32 kernel).
+  c.push_back({"Resize_nearest_asymmetric_floor_int32", [floats](B& b) {
+                 return b.Op("Resize",
+                             {b.Input("rzi_x", {1, 2, 3, 4}, DType::kInt32), kNoValue, floats(b, {1, 1, 2, 1.5f})},
+                             A({{"mode", S("nearest")},
+                                {"coordinate_transformation_mode", S("asymmetric")},
+                                {"nearest_mode", S("floor")}}));
+               }});
   // Recurrent layers: every output flattened into one (Y, Y_h and LSTM's
   // Y_c), so the case compares all three. (ONNX Runtime 1.30 refuses
   // layout 1, batch first: ONNX's node tests check it.)

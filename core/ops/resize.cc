@@ -67,9 +67,10 @@ std::string Unrunnable(const ResizeForm& f, DType dtype) {
   return "";
 }
 
-// Whether ATen's 2-D kernels run this form exactly.
-bool AtenForm(const ResizeForm& f, const Shape& in, const Shape& out) {
-  if (in.size() != 4 || out.size() != 4 || in[0] != out[0] || in[1] != out[1]) return false;
+// Whether ATen's 2-D kernels run this form exactly (floating types: they
+// have no kernels for most integer types; the separable kernel runs those).
+bool AtenForm(const ResizeForm& f, bool floating, const Shape& in, const Shape& out) {
+  if (!floating || in.size() != 4 || out.size() != 4 || in[0] != out[0] || in[1] != out[1]) return false;
   if (f.mode == "nearest")
     return (f.coordinates == "asymmetric" && f.nearest == "floor") ||
            ((f.coordinates == "half_pixel" || f.coordinates == "pytorch_half_pixel") &&
@@ -302,7 +303,7 @@ OpDef ResizeDef() {
     const Shape in_shape(x.sizes().begin(), x.sizes().end()), out_shape(out.begin(), out.end());
     std::string why = Unrunnable(f, FromAtenType(x.scalar_type()));
     if (!why.empty()) c.Fail("Resize: " + why);
-    if (AtenForm(f, in_shape, out_shape)) {
+    if (AtenForm(f, x.is_floating_point(), in_shape, out_shape)) {
       const std::vector<int64_t> hw = {out[2], out[3]};
       c10::optional<double> sh, sw;
       if (from_scales) sh = scales[2], sw = scales[3];
