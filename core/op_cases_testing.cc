@@ -424,6 +424,15 @@ std::vector<OpCase> OpCases() {
                      A({{"onesided", I(0)}}));
                }});
   c.push_back({"Det", [in](B& b) { return b.Op("Det", {in(b, "det_x", {2, 3, 4, 4})}); }});
+  // A log-mel front end's filters (Whisper-like: 16 kHz, 20 Hz to 7.6 kHz).
+  c.push_back({"MelWeightMatrix_times_x", [in](B& b) {
+                 auto scalar_int = [&b](int32_t v) {
+                   return b.Const(TensorData(DType::kInt32, {}, std::string(reinterpret_cast<const char*>(&v), 4)));
+                 };
+                 ValueId mel = b.Op("MelWeightMatrix", {scalar_int(10), scalar_int(64), scalar_int(16000),
+                                                        b.ConstFloat(20.0f), b.ConstFloat(7600.0f)});
+                 return b.Op("Mul", {mel, in(b, "mel_x", {33, 10})});
+               }});
   // Pad's edge and reflect modes of integers and over four axes (gathered
   // indices), ScatterND multiplying (duplicate indices), MaxPool of uint8.
   c.push_back({"Pad_edge_int32", [](B& b) {

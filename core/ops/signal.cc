@@ -1,6 +1,6 @@
 // Signal processing (opset 17), as audio front ends exported to ONNX hold
 // them: the window generators (HannWindow, HammingWindow, BlackmanWindow),
-// DFT and STFT, on ATen's FFT; and Det. Complex values are a trailing
+// DFT and STFT, on ATen's FFT, MelWeightMatrix; and Det. Complex values are a trailing
 // dimension of 2 (real, imaginary), as ONNX writes them.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/arange.h>
@@ -213,6 +213,68 @@ OpDef StftDef() {
   return d;
 }
 RLFLOW_REGISTER_OP(StftDef());
+
+// ---- MelWeightMatrix (opset 17): [dft_length / 2 + 1, num_mel_bins]
+// triangular filters between lower_edge_hertz and upper_edge_hertz, evenly
+// spaced on the mel scale (2595 log10(1 + f / 700)), each rising from its
+// left edge bin to its centre bin and falling to its right edge bin, as
+// ONNX's reference computes them (the mel step divides by num_mel_bins + 2;
+// ONNX Runtime 1.30 gives the same).
+OpDef MelWeightMatrixDef() {
+  OpDef d;
+  d.name = "MelWeightMatrix";
+  d.since_opset = 17;
+  d.min_inputs = d.max_inputs = 5;
+  d.attrs = {IntAttr("output_datatype", 1)};
+  d.shape = [](const ShapeContext& c) {
+    const DType out = DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")));
+    if (!IsFloatingPoint(out))
+      c.Unsupported("output_datatype " + std::to_string(c.Int("output_datatype")) + " is not run");
+    for (int i = 0; i < 3; ++i)
+      if (!IsInteger(c.input(i).dtype)) c.Fail("input " + std::to_string(i) + " is not an integer");
+    auto bins = ConstantScalar(c, 0), dft = ConstantScalar(c, 1);
+    if (bins && *bins <= 0) c.Fail("num_mel_bins " + std::to_string(*bins) + " is not positive");
+    if (dft && *dft <= 0) c.Fail("dft_length " + std::to_string(*dft) + " is not positive");
+    return std::vector<TensorType>{Type(out, {dft ? *dft / 2 + 1 : kUnknownDim, bins ? *bins : kUnknownDim})};
+  };
+  d.kernel = [](KernelContext& c) {
+    const int64_t bins = ScalarInput(c, 0), dft = ScalarInput(c, 1), rate = ScalarInput(c, 2);
+    const double lower = c.in(3).reshape({-1})[0].item<double>(), upper = c.in(4).reshape({-1})[0].item<double>();
+    if (bins <= 0 || dft <= 0 || rate <= 0) c.Fail("num_mel_bins, dft_length and sample_rate must be positive");
+    if (!(lower >= 0 && upper > lower)) c.Fail("the edges must satisfy 0 <= lower_edge_hertz < upper_edge_hertz");
+    const int64_t spectrum = dft / 2 + 1;
+    auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+    const double low_mel = mel(lower), step = (mel(upper) - low_mel) / static_cast<double>(bins + 2);
+    std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+    for (int64_t k = 0; k < bins + 2; ++k) {
+      const double hz = 700.0 * (std::pow(10.0, (static_cast<double>(k) * step + low_mel) / 2595.0) - 1.0);
+      edge[static_cast<size_t>(k)] =
+          static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / static_cast<double>(rate)));
+    }
+    at::Tensor out = at::zeros({spectrum, bins}, at::kDouble);
+    double* o = out.data_ptr<double>();
+    auto set = [&](int64_t row, int64_t col, double v) {
+      if (row < 0 || row >= spectrum)
+        c.Fail("a filter edge falls outside the spectrum (upper_edge_hertz above the Nyquist rate?)");
+      o[row * bins + col] = v;
+    };
+    for (int64_t i = 0; i < bins; ++i) {
+      const int64_t left = edge[static_cast<size_t>(i)], centre = edge[static_cast<size_t>(i + 1)],
+                    right = edge[static_cast<size_t>(i + 2)];
+      if (centre == left) {
+        set(centre, i, 1.0);
+      } else {
+        for (int64_t j = left; j <= centre; ++j)
+          set(j, i, static_cast<double>(j - left) / static_cast<double>(centre - left));
+      }
+      for (int64_t j = centre; j < right; ++j)
+        set(j, i, static_cast<double>(right - j) / static_cast<double>(right - centre));
+    }
+    c.outputs = {out.to(ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")))))};
+  };
+  return d;
+}
+RLFLOW_REGISTER_OP(MelWeightMatrixDef());
 
 // ---- Det (opsets 11, 22): the determinants of the trailing square matrices.
 OpDef DetDef() {
