@@ -748,11 +748,14 @@ void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timi
     r.warn("the result is not checked in ONNX Runtime: " + rec.guard_note);
     return;
   }
-  r.info("measuring both in " + r.guard_device + " too (the guard, " + std::to_string(rec.pairs) +
-         " interleaved pairs)");
+  // As many pairs as the verdict's, and at least what the guard's runtime
+  // needs for its interval (ONNX Runtime's session pairs).
+  const int pairs = r.o.measure_runs > 0 ? rec.pairs : std::max(rec.pairs, r.guard_backend->min_paired_pairs());
+  const TimingOptions guard_timing = pairs == rec.pairs ? timing : VerdictTiming(pairs, r.o.seed);
+  r.info("measuring both in " + r.guard_device + " too (the guard, " + std::to_string(pairs) + " interleaved pairs)");
   try {
     static_cast<Verdict&>(rec.guard) =
-        Judge(r.guard_backend->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), r.level);
+        Judge(r.guard_backend->TimePaired(r.original_cut, optimised_cut, pairs, guard_timing), r.level);
   } catch (const Error& e) {
     rec.guard_note = r.guard_device + " could not time the pair: " + e.what();
     rec.keep_original = true;
@@ -780,7 +783,7 @@ void Measure(OptimiseRun& r) {
   // in wall and CPU time. Opaque nodes are the same in both graphs: the
   // parts around them are timed.
   Graph optimised_cut = CutAtOpaque(r.optimised);
-  rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds);
+  rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds, *r.counted);
   TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
   if (check.unchanged) {
     r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs)");

@@ -26,6 +26,37 @@
 #include "runtime/stats.h"
 
 namespace rlflow {
+namespace {
+
+// The graph a cost sum (GraphCost, RunCost) is walking on this thread, with
+// what MeasuredCostModel::NextTo asks of it computed once per sum rather than
+// once per node ONNX Runtime fuses into a neighbour: each such node's check
+// had scanned every node for the readers of its outputs, and a 3796-node
+// graph's cost was quadratic (a quarter of swin_t's search time in ORT).
+struct CostingGraph {
+  const Graph* graph = nullptr;
+  std::vector<std::vector<NodeId>> readers;  // by node: the nodes reading its outputs (when first needed)
+  std::vector<uint64_t> anchor_key;          // by node: NodeKeyHash >> 12, computed when first needed
+  std::vector<char> has_anchor_key;
+};
+thread_local CostingGraph* t_costing = nullptr;
+
+class CostingScope {
+ public:
+  explicit CostingScope(const Graph& g) : saved_(t_costing) {
+    graph_.graph = &g;
+    t_costing = &graph_;
+  }
+  ~CostingScope() { t_costing = saved_; }
+  CostingScope(const CostingScope&) = delete;
+  CostingScope& operator=(const CostingScope&) = delete;
+
+ private:
+  CostingGraph graph_;
+  CostingGraph* saved_;
+};
+
+}  // namespace
 
 // ---------------------------------------------------------------- graphs
 
@@ -47,6 +78,7 @@ std::vector<char> WeightOnlyNodes(const Graph& g) {
 }
 
 double CostModel::GraphCost(const Graph& g) {
+  CostingScope scope(g);
   std::vector<char> weight_only = WeightOnlyNodes(g);
   double total = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
@@ -215,6 +247,10 @@ int VerdictPairs(double run_seconds) {
   return std::max(10, std::min(40, static_cast<int>(2.0 / std::max(run_seconds, 1e-3))));
 }
 
+int VerdictPairs(double run_seconds, const TimingBackend& backend) {
+  return std::max(VerdictPairs(run_seconds), backend.min_paired_pairs());
+}
+
 TimingOptions VerdictTiming(int pairs, uint64_t seed) {
   TimingOptions timing;
   timing.seed = seed;
@@ -380,28 +416,45 @@ double MeasuredCostModel::NodeTimeOf(const Graph& g, NodeId id, uint64_t fast_ke
 }
 
 bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int distance) {
+  // Within a cost sum over `g`, its readers and keys are computed once for
+  // the whole sum; else (a single node's cost) here.
+  CostingGraph local;
+  CostingGraph& c = t_costing != nullptr && t_costing->graph == &g ? *t_costing : local;
+  local.graph = &g;
+  if (distance > 0 && c.readers.empty()) {
+    c.readers.resize(g.num_nodes());
+    for (NodeId r = 0; r < g.num_nodes(); ++r)
+      for (ValueId v : g.node(r).inputs) {
+        if (v == kNoValue || g.value(v).producer == kNoNode) continue;
+        std::vector<NodeId>& of = c.readers[g.value(v).producer];
+        if (of.empty() || of.back() != r) of.push_back(r);
+      }
+  }
+  if (c.anchor_key.empty()) {
+    c.anchor_key.assign(g.num_nodes(), 0);
+    c.has_anchor_key.assign(g.num_nodes(), 0);
+  }
+  auto key = [&](NodeId m) {
+    if (!c.has_anchor_key[m]) {
+      c.anchor_key[m] = NodeKeyHash(g, m) >> 12;
+      c.has_anchor_key[m] = 1;
+    }
+    return c.anchor_key[m];
+  };
   // Breadth first, `distance` edges downstream (> 0) or upstream (< 0).
   std::vector<NodeId> frontier = {id};
-  std::vector<ValueId> frontier_values;  // a few: fused chains are narrow
   for (int step = 0; step < std::abs(distance) && !frontier.empty(); ++step) {
     std::vector<NodeId> next;
-    if (distance < 0) {
-      for (NodeId u : frontier)
+    for (NodeId u : frontier) {
+      if (distance < 0) {
         for (ValueId v : g.node(u).inputs)
           if (v != kNoValue && g.value(v).producer != kNoNode) next.push_back(g.value(v).producer);
-    } else {
-      frontier_values.clear();
-      for (NodeId u : frontier)
-        for (ValueId v : g.node(u).outputs) frontier_values.push_back(v);
-      for (NodeId c = 0; c < g.num_nodes(); ++c)
-        for (ValueId v : g.node(c).inputs)
-          if (v != kNoValue && std::find(frontier_values.begin(), frontier_values.end(), v) != frontier_values.end()) {
-            next.push_back(c);
-            break;
-          }
+      } else {
+        next.insert(next.end(), c.readers[u].begin(), c.readers[u].end());
+      }
     }
     for (NodeId m : next)
-      if ((NodeKeyHash(g, m) >> 12) == anchor) return true;
+      if (key(m) == anchor) return true;
     frontier = std::move(next);
   }
   return false;
@@ -599,6 +652,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
 double MeasuredCostModel::RunCost(const Graph& g) {
   if (backend_->folds_constants()) return GraphCost(g);
   // Every node runs: GraphCost without leaving the weight-only ones out.
+  CostingScope scope(g);
   double total = 0;
   for (NodeId id = 0; id < g.num_nodes(); ++id) total += NodeMs(g, id);
   return total + RunFixedMs();

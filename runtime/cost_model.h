@@ -118,6 +118,12 @@ class TimingBackend {
   // applied rule at a time (PipelineOptions::retries). rlflow's executors
   // run node by node.
   virtual bool fuses_nodes() const { return false; }
+  // The fewest pairs TimePaired needs for its interval to cover the
+  // variation it has: ONNX Runtime times its pairs in several pairs of
+  // sessions (at least 5 pairs each), and with fewer pairs it has fewer
+  // session pairs, the interval over them as wide as Student's t with one
+  // degree of freedom makes it (12.7 at 95%). 0: any number.
+  virtual int min_paired_pairs() const { return 0; }
 };
 
 // Counts the real measurements made on a backend: every TimeGraph,
@@ -146,6 +152,7 @@ class CountingBackend : public TimingBackend {
   bool context_sensitive() const override { return inner_->context_sensitive(); }
   bool folds_constants() const override { return inner_->folds_constants(); }
   bool fuses_nodes() const override { return inner_->fuses_nodes(); }
+  int min_paired_pairs() const override { return inner_->min_paired_pairs(); }
   int64_t measurements() const { return measurements_.load(); }
 
  private:
@@ -285,6 +292,8 @@ struct CalibrationReport {
 // second to second).
 int CalibrationRuns(double run_seconds);
 int VerdictPairs(double run_seconds);
+// VerdictPairs for `backend`: at least its min_paired_pairs().
+int VerdictPairs(double run_seconds, const TimingBackend& backend);
 TimingOptions VerdictTiming(int pairs, uint64_t seed);
 
 // Measures each node on a backend, once per key, in two ways: alone (a

@@ -634,6 +634,15 @@ TEST(CostModel, AFusedNodeIsFreeOnlyNextToTheKernelThatRanIt) {
   EXPECT_GT(model.GraphCost(apart) - model.NodeMs(apart, Find(apart, "Relu", 1)), model.GraphCost(swish) + 0.5);
   // Asked again in the first graph after the second: still free there.
   EXPECT_DOUBLE_EQ(model.NodeMs(swish, Find(swish, "Sigmoid")), 0 + 1.0);
+  // A graph's cost (its readers and keys found once for the whole sum) is
+  // the sum of its nodes' costs asked one at a time.
+  for (const Graph* g : {&swish, &apart}) {
+    double nodes = model.RunFixedMs();
+    for (NodeId id = 0; id < g->num_nodes(); ++id) nodes += model.NodeMs(*g, id);
+    EXPECT_DOUBLE_EQ(model.GraphCost(*g), nodes);
+  }
+  EXPECT_DOUBLE_EQ(model.GraphCost(swish),
+                   model.RunFixedMs() + (0 + 1.0) + (0.7 + 1.0) + model.NodeMs(swish, Find(swish, "Relu")));
 
   // Persisted: a fresh model prices both graphs the same without running anything.
   std::string path = TempDir() + "/fused_cache.txt";
@@ -764,6 +773,14 @@ TEST(TimingSettings, SpanTheirTimeWithinBounds) {
   EXPECT_EQ(VerdictPairs(0.1), 20);
   EXPECT_EQ(VerdictPairs(1.0), 10);
   EXPECT_EQ(VerdictPairs(0.001), 40);
+  // A backend that needs more pairs for its interval (ONNX Runtime's session
+  // pairs) gets at least that many.
+  struct Blocked : ScriptedBackend {
+    int min_paired_pairs() const override { return 20; }
+  } blocked;
+  EXPECT_EQ(VerdictPairs(1.0, blocked), 20);
+  EXPECT_EQ(VerdictPairs(0.001, blocked), 40);
+  EXPECT_EQ(VerdictPairs(1.0, ScriptedBackend()), 10);
   TimingOptions t = VerdictTiming(40, 7);
   EXPECT_EQ(t.seed, 7u);
   EXPECT_DOUBLE_EQ(t.min_sample_ms, 25.0);

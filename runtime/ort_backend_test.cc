@@ -198,6 +198,10 @@ TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {
   t = backend_->TimePaired(c.g, c.g, 23, o);
   EXPECT_EQ(t.wall_a.size(), 23u);
   EXPECT_EQ(t.blocks, std::vector<int>({6, 6, 6, 5}));
+  // The fewest pairs the verdict takes here fill every session pair.
+  t = backend_->TimePaired(c.g, c.g, backend_->min_paired_pairs(), o);
+  EXPECT_EQ(t.blocks, std::vector<int>({5, 5, 5, 5}));
+  EXPECT_EQ(VerdictPairs(1.0, *backend_), 20);  // 10 on the executor: two session pairs
 }
 
 TEST_F(Live, ProfilesNodesInContext) {

@@ -115,6 +115,34 @@ TEST(Search, ForcedSequenceFoundByBoth) {
   }
 }
 
+// A cost that depends on a node's neighbours (ONNX Runtime's fusions): an
+// Add reading a Conv's output runs partly inside the Conv's kernel (0.5 for
+// 1), and a Mul costs nothing here. Folding the scale into the weights is
+// estimated from its own nodes as no gain (11.1 stays 11.1), so it is queued,
+// not built at once; built, it costs 10.6 (the Add now next to the Conv).
+// TASO requeues it at that cost as the rewrite, builds it again when it
+// comes first and goes on from it: the shift folds too (10.1).
+TEST(Search, AGraphWhoseEstimateWasOffIsBuiltAgainAndExplored) {
+  struct FusingCost : TableCost {
+    OpCost NodeCost(const Graph& g, NodeId id) override {
+      OpCost c = TableCost::NodeCost(g, id);
+      const Node& n = g.node(id);
+      const NodeId from = n.inputs.empty() ? kNoNode : g.value(n.inputs[0]).producer;
+      if (n.op == "Mul") c.ms = 0;
+      if (n.op == "Add" && from != kNoNode && g.node(from).op == "Conv") c.ms = 0.5;
+      return c;
+    }
+  } cost;
+  Graph g = ConvScaleShift();
+  EXPECT_DOUBLE_EQ(cost.GraphCost(g), 11.1);
+  Matcher m(Rules({kMulFold1x1, kBiasFold1x1}));
+  SearchResult r = RunSearch("taso", g, m, &cost, 1.05, 100, /*greedy_finish=*/false);
+  std::vector<std::string> want = {std::string(kMulFold1x1) + " (reversed)", std::string(kBiasFold1x1) + " (reversed)"};
+  EXPECT_EQ(r.applied, want);
+  EXPECT_DOUBLE_EQ(r.final_cost, 10.1);
+  EXPECT_EQ(r.graphs_explored, 3);  // the original, the scale folded (built twice), both folded
+}
+
 TEST(Search, GreedyTrappedBacktrackingEscapes) {
   Graph g = ParallelConvs();
   Matcher m(Rules({kEnlarge, kMerge, kMulFold1x1}));

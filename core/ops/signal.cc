@@ -32,7 +32,23 @@ std::optional<int64_t> ConstantScalar(const ShapeContext& c, int i) {
   return (*v)[0];
 }
 
-int64_t ScalarInput(const KernelContext& c, int i) { return c.in(i).reshape({-1})[0].item<int64_t>(); }
+// A scalar (or one-element) integer input's value at run time.
+int64_t ScalarInput(const KernelContext& c, int i) {
+  const std::vector<int64_t> v = c.IntsInput(i);
+  if (v.size() != 1) c.Fail("input " + std::to_string(i) + " has " + std::to_string(v.size()) + " values, expected 1");
+  return v[0];
+}
+
+// output_datatype: a floating type (the others stay opaque).
+DType OutputDatatype(const ShapeContext& c) {
+  const DType out = DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")));
+  if (!IsFloatingPoint(out))
+    c.Unsupported("output_datatype " + std::to_string(c.Int("output_datatype")) + " is not run");
+  return out;
+}
+at::ScalarType OutputDatatype(const KernelContext& c) {
+  return ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype"))));
+}
 
 // ---- HannWindow, HammingWindow, BlackmanWindow: w[n] = a0 - a1 cos(2 pi n /
 // N) + a2 cos(4 pi n / N), N = size (periodic) or size - 1 (symmetric), in
@@ -49,9 +65,7 @@ OpDef WindowDef(const char* name) {
   d.attrs = {IntAttr("output_datatype", 1), IntAttr("periodic", 1)};
   d.shape = [](const ShapeContext& c) {
     if (!IsInteger(c.input(0).dtype)) c.Fail("size is " + c.input(0).ToString() + ", expected an integer");
-    const DType out = DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")));
-    if (!IsFloatingPoint(out))
-      c.Unsupported("output_datatype " + std::to_string(c.Int("output_datatype")) + " is not run");
+    const DType out = OutputDatatype(c);
     auto size = ConstantScalar(c, 0);
     if (size && *size < 0) c.Fail("size " + std::to_string(*size) + " is negative");
     return std::vector<TensorType>{Type(out, {size ? *size : kUnknownDim})};
@@ -67,7 +81,7 @@ OpDef WindowDef(const char* name) {
     at::Tensor phase = k * static_cast<float>(2 * M_PI / n);
     at::Tensor y = static_cast<float>(w.a0) - static_cast<float>(w.a1) * at::cos(phase);
     if (w.a2 != 0) y = y + static_cast<float>(w.a2) * at::cos(2 * phase);
-    c.outputs = {y.to(ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")))))};
+    c.outputs = {y.to(OutputDatatype(c))};
   };
   return d;
 }
@@ -227,9 +241,7 @@ OpDef MelWeightMatrixDef() {
   d.min_inputs = d.max_inputs = 5;
   d.attrs = {IntAttr("output_datatype", 1)};
   d.shape = [](const ShapeContext& c) {
-    const DType out = DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")));
-    if (!IsFloatingPoint(out))
-      c.Unsupported("output_datatype " + std::to_string(c.Int("output_datatype")) + " is not run");
+    const DType out = OutputDatatype(c);
     for (int i = 0; i < 3; ++i)
       if (!IsInteger(c.input(i).dtype)) c.Fail("input " + std::to_string(i) + " is not an integer");
     auto bins = ConstantScalar(c, 0), dft = ConstantScalar(c, 1);
@@ -270,7 +282,7 @@ OpDef MelWeightMatrixDef() {
       for (int64_t j = centre; j < right; ++j)
         set(j, i, static_cast<double>(right - j) / static_cast<double>(right - centre));
     }
-    c.outputs = {out.to(ToAtenType(DTypeFromCode(static_cast<int32_t>(c.Int("output_datatype")))))};
+    c.outputs = {out.to(OutputDatatype(c))};
   };
   return d;
 }
