@@ -37,7 +37,10 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
 // ---------------------------------------------------------------- RewriteState
 
 double RewriteState::cost() const {
-  if (!cost_) cost_ = engine_->o_.cost->GraphCost(*graph_) + adjust_;
+  if (!cost_) {
+    cost_ = engine_->o_.cost->GraphCost(*graph_) + adjust_;
+    if (surroundings_ != 0) engine_->estimate_error_[surroundings_] = *cost_ - estimate_;
+  }
   return *cost_;
 }
 
@@ -106,6 +109,8 @@ std::optional<RewriteState> RewriteState::Apply(const Candidate& candidate) cons
   s.engine_ = engine_;
   s.graph_ = std::move(next);
   s.adjust_ = adjust_ + candidate.adjust;
+  s.surroundings_ = candidate.surroundings;
+  s.estimate_ = candidate.cost - candidate.correction;
   s.steps_ = steps_ + 1;
   s.history_ = std::make_shared<const History>(History{engine_->MatchName(candidate.match), history_});
   s.parent_matches_ = SharedMatches();
@@ -251,7 +256,24 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   double gain = removed - added, used = gain;
   double noise = Noise(removed_keys, added_keys.empty() ? rc.keys : added_keys);
   if (gain > 0 && gain <= noise) used = ResolvedGain(g, m, key, input_constant, gain);
-  return Candidate{m, s.cost() - used, gain - used};
+  // The surroundings: the replacement's key and the cost keys of the nodes
+  // that read the match's outputs or write its inputs.
+  if (!memo->consumers) memo->consumers = g.Consumers();
+  auto neighbour = [&](NodeId id) {
+    if (memo->key[id] == 0) memo->key[id] = NodeKeyHash(g, id);
+    return memo->key[id];
+  };
+  uint64_t surroundings = HashCombine(key, 0x5a11);
+  for (ValueId v : outputs)
+    for (const auto& [reader, slot] : (*memo->consumers)[v])
+      if (std::find(m.nodes.begin(), m.nodes.end(), reader) == m.nodes.end())
+        surroundings = HashCombine(HashCombine(surroundings, neighbour(reader)), static_cast<uint64_t>(slot));
+  for (ValueId v : m.inputs)
+    if (g.value(v).producer != kNoNode) surroundings = HashCombine(surroundings, neighbour(g.value(v).producer));
+  surroundings |= 1;  // never 0 (none)
+  auto known = estimate_error_.find(surroundings);
+  const double correction = known != estimate_error_.end() ? known->second : 0.0;
+  return Candidate{m, s.cost() - used + correction, gain - used, surroundings, correction};
 }
 
 // The gain of a rewrite whose estimated gain is within noise, from the cost

@@ -60,6 +60,14 @@ struct Candidate {
   // where the noise rule replaced an estimated gain within the timings'
   // noise by the outcome of timing the two sides against each other.
   double adjust = 0;
+  // The match in its surroundings (rule side, input types and constness,
+  // the neighbours' cost keys), and what the estimate added for it: where
+  // the cost of a node depends on its neighbours (ONNX Runtime's fusions),
+  // a rewrite's own nodes do not tell its cost; the error of the last graph
+  // built from a match in the same surroundings is added (see
+  // RewriteEngine::Estimate).
+  uint64_t surroundings = 0;
+  double correction = 0;
 };
 
 class RewriteEngine;
@@ -107,6 +115,10 @@ class RewriteState {
   std::shared_ptr<const History> history_;
   // Lazily computed.
   mutable std::optional<double> cost_;
+  // Built by Apply: the candidate's surroundings and uncorrected estimate,
+  // whose error the engine learns when cost() is first computed.
+  uint64_t surroundings_ = 0;
+  double estimate_ = 0;
   mutable std::shared_ptr<const std::vector<Match>> matches_;
   // For incremental matching: the parent's matches and what Apply changed
   // (released once the matches are found).
@@ -156,6 +168,9 @@ class RewriteEngine {
     std::vector<char> out_permuted;                 // per output: a permuted view (PermutedView)
   };
   std::unordered_map<uint64_t, ReplacementCost> replacement_cost_;
+  // Candidate::surroundings -> exact cost - uncorrected estimate of the last
+  // graph built from such a match.
+  std::unordered_map<uint64_t, double> estimate_error_;
   std::unordered_map<uint64_t, double> resolved_;  // replacement key -> ResolveGain outcome
 };
 
