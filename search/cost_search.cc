@@ -46,11 +46,10 @@ class SearchRun {
 
   // Applies a candidate Materialise built before (its graph dropped): the
   // same graph and cost again, not counted or checked as new.
-  RewriteState Rebuild(const RewriteState& s, const Candidate& c) {
+  std::optional<RewriteState> Rebuild(const RewriteState& s, const Candidate& c) {
     std::optional<RewriteState> next = s.Apply(c);
-    if (!next) Fail("search: a rewrite that applied before does not apply again");
-    next->cost();
-    return std::move(*next);
+    if (next) next->cost();
+    return next;
   }
 
   void MarkSeen(const Graph& g) { seen_.insert(g.StructuralHash()); }
@@ -199,7 +198,9 @@ class TasoSearch : public Search {
       queue.erase(queue.begin());
       RewriteState s = e.state;
       if (e.candidate && e.built_before) {
-        s = run.Rebuild(e.state, *e.candidate);
+        std::optional<RewriteState> again = run.Rebuild(e.state, *e.candidate);
+        if (!again) continue;  // applies as it did (a rewrite is deterministic); never a failed run
+        s = std::move(*again);
       } else if (e.candidate) {
         std::optional<RewriteState> built = run.Materialise(e.state, *e.candidate);
         if (!built) continue;  // invalid, or reached before by another order of rewrites
