@@ -63,7 +63,7 @@ struct PipelineOptions {
   std::string device = "cpu";  // cpu, ort (cuda where built with it)
   std::string ort_level;       // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
-  int measure_runs = 0;  // 0: auto (10 to 40 pairs)
+  int measure_runs = 0;  // 0: auto (VerdictPairs: 10 to 40 pairs)
   // When the verdict does not find the optimised graph faster and its
   // rewrites come from several rules: searches again leaving out one
   // applied rule at a time (the least applied first), at most this many

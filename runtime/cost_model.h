@@ -286,8 +286,9 @@ struct CalibrationReport {
 // How the optimiser times a graph whose one run took `run_seconds`: the
 // whole runs a calibration times in context (about 1 s of them, at least 3:
 // small models run up to 2000 times, their node times are microseconds and
-// noisier), and the verdict's end-to-end timing (10 to 40 pairs spanning
-// about 2 s; each sample repeats a small graph to at least 1000 / pairs ms,
+// noisier), and the verdict's end-to-end timing (pairs spanning about 2 s,
+// at most 40, at least 20 while they take at most 30 s and never fewer
+// than 10; each sample repeats a small graph to at least 1000 / pairs ms,
 // so that the pairs are not a snapshot of a machine whose speed moves from
 // second to second).
 int CalibrationRuns(double run_seconds);

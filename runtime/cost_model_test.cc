@@ -764,14 +764,19 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
 }
 
 // The optimiser's timing settings: about 1 s of calibration runs (3 to
-// 2000), verdict pairs spanning about 2 s (10 to 40), each verdict sample at
+// 2000), verdict pairs spanning about 2 s (at most 40; at least 20 while
+// they take at most 30 s, never fewer than 10), each verdict sample at
 // least 1000 / pairs ms.
 TEST(TimingSettings, SpanTheirTimeWithinBounds) {
   EXPECT_EQ(CalibrationRuns(0.010), 100);
   EXPECT_EQ(CalibrationRuns(2.0), 3);
   EXPECT_EQ(CalibrationRuns(1e-7), 2000);
   EXPECT_EQ(VerdictPairs(0.1), 20);
-  EXPECT_EQ(VerdictPairs(1.0), 10);
+  EXPECT_EQ(VerdictPairs(0.05), 40);
+  EXPECT_EQ(VerdictPairs(0.18), 20);  // 2 s would be 11 pairs
+  EXPECT_EQ(VerdictPairs(0.75), 20);  // 2 x 20 x 0.75 s = 30 s
+  EXPECT_EQ(VerdictPairs(1.0), 15);   // 30 s of pairs
+  EXPECT_EQ(VerdictPairs(3.0), 10);   // never fewer than 10
   EXPECT_EQ(VerdictPairs(0.001), 40);
   // A backend that needs more pairs for its interval (ONNX Runtime's session
   // pairs) gets at least that many.
@@ -780,7 +785,8 @@ TEST(TimingSettings, SpanTheirTimeWithinBounds) {
   } blocked;
   EXPECT_EQ(VerdictPairs(1.0, blocked), 20);
   EXPECT_EQ(VerdictPairs(0.001, blocked), 40);
-  EXPECT_EQ(VerdictPairs(1.0, ScriptedBackend()), 10);
+  EXPECT_EQ(VerdictPairs(3.0, blocked), 20);
+  EXPECT_EQ(VerdictPairs(3.0, ScriptedBackend()), 10);
   TimingOptions t = VerdictTiming(40, 7);
   EXPECT_EQ(t.seed, 7u);
   EXPECT_DOUBLE_EQ(t.min_sample_ms, 25.0);

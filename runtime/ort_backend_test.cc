@@ -201,7 +201,7 @@ TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {
   // The fewest pairs the verdict takes here fill every session pair.
   t = backend_->TimePaired(c.g, c.g, backend_->min_paired_pairs(), o);
   EXPECT_EQ(t.blocks, std::vector<int>({5, 5, 5, 5}));
-  EXPECT_EQ(VerdictPairs(1.0, *backend_), 20);  // 10 on the executor: two session pairs
+  EXPECT_EQ(VerdictPairs(3.0, *backend_), 20);  // 10 on the executor at 3 s: two session pairs
 }
 
 TEST_F(Live, ProfilesNodesInContext) {
