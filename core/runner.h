@@ -79,6 +79,7 @@ class Runner {
   // A line shown whatever the interval (milestones: a round, an episode).
   void Say(const std::string& line);
   bool has_progress() const { return static_cast<bool>(progress_); }
+  double progress_interval_s() const { return interval_s_; }
 
   double Elapsed() const;
   // Seconds left before the deadline (infinity without one; never < 0).

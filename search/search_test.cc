@@ -356,6 +356,31 @@ TEST(Search, InterruptedInsideAStep) {
   }
 }
 
+// The progress a user sees is the search's: a step whose costing is quick
+// (300 rewrites of a Relu chain) does not report its own line, which had
+// taken the search's place in every interval.
+TEST(Search, ProgressLinesAreTheSearchsUnlessAStepIsLong) {
+  GraphBuilder b(1);
+  ValueId v = b.Input("x", {1, 16});
+  for (int k = 0; k < 300; ++k) v = b.Op("Relu", {v});
+  Graph g = b.Build({v});
+  Matcher m(RuleList(Db()));
+  TableCost cost;
+  std::vector<std::string> lines;
+  // The first line is shown; later ones only 1000 s after it.
+  Runner runner(RunnerLimits{}, [&](const std::string& line) { lines.push_back(line); },
+                /*progress_interval_s=*/1000);
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = &cost;
+  o.runner = &runner;
+  o.budget = 3;
+  MakeSearch("taso")->Run(g, o);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("graphs explored"), std::string::npos) << lines[0];
+  for (const std::string& line : lines) EXPECT_EQ(line.find("costing rewrites"), std::string::npos) << line;
+}
+
 TEST(SearchParams, EachSearchDeclaresAndChecksItsOwn) {
   Matcher m(RuleList(Db()));
   TableCost cost;
