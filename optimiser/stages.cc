@@ -464,7 +464,7 @@ void Calibrate(OptimiseRun& r) {
     // The search starts from the canonical form of the graph as imported
     // (batch norms lowered, static dimensions folded): its keys as well.
     if (r.res.canonicalise.lowered_batchnorm > 0 || r.model.static_dims > 0) {
-      AddCalibration(calibration, cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs));
+      AddCalibration(calibration, cost.Calibrate(CutAtOpaque(r.canonical), r.cal_runs, 0, &r.original_cut));
     }
     r.info(
         Format("cost model calibrated in context: %d operator keys (%d timed now, %d run fused into a neighbour's "
@@ -548,12 +548,18 @@ void SearchRounds(OptimiseRun& r) {
                  untimed, needed, runner.Remaining(), search_rounds));
       break;
     }
-    CalibrationReport c = cost.Calibrate(chosen, r.cal_runs);
+    // Its long nodes may all have new keys (new neighbours): then the
+    // original, whose keys are cached, runs after it for the time base of
+    // the new timings (taken at the machine's speed now, they had made a
+    // rewritten RegNet look 1.27x faster; measured 1.008x).
+    CalibrationReport c = cost.Calibrate(chosen, r.cal_runs, 0, &r.original_cut);
     AddCalibration(calibration, c);
-    r.info(
-        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g), searching "
-               "again",
-               c.new_keys, c.time_base));
+    r.info(Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g%s), "
+                  "searching again",
+                  c.new_keys, c.time_base,
+                  c.time_base_from_reference ? ", from the original's run"
+                  : c.time_base_known        ? ""
+                                             : ", unknown"));
     rec.before_estimate = cost.RunCost(r.model.AsGiven());
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);

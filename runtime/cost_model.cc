@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -580,7 +581,39 @@ int MeasuredCostModel::UncalibratedKeys(const Graph& g) {
   return missing;
 }
 
-CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs) {
+namespace {
+
+// Cached / current time of the keys timed now that were cached (their total
+// times): set where they are at least 3 keys and a fifth of the run's node
+// time. `now` gets every key's median time in this run.
+std::optional<double> TimeBase(const std::map<std::string, std::vector<NodeId>>& by_key, const InContextTimes& t,
+                               const std::map<std::string, double>& cache, const std::string& ctx_prefix,
+                               std::map<std::string, double>* now) {
+  // Weighted by time (sum cached / sum now): the long operators, whose
+  // timings are the stablest, set it. Known keys that add up to little of
+  // the run (a few microsecond shape ops shared with another model) would
+  // set it by noise.
+  double cached_sum = 0, now_sum = 0, total = 0;
+  int known = 0;
+  for (const auto& [key, ids] : by_key) {
+    std::vector<double> ms;
+    for (NodeId id : ids) ms.push_back(t.node_ms[id]);
+    const double m = Median(ms);
+    (*now)[key] = m;
+    total += m * ids.size();
+    auto cached = cache.find(ctx_prefix + key);
+    if (cached == cache.end()) continue;
+    cached_sum += cached->second * ids.size();
+    now_sum += m * ids.size();
+    ++known;
+  }
+  if (known >= 3 && now_sum > 0 && cached_sum > 0 && now_sum >= 0.2 * total) return cached_sum / now_sum;
+  return std::nullopt;
+}
+
+}  // namespace
+
+CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs, const Graph* reference) {
   CalibrationReport report;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
@@ -604,29 +637,25 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     report.run_ms = t.run_ms;
     // One time base: the machine may run faster or slower now than when the
     // cached keys were timed (a shared VM drifts by 1.5x). New keys are
-    // scaled by the median ratio cached / now over the keys timed both
-    // times, so that every cached timing compares with every other.
-    // Weighted by time (sum cached / sum now): the long operators, whose
-    // timings are the stablest, set it.
-    // Known keys that add up to little of the run (a few microsecond
-    // shape ops shared with another model) would set it by noise: they
-    // must make up a fifth of the run's node time.
-    double cached_sum = 0, now_sum = 0, total = 0;
-    int known = 0;
+    // scaled by the ratio cached / now over the keys timed both times
+    // (TimeBase), so that every cached timing compares with every other.
     std::map<std::string, double> now;
-    for (const auto& [key, ids] : by_key) {
-      std::vector<double> ms;
-      for (NodeId id : ids) ms.push_back(t.node_ms[id]);
-      now[key] = Median(ms);
-      total += now[key] * ids.size();
-      auto cached = cache_.find(ctx_prefix + key);
-      if (cached == cache_.end()) continue;
-      cached_sum += cached->second * ids.size();
-      now_sum += now[key] * ids.size();
-      ++known;
+    std::optional<double> base = TimeBase(by_key, t, cache_, ctx_prefix, &now);
+    if (!base && missing && reference != nullptr && reference->num_nodes() > 0) {
+      for (NodeId id = 0; id < reference->num_nodes(); ++id)
+        RLFLOW_CHECK(!reference->node(id).opaque(), "Calibrate: the reference graph has opaque nodes (cut them first)");
+      const std::map<std::string, std::vector<NodeId>> ref_keys = TimedKeys(*reference);
+      bool all_cached = true;
+      for (const auto& entry : ref_keys) all_cached &= cache_.count(ctx_prefix + entry.first) > 0;
+      if (all_cached) {
+        InContextTimes rt = backend_->TimeNodesInContext(*reference, std::max(runs, 3), options_);
+        std::map<std::string, double> ref_now;
+        base = TimeBase(ref_keys, rt, cache_, ctx_prefix, &ref_now);
+        report.time_base_from_reference = base.has_value();
+      }
     }
-    report.time_base_known = known >= 3 && now_sum > 0 && cached_sum > 0 && now_sum >= 0.2 * total;
-    report.time_base = report.time_base_known ? cached_sum / now_sum : 1.0;
+    report.time_base_known = base.has_value();
+    report.time_base = base.value_or(1.0);
     if (missing) RecordInContext(g, by_key, now, t, executed, report);
   }
   // Isolated times of the same keys, for the in-context / isolated ratios.

@@ -274,6 +274,9 @@ struct CalibrationReport {
   // times).
   double time_base = 1;
   bool time_base_known = false;
+  // The time base came from the reference graph's run (Calibrate's
+  // `reference`): this graph's own cached keys could not set it.
+  bool time_base_from_reference = false;
   struct PerOp {
     int nodes = 0;
     double ms = 0;      // in-context ms of these nodes together
@@ -319,7 +322,14 @@ class MeasuredCostModel : public CostModel {
   // times to measure the time base of the cached timings (the report's
   // time_base: how much faster the machine was when they were timed than
   // now); nothing cached changes, so costs stay those of the cache.
-  CalibrationReport Calibrate(const Graph& graph, int runs = 7, int time_base_runs = 0);
+  // Where new keys are timed and the graph's own cached keys cannot set the
+  // time base (fewer than 3, or under a fifth of its node time: a graph
+  // the search rewrote, whose every long node has new neighbours),
+  // `reference`, a graph whose keys are cached (the original), runs right
+  // after it `runs` times and sets it. Without one the new keys are taken
+  // at the machine's speed now, beside cached keys timed at another speed.
+  CalibrationReport Calibrate(const Graph& graph, int runs = 7, int time_base_runs = 0,
+                              const Graph* reference = nullptr);
   // The keys of `graph` Calibrate would time in context now (never timed in
   // context): 0 when calibrating it would run nothing new. Runs nothing.
   int UncalibratedKeys(const Graph& graph);

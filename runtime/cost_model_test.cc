@@ -411,6 +411,29 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_FALSE(r4.time_base_known);  // 2.3 * 3 = 6.9 of 46.9 ms
   EXPECT_DOUBLE_EQ(r4.time_base, 1.0);
   EXPECT_DOUBLE_EQ(third.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 + 1.0);
+  EXPECT_FALSE(r4.time_base_from_reference);
+
+  // With a reference graph whose keys are all cached (the original), it
+  // runs after the graph and sets the time base: the new key is scaled to
+  // the cache's speed (40 ms now, 3x slower than then: 13.3 ms).
+  ScriptedBackend skewed2 = skewed;
+  MeasuredCostModel fourth(&skewed2);
+  fourth.LoadCache(path);
+  const int runs_then = skewed2.context_runs;
+  CalibrationReport r5 = fourth.Calibrate(mixed, 7, 0, &g);
+  EXPECT_EQ(skewed2.context_runs, runs_then + 2);  // the graph, then the reference
+  EXPECT_TRUE(r5.time_base_known);
+  EXPECT_TRUE(r5.time_base_from_reference);
+  EXPECT_DOUBLE_EQ(r5.time_base, 1.0 / 3.0);
+  EXPECT_NEAR(fourth.NodeMs(mixed, Find(mixed, "Sigmoid")), 40.0 / 3.0 + 1.0, 1e-9);
+  // A graph whose own known keys set it does not run the reference.
+  MeasuredCostModel fifth(&slow);
+  fifth.LoadCache(path);
+  const int slow_runs = slow.context_runs;
+  CalibrationReport r6 = fifth.Calibrate(mixed, 7, 0, &g);
+  EXPECT_EQ(slow.context_runs, slow_runs + 1);
+  EXPECT_FALSE(r6.time_base_from_reference);
+  EXPECT_DOUBLE_EQ(r6.time_base, 0.5);
 }
 
 // On a device that runs weight-only nodes on every run (rlflow's executors),
