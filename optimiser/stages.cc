@@ -554,12 +554,13 @@ void SearchRounds(OptimiseRun& r) {
     // rewritten RegNet look 1.27x faster; measured 1.008x).
     CalibrationReport c = cost.Calibrate(chosen, r.cal_runs, 0, &r.original_cut);
     AddCalibration(calibration, c);
-    r.info(Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g%s), "
-                  "searching again",
-                  c.new_keys, c.time_base,
-                  c.time_base_from_reference ? ", from the original's run"
-                  : c.time_base_known        ? ""
-                                             : ", unknown"));
+    r.info(
+        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g%s), "
+               "searching again",
+               c.new_keys, c.time_base,
+               c.time_base_from_reference ? ", from the original's run"
+               : c.time_base_known        ? ""
+                                          : ", unknown"));
     rec.before_estimate = cost.RunCost(r.model.AsGiven());
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);

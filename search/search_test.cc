@@ -368,8 +368,9 @@ TEST(Search, ProgressLinesAreTheSearchsUnlessAStepIsLong) {
   TableCost cost;
   std::vector<std::string> lines;
   // The first line is shown; later ones only 1000 s after it.
-  Runner runner(RunnerLimits{}, [&](const std::string& line) { lines.push_back(line); },
-                /*progress_interval_s=*/1000);
+  Runner runner(
+      RunnerLimits{}, [&](const std::string& line) { lines.push_back(line); },
+      /*progress_interval_s=*/1000);
   SearchOptions o;
   o.matcher = &m;
   o.cost = &cost;
