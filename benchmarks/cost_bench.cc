@@ -11,6 +11,11 @@
 // up to 40 samples of at least 25 ms). Their ratio's interval says whether
 // the estimate error of the original is the methods' doing or the machine's
 // drift between them.
+// With --explain=OTHER.onnx [--device=ort] [--timing_cache=PATH], the cost
+// model's estimate of OTHER (a rewrite of --model, e.g. the optimiser's
+// output with --force_optimised) against --model's, in --model's context
+// and with the cache the search had: per op type, and the cost keys whose
+// share differs most (why the search found a graph cheaper).
 // With --self_pairs=N [--device=ort], the verdict's paired measurement of
 // the model against a second import of itself, N times: the pairing's bias.
 // With --repeat=N, the verdict's measurement alone, N times --gap_s apart:
@@ -29,12 +34,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/node_key.h"
 #include "core/onnx_io.h"
 #include "core/passes/interface.h"
 #include "core/passes/lower_batchnorm.h"
@@ -58,6 +65,10 @@ DEFINE_int32(self_pairs, 0,
              "itself (its weights apart), this many times: the pairing's bias (1.000 when there is none)");
 DEFINE_string(device, "cpu", "with --self_pairs: the timing backend (cpu or ort)");
 DEFINE_int32(pairs, 40, "with --self_pairs: pairs per measurement (the verdict's default)");
+DEFINE_string(explain, "",
+              "with --model: instead, the cost model's estimate of this ONNX file (a rewrite of --model) against "
+              "--model's, per op type and per cost key");
+DEFINE_string(timing_cache, "", "with --explain: the timing cache to cost with (as the optimiser's)");
 DEFINE_int32(statistic_repeat, 0,
              "with --model: instead, this many (calibration-like window, --gap_s, verdict-like window) triples, "
              "each window summarised by its median, 10th percentile and minimum");
@@ -101,10 +112,62 @@ int SelfPairs() {
   return 0;
 }
 
+// The estimate of a rewrite of a model against the model's, node by node.
+int Explain() {
+  ImportOptions io;
+  io.input_shapes = ParseInputShapes(FLAGS_input_shape);
+  Graph a = CutAtOpaque(ImportOnnxFile(FLAGS_model, io)), b = CutAtOpaque(ImportOnnxFile(FLAGS_explain, io));
+  auto backend = MakeTimingBackend(FLAGS_device);
+  MeasuredCostModel model(backend.get());
+  if (!FLAGS_timing_cache.empty()) model.LoadCache(FLAGS_timing_cache);
+  model.SetContext(a);
+  // Times what the cache lacks of the model (nothing, with the search's
+  // cache); the rewrite's keys are costed as the search costed them.
+  const CalibrationReport cal = model.Calibrate(a);
+  struct Share {
+    int nodes_a = 0, nodes_b = 0;
+    double ms_a = 0, ms_b = 0;
+  };
+  std::map<std::string, Share> per_op, per_key;
+  auto add = [&](const Graph& g, bool is_a) {
+    const std::vector<char> weight_only =
+        backend->folds_constants() ? WeightOnlyNodes(g) : std::vector<char>(g.num_nodes(), 0);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      if (weight_only[id]) continue;
+      const double ms = model.NodeMs(g, id);
+      for (Share* s : {&per_op[g.node(id).op], &per_key[NodeKeyText(g, id)]}) {
+        (is_a ? s->nodes_a : s->nodes_b) += 1;
+        (is_a ? s->ms_a : s->ms_b) += ms;
+      }
+    }
+  };
+  add(a, true);
+  add(b, false);
+  std::printf("%s: %d nodes, estimate %.4f ms (%d keys timed now, time base %.3f%s)\n", FLAGS_model.c_str(),
+              a.num_nodes(), model.GraphCost(a), cal.new_keys, cal.time_base, cal.time_base_known ? "" : ", unknown");
+  std::printf("%s: %d nodes, estimate %.4f ms\n", FLAGS_explain.c_str(), b.num_nodes(), model.GraphCost(b));
+  std::printf("| op | nodes | ms | nodes (other) | ms (other) | difference |\n|---|---:|---:|---:|---:|---:|\n");
+  for (const auto& [op, s] : per_op)
+    std::printf("| %s | %d | %.4f | %d | %.4f | %+.4f |\n", op.c_str(), s.nodes_a, s.ms_a, s.nodes_b, s.ms_b,
+                s.ms_b - s.ms_a);
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [key, s] : per_key) order.push_back({-std::abs(s.ms_b - s.ms_a), key});
+  std::sort(order.begin(), order.end());
+  std::printf("\nthe 25 cost keys whose share differs most:\n");
+  for (size_t k = 0; k < order.size() && k < 25; ++k) {
+    const Share& s = per_key[order[k].second];
+    std::printf("%+.4f ms  %d x %.4f -> %d x %.4f  %s\n", s.ms_b - s.ms_a, s.nodes_a,
+                s.nodes_a ? s.ms_a / s.nodes_a : 0.0, s.nodes_b, s.nodes_b ? s.ms_b / s.nodes_b : 0.0,
+                order[k].second.c_str());
+  }
+  return 0;
+}
+
 // The calibration's whole run against the verdict's measurement of one
 // model, interleaved (A B B A ...).
 int CompareMethods() {
   if (FLAGS_self_pairs > 0) return SelfPairs();
+  if (!FLAGS_explain.empty()) return Explain();
   ImportOptions io;
   io.input_shapes = ParseInputShapes(FLAGS_input_shape);
   Graph g = CutAtOpaque(ImportOnnxFile(FLAGS_model, io));

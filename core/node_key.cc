@@ -17,28 +17,28 @@ uint64_t AttributeHash(const Graph& g, NodeId id) {
   return h;
 }
 
-// A Transpose's permutation moves a dimension of more than one element past
-// another: its output is not laid out row-major (ATen's is_contiguous, which
-// ignores unit dimensions).
-bool MovesData(const Graph& g, const Node& n) {
-  if (n.inputs.empty() || n.inputs[0] == kNoValue) return false;
-  const TensorType& x = g.value(n.inputs[0]).type;
+// A permutation of `x` (`perm`, else the reversal) moves a dimension of
+// more than one element past another: the result is not laid out
+// row-major (ATen's is_contiguous, which ignores unit dimensions).
+bool MovesData(const TensorType& x, const std::vector<int64_t>* perm) {
   if (!x.rank_known) return true;
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  // The permutation as given, else the reversal (no copy: this runs for
-  // every Transpose on the cost model's key path).
-  auto it = n.attrs.find("perm");
-  const std::vector<int64_t>* given = it != n.attrs.end() && !it->second.ints.empty() ? &it->second.ints : nullptr;
-  const int64_t count = given != nullptr ? static_cast<int64_t>(given->size()) : rank;
+  const int64_t count = perm != nullptr ? static_cast<int64_t>(perm->size()) : rank;
   int64_t last = -1;
   for (int64_t k = 0; k < count; ++k) {
-    const int64_t axis = given != nullptr ? (*given)[k] : rank - 1 - k;
+    const int64_t axis = perm != nullptr ? (*perm)[k] : rank - 1 - k;
     if (axis < 0 || axis >= rank) return true;
     if (x.shape[axis] == 1) continue;
     if (axis < last) return true;
     last = axis;
   }
   return false;
+}
+
+// A Transpose's permutation as given, else null (the reversal).
+const std::vector<int64_t>* PermOf(const Node& n) {
+  auto it = n.attrs.find("perm");
+  return it != n.attrs.end() && !it->second.ints.empty() ? &it->second.ints : nullptr;
 }
 
 struct InputPart {
@@ -83,21 +83,57 @@ uint64_t OperatorHash(const Graph& g, NodeId id) {
 }
 
 bool PermutedView(const Graph& g, ValueId value) {
-  // Through a chain of views (kSameView) to the operator that made the layout.
+  // Through a chain of views (kSameView) and of operators that keep their
+  // input's layout (kSameLayout) to the operator that made the layout.
+  // Transposes met on the way compose: a pair that composes to the
+  // identity gives the layout of what it read (ATen's permute of a permute
+  // has the strides it started from, and ONNX Runtime cancels such pairs),
+  // so a search that inserts one around a node does not make its readers
+  // new cost keys. `composite` maps the value's axes to those of the
+  // tensor below the Transposes walked through (empty: none yet).
+  std::vector<int64_t> composite;
+  auto pending_moves = [&](const TensorType& below) { return !composite.empty() && MovesData(below, &composite); };
   for (ValueId v = value; v != kNoValue;) {
     const Value& val = g.value(v);
-    if (val.producer == kNoNode) return val.arrives_permuted;
+    if (val.producer == kNoNode) return val.arrives_permuted || pending_moves(val.type);
     const Node& n = g.node(val.producer);
     const OpDef* def = n.opaque() ? nullptr : OpRegistry::Global().Find(n.domain, n.op);
-    if (def == nullptr || val.output_index != 0) return false;
+    if (def == nullptr || val.output_index != 0) return pending_moves(val.type);
+    const ValueId in = n.inputs.empty() ? kNoValue : n.inputs[0];
     switch (def->output_layout) {
-      case OpDef::OutputLayout::kFresh: return false;
-      case OpDef::OutputLayout::kPermutedView:
-        if (MovesData(g, n)) return true;
-        break;  // the identity on the data: as its input
-      case OpDef::OutputLayout::kSameView: break;
+      case OpDef::OutputLayout::kFresh: return pending_moves(val.type);
+      case OpDef::OutputLayout::kPermutedView: {
+        if (in == kNoValue) return pending_moves(val.type);
+        const TensorType& x = g.value(in).type;
+        if (!x.rank_known) return true;
+        const int64_t rank = static_cast<int64_t>(x.shape.size());
+        const std::vector<int64_t>* perm = PermOf(n);
+        if (perm != nullptr && static_cast<int64_t>(perm->size()) != rank) return true;
+        auto p = [&](int64_t k) { return perm != nullptr ? (*perm)[k] : rank - 1 - k; };
+        for (int64_t k = 0; k < rank; ++k)
+          if (p(k) < 0 || p(k) >= rank) return true;
+        if (composite.empty()) {
+          for (int64_t k = 0; k < rank; ++k) composite.push_back(p(k));
+        } else {
+          if (static_cast<int64_t>(composite.size()) != rank) return true;
+          for (int64_t& c : composite) c = p(c);
+        }
+        break;
+      }
+      case OpDef::OutputLayout::kSameView:
+      case OpDef::OutputLayout::kSameLayout: {
+        // A view that changes the rank (Squeeze, Unsqueeze): the
+        // Transposes above it are judged on its output, and the walk goes
+        // on below it with none pending.
+        if (in == kNoValue) return pending_moves(val.type);
+        if (g.value(in).type.shape.size() != val.type.shape.size() || !g.value(in).type.rank_known) {
+          if (pending_moves(val.type)) return true;
+          composite.clear();
+        }
+        break;
+      }
     }
-    v = n.inputs.empty() ? kNoValue : n.inputs[0];
+    v = in;
   }
   return false;
 }

@@ -45,11 +45,12 @@ uint64_t ValueKeyHash(const Graph& graph, ValueId value);
 // The whole key as text, e.g. "Conv#1f0c...a2 float32[1,64,56,56] float32[64,64,3,3]";
 // a permuted input ends in "^t".
 std::string NodeKeyText(const Graph& graph, NodeId id);
-// Whether the value is a permuted view of another tensor when the CPU
-// executor runs the graph: the output of an operator whose
-// OpDef::output_layout is kPermutedView (a Transpose other than the identity
-// permutation), through those of kSameView; a graph input marked
-// Value::arrives_permuted.
+// Whether the value is laid out permuted when the CPU executor runs the
+// graph: the output of an operator whose OpDef::output_layout is
+// kPermutedView (a Transpose other than the identity permutation), through
+// those of kSameView and kSameLayout, with the Transposes on the way
+// composed (a pair that composes to the identity is no permutation); a
+// graph input marked Value::arrives_permuted.
 bool PermutedView(const Graph& graph, ValueId value);
 
 }  // namespace rlflow

@@ -139,7 +139,10 @@ struct OpDef {
   // view of input 0 with its dimensions in another order (Transpose).
   // kSameView: input 0 itself or a view of it with its layout (Unsqueeze,
   // Squeeze, Identity, Dropout): permuted where input 0 is.
-  enum class OutputLayout { kFresh, kPermutedView, kSameView };
+  // kSameLayout: a new tensor laid out as input 0 (ATen's unary
+  // element-wise operators keep a permuted input's strides): permuted where
+  // input 0 is.
+  enum class OutputLayout { kFresh, kPermutedView, kSameView, kSameLayout };
   OutputLayout output_layout = OutputLayout::kFresh;
 
   // The deployment targets (KnownTargets) that run this operator besides

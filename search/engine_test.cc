@@ -100,39 +100,51 @@ TEST(Engine, EstimatesChargeReadersOfAChangedLayout) {
   GraphBuilder b(3);
   ValueId x = b.Input("x", {4, 6});
   ValueId perm = b.Op("Transpose", {x}, {{"perm", Attribute::Ints({1, 0})}});
-  ValueId y = b.Op("Sigmoid", {b.Op("Relu", {perm})});  // Sigmoid reads contiguous; after: permuted
+  // The Relu keeps its input's layout (ATen's element-wise operators do):
+  // Sigmoid reads permuted; after the move, only Sigmoid does.
+  ValueId y = b.Op("Sigmoid", {b.Op("Relu", {perm})});
   ValueId x2 = b.Input("x2", {4, 6});
   ValueId z = b.Op("Tanh", {b.Op("Transpose", {b.Op("Relu", {x2})}, {{"perm", Attribute::Ints({1, 0})}})});
-  // Tanh reads permuted; after: contiguous.
+  // Tanh reads permuted; after the move, the Relu and Tanh do.
   ValueId x3 = b.Input("x3", {4, 6});
   ValueId r3 = b.Op("Relu", {b.Op("Transpose", {x3}, {{"perm", Attribute::Ints({1, 0})}})});
-  ValueId w = b.Op("Mul", {r3, r3});  // reads it twice: after, two permuted reads
-  Graph g = b.Build({y, z, w});
-  Matcher matcher(testing::RulesById({"09b0f3f4c8d2"}));
+  ValueId w = b.Op("Mul", {r3, r3});  // reads it twice, permuted: after, only the Mul's two reads
+  // A Transpose moved across a Mul (rule 0012a8c4cb02; a new tensor, laid
+  // out row-major): Sigmoid reads permuted; after, the Mul does and the
+  // Sigmoid reads contiguous.
+  ValueId x4 = b.Input("x4", {4, 6});
+  ValueId v = b.Op("Sigmoid", {b.Op("Transpose", {b.Op("Mul", {x4, b.Weight("s", Shape{}, 2.0f)})},
+                                    {{"perm", Attribute::Ints({1, 0})}})});
+  Graph g = b.Build({y, z, w, v});
+  Matcher matcher(testing::RulesById({"09b0f3f4c8d2", "0012a8c4cb02"}));
   PermutedReadCost cost;
   EngineOptions o;
   o.matcher = &matcher;
   o.cost = &cost;
   RewriteEngine engine(o);
   RewriteState start = engine.Start(g);
-  // Three Relus (two reading a permuted input), Sigmoid, Mul contiguous,
-  // Tanh permuted: 9 nodes, three permuted reads.
-  EXPECT_DOUBLE_EQ(start.cost(), 9 + 15);
+  // 12 nodes; permuted reads: two Relus, two Sigmoids, Tanh, the Mul's two.
+  EXPECT_DOUBLE_EQ(start.cost(), 12 + 35);
   std::vector<Candidate> candidates = start.Candidates();
-  ASSERT_EQ(candidates.size(), 3u);
-  int same = 0, slower = 0;
+  ASSERT_EQ(candidates.size(), 4u);
+  int faster = 0, slower = 0, same = 0;
   for (const Candidate& c : candidates) {
     std::optional<RewriteState> next = start.Apply(c);
     ASSERT_TRUE(next.has_value());
     EXPECT_DOUBLE_EQ(c.cost, next->cost()) << engine.MatchName(c.match);
-    // The first two branches: the permuted read moves from a Relu to its
-    // reader or back, no gain, though the matched nodes alone differ by 5.
-    // The third: one permuted read becomes two.
-    if (next->cost() == start.cost()) ++same;
+    // The first and third branches: the Relu reads contiguous, its
+    // readers still permuted (5 less); the second: the Relu reads
+    // permuted, Tanh as before (5 more). The matched nodes alone change by
+    // 5 in each, their readers' layout not at all. The fourth: the
+    // permuted read moves from the Sigmoid into the match, no gain, though
+    // the matched nodes alone cost 5 more.
+    if (next->cost() == start.cost() - 5) ++faster;
     if (next->cost() == start.cost() + 5) ++slower;
+    if (next->cost() == start.cost()) ++same;
   }
-  EXPECT_EQ(same, 2);
+  EXPECT_EQ(faster, 2);
   EXPECT_EQ(slower, 1);
+  EXPECT_EQ(same, 1);
 }
 
 // Where a node's cost depends on its neighbours (ONNX Runtime's fusions: an

@@ -74,7 +74,7 @@ OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, 
   d.exact_on_integers = exact_on_integers;
   d.symbolic = symbolic;
   d.half_kernel = name == "Identity";
-  if (name == "Identity") d.output_layout = OpDef::OutputLayout::kSameView;
+  d.output_layout = name == "Identity" ? OpDef::OutputLayout::kSameView : OpDef::OutputLayout::kSameLayout;
   return d;
 }
 
