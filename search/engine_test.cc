@@ -113,8 +113,9 @@ TEST(Engine, EstimatesChargeReadersOfAChangedLayout) {
   // out row-major): Sigmoid reads permuted; after, the Mul does and the
   // Sigmoid reads contiguous.
   ValueId x4 = b.Input("x4", {4, 6});
-  ValueId v = b.Op("Sigmoid", {b.Op("Transpose", {b.Op("Mul", {x4, b.Weight("s", Shape{}, 2.0f)})},
-                                    {{"perm", Attribute::Ints({1, 0})}})});
+  ValueId v =
+      b.Op("Sigmoid",
+           {b.Op("Transpose", {b.Op("Mul", {x4, b.Weight("s", Shape{}, 2.0f)})}, {{"perm", Attribute::Ints({1, 0})}})});
   Graph g = b.Build({y, z, w, v});
   Matcher matcher(testing::RulesById({"09b0f3f4c8d2", "0012a8c4cb02"}));
   PermutedReadCost cost;
