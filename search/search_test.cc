@@ -322,13 +322,17 @@ TEST(Search, BadOptionsAndNames) {
 namespace rlflow {
 namespace {
 
+Graph ReluChain(int n) {
+  GraphBuilder b(1);
+  ValueId v = b.Input("x", {1, 16});
+  for (int k = 0; k < n; ++k) v = b.Op("Relu", {v});
+  return b.Build({v});
+}
+
 // A step with thousands of rewrites (a chain of 300 Relus) stops when
 // interrupted in the middle of the step, not only between steps.
 TEST(Search, InterruptedInsideAStep) {
-  GraphBuilder b(1);
-  ValueId v = b.Input("x", {1, 16});
-  for (int k = 0; k < 300; ++k) v = b.Op("Relu", {v});
-  Graph g = b.Build({v});
+  Graph g = ReluChain(300);
   Matcher m(RuleList(Db()));
   for (const std::string name : {"taso", "greedy"}) {
     TableCost cost;
@@ -360,10 +364,7 @@ TEST(Search, InterruptedInsideAStep) {
 // (300 rewrites of a Relu chain) does not report its own line, which had
 // taken the search's place in every interval.
 TEST(Search, ProgressLinesAreTheSearchsUnlessAStepIsLong) {
-  GraphBuilder b(1);
-  ValueId v = b.Input("x", {1, 16});
-  for (int k = 0; k < 300; ++k) v = b.Op("Relu", {v});
-  Graph g = b.Build({v});
+  Graph g = ReluChain(300);
   Matcher m(RuleList(Db()));
   TableCost cost;
   std::vector<std::string> lines;
