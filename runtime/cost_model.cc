@@ -425,7 +425,6 @@ bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int d
   // the whole sum; else (a single node's cost) here.
   CostingGraph local;
   CostingGraph& c = t_costing != nullptr && t_costing->graph == &g ? *t_costing : local;
-  local.graph = &g;
   if (distance > 0 && c.readers.empty()) {
     c.readers.resize(g.num_nodes());
     for (NodeId r = 0; r < g.num_nodes(); ++r)
@@ -585,10 +584,10 @@ namespace {
 
 // Cached / current time of the keys timed now that were cached (their total
 // times): set where they are at least 3 keys and a fifth of the run's node
-// time. `now` gets every key's median time in this run.
+// time. `now`, if given, gets every key's median time in this run.
 std::optional<double> TimeBase(const std::map<std::string, std::vector<NodeId>>& by_key, const InContextTimes& t,
                                const std::map<std::string, double>& cache, const std::string& ctx_prefix,
-                               std::map<std::string, double>* now) {
+                               std::map<std::string, double>* now = nullptr) {
   // Weighted by time (sum cached / sum now): the long operators, whose
   // timings are the stablest, set it. Known keys that add up to little of
   // the run (a few microsecond shape ops shared with another model) would
@@ -599,7 +598,7 @@ std::optional<double> TimeBase(const std::map<std::string, std::vector<NodeId>>&
     std::vector<double> ms;
     for (NodeId id : ids) ms.push_back(t.node_ms[id]);
     const double m = Median(ms);
-    (*now)[key] = m;
+    if (now != nullptr) (*now)[key] = m;
     total += m * ids.size();
     auto cached = cache.find(ctx_prefix + key);
     if (cached == cache.end()) continue;
@@ -611,12 +610,16 @@ std::optional<double> TimeBase(const std::map<std::string, std::vector<NodeId>>&
   return std::nullopt;
 }
 
+void RequireNoOpaque(const Graph& g, const char* what) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the ", what, " has opaque nodes (cut them first)");
+}
+
 }  // namespace
 
 CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int time_base_runs, const Graph* reference) {
   CalibrationReport report;
-  for (NodeId id = 0; id < g.num_nodes(); ++id)
-    RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the graph has opaque nodes (cut them first)");
+  RequireNoOpaque(g, "graph");
   const int executed = g.num_nodes();
   const std::map<std::string, std::vector<NodeId>> by_key = TimedKeys(g);
   for (const auto& entry : by_key) report.nodes += static_cast<int>(entry.second.size());
@@ -642,15 +645,13 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     std::map<std::string, double> now;
     std::optional<double> base = TimeBase(by_key, t, cache_, ctx_prefix, &now);
     if (!base && missing && reference != nullptr && reference->num_nodes() > 0) {
-      for (NodeId id = 0; id < reference->num_nodes(); ++id)
-        RLFLOW_CHECK(!reference->node(id).opaque(), "Calibrate: the reference graph has opaque nodes (cut them first)");
+      RequireNoOpaque(*reference, "reference graph");
       const std::map<std::string, std::vector<NodeId>> ref_keys = TimedKeys(*reference);
       bool all_cached = true;
       for (const auto& entry : ref_keys) all_cached &= cache_.count(ctx_prefix + entry.first) > 0;
       if (all_cached) {
         InContextTimes rt = backend_->TimeNodesInContext(*reference, std::max(runs, 3), options_);
-        std::map<std::string, double> ref_now;
-        base = TimeBase(ref_keys, rt, cache_, ctx_prefix, &ref_now);
+        base = TimeBase(ref_keys, rt, cache_, ctx_prefix);
         report.time_base_from_reference = base.has_value();
       }
     }
