@@ -1158,8 +1158,13 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
 }
 
 namespace {
+// The inputs bound to free_dim_value, as text for the error and as bound.
+struct FreeBound {
+  std::string text;
+  std::vector<FreeDimsDoNotFit::Input> inputs;
+};
 Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
-                           ImportReport* report, std::string* free_bound);
+                           ImportReport* report, FreeBound* free_bound);
 }  // namespace
 
 // A node that fails at the shapes the importer bound the model's symbolic
@@ -1168,22 +1173,87 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
 // and how to give their shapes.
 Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
                       ImportReport* report) {
-  std::string free_bound;
+  FreeBound free_bound;
   try {
     return ImportOnnxModelBound(std::move(model), what, options, report, &free_bound);
   } catch (const Error& e) {
     const std::string message = e.what();
-    if (typeid(e) != typeid(Error) || free_bound.empty() || message.find("node '") == std::string::npos ||
+    if (typeid(e) != typeid(Error) || free_bound.text.empty() || message.find("node '") == std::string::npos ||
         message.find("--input_shape") != std::string::npos)
       throw;
-    Fail(message, " (at the shapes the symbolic input dimensions were bound to: ", free_bound,
-         "; give the shapes the model runs at with --input_shape=NAME:D1,D2,...)");
+    std::string example;
+    for (const auto& in : free_bound.inputs) {
+      example += (example.empty() ? "" : ";") + in.name + ":";
+      for (size_t k = 0; k < in.dims.size(); ++k)
+        example += (k ? "," : "") + (in.free[k] && k > 0 ? (in.names[k].empty() ? "D" + std::to_string(k) : in.names[k])
+                                                         : std::to_string(in.dims[k]));
+    }
+    throw FreeDimsDoNotFit(message + " (at the shapes the symbolic input dimensions were bound to: " + free_bound.text +
+                               "; give the shapes the model runs at with --input_shape=" + example + ")",
+                           message, std::move(free_bound.inputs));
+  }
+}
+
+std::map<std::string, std::vector<int64_t>> FittedInputShapes(const FreeDimsDoNotFit& e, int64_t inner) {
+  // A dimension name at the first place of any input is a batch wherever it
+  // stands.
+  std::set<std::string> first;
+  for (const auto& in : e.inputs)
+    if (!in.dims.empty() && in.free[0] && !in.names[0].empty()) first.insert(in.names[0]);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& in : e.inputs) {
+    std::vector<int64_t> shape = in.dims;
+    for (size_t k = 1; k < shape.size(); ++k)
+      if (in.free[k] && !first.count(in.names[k])) shape[k] = inner;
+    shapes[in.name] = shape;
+  }
+  return shapes;
+}
+
+Graph ImportOnnxFileFitting(const std::string& path, const ImportOptions& options, ImportReport* report,
+                            FileFingerprint* fingerprint, std::map<std::string, std::vector<int64_t>>* fitted) {
+  fitted->clear();
+  try {
+    return ImportOnnxFile(path, options, report, fingerprint);
+  } catch (const FreeDimsDoNotFit& e) {
+    std::string tried;
+    for (int64_t inner : kFittedDims) {
+      std::map<std::string, std::vector<int64_t>> shapes = FittedInputShapes(e, inner);
+      bool moved = false;
+      for (const auto& in : e.inputs) moved |= shapes.at(in.name) != in.dims;
+      if (!moved) break;  // nothing after a first dimension is free
+      tried += (tried.empty() ? "" : ", ") + std::to_string(inner);
+      ImportOptions at = options;
+      for (const auto& [name, shape] : shapes) at.input_shapes[name] = shape;
+      ImportReport rep;
+      Graph g;
+      try {
+        g = ImportOnnxFile(path, at, &rep, fingerprint);
+      } catch (const Error& again) {
+        if (typeid(again) != typeid(Error) && typeid(again) != typeid(FreeDimsDoNotFit)) throw;
+        continue;
+      }
+      std::string bound;
+      for (const auto& [name, shape] : shapes) bound += (bound.empty() ? "" : ";") + name + ":" + ShapeToString(shape);
+      rep.warnings.insert(rep.warnings.begin(),
+                          "the model does not fit at the shapes its symbolic input dimensions were bound to (" +
+                              e.node_error + "); optimised at " + bound +
+                              " instead (the dimensions after the first at " + std::to_string(inner) +
+                              ", the first of 224, 256, 512, 1024 that fits): give the shapes "
+                              "it runs at with --input_shape");
+      if (report) *report = std::move(rep);
+      *fitted = std::move(shapes);
+      return g;
+    }
+    if (tried.empty()) throw;
+    throw FreeDimsDoNotFit(std::string(e.what()) + "; nor with the dimensions after the first at " + tried,
+                           e.node_error, e.inputs);
   }
 }
 
 namespace {
 Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
-                           ImportReport* report, std::string* free_bound) {
+                           ImportReport* report, FreeBound* free_bound) {
   ImportReport local;
   ImportReport& rep = report ? *report : local;
   if (model.ir_version() <= 0 || !model.has_graph())
@@ -1270,17 +1340,24 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       auto* dims = vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
       const std::string declared = DeclaredShapeText(vi.type());
       bool free = false;
+      FreeDimsDoNotFit::Input bound{vi.name(), {}, {}, {}};
       for (int k = 0; k < dims->size(); ++k) {
         auto& dim = *dims->Mutable(k);
-        if (dim.has_dim_value()) continue;
-        if (dim.has_dim_param()) input_params.insert(dim.dim_param());
-        dim.set_dim_value(binding.Value(vi.name(), k, dim.dim_param()));
-        free |= binding.Free(vi.name(), dim.dim_param());
-        any_symbolic = true;
+        bound.names.push_back(dim.has_dim_value() ? "" : dim.dim_param());
+        bound.free.push_back(!dim.has_dim_value() && binding.Free(vi.name(), dim.dim_param()));
+        if (!dim.has_dim_value()) {
+          if (dim.has_dim_param()) input_params.insert(dim.dim_param());
+          dim.set_dim_value(binding.Value(vi.name(), k, dim.dim_param()));
+          free |= bound.free.back();
+          any_symbolic = true;
+        }
+        bound.dims.push_back(dim.dim_value());
       }
-      if (free)
-        *free_bound += (free_bound->empty() ? "'" : ", '") + vi.name() + "' " + declared + " as " +
-                       DeclaredShapeText(vi.type()) + " (--free_dim)";
+      if (free) {
+        free_bound->text += (free_bound->text.empty() ? "'" : ", '") + vi.name() + "' " + declared + " as " +
+                            DeclaredShapeText(vi.type()) + " (--free_dim)";
+        free_bound->inputs.push_back(std::move(bound));
+      }
     }
     // Declared intermediate types (the only ones an opaque custom op's
     // outputs have) may use the inputs' symbolic dimension names: bound the
@@ -1584,26 +1661,41 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
   if (info.symbolic_dims) {
     // What differs between two bindings of the symbolic dimensions depends on
     // them: those values are computed at run time, not folded.
-    Graph a = g, b = g, c = g;
-    for (size_t k = 0; k < symbolic_dims.size(); ++k) {
-      const auto [input, axis] = symbolic_dims[k];
-      b.mutable_value(input).type.shape[axis] = probe_values[k];
-      // A third binding, far from both, for the static dimensions below.
-      c.mutable_value(input).type.shape[axis] = 2 * std::max(probe_values[k], g.value(input).type.shape[axis]) + 61;
-    }
-    // Declared (ONNX-inferred) node output types hold the first binding.
-    for (Graph* p : {&b, &c})
-      for (NodeId id = 0; id < p->num_nodes(); ++id) {
-        for (ValueId out : p->node(id).outputs)
-          for (int64_t& d : p->mutable_value(out).type.shape) d = kUnknownDim;
-      }
+    // `g` with its symbolic dimensions bound to `value(k)` (per
+    // symbolic_dims entry); declared (ONNX-inferred) node output types hold
+    // the first binding, so they are left to inference.
+    auto bound = [&](const std::function<int64_t(size_t)>& value) {
+      Graph p = g;
+      for (size_t k = 0; k < symbolic_dims.size(); ++k)
+        p.mutable_value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second] = value(k);
+      for (NodeId id = 0; id < p.num_nodes(); ++id)
+        for (ValueId out : p.node(id).outputs)
+          for (int64_t& d : p.mutable_value(out).type.shape) d = kUnknownDim;
+      return p;
+    };
+    auto first = [&](size_t k) { return g.value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second]; };
+    Graph a = g, b = bound([&](size_t k) { return probe_values[k]; });
+    // A third binding, far from both, for the static dimensions below.
+    Graph c = bound([&](size_t k) { return 2 * std::max(probe_values[k], first(k)) + 61; });
     try {
       // Dead folded values are kept, so that every intermediate step of a
       // folded computation is compared, not only its result.
       FoldOptions probe;
       probe.remove_dead = false;
       InferShapesAndFold(a, probe);
-      InferShapesAndFold(b, probe);
+      try {
+        InferShapesAndFold(b, probe);
+      } catch (const Error&) {
+        // A second binding the model does not fit (a stride-32 detector
+        // given 224, halved to 112): the first doubled.
+        b = bound([&](size_t k) { return first(k) > 0 ? 2 * first(k) : 2; });
+        try {
+          InferShapesAndFold(b, probe);
+        } catch (const Error&) {
+          b = bound([&](size_t k) { return probe_values[k]; });
+          InferShapesAndFold(b, probe);  // the first second binding's error
+        }
+      }
       auto same = [](const Graph& other, const Value& va) {
         ValueId w = other.FindValue(va.name);
         return w != kNoValue && other.value(w).initializer && *other.value(w).initializer == *va.initializer;
@@ -2497,7 +2589,7 @@ std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
 }
 
-ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first) {
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled) {
   ImportOptions other = first;
   other.free_dim_value = first.free_dim_value == 2 ? 3 : 2;
   for (auto& [name, shape] : other.input_shapes) {
@@ -2508,7 +2600,7 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first) {
                           type.tensor_type().shape().dim_size() == static_cast<int>(shape.size());
     for (size_t k = 0; k < shape.size(); ++k)
       if (!declared || !type.tensor_type().shape().dim(static_cast<int>(k)).has_dim_value())
-        shape[k] = OtherBindingOf(shape[k]);
+        shape[k] = doubled ? (shape[k] > 0 ? 2 * shape[k] : 2) : OtherBindingOf(shape[k]);
   }
   return other;
 }

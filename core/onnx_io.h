@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/file_util.h"
 #include "core/graph.h"
 
@@ -95,8 +96,28 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
 int64_t OtherBindingOf(int64_t value);
 // Options for importing the same model at a second binding of its symbolic
 // dimensions: free ones at 2 (3 if the first was 2), given ones moved by
-// OtherBindingOf (fixed dimensions stay).
-ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first);
+// OtherBindingOf (fixed dimensions stay); `doubled`: given ones doubled
+// instead, for a model that does not fit the first (a stride-32 detector
+// given 224 does not at 112).
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled = false);
+// A node failed at the shapes the importer bound the model's symbolic input
+// dimensions to where neither ImportOptions::input_shapes nor a dimension of
+// the same name gave them (free_dim_value, 1: a detector of any resolution
+// gets a 1 x 1 image, and its upsampled features no longer match the ones
+// it concatenates them with). `inputs`: those inputs as bound.
+class FreeDimsDoNotFit : public Error {
+ public:
+  struct Input {
+    std::string name;
+    std::vector<int64_t> dims;       // as bound
+    std::vector<char> free;          // per dimension: bound to free_dim_value
+    std::vector<std::string> names;  // per dimension: its dim_param ("" if none)
+  };
+  FreeDimsDoNotFit(const std::string& message, std::string node_error, std::vector<Input> inputs)
+      : Error(message), node_error(std::move(node_error)), inputs(std::move(inputs)) {}
+  std::string node_error;  // the node's own message
+  std::vector<Input> inputs;
+};
 // A graph input's declared shape with its symbolic names ("[batch,3,H,W]");
 // for a sequence, map or optional value its type ("seq(tensor(float))").
 std::string DeclaredTypeText(const Graph& graph, const std::string& name);
@@ -129,6 +150,22 @@ Graph ImportOnnxBytes(const std::string& bytes, const std::string& what, const I
                       ImportReport* report = nullptr);
 Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options = {},
                       ImportReport* report = nullptr);
+// The values ImportOnnxFileFitting tries for the free dimensions after an
+// input's first, in turn: ImageNet's size, then powers of two (a stride-64
+// or -128 network needs a multiple of it).
+inline constexpr int64_t kFittedDims[] = {224, 256, 512, 1024};
+// ImportOnnxFile, and where that throws FreeDimsDoNotFit, the file again
+// with those inputs' free dimensions after the first bound to each of
+// kFittedDims in turn (the first, a batch, stays at free_dim_value; a
+// dimension name at the first place of any input stays too): the first that
+// imports is kept, `fitted` gets the shapes it bound and the report says so
+// in a warning. Where none imports, the first error, saying what was tried.
+// Without a failure, `fitted` is left empty.
+Graph ImportOnnxFileFitting(const std::string& path, const ImportOptions& options, ImportReport* report,
+                            FileFingerprint* fingerprint, std::map<std::string, std::vector<int64_t>>* fitted);
+// The shapes FreeDimsDoNotFit's inputs get with their free dimensions after
+// the first at `inner` (see ImportOnnxFileFitting).
+std::map<std::string, std::vector<int64_t>> FittedInputShapes(const FreeDimsDoNotFit& e, int64_t inner);
 
 // A serialized onnx::TensorProto (e.g. ONNX's test data input_0.pb), with
 // its name; errors name `what`.

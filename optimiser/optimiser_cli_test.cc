@@ -378,6 +378,65 @@ TEST_F(OptimiserCli, InputShapes) {
                      "dimension 2 is -7; dimensions must be >= 0");
 }
 
+// A detector of any resolution ([N, 3, H, W]: features pooled, upsampled
+// and concatenated with the input) does not fit the 1 x 1 image --free_dim
+// gives: without --input_shape it is optimised at 224 x 224 (the batch at
+// 1), said in the summary, the log and the report, and the written model
+// keeps its symbolic dimensions.
+TEST_F(OptimiserCli, ADetectorThatDoesNotFitTheFreeBindingIsFitted) {
+  onnx::ModelProto m = BaseModel();
+  AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 3, 1, 1});
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 6, 1, 1});
+  for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)}) {
+    auto* dims = vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+    dims->mutable_dim(0)->set_dim_param("N");
+    dims->mutable_dim(2)->set_dim_param("H");
+    dims->mutable_dim(3)->set_dim_param("W");
+  }
+  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  auto* pool = AddNode(m, "MaxPool", {"x"}, {"p"}, "pool");
+  ints(pool, "kernel_shape", {2, 2});
+  ints(pool, "strides", {2, 2});
+  ints(pool, "pads", {0, 0, 1, 1});
+  auto* w = m.mutable_graph()->add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : {3, 3, 2, 2}) w->add_dims(d);
+  for (int k = 0; k < 36; ++k) w->add_float_data(0.05f * static_cast<float>(k % 5));
+  ints(AddNode(m, "ConvTranspose", {"p", "w"}, {"u"}, "up"), "strides", {2, 2});
+  auto* cat = AddNode(m, "Concat", {"u", "x"}, {"c"}, "cat");
+  auto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(1);
+  AddNode(m, "Relu", {"c"}, {"y"}, "relu");
+  std::string model = Save(m, "detector.onnx");
+  std::string report = TempDir() + "/fitted_report.json";
+  ::unlink(out_.c_str());
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --report=" + report +
+                             " --search=none --timing_cache=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("input:      x [N,3,H,W] run at [1,3,224,224] (fitted"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("does not fit at the shapes its symbolic input dimensions were bound to (node 'cat' (Concat)"),
+            std::string::npos)
+      << r.err;
+  nlohmann::json j = ReadReport(report);
+  ASSERT_EQ(j["inputs"].size(), 1u);
+  EXPECT_EQ(j["inputs"][0]["used"], nlohmann::json({1, 3, 224, 224}));
+  EXPECT_EQ(j["inputs"][0]["bound_by"], "fitted");
+  onnx::ModelProto written;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out_)));
+  EXPECT_EQ(written.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
+  // Given shapes are never overridden: at an odd size it does not fit, and
+  // that is the error, naming the input.
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,7,7", out_, "(Concat)");
+}
+
 // Nodes out of topological order (the ONNX spec forbids it) are sorted, and
 // the written model is the sorted one even when nothing else changes: never
 // the invalid original.

@@ -143,8 +143,9 @@ struct LoadRecord {
   struct Input {
     std::string name, declared;
     Shape used;
-    bool given = false;  // by --input_shape or --input_data
-    std::string filled;  // how the check and the timings filled it (reference_run)
+    bool given = false;   // by --input_shape or --input_data
+    bool fitted = false;  // where the free binding did not fit (LoadedModel::fitted)
+    std::string filled;   // how the check and the timings filled it (reference_run)
   };
   std::vector<Input> inputs;
   int rules_newer = 0, rules_elsewhere = 0;  // rules left out: opset above the written model's, or not on the target

@@ -379,6 +379,7 @@ void Load(OptimiseRun& r) {
     input.declared = DeclaredTypeText(model.graph, v.name);
     input.used = v.type.shape;
     input.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
+    input.fitted = model.fitted.count(v.name) > 0;
     rec.inputs.push_back(input);
   }
   // At shapes where the model computes nothing (a batch of 0), the costs and
@@ -702,26 +703,35 @@ void Check(OptimiseRun& r) {
   // (--free_dim): the written model must be right at others too. Both are
   // written, imported again at another binding, and compared.
   if (original.info().symbolic_dims && !rec.unchanged) {
-    ImportOptions other = SecondBinding(original, model.import);
-    other.fold_static_dims = false;
+    ImportOptions other;
     Graph original_other;
     // The file again where there is one (its weights the ones in memory); a
-    // file that changed since it was loaded is an error, not a note.
-    try {
-      if (model.file.empty()) {
-        original_other = ReimportGraph(original, "original", other, SharingWeights());
-      } else {
-        ImportOptions file = other;
-        file.known_weights = WeightsByName(original);
-        original_other = model.ImportFileAgain(file);
+    // file that changed since it was loaded is an error, not a note. Where
+    // the model does not fit the second binding, the given shapes doubled.
+    std::string failed;
+    for (bool doubled : {false, true}) {
+      if (doubled && SecondBinding(original, model.import, true).input_shapes == other.input_shapes) break;
+      other = SecondBinding(original, model.import, doubled);
+      other.fold_static_dims = false;
+      try {
+        if (model.file.empty()) {
+          original_other = ReimportGraph(original, "original", other, SharingWeights());
+        } else {
+          ImportOptions file = other;
+          file.known_weights = WeightsByName(original);
+          original_other = model.ImportFileAgain(file);
+        }
+        failed.clear();
+        break;
+      } catch (const ModelFileChanged&) {
+        throw;  // checked by ImportFileAgain, also where the file no longer imports
+      } catch (const Error& e) {
+        if (failed.empty()) failed = BindingText(other) + ": " + e.what();
       }
-    } catch (const ModelFileChanged&) {
-      throw;  // checked by ImportFileAgain, also where the file no longer imports
-    } catch (const Error& e) {
-      rec.general_note =
-          std::string("the original model does not import at a second binding of its symbolic dimensions (") +
-          BindingText(other) + ": " + e.what() + "); checked at the first binding only";
     }
+    if (!failed.empty())
+      rec.general_note = "the original model does not import at a second binding of its symbolic dimensions (" +
+                         failed + "); checked at the first binding only";
     if (rec.general_note.empty()) {
       try {
         Graph optimised_other = ReimportGraph(optimised, "optimised", other, SharingWeights());
@@ -1020,14 +1030,18 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
     const bool bound = in.declared != ShapeToString(in.used);
     if (bound)
       s += Format("input:      %s %s run at %s%s\n", in.name.c_str(), in.declared.c_str(),
-                  ShapeToString(in.used).c_str(), in.given ? " (--input_shape)" : " (--free_dim)");
+                  ShapeToString(in.used).c_str(),
+                  in.given    ? " (--input_shape)"
+                  : in.fitted ? " (fitted: the model does not fit at --free_dim; give --input_shape)"
+                              : " (--free_dim)");
     auto filled = p.reference_run.filled.find(in.name);
     inputs.push_back(Json{{"name", in.name},
                           {"declared", in.declared},
                           {"used", in.used},
-                          {"bound_by", !bound     ? "static"
-                                       : in.given ? "input_shape"
-                                                  : "free_dim"},
+                          {"bound_by", !bound      ? "static"
+                                       : in.given  ? "input_shape"
+                                       : in.fitted ? "fitted"
+                                                   : "free_dim"},
                           {"filled", filled == p.reference_run.filled.end() ? "" : filled->second}});
   }
   j["inputs"] = inputs;

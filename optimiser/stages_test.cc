@@ -4,6 +4,7 @@
 #include "optimiser/stages.h"
 
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 
 #include <nlohmann/json.hpp>
 
@@ -97,6 +98,50 @@ TEST_F(StageTest, CheckAloneRefusesAGraphThatComputesSomethingElse) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("differs from the original"), std::string::npos) << e.what();
   }
+}
+
+// x [N, 3, H, W] -> MaxPool 2x2 / 2 (padded after, as TF's "same") ->
+// ConvTranspose 2x2 / 2 -> Concat with x -> Relu (twice with `twice`): fits
+// where H and W are even (3 x 3 pools to 2 x 2 and comes back 4 x 4).
+std::string DetectorFile(const std::string& path, bool twice) {
+  GraphBuilder b(5);
+  ValueId x = b.Input("x", {1, 3, 6, 6});
+  ValueId p = b.Op("MaxPool", {x},
+                   {{"kernel_shape", Attribute::Ints({2, 2})},
+                    {"strides", Attribute::Ints({2, 2})},
+                    {"pads", Attribute::Ints({0, 0, 1, 1})}});
+  ValueId u = b.Op("ConvTranspose", {p, b.Weight("w", {3, 3, 2, 2}, 0.3f)}, {{"strides", Attribute::Ints({2, 2})}});
+  ValueId y = b.Op("Relu", {b.Op("Concat", {u, x}, {{"axis", Attribute::Int(1)}})});
+  if (twice) y = b.Op("Relu", {y});
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(ExportOnnxBytes(b.Build({y}))));
+  m.mutable_graph()->clear_value_info();  // the intermediate shapes at 6 x 6
+  for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)}) {
+    auto* dims = vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+    for (auto [k, name] : {std::pair{0, "N"}, {2, "H"}, {3, "W"}}) dims->Mutable(k)->set_dim_param(name);
+  }
+  WriteFileAtomically(path, m.SerializeAsString());
+  return path;
+}
+
+// Given 6 x 6, the check's second binding halves it to 3 x 3, where the
+// model does not fit: it checks at the doubled one (12 x 12) instead of
+// the first binding only.
+TEST_F(StageTest, CheckTakesTheDoubledSecondBindingWhereTheHalvedDoesNotFit) {
+  o.model = DetectorFile(dir + "/detector.onnx", false);
+  o.input_shapes = ParseInputShapes("x:1,3,6,6");
+  OptimiseRun r(o, res);
+  Configure(r);
+  Load(r);
+  ImportOptions same = r.model.import;
+  r.optimised = ImportOnnxFile(DetectorFile(dir + "/twice.onnx", true), same);
+  Check(r);
+  EXPECT_FALSE(res.check.unchanged);
+  EXPECT_TRUE(res.check.general_ok);
+  EXPECT_NE(res.check.general_note.find("also checked with symbolic dimensions bound to free dimensions=2, "
+                                        "x:[2,3,12,12]"),
+            std::string::npos)
+      << res.check.general_note;
 }
 
 TEST_F(StageTest, VerdictAloneKeepsTheOriginalUnlessTheGraphIsFaster) {

@@ -60,7 +60,11 @@ int Main() {
   options.free_dim_value = FLAGS_free_dim;
   options.input_shapes = ParseInputShapes(FLAGS_input_shape);
   ImportReport rep;
-  Graph g = ImportOnnxFile(ResolveUserPath(FLAGS_model), options, &rep);
+  // As the optimiser imports it: a model that does not fit at the free
+  // binding is bound where it fits (a note says how).
+  std::map<std::string, std::vector<int64_t>> fitted;
+  Graph g = ImportOnnxFileFitting(ResolveUserPath(FLAGS_model), options, &rep, nullptr, &fitted);
+  for (const auto& [name, shape] : fitted) options.input_shapes[name] = shape;
   Print("imported", g, rep);
   if (!FLAGS_write.empty()) WriteOnnxFile(g, ResolveUserPath(FLAGS_write));
   if (FLAGS_roundtrip) {

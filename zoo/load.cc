@@ -43,7 +43,11 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     // once). The file is parsed as it is read, never held whole.
     import.also_as_given = true;
     FileFingerprint fingerprint;
-    m.graph = ImportOnnxFile(path, import, &report, &fingerprint);
+    // A model that does not fit at the free binding (a detector of any
+    // resolution at 1 x 1) is bound at a size it fits, said in the notes;
+    // the fitted shapes bind every later import of the run.
+    m.graph = ImportOnnxFileFitting(path, import, &report, &fingerprint, &m.fitted);
+    for (const auto& [name, shape] : m.fitted) import.input_shapes[name] = shape;
     import.also_as_given = false;
     m.import = import;
     m.external_data = m.graph.info().external_data;

@@ -2,6 +2,7 @@
 // Resolving --model: an ONNX file, or a built-in zoo model when no such file
 // exists and the name (without .onnx) is a zoo model.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,11 @@ struct LoadedModel {
   // Tensors were read from external data files: the file alone is not the
   // model (it is read again with `import`, never written as the result).
   bool external_data = false;
-  ImportOptions import;            // the options it was imported with (external data directory set)
+  ImportOptions import;  // the options it was imported with (external data directory set)
+  // The shapes ImportOnnxFileFitting bound the inputs to where the model did
+  // not fit at the free binding (also in `import.input_shapes`); empty if
+  // it did.
+  std::map<std::string, std::vector<int64_t>> fitted;
   std::vector<std::string> notes;  // for the log
   int folded_nodes = 0;
   // Static dimensions of symbolic shapes folded at import (ImportOptions::

@@ -1423,17 +1423,97 @@ TEST(OnnxIo, ANodeFailingAtFreeDimensionsNamesInputShape) {
   try {
     ImportOnnxFile(path);
     FAIL() << "imported at 1 channel";
-  } catch (const Error& e) {
+  } catch (const FreeDimsDoNotFit& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("node 'Conv_1' (Conv)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("'x' [N,C,?,?] as [1,1,1,1] (--free_dim)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("give the shapes the model runs at with --input_shape=NAME:D1,D2,..."), std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("give the shapes the model runs at with --input_shape=x:1,C,D2,D3)"), std::string::npos) << msg;
   }
+  // Fitting binds the dimensions after the first to 224, ... 1024: the
+  // channels too, so none fits, and the error says what was tried.
+  std::map<std::string, std::vector<int64_t>> fitted;
+  try {
+    ImportOnnxFileFitting(path, {}, nullptr, nullptr, &fitted);
+    FAIL() << "fitted";
+  } catch (const FreeDimsDoNotFit& e) {
+    EXPECT_NE(std::string(e.what()).find("; nor with the dimensions after the first at 224, 256, 512, 1024"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fitted.empty());
   ImportOptions o;
   o.input_shapes = ParseInputShapes("x:1,3,16,16");
   Graph g = ImportOnnxFile(path, o);
   EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 4, 16, 16}));
+}
+
+// A detector of any resolution ([N, 3, H, W]; features pooled, upsampled
+// and concatenated with the input) does not fit a 1 x 1 image: pooled (as
+// TF's "same" padding) it stays 1 x 1, upsampled it is 2 x 2. Fitting binds H and W
+// (of both inputs: the same names) to 224 and keeps the batch at 1; the
+// report says so and how to give the shapes.
+TEST(OnnxIo, FittingBindsDimensionsAfterTheFirstWhereTheFreeBindingFails) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3, -1, -1});
+  Info(m.mutable_graph()->add_input(), "s", {-1, 1, -1, -1});
+  for (int k : {0, 1}) {
+    auto* dims = m.mutable_graph()->mutable_input(k)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    dims->mutable_dim(0)->set_dim_param("N");
+    dims->mutable_dim(2)->set_dim_param("H");
+    dims->mutable_dim(3)->set_dim_param("W");
+  }
+  auto* sc = m.mutable_graph()->add_initializer();
+  sc->set_name("scales");
+  sc->set_data_type(onnx::TensorProto::FLOAT);
+  sc->add_dims(4);
+  for (float f : {1.0f, 1.0f, 2.0f, 2.0f}) sc->add_float_data(f);
+  auto* pool = Node(m, "MaxPool", {"x"}, {"p"});
+  IntsAttr(pool, "kernel_shape", {2, 2});
+  IntsAttr(pool, "strides", {2, 2});
+  IntsAttr(pool, "pads", {0, 0, 1, 1});
+  Node(m, "Resize", {"p", "", "scales"}, {"u"});
+  IntAttr(Node(m, "Concat", {"u", "x"}, {"c"}), "axis", 1);
+  Node(m, "Add", {"c", "s"}, {"y"});
+  Node(m, "Shape", {"x"}, {"n"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 6, -1, -1});
+  Info(m.mutable_graph()->add_output(), "n", {4}, onnx::TensorProto::INT64);
+  std::string path = Save(m, "detector.onnx");
+  try {
+    ImportOnnxFile(path);
+    FAIL() << "imported at 1 x 1";
+  } catch (const FreeDimsDoNotFit& e) {
+    EXPECT_NE(std::string(e.what()).find("--input_shape=x:1,3,H,W;s:1,1,H,W)"), std::string::npos) << e.what();
+    EXPECT_NE(e.node_error.find("(Concat)"), std::string::npos) << e.node_error;
+  }
+  std::map<std::string, std::vector<int64_t>> fitted;
+  ImportReport rep;
+  Graph g = ImportOnnxFileFitting(path, {}, &rep, nullptr, &fitted);
+  EXPECT_EQ(fitted, (std::map<std::string, std::vector<int64_t>>{{"s", {1, 1, 224, 224}}, {"x", {1, 3, 224, 224}}}));
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 6, 224, 224}));
+  ASSERT_FALSE(rep.warnings.empty());
+  EXPECT_NE(rep.warnings[0].find("optimised at s:[1,1,224,224];x:[1,3,224,224] instead"), std::string::npos)
+      << rep.warnings[0];
+  EXPECT_NE(rep.warnings[0].find("(Concat)"), std::string::npos) << rep.warnings[0];
+  // The written model keeps its symbolic dimensions.
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytes(g)));
+  EXPECT_EQ(back.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
+  // A model that fits at its free binding is not fitted.
+  ImportOptions given;
+  given.input_shapes = ParseInputShapes("x:2,3,64,32");
+  g = ImportOnnxFileFitting(path, given, nullptr, nullptr, &fitted);
+  EXPECT_TRUE(fitted.empty());
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{2, 6, 64, 32}));
+  // Given 6 x 6, the importer's second binding (3 x 3, halved) does not fit
+  // either: the doubled one (12 x 12) finds what depends on the dimensions,
+  // so the input's shape is still computed, not folded at 6 x 6 (the
+  // written model would run at 6 x 6 only), and so does the check's.
+  given.input_shapes = ParseInputShapes("x:1,3,6,6");
+  g = ImportOnnxFile(path, given);
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 6, 6, 6}));
+  EXPECT_NE(g.value(g.FindValue("n")).producer, kNoNode) << "the input's shape folded at the first binding";
+  EXPECT_EQ(SecondBinding(g, given).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 3, 3}));
+  EXPECT_EQ(SecondBinding(g, given, true).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 12, 12}));
 }
 
 // --input_shape: named inputs bound to the given shapes, a dim_param shared
