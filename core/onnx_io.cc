@@ -1734,6 +1734,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       rep.warnings.push_back(std::string("the model does not infer with its symbolic dimensions bound to a second "
                                          "value (") +
                              e.what() + "): shapes computed from them are folded at the first binding");
+      rep.folded_at_binding = true;
       symbolic_values.clear();
       static_values.clear();
     }

@@ -137,6 +137,10 @@ struct ImportReport {
   // The file's nodes were not in topological order (invalid ONNX) and were
   // sorted: its bytes are not a valid model to write back.
   bool reordered_nodes = false;
+  // The model has symbolic input dimensions but does not infer at any
+  // second binding of them, so every shape computed from them was folded at
+  // the first: a graph exported from it runs at those shapes only.
+  bool folded_at_binding = false;
 };
 
 // The file is parsed as it is read (its bytes are never held whole) and the

@@ -729,9 +729,20 @@ void Check(OptimiseRun& r) {
         if (failed.empty()) failed = BindingText(other) + ": " + e.what();
       }
     }
-    if (!failed.empty())
+    if (!failed.empty() && model.folded_at_binding) {
+      // Every shape computed from the symbolic dimensions was folded at
+      // this binding (the importer found no second one either): the
+      // optimised graph would run at these shapes only, not a drop-in
+      // replacement.
+      rec.general_ok = false;
+      rec.general_note = "the model does not import at a second binding of its symbolic dimensions (" + failed +
+                         ") and its shape computations were folded at the shapes it was optimised at: the "
+                         "optimised graph would run at those only, so the original is written";
+      r.warn(rec.general_note);
+    } else if (!failed.empty()) {
       rec.general_note = "the original model does not import at a second binding of its symbolic dimensions (" +
                          failed + "); checked at the first binding only";
+    }
     if (rec.general_note.empty()) {
       try {
         Graph optimised_other = ReimportGraph(optimised, "optimised", other, SharingWeights());
@@ -1157,6 +1168,11 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
                     {"notes", c.notes}};
 }
 
+// Milliseconds for the summary: two decimals, or two significant digits
+// below 0.1 ms (a model of a few nodes runs in microseconds: "0.00 ms" read
+// as nothing measured).
+std::string Ms(double ms) { return Format(ms >= 0.1 || ms <= 0 ? "%.2f" : "%.2g", ms); }
+
 void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   const VerdictRecord& v = p.verdict;
   const bool unchanged = p.check.unchanged;
@@ -1171,10 +1187,10 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   if (unchanged && nothing_run)
     s += "measured:   nothing (every node is opaque: the executor runs none of them)\n";
   else if (unchanged)
-    s += Format("measured:   %.2f ms (median of %d runs)\n", v.before_ms, v.pairs);
+    s += Format("measured:   %s ms (median of %d runs)\n", Ms(v.before_ms).c_str(), v.pairs);
   else {
-    s += Format("measured:   %.2f -> %.2f ms (medians of %d interleaved pairs), %s\n", v.before_ms, v.after_ms, v.pairs,
-                v.ToString().c_str());
+    s += Format("measured:   %s -> %s ms (medians of %d interleaved pairs), %s\n", Ms(v.before_ms).c_str(),
+                Ms(v.after_ms).c_str(), v.pairs, v.ToString().c_str());
     // Each side's median moves with the machine's speed during the run; the
     // verdict's per-pair ratios do not (each pair ran within a moment). Say
     // so where the two disagree, or the line reads as a contradiction.
@@ -1216,8 +1232,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"before_cpu_ms", v.a_cpu_ms},
                       {"after_cpu_ms", v.b_cpu_ms}};
   if (v.guarded)
-    s += Format("guard:      in %s %.2f -> %.2f ms, %s\n", v.guard_device.c_str(), v.guard.a_ms, v.guard.b_ms,
-                v.guard.ToString().c_str());
+    s += Format("guard:      in %s %s -> %s ms, %s\n", v.guard_device.c_str(), Ms(v.guard.a_ms).c_str(),
+                Ms(v.guard.b_ms).c_str(), v.guard.ToString().c_str());
   else if (!v.guard_note.empty())
     s += Format("guard:      %s\n", v.guard_note.c_str());
   if (!v.guard_device.empty())
@@ -1304,12 +1320,13 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
 
 void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
   const ReportRecord& r = p.report;
-  s += Format("cost:       estimate %.2f -> %.2f ms (%s, %lld ops timed, %lld cache hits", p.search.before_estimate,
-              p.verdict.after_estimate, p.configure.device.c_str(), static_cast<long long>(r.ops_timed),
-              static_cast<long long>(r.cache_hits));
+  s += Format("cost:       estimate %s -> %s ms (%s, %lld ops timed, %lld cache hits",
+              Ms(p.search.before_estimate).c_str(), Ms(p.verdict.after_estimate).c_str(), p.configure.device.c_str(),
+              static_cast<long long>(r.ops_timed), static_cast<long long>(r.cache_hits));
   if (p.calibrate.time_base_known)
-    s += Format("; cached timings' time base %.3f: %.2f -> %.2f ms at the machine's speed now", p.calibrate.time_base,
-                p.EstimateNowMs(p.search.before_estimate), p.EstimateNowMs(p.verdict.after_estimate));
+    s += Format("; cached timings' time base %.3f: %s -> %s ms at the machine's speed now", p.calibrate.time_base,
+                Ms(p.EstimateNowMs(p.search.before_estimate)).c_str(),
+                Ms(p.EstimateNowMs(p.verdict.after_estimate)).c_str());
   s += ")\n";
   s += Format("memory:     peak %.0f MB\n", r.peak_memory_mb);
   Json stages = Json::object();

@@ -102,8 +102,9 @@ TEST_F(StageTest, CheckAloneRefusesAGraphThatComputesSomethingElse) {
 
 // x [N, 3, H, W] -> MaxPool 2x2 / 2 (padded after, as TF's "same") ->
 // ConvTranspose 2x2 / 2 -> Concat with x -> Relu (twice with `twice`): fits
-// where H and W are even (3 x 3 pools to 2 x 2 and comes back 4 x 4).
-std::string DetectorFile(const std::string& path, bool twice) {
+// where H and W are even (3 x 3 pools to 2 x 2 and comes back 4 x 4); with
+// `one_size`, then reshaped to [1, 6, 36]: fits at 6 x 6 only.
+std::string DetectorFile(const std::string& path, bool twice, bool one_size = false) {
   GraphBuilder b(5);
   ValueId x = b.Input("x", {1, 3, 6, 6});
   ValueId p = b.Op("MaxPool", {x},
@@ -113,10 +114,12 @@ std::string DetectorFile(const std::string& path, bool twice) {
   ValueId u = b.Op("ConvTranspose", {p, b.Weight("w", {3, 3, 2, 2}, 0.3f)}, {{"strides", Attribute::Ints({2, 2})}});
   ValueId y = b.Op("Relu", {b.Op("Concat", {u, x}, {{"axis", Attribute::Int(1)}})});
   if (twice) y = b.Op("Relu", {y});
+  if (one_size) y = b.Op("Reshape", {y, b.ConstInts({1, 6, 36})});
   onnx::ModelProto m;
   EXPECT_TRUE(m.ParseFromString(ExportOnnxBytes(b.Build({y}))));
   m.mutable_graph()->clear_value_info();  // the intermediate shapes at 6 x 6
   for (auto* vi : {m.mutable_graph()->mutable_input(0), m.mutable_graph()->mutable_output(0)}) {
+    if (one_size && vi == m.mutable_graph()->mutable_output(0)) continue;
     auto* dims = vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
     for (auto [k, name] : {std::pair{0, "N"}, {2, "H"}, {3, "W"}}) dims->Mutable(k)->set_dim_param(name);
   }
@@ -142,6 +145,32 @@ TEST_F(StageTest, CheckTakesTheDoubledSecondBindingWhereTheHalvedDoesNotFit) {
                                         "x:[2,3,12,12]"),
             std::string::npos)
       << res.check.general_note;
+}
+
+// A model that fits at the given shapes only (here a Reshape to a constant
+// shape): the importer folds every shape computation at them, and the check
+// finds no second binding. An optimised graph exported from it would run at
+// those shapes only, where the model declares them symbolic: the check
+// fails it, and the original is written whatever the verdict.
+TEST_F(StageTest, AGraphFoldedAtItsOnlyBindingIsNotWritten) {
+  o.model = DetectorFile(dir + "/one_size.onnx", false, true);
+  o.input_shapes = ParseInputShapes("x:1,3,6,6");
+  OptimiseRun r(o, res);
+  Configure(r);
+  Load(r);
+  EXPECT_TRUE(r.model.folded_at_binding);
+  ImportOptions same = r.model.import;
+  r.optimised = ImportOnnxFile(DetectorFile(dir + "/one_size_twice.onnx", true, true), same);
+  Check(r);
+  EXPECT_FALSE(res.check.unchanged);
+  EXPECT_FALSE(res.check.general_ok);
+  EXPECT_NE(res.check.general_note.find("the original is written"), std::string::npos) << res.check.general_note;
+  // A model that fits a second binding is not marked.
+  o.model = DetectorFile(dir + "/detector.onnx", false);
+  OptimiseRun r2(o, res);
+  Configure(r2);
+  Load(r2);
+  EXPECT_FALSE(r2.model.folded_at_binding);
 }
 
 TEST_F(StageTest, VerdictAloneKeepsTheOriginalUnlessTheGraphIsFaster) {
@@ -223,6 +252,10 @@ TEST(StageRecords, TheSummaryExplainsMediansThatDisagreeWithThePairedRatio) {
   const std::string steady = summary(188.54, 181.0);
   EXPECT_NE(steady.find("measured:   188.54 -> 181.00 ms"), std::string::npos) << steady;
   EXPECT_EQ(steady.find("lies outside the interval"), std::string::npos) << steady;
+  // A model of a few nodes runs in microseconds: two significant digits,
+  // not "0.00 ms".
+  const std::string tiny = summary(0.0031, 0.0029);
+  EXPECT_NE(tiny.find("measured:   0.0031 -> 0.0029 ms"), std::string::npos) << tiny;
 }
 
 TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "runtime/ort_backend.h"
 
 DEFINE_string(model, "", "ONNX file to inspect");
 DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
@@ -59,6 +60,11 @@ int Main() {
   ImportOptions options;
   options.free_dim_value = FLAGS_free_dim;
   options.input_shapes = ParseInputShapes(FLAGS_input_shape);
+  // Outputs of control flow that ONNX cannot type: one run in ONNX Runtime,
+  // as the optimiser types them.
+  options.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, 1);
+  };
   ImportReport rep;
   // As the optimiser imports it: a model that does not fit at the free
   // binding is bound where it fits (a note says how).

@@ -757,6 +757,67 @@ class CbamResNet(nn.Module):
         return F.log_softmax(self.fc(torch.flatten(y, 1)), dim=1)
 
 
+class YoloDetect(nn.Module):
+    """A YOLOv5-style detector in miniature, as `export.py --dynamic` writes
+    it: conv + batch norm + SiLU blocks with CSP-style residuals, a top-down
+    neck (nearest upsampling, Concat) and the Detect head, whose grid is
+    computed from each feature map's shape (arange, meshgrid, view, permute,
+    sigmoid, the xy/wh decode) and whose predictions of three scales are
+    concatenated. Fits any height and width that are multiples of 32."""
+
+    class Cbs(nn.Sequential):
+        def __init__(self, ci, co, k=3, s=1):
+            super().__init__(nn.Conv2d(ci, co, k, s, k // 2, bias=False), nn.BatchNorm2d(co), nn.SiLU())
+
+    class C3(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            cbs = YoloDetect.Cbs
+            self.a, self.b = cbs(c, c // 2, 1), cbs(c, c // 2, 1)
+            self.m = nn.Sequential(cbs(c // 2, c // 2, 1), cbs(c // 2, c // 2, 3))
+            self.o = cbs(c, c, 1)
+
+        def forward(self, x):
+            a = self.a(x)
+            return self.o(torch.cat([a + self.m(a), self.b(x)], 1))
+
+    def __init__(self, classes=4):
+        super().__init__()
+        cbs, c3 = YoloDetect.Cbs, YoloDetect.C3
+        self.p3 = nn.Sequential(cbs(3, 8, 3, 2), cbs(8, 16, 3, 2), c3(16), cbs(16, 32, 3, 2), c3(32))
+        self.p4 = nn.Sequential(cbs(32, 48, 3, 2), c3(48))
+        self.p5 = nn.Sequential(cbs(48, 64, 3, 2), c3(64))
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.n4, self.n3 = cbs(112, 48, 1), cbs(80, 32, 1)
+        self.no, self.na, self.strides = classes + 5, 3, (8, 16, 32)
+        self.heads = nn.ModuleList(nn.Conv2d(c, self.no * self.na, 1) for c in (32, 48, 64))
+        anchors = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119], [116, 90, 156, 198, 373, 326]]
+        self.register_buffer("anchors", torch.tensor(anchors).float().view(3, 1, 3, 1, 1, 2))
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        p3 = self.p3(x)
+        p4 = self.p4(p3)
+        p5 = self.p5(p4)
+        n4 = self.n4(torch.cat([self.up(p5), p4], 1))
+        n3 = self.n3(torch.cat([self.up(n4), p3], 1))
+        z = []
+        for i, f in enumerate((n3, n4, p5)):
+            f = self.heads[i](f)
+            bs, _, ny, nx = f.shape
+            f = f.view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+            yv, xv = torch.meshgrid(torch.arange(ny), torch.arange(nx), indexing="ij")
+            grid = torch.stack((xv, yv), 2).view(1, 1, ny, nx, 2).float()
+            y = f.sigmoid()
+            xy = (y[..., 0:2] * 2 - 0.5 + grid) * self.strides[i]
+            wh = (y[..., 2:4] * 2) ** 2 * self.anchors[i]
+            z.append(torch.cat((xy, wh, y[..., 4:]), -1).view(bs, -1, self.no))
+        return torch.cat(z, 1)
+
+
 DYN_IMAGE = {"x": {0: "N", 2: "H", 3: "W"}}
 
 
@@ -1020,6 +1081,8 @@ MODELS = {
                                 False),
     "formula_acts_op13": (FormulaActs, (1, 3, 32, 32), 13, DYN_IMAGE, "x:1,3,32,32", "x:2,3,48,40", False),
     "cbam_resnet_op13": (CbamResNet, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,80", False),
+    # A detector of any resolution (multiples of 32) with its box decoding.
+    "yolo_detect_op13": (YoloDetect, (1, 3, 128, 160), 13, DYN_IMAGE, "x:1,3,128,160", "x:2,3,96,128", False),
     # Recurrent layers: a text recogniser at opset 9 (its width the LSTM's
     # sequence length) and a keyword spotter at opset 13.
     "crnn_lstm_op9": (Crnn, (1, 1, 32, 128), 9, {"x": {0: "N", 3: "W"}}, "x:1,1,32,128", "x:2,1,32,96", False),

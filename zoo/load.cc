@@ -58,6 +58,7 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     m.source = path;
     m.notes = report.warnings;
     m.folded_nodes = report.folded_nodes;
+    m.folded_at_binding = report.folded_at_binding;
     // The file itself is invalid ONNX (nodes out of order): what is written
     // when nothing improves is the sorted model, never these bytes.
     if (!report.reordered_nodes) {

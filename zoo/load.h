@@ -49,6 +49,8 @@ struct LoadedModel {
   // not fit at the free binding (also in `import.input_shapes`); empty if
   // it did.
   std::map<std::string, std::vector<int64_t>> fitted;
+  // ImportReport::folded_at_binding: the graph runs at the bound shapes only.
+  bool folded_at_binding = false;
   std::vector<std::string> notes;  // for the log
   int folded_nodes = 0;
   // Static dimensions of symbolic shapes folded at import (ImportOptions::

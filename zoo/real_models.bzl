@@ -33,6 +33,7 @@ REAL_MODELS = [
     "qdq_cnn_op13",
     "rotary_decoder_op14",
     "swin_tiny_op13",
+    "yolo_detect_op13",
 ]
 
 # Models whose weights are in an external data file, "<name>.weights".
