@@ -913,6 +913,147 @@ def csp_mish(opset, seed):
     return model
 
 
+def tf2onnx_mobilenet(opset, seed):
+    """A MobileNetV2-style Keras classifier as tf2onnx writes it, built with
+    onnx.helper (no TensorFlow here): an NHWC input "input_1" with an
+    "unk__" batch and a Transpose to NCHW, Conv with auto_pad SAME_UPPER and
+    with TF's asymmetric stride-2 pads, ReLU6 as Clip with min/max inputs,
+    depthwise convolutions, residual Adds, a mean over H and W, Flatten
+    through Shape/Gather/Unsqueeze/Concat/Reshape, Dense as MatMul + Add,
+    Softmax; ":0"-suffixed names and an ai.onnx.ml import."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a), name))
+        return name
+
+    def conv(x, cin, cout, k, stride, name, group=1, act=True):
+        fan = cin // group * k * k
+        w = const(name + "/kernel", (rng.standard_normal((cout, cin // group, k, k)) * np.sqrt(2 / fan)).astype(np.float32))
+        b = const(name + "/bias", (rng.standard_normal(cout) * 0.1).astype(np.float32))
+        attrs = dict(strides=[stride, stride], kernel_shape=[k, k], group=group, dilations=[1, 1])
+        if stride == 1:
+            attrs["auto_pad"] = "SAME_UPPER"
+        else:
+            attrs["pads"] = [0, 0, 1, 1]
+        y = name + "/BiasAdd:0"
+        nodes.append(helper.make_node("Conv", [x, w, b], [y], name=name + "/BiasAdd", **attrs))
+        if not act:
+            return y
+        lo, hi = const(name + "/Relu6/min", np.float32(0)), const(name + "/Relu6/max", np.float32(6))
+        nodes.append(helper.make_node("Clip", [y, lo, hi], [name + "/Relu6:0"], name=name + "/Relu6"))
+        return name + "/Relu6:0"
+
+    nodes.append(helper.make_node("Transpose", ["input_1"], ["model/Conv1/Conv2D__6:0"], perm=[0, 3, 1, 2],
+                                  name="model/Conv1/Conv2D__6"))
+    x, cin = conv("model/Conv1/Conv2D__6:0", 3, 16, 3, 2, "model/Conv1"), 16
+    for i, (t, c, s) in enumerate([(1, 16, 1), (4, 24, 2), (4, 24, 1), (4, 32, 2), (4, 32, 1)]):
+        p = "model/block_%d" % i
+        h = conv(x, cin, cin * t, 1, 1, p + "_expand") if t != 1 else x
+        h = conv(h, cin * t, cin * t, 3, s, p + "_depthwise", group=cin * t)
+        h = conv(h, cin * t, c, 1, 1, p + "_project", act=False)
+        if s == 1 and cin == c:
+            nodes.append(helper.make_node("Add", [x, h], [p + "_add/add:0"], name=p + "_add/add"))
+            h = p + "_add/add:0"
+        x, cin = h, c
+    x = conv(x, cin, 128, 1, 1, "model/Conv_1")
+    nodes.append(helper.make_node("ReduceMean", [x], ["model/gap/Mean:0"], axes=[2, 3], keepdims=0, name="model/gap/Mean"))
+    nodes.append(helper.make_node("Shape", ["model/gap/Mean:0"], ["model/flatten/Shape:0"], name="model/flatten/Shape"))
+    nodes.append(helper.make_node("Gather", ["model/flatten/Shape:0", const("const_zero", np.array(0, np.int64))],
+                                  ["model/flatten/strided_slice:0"], axis=0, name="model/flatten/strided_slice"))
+    nodes.append(helper.make_node("Unsqueeze", ["model/flatten/strided_slice:0", const("const_axes__0", np.array([0], np.int64))],
+                                  ["model/flatten/shape_Unsqueeze__1:0"], name="model/flatten/shape_Unsqueeze__1"))
+    nodes.append(helper.make_node("Concat", ["model/flatten/shape_Unsqueeze__1:0", const("const_fold_opt__10", np.array([-1], np.int64))],
+                                  ["model/flatten/shape_Concat__2:0"], axis=0, name="model/flatten/shape_Concat__2"))
+    nodes.append(helper.make_node("Reshape", ["model/gap/Mean:0", "model/flatten/shape_Concat__2:0"],
+                                  ["model/flatten/Reshape:0"], name="model/flatten/Reshape"))
+    dense = const("model/predictions/MatMul/ReadVariableOp:0", (rng.standard_normal((128, 10)) * 0.1).astype(np.float32))
+    nodes.append(helper.make_node("MatMul", ["model/flatten/Reshape:0", dense], ["model/predictions/MatMul:0"],
+                                  name="model/predictions/MatMul"))
+    bias = const("model/predictions/BiasAdd/ReadVariableOp:0", (rng.standard_normal(10) * 0.1).astype(np.float32))
+    nodes.append(helper.make_node("Add", ["model/predictions/MatMul:0", bias], ["model/predictions/BiasAdd:0"],
+                                  name="model/predictions/BiasAdd"))
+    nodes.append(helper.make_node("Softmax", ["model/predictions/BiasAdd:0"], ["predictions"], axis=-1,
+                                  name="model/predictions/Softmax"))
+    graph = helper.make_graph(nodes, "tf2onnx", [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, ["unk__618", 96, 96, 3])],
+                              [helper.make_tensor_value_info("predictions", TensorProto.FLOAT, ["unk__619", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("ai.onnx.ml", 2)],
+                              producer_name="tf2onnx", producer_version="1.9.3 1190aa")
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def paddle_lcnet(opset, seed):
+    """A PP-LCNet-style classifier as paddle2onnx writes it at opset 11,
+    built with onnx.helper (no Paddle here): BatchNormalization after each
+    convolution, not folded; hard-swish as x * HardSigmoid(x) (no HardSwish
+    below opset 14); depthwise 3x3 and 5x5 convolutions; SE gates
+    (GlobalAveragePool, Conv, Relu, Conv, HardSigmoid, Mul); a 1x1 conv
+    after the pooling; Flatten, Gemm, Softmax; "p2o.DynamicDimension.N"
+    dimensions and "p2o."-prefixed names."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nodes, inits, count = [], [], [0]
+
+    def nm(prefix):
+        count[0] += 1
+        return "%s_%d" % (prefix, count[0])
+
+    def const(a, prefix="w"):
+        name = nm("p2o." + prefix)
+        inits.append(numpy_helper.from_array(np.asarray(a), name))
+        return name
+
+    def op(kind, inputs, prefix, **attrs):
+        y = nm(prefix)
+        nodes.append(helper.make_node(kind, inputs, [y], name=nm("p2o." + kind), **attrs))
+        return y
+
+    def conv(x, cin, cout, k, s, g=1, bias=False):
+        w = const((rng.standard_normal((cout, cin // g, k, k)) * np.sqrt(2 / (cin // g * k * k))).astype(np.float32))
+        ins = [x, w] + ([const((rng.standard_normal(cout) * 0.1).astype(np.float32), "b")] if bias else [])
+        return op("Conv", ins, "conv2d.tmp", strides=[s, s], pads=[k // 2] * 4, group=g, dilations=[1, 1], kernel_shape=[k, k])
+
+    def bn(x, c):
+        stats = [(rng.random(c) + 0.5), rng.standard_normal(c) * 0.1, rng.standard_normal(c) * 0.1, rng.random(c) + 0.5]
+        return op("BatchNormalization", [x] + [const(a.astype(np.float32)) for a in stats], "batch_norm.tmp",
+                  epsilon=1e-5, momentum=0.9)
+
+    def hswish(x):
+        return op("Mul", [x, op("HardSigmoid", [x], "hard_sigmoid.tmp", alpha=1 / 6, beta=0.5)], "hard_swish.tmp")
+
+    def se(x, c):
+        r = op("Relu", [conv(op("GlobalAveragePool", [x], "pool.tmp"), c, c // 4, 1, 1, bias=True)], "relu.tmp")
+        return op("Mul", [x, op("HardSigmoid", [conv(r, c // 4, c, 1, 1, bias=True)], "hs.tmp", alpha=0.2, beta=0.5)],
+                  "se.tmp")
+
+    x, cin = hswish(bn(conv("x", 3, 16, 3, 2), 16)), 16
+    for cout, s, k, use_se in [(32, 1, 3, False), (64, 2, 3, False), (64, 1, 3, False), (128, 2, 5, True), (128, 1, 5, True)]:
+        x = hswish(bn(conv(x, cin, cin, k, s, g=cin), cin))
+        if use_se:
+            x = se(x, cin)
+        x, cin = hswish(bn(conv(x, cin, cout, 1, 1), cout)), cout
+    x = hswish(conv(op("GlobalAveragePool", [x], "pool.tmp"), cin, 256, 1, 1, bias=True))
+    x = op("Flatten", [x], "flatten.tmp", axis=1)
+    x = op("Gemm", [x, const((rng.standard_normal((256, 10)) * 0.05).astype(np.float32)),
+                    const(np.zeros(10, np.float32), "b")], "linear.tmp", alpha=1.0, beta=1.0)
+    nodes.append(helper.make_node("Softmax", [x], ["softmax_0.tmp_0"], name=nm("p2o.Softmax"), axis=1))
+    dims = ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"]
+    graph = helper.make_graph(nodes, "paddle", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("softmax_0.tmp_0", TensorProto.FLOAT,
+                                                             ["p2o.DynamicDimension.0", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="PaddlePaddle",
+                              ir_version=6)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def qdq_cnn(opset, seed):
     """A CNN statically quantized in the QDQ format, as ONNX Runtime's
     quantization tool (quantize_static, QuantFormat.QDQ) writes it and as
@@ -1068,6 +1209,9 @@ ONNX_MODELS = {
     "csp_mish_op18": (csp_mish, 18, "x:1,3,64,64", "x:2,3,48,40"),
     "csp_mish_gelu_op20": (csp_mish, 20, "x:1,3,64,64", "x:2,3,48,40"),
     "qdq_cnn_op13": (qdq_cnn, 13, "x:1,3,64,64", "x:2,3,48,40"),
+    # The styles of two other converters (no TensorFlow or Paddle here).
+    "tf2onnx_mobilenet_op13": (tf2onnx_mobilenet, 13, "input_1:1,96,96,3", "input_1:2,96,96,3"),
+    "paddle_lcnet_op11": (paddle_lcnet, 11, "x:1,3,96,96", "x:2,3,64,80"),
 }
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)

@@ -23,6 +23,7 @@ REAL_MODELS = [
     "keyword_gru_op13",
     "mobilenet_v3_small_op9",
     "nms_detector_op11",
+    "paddle_lcnet_op11",
     "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",
     "mobilenet_v3_formula_op13",
@@ -33,6 +34,7 @@ REAL_MODELS = [
     "qdq_cnn_op13",
     "rotary_decoder_op14",
     "swin_tiny_op13",
+    "tf2onnx_mobilenet_op13",
     "yolo_detect_op13",
 ]
 
