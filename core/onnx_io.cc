@@ -1216,7 +1216,8 @@ Graph ImportOnnxFileFitting(const std::string& path, const ImportOptions& option
   try {
     return ImportOnnxFile(path, options, report, fingerprint);
   } catch (const FreeDimsDoNotFit& e) {
-    std::string tried;
+    std::string tried, ladder;
+    for (int64_t inner : kFittedDims) ladder += (ladder.empty() ? "" : ", ") + std::to_string(inner);
     for (int64_t inner : kFittedDims) {
       std::map<std::string, std::vector<int64_t>> shapes = FittedInputShapes(e, inner);
       bool moved = false;
@@ -1235,12 +1236,11 @@ Graph ImportOnnxFileFitting(const std::string& path, const ImportOptions& option
       }
       std::string bound;
       for (const auto& [name, shape] : shapes) bound += (bound.empty() ? "" : ";") + name + ":" + ShapeToString(shape);
-      rep.warnings.insert(rep.warnings.begin(),
-                          "the model does not fit at the shapes its symbolic input dimensions were bound to (" +
-                              e.node_error + "); optimised at " + bound +
-                              " instead (the dimensions after the first at " + std::to_string(inner) +
-                              ", the first of 224, 256, 512, 1024 that fits): give the shapes "
-                              "it runs at with --input_shape");
+      rep.warnings.insert(
+          rep.warnings.begin(),
+          "the model does not fit at the shapes its symbolic input dimensions were bound to (" + e.node_error +
+              "); optimised at " + bound + " instead (the dimensions after the first at " + std::to_string(inner) +
+              ", the first of " + ladder + " that fits): give the shapes it runs at with --input_shape");
       if (report) *report = std::move(rep);
       *fitted = std::move(shapes);
       return g;
