@@ -110,6 +110,20 @@ onnx::NodeProto* AddNode(onnx::ModelProto& m, const std::string& op, std::vector
   return n;
 }
 
+void IntsAttr(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
 std::string Save(const onnx::ModelProto& m, const std::string& name) {
   std::string path = TempDir() + "/" + name;
   std::ofstream(path, std::ios::binary) << m.SerializeAsString();
@@ -333,11 +347,7 @@ TEST_F(OptimiserCli, InputShapes) {
   w->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : {4, 3, 3, 3}) w->add_dims(d);
   for (int k = 0; k < 108; ++k) w->add_float_data(0.01f * static_cast<float>(k % 7));
-  auto* conv = AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv0");
-  auto* pads = conv->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int k = 0; k < 4; ++k) pads->add_ints(1);
+  IntsAttr(AddNode(m, "Conv", {"x", "w"}, {"c"}, "conv0"), "pads", {1, 1, 1, 1});
   AddNode(m, "Relu", {"c"}, {"y"}, "relu0");
   AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4, 1, 1});
   auto* out_dims = m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -393,27 +403,17 @@ TEST_F(OptimiserCli, ADetectorThatDoesNotFitTheFreeBindingIsFitted) {
     dims->mutable_dim(2)->set_dim_param("H");
     dims->mutable_dim(3)->set_dim_param("W");
   }
-  auto ints = [](onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-    auto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  };
   auto* pool = AddNode(m, "MaxPool", {"x"}, {"p"}, "pool");
-  ints(pool, "kernel_shape", {2, 2});
-  ints(pool, "strides", {2, 2});
-  ints(pool, "pads", {0, 0, 1, 1});
+  IntsAttr(pool, "kernel_shape", {2, 2});
+  IntsAttr(pool, "strides", {2, 2});
+  IntsAttr(pool, "pads", {0, 0, 1, 1});
   auto* w = m.mutable_graph()->add_initializer();
   w->set_name("w");
   w->set_data_type(onnx::TensorProto::FLOAT);
   for (int64_t d : {3, 3, 2, 2}) w->add_dims(d);
   for (int k = 0; k < 36; ++k) w->add_float_data(0.05f * static_cast<float>(k % 5));
-  ints(AddNode(m, "ConvTranspose", {"p", "w"}, {"u"}, "up"), "strides", {2, 2});
-  auto* cat = AddNode(m, "Concat", {"u", "x"}, {"c"}, "cat");
-  auto* axis = cat->add_attribute();
-  axis->set_name("axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(1);
+  IntsAttr(AddNode(m, "ConvTranspose", {"p", "w"}, {"u"}, "up"), "strides", {2, 2});
+  IntAttr(AddNode(m, "Concat", {"u", "x"}, {"c"}, "cat"), "axis", 1);
   AddNode(m, "Relu", {"c"}, {"y"}, "relu");
   std::string model = Save(m, "detector.onnx");
   std::string report = TempDir() + "/fitted_report.json";
