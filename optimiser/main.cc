@@ -78,7 +78,10 @@ DEFINE_string(guard, "auto",
               "--threads, with --device=cpu: when the verdict finds the result faster there, both are timed "
               "in ORT too and the original is written if ORT runs the result slower), ort, or none");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
-DEFINE_int32(free_dim, 1, "value bound to symbolic dimensions of graph inputs not given by --input_shape");
+DEFINE_int32(free_dim, 1,
+             "value bound to symbolic dimensions of graph inputs not given by --input_shape; where the model "
+             "does not fit it (a detector of any resolution at 1 x 1), the dimensions after each input's first "
+             "are bound to 224, else 256, 512 or 1024, and the summary says so");
 DEFINE_int32(target_opset, 0,
              "newest ONNX opset the written model may be raised to, so that rewrites may produce operators of "
              "that opset (HardSwish: 14, LayerNormalization: 17); 0: the model's own opset, or 17 with "
