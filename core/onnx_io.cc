@@ -1185,8 +1185,9 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     for (const auto& in : free_bound.inputs) {
       example += (example.empty() ? "" : ";") + in.name + ":";
       for (size_t k = 0; k < in.dims.size(); ++k)
-        example += (k ? "," : "") + (in.free[k] && k > 0 ? (in.names[k].empty() ? "D" + std::to_string(k) : in.names[k])
-                                                         : std::to_string(in.dims[k]));
+        example += (k ? "," : "") + (!in.free[k]           ? std::to_string(in.dims[k])
+                                     : in.names[k].empty() ? "D" + std::to_string(k)
+                                                           : in.names[k]);
     }
     throw FreeDimsDoNotFit(message + " (at the shapes the symbolic input dimensions were bound to: " + free_bound.text +
                                "; give the shapes the model runs at with --input_shape=" + example + ")",

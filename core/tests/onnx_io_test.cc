@@ -1427,7 +1427,7 @@ TEST(OnnxIo, ANodeFailingAtFreeDimensionsNamesInputShape) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("node 'Conv_1' (Conv)"), std::string::npos) << msg;
     EXPECT_NE(msg.find("'x' [N,C,?,?] as [1,1,1,1] (--free_dim)"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("give the shapes the model runs at with --input_shape=x:1,C,D2,D3)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("give the shapes the model runs at with --input_shape=x:N,C,D2,D3)"), std::string::npos) << msg;
   }
   // Fitting binds the dimensions after the first to 224, ... 1024: the
   // channels too, so none fits, and the error says what was tried.
@@ -1482,7 +1482,7 @@ TEST(OnnxIo, FittingBindsDimensionsAfterTheFirstWhereTheFreeBindingFails) {
     ImportOnnxFile(path);
     FAIL() << "imported at 1 x 1";
   } catch (const FreeDimsDoNotFit& e) {
-    EXPECT_NE(std::string(e.what()).find("--input_shape=x:1,3,H,W;s:1,1,H,W)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--input_shape=x:N,3,H,W;s:N,1,H,W)"), std::string::npos) << e.what();
     EXPECT_NE(e.node_error.find("(Concat)"), std::string::npos) << e.node_error;
   }
   std::map<std::string, std::vector<int64_t>> fitted;
