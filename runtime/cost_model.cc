@@ -393,8 +393,8 @@ double MeasuredCostModel::NodeTimeOf(const Graph& g, NodeId id, uint64_t fast_ke
   }
   std::string key = NodeKeyText(g, id);
   auto alone = [&] {
-    auto f = factor_.find(n.op);
-    return IsolatedTime(g, id, key) * (f != factor_.end() ? f->second : default_factor_);
+    const double isolated = IsolatedTime(g, id, key);
+    return isolated * LocalFactor(n.op, isolated);
   };
   double base;
   auto ctx = cache_.find(ContextKey("|ctx|") + key);
@@ -418,6 +418,24 @@ double MeasuredCostModel::NodeTimeOf(const Graph& g, NodeId id, uint64_t fast_ke
   double ms = base + overhead_ms_;
   fast_.emplace(fast_key, ms);
   return ms;
+}
+
+double MeasuredCostModel::LocalFactor(const std::string& op, double isolated_ms) const {
+  auto f = factor_.find(op);
+  auto points = ratio_points_.find(op);
+  if (points == ratio_points_.end() || f == factor_.end()) return default_factor_;
+  const std::vector<std::pair<double, double>>& p = points->second;
+  if (static_cast<int>(p.size()) <= kLocalFactorKeys || !(isolated_ms > 0)) return f->second;
+  // The kLocalFactorKeys nearest in log isolated time: outward from where
+  // `isolated_ms` would stand.
+  size_t hi = std::lower_bound(p.begin(), p.end(), std::make_pair(isolated_ms, -1.0)) - p.begin(), lo = hi;
+  std::vector<double> near;
+  auto distance = [&](size_t k) { return std::abs(std::log(p[k].first / isolated_ms)); };
+  while (static_cast<int>(near.size()) < kLocalFactorKeys) {
+    const bool take_lo = lo > 0 && (hi >= p.size() || distance(lo - 1) <= distance(hi));
+    near.push_back(take_lo ? p[--lo].second : p[hi++].second);
+  }
+  return Median(near);
 }
 
 bool MeasuredCostModel::NextTo(const Graph& g, NodeId id, uint64_t anchor, int distance) {
@@ -746,6 +764,7 @@ void MeasuredCostModel::Derive() {
   const std::string ctx_prefix = ContextKey("|ctx|"), spread_prefix = ContextKey("|spread|");
   std::map<std::string, std::vector<double>> ratios, spreads;
   std::vector<double> all;
+  ratio_points_.clear();
   auto op_of = [](const std::string& key) { return key.substr(0, key.find('#')); };
   for (auto it = cache_.lower_bound(ctx_prefix);
        it != cache_.end() && it->first.compare(0, ctx_prefix.size(), ctx_prefix) == 0; ++it) {
@@ -757,7 +776,9 @@ void MeasuredCostModel::Derive() {
     if (iso == cache_.end() || !(iso->second > 0)) continue;
     ratios[op_of(key)].push_back(it->second / iso->second);
     all.push_back(it->second / iso->second);
+    ratio_points_[op_of(key)].push_back({iso->second, it->second / iso->second});
   }
+  for (auto& [op, p] : ratio_points_) std::sort(p.begin(), p.end());
   for (auto it = cache_.lower_bound(spread_prefix);
        it != cache_.end() && it->first.compare(0, spread_prefix.size(), spread_prefix) == 0; ++it)
     spreads[op_of(it->first.substr(spread_prefix.size()))].push_back(it->second);

@@ -304,7 +304,8 @@ TimingOptions VerdictTiming(int pairs, uint64_t seed);
 // one-node graph timed by itself) and in context (timed in place inside
 // whole runs of a calibrated graph, Calibrate). A node's cost is its
 // in-context time if its key was ever seen in context, else its isolated
-// time scaled by its op type's in-context/isolated ratio; plus the
+// time scaled by the in-context/isolated ratio of the calibrated keys of
+// its op type nearest to it in isolated time (LocalFactor); plus the
 // executor's per-node overhead. Every measurement is cached under its key
 // and never re-measured (the first one wins), so two runs with the same
 // warm cache cost every graph identically.
@@ -398,8 +399,21 @@ class MeasuredCostModel : public CostModel {
   std::unordered_map<uint64_t, double> fast_;         // NodeKeyHash -> ms (in memory)
   std::unordered_map<uint64_t, double> fast_spread_;  // NodeKeyHash -> NodeSpread (in memory)
   bool derived_ = false;                              // Derive() ran since the cache was last loaded
-  std::map<std::string, double> factor_;              // op type -> in-context / isolated
-  std::map<std::string, double> op_spread_;           // op type -> median relative spread
+  std::map<std::string, double> factor_;              // op type -> in-context / isolated (median)
+  // op type -> (isolated ms, in-context / isolated) of each calibrated key
+  // of the context, by isolated time (LocalFactor).
+  std::map<std::string, std::vector<std::pair<double, double>>> ratio_points_;
+  // The ratio a key of `op` with isolated time `isolated_ms` is costed by:
+  // the median over the kLocalFactorKeys calibrated keys of `op` nearest in
+  // log isolated time (the ratio moves with the size: a small node's
+  // isolated run is mostly the run's own overhead, so its ratio is low; on
+  // four timing caches, leave-one-out, the median |log error| of a key's
+  // estimate 0.240 -> 0.205, 0.333 -> 0.109, 0.228 -> 0.211, 0.154 -> 0.108
+  // against the op type's median ratio); the op type's median where it has
+  // no more keys than that, the median over all op types where it has none.
+  static constexpr int kLocalFactorKeys = 5;
+  double LocalFactor(const std::string& op, double isolated_ms) const;
+  std::map<std::string, double> op_spread_;  // op type -> median relative spread
   int64_t resolved_ = 0;
   int resolve_pairs_ = 60;
   double default_factor_ = 1, overhead_ms_ = 0, fixed_ms_ = 0;

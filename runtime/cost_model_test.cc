@@ -442,6 +442,64 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
 // adds them to GraphCost (the graph as the optimiser writes it, folded). On
 // a device that folds them at load (ONNX Runtime) they cost nothing either
 // way.
+// A backend whose times follow the size: a node alone costs the run's own
+// 0.05 ms beside 1e-5 ms per output element, in context only the latter.
+// So the in-context / isolated ratio of a small node is low (0.02 for 16
+// elements) and of a large one near 1 (0.98 for 262144).
+class SizedBackend : public ScriptedBackend {
+ public:
+  static double Work(const Graph& g, NodeId id) {
+    return 1e-5 * static_cast<double>(g.value(g.node(id).outputs[0]).type.NumElements());
+  }
+  double TimeGraph(const Graph& g, const TimingOptions&) override {
+    ++graphs_timed;
+    double ms = 0;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += 0.05 + Work(g, id);
+    return ms;
+  }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
+    ++context_runs;
+    InContextTimes t;
+    t.runs = runs;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      t.node_ms.push_back(Work(g, id));
+      t.node_spread.push_back(0.02);
+      t.run_ms += t.node_ms.back();
+    }
+    return t;
+  }
+};
+
+// A key never timed in context is costed by the ratio of the calibrated
+// keys of its op type nearest to it in isolated time, not by the op type's
+// median ratio (here 48 x 48's, 0.32): a large new Relu gets the large
+// keys' ratio, a small one the small keys'.
+TEST(CostModel, ANewKeyTakesTheRatioOfItsNearestCalibratedKeys) {
+  SizedBackend backend;
+  MeasuredCostModel model(&backend);
+  GraphBuilder b(1);
+  std::vector<ValueId> outs;
+  for (int64_t side : {4, 8, 16, 32, 48, 64, 128, 256, 512})
+    outs.push_back(b.Op("Relu", {b.Input("x" + std::to_string(side), {1, 1, side, side})}));
+  Graph g = b.Build(outs);
+  model.Calibrate(g);
+  auto cost = [&](int64_t side) {
+    GraphBuilder one(1);
+    Graph single = one.Build({one.Op("Relu", {one.Input("x", {1, 1, side, side})})});
+    return model.NodeMs(single, 0);
+  };
+  // 400 x 400: 1.6 ms of work, 1.65 alone; the five nearest keys (512^2,
+  // 256^2, 128^2, 64^2, 48^2) have ratios 0.98, 0.93, 0.77, 0.45, 0.32:
+  // 128^2's is the median.
+  const double large = 1.6, large_alone = 0.05 + large;
+  const double ratio_128 = 0.16384 / (0.05 + 0.16384);
+  EXPECT_NEAR(cost(400), large_alone * ratio_128, 1e-9);
+  EXPECT_GT(cost(400), 0.75 * large);  // the op's median ratio gave 0.52 of it
+  // 6 x 6: the small keys' ratios; the median of the five nearest is 16 x 16's.
+  const double ratio_16 = 0.00256 / (0.05 + 0.00256);
+  EXPECT_NEAR(cost(6), (0.05 + 0.00036) * ratio_16, 1e-9);
+}
+
 TEST(CostModel, RunCostChargesWeightOnlyNodesWhereTheDeviceRunsThem) {
   Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
   ScriptedBackend runs;
