@@ -22,7 +22,7 @@ DEFINE_string(model, "", "ONNX file to inspect");
 DEFINE_int32(free_dim, 1,
              "value bound to symbolic dimensions of graph inputs not given by --input_shape; where the model "
              "does not fit it (a detector of any resolution at 1 x 1), the dimensions after each input's first "
-             "are bound to 224, else 256, 512 or 1024, and the summary says so");
+             "are bound to 224, else 256, 512 or 1024, and a note says so");
 DEFINE_string(input_shape, "", "shapes to import at, NAME:D1,D2,...[;NAME2:...] (as the optimiser's flag)");
 DEFINE_bool(roundtrip, false, "also export the imported graph and import it again");
 DEFINE_string(write, "", "also write the imported graph, exported again, to this path");
