@@ -18,6 +18,7 @@
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
+#include "core/onnx_proto_testing.h"
 #include "core/rules/rule.h"
 #include "core/subprocess.h"
 #include "rules/testing.h"
@@ -110,19 +111,8 @@ onnx::NodeProto* AddNode(onnx::ModelProto& m, const std::string& op, std::vector
   return n;
 }
 
-void IntsAttr(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
+using testing::IntAttr;
+using testing::IntsAttr;
 
 std::string Save(const onnx::ModelProto& m, const std::string& name) {
   std::string path = TempDir() + "/" + name;

@@ -272,10 +272,14 @@ class ScriptedBackend : public TimingBackend {
   bool folds_constants() const override { return folds; }
   bool fuses_nodes() const override { return fuses; }
   std::string fingerprint() const override { return "scripted"; }
+  // A node's time alone, in context, and what a whole run adds per node.
+  virtual double Isolated(const Graph& g, NodeId id) { return isolated.at(g.node(id).op); }
+  virtual double InContext(const Graph& g, NodeId id) { return in_context.at(g.node(id).op); }
+  virtual double RunMsPerNode() { return 1.0; }
   double TimeGraph(const Graph& g, const TimingOptions&) override {
     ++graphs_timed;
     double ms = 0;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += isolated.at(g.node(id).op);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += Isolated(g, id);
     return ms;
   }
   double pair_ratio = 1.0;  // TimePaired: a's time / b's time
@@ -297,9 +301,9 @@ class ScriptedBackend : public TimingBackend {
     InContextTimes t;
     t.runs = runs;
     for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      t.node_ms.push_back(in_context.at(g.node(id).op));
+      t.node_ms.push_back(InContext(g, id));
       t.node_spread.push_back(0.02);
-      t.run_ms += t.node_ms.back() + 1.0;
+      t.run_ms += t.node_ms.back() + RunMsPerNode();
     }
     t.run_ms += fixed_ms;
     t.fixed_ms = fixed_ms;
@@ -451,23 +455,9 @@ class SizedBackend : public ScriptedBackend {
   static double Work(const Graph& g, NodeId id) {
     return 1e-5 * static_cast<double>(g.value(g.node(id).outputs[0]).type.NumElements());
   }
-  double TimeGraph(const Graph& g, const TimingOptions&) override {
-    ++graphs_timed;
-    double ms = 0;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) ms += 0.05 + Work(g, id);
-    return ms;
-  }
-  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
-    ++context_runs;
-    InContextTimes t;
-    t.runs = runs;
-    for (NodeId id = 0; id < g.num_nodes(); ++id) {
-      t.node_ms.push_back(Work(g, id));
-      t.node_spread.push_back(0.02);
-      t.run_ms += t.node_ms.back();
-    }
-    return t;
-  }
+  double Isolated(const Graph& g, NodeId id) override { return 0.05 + Work(g, id); }
+  double InContext(const Graph& g, NodeId id) override { return Work(g, id); }
+  double RunMsPerNode() override { return 0; }
 };
 
 // A key never timed in context is costed by the ratio of the calibrated

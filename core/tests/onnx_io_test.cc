@@ -29,6 +29,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_proto_testing.h"
 #include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
@@ -73,18 +74,8 @@ onnx::NodeProto* Node(onnx::ModelProto& m, const std::string& op, std::vector<st
   return n;
 }
 
-void IntsAttr(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
+using testing::IntAttr;
+using testing::IntsAttr;
 
 void Int64Init(onnx::ModelProto& m, const std::string& name, std::vector<int64_t> v) {
   auto* t = m.mutable_graph()->add_initializer();
