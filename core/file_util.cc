@@ -300,7 +300,10 @@ std::string BaseName(const std::string& path) {
 }
 
 std::string MakeTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
+  // A Bazel test's own directory first: Bazel empties it before each run of
+  // the test, so what a test leaves there does not pile up in /tmp.
+  const char* base = std::getenv("TEST_TMPDIR");
+  if (!(base && *base)) base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');

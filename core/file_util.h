@@ -118,8 +118,8 @@ void CheckFileRoles(const std::vector<FileRole>& outputs, const std::vector<File
 // "dir/name" -> "dir" ("name" -> ".", "/name" -> "/") and -> "name".
 std::string DirName(const std::string& path);
 std::string BaseName(const std::string& path);
-// A new directory under $TMPDIR (else /tmp) named <prefix>XXXXXX, and its
-// removal with everything in it.
+// A new directory named <prefix>XXXXXX under $TEST_TMPDIR (in a Bazel test),
+// else $TMPDIR, else /tmp; and its removal with everything in it.
 std::string MakeTempDir(const std::string& prefix);
 void RemoveTree(const std::string& dir);
 // Relative paths are resolved against $BUILD_WORKING_DIRECTORY (the directory

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -101,6 +102,31 @@ std::vector<std::string> Names(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// A test's temporary directories live in its own $TEST_TMPDIR (which Bazel
+// empties before each run), not in /tmp where every run of the test suite
+// left them; outside a test, $TMPDIR.
+TEST(FileUtil, TemporaryDirectoriesOfATestStayInItsOwnDirectory) {
+  const std::string test_tmp = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "";
+  ASSERT_FALSE(test_tmp.empty()) << "run under bazel test";
+  const std::string in_test = MakeTempDir("scratch_");
+  EXPECT_EQ(DirName(in_test), test_tmp);
+  EXPECT_EQ(BaseName(in_test).rfind("scratch_", 0), 0u) << in_test;
+  const std::string other = MakeTempDir("other_base_");
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string saved_tmpdir = tmpdir ? tmpdir : "";
+  ::setenv("TMPDIR", other.c_str(), 1);
+  ::unsetenv("TEST_TMPDIR");
+  const std::string outside = MakeTempDir("scratch_");
+  ::setenv("TEST_TMPDIR", test_tmp.c_str(), 1);
+  if (tmpdir) ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_EQ(DirName(outside), other);
+  RemoveTree(in_test);
+  RemoveTree(other);
+  EXPECT_FALSE(FileExists(in_test));
+  EXPECT_FALSE(FileExists(outside));
 }
 
 // The temporary file of a write in progress is registered, and

@@ -255,14 +255,18 @@ TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* ext
 // onnx::checker on an exported model (throws as it does). Weights exported
 // by reference have no data to check: the copy checked has them as graph
 // inputs of their types (small: the large weights are not in it).
+// ONNX Runtime's default-domain operators ONNX lacks at the model's opset
+// are checked as custom operators (MoveOrtOnnxDomainOperatorsForChecker).
 void CheckExported(const onnx::ModelProto& model) {
   bool by_reference = false;
   for (const auto& t : model.graph().initializer()) by_reference = by_reference || IsByReference(t);
-  if (!by_reference) {
+  const bool ort_operators = HasOrtOnnxDomainOperators(model);
+  if (!by_reference && !ort_operators) {
     onnx::checker::check_model(model);
     return;
   }
   onnx::ModelProto copy = model;
+  MoveOrtOnnxDomainOperatorsForChecker(&copy);
   auto* inits = copy.mutable_graph()->mutable_initializer();
   for (int k = inits->size() - 1; k >= 0; --k) {
     const onnx::TensorProto& t = inits->Get(k);
@@ -540,6 +544,10 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
     for (const auto& o : n.output()) names.add(o);
   for (int k = 0; k < model.graph().node_size(); ++k) {
     const onnx::NodeProto& np = model.graph().node(k);
+    const int default_opset = opsets.count("") ? opsets[""] : opsets["ai.onnx"];
+    if (IsDefaultDomain(np.domain()) && IsOrtOnnxDomainOperator(np.op_type(), default_opset) &&
+        onnx::OpSchemaRegistry::Schema(np.op_type(), default_opset, "") == nullptr)
+      continue;  // ONNX has none at this opset; ONNX Runtime's own
     try {
       onnx::checker::check_node(np, ctx, names);
     } catch (const std::exception& e) {
@@ -752,11 +760,16 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
     return true;
   };
   const OpRegistry& reg = OpRegistry::Global();
+  int64_t opset = 0;
+  for (const auto& imp : model->opset_import())
+    if (IsDefaultDomain(imp.domain())) opset = imp.version();
   std::vector<std::string> untyped;
   for (const auto& np : gp->node()) {
     bool subgraphs = false;
     for (const auto& a : np.attribute()) subgraphs = subgraphs || a.has_g() || a.graphs_size() > 0;
-    if (!subgraphs && reg.Find(IsDefaultDomain(np.domain()) ? "" : np.domain(), np.op_type()) != nullptr) continue;
+    // Modelled at this opset (LayerNormalization before 17 is ONNX Runtime's).
+    const OpDef* def = reg.Find(IsDefaultDomain(np.domain()) ? "" : np.domain(), np.op_type());
+    if (!subgraphs && def != nullptr && (!IsDefaultDomain(np.domain()) || def->since_opset <= opset)) continue;
     for (const auto& o : np.output()) {
       if (o.empty() || outputs.count(o)) continue;
       auto it = info.find(o);
@@ -873,7 +886,13 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
           // The 12 -> 13 Softmax adapter asserts where the input's rank is
           // not stated (after an opaque node, or where inference stopped).
           ExpandSoftmaxOfUnknownRank(model->mutable_graph());
+          std::vector<onnx::NodeProto> hidden;
+          int64_t opset = 0;
+          for (const auto& imp : model->opset_import())
+            if (IsDefaultDomain(imp.domain())) opset = imp.version();
+          HideNodesFromConverter(model->mutable_graph(), opset, &hidden);
           *model = onnx::version_conversion::ConvertVersion(*model, convert_to);
+          RestoreHiddenNodes(model->mutable_graph(), hidden);
         } catch (const std::exception& e) {
           out = "C" + FirstLine(e.what());
         }
@@ -2352,12 +2371,14 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
           if (e.key() == "location" && e.value() == from) e.set_value(to);
     };
     relocate(location, BaseName(data_tmp));
+    const bool ort_operators = MoveOrtOnnxDomainOperatorsForChecker(model) > 0;
     WriteFileAtomically(model_tmp, SerializeModel(*model));
     try {
       onnx::checker::check_model(model_tmp);
     } catch (const std::exception& e) {
       Fail("the written model fails onnx::checker: ", FirstLine(e.what()));
     }
+    if (ort_operators) RestoreOrtOnnxDomainOperators(model);
     relocate(BaseName(data_tmp), location);
     WriteFileAtomically(model_tmp, SerializeModel(*model));
     if (::rename(data_tmp.c_str(), data_path.c_str()) != 0)

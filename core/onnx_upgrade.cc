@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -290,6 +291,121 @@ class Upgrader {
 }  // namespace
 
 void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes) { Upgrader(model, notes).Run(); }
+
+namespace {
+
+constexpr char kHiddenPrefix[] = "rlflow.hidden_node.";
+
+void ForEachGraphNode(onnx::GraphProto* g, const std::function<void(onnx::NodeProto*)>& f) {
+  for (auto& n : *g->mutable_node()) {
+    f(&n);
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) ForEachGraphNode(a.mutable_g(), f);
+      for (auto& sub : *a.mutable_graphs()) ForEachGraphNode(&sub, f);
+    }
+  }
+}
+
+}  // namespace
+
+bool IsOrtOnnxDomainOperator(const std::string& op_type, int64_t opset) {
+  return (op_type == "LayerNormalization" && opset < 17) || op_type == "SimplifiedLayerNormalization";
+}
+
+namespace {
+constexpr char kOrtOnnxDomainForChecker[] = "ai.rlflow.onnx_runtime_onnx_domain";
+
+int64_t DefaultDomainOpset(const onnx::ModelProto& model) {
+  int64_t opset = 0;
+  for (const auto& imp : model.opset_import())
+    if (IsDefault(imp.domain())) opset = imp.version();
+  return opset;
+}
+}  // namespace
+
+bool HasOrtOnnxDomainOperators(const onnx::ModelProto& model) {
+  const int64_t opset = DefaultDomainOpset(model);
+  std::function<bool(const onnx::GraphProto&)> has = [&](const onnx::GraphProto& g) {
+    for (const auto& n : g.node()) {
+      if (IsDefault(n.domain()) && IsOrtOnnxDomainOperator(n.op_type(), opset)) return true;
+      for (const auto& a : n.attribute()) {
+        if (a.has_g() && has(a.g())) return true;
+        for (const auto& sub : a.graphs())
+          if (has(sub)) return true;
+      }
+    }
+    return false;
+  };
+  return has(model.graph());
+}
+
+int MoveOrtOnnxDomainOperatorsForChecker(onnx::ModelProto* model) {
+  const int64_t opset = DefaultDomainOpset(*model);
+  int moved = 0;
+  ForEachGraphNode(model->mutable_graph(), [&](onnx::NodeProto* n) {
+    if (!IsDefault(n->domain()) || !IsOrtOnnxDomainOperator(n->op_type(), opset)) return;
+    n->set_domain(kOrtOnnxDomainForChecker);
+    ++moved;
+  });
+  if (moved > 0) {
+    auto* imp = model->add_opset_import();
+    imp->set_domain(kOrtOnnxDomainForChecker);
+    imp->set_version(1);
+  }
+  return moved;
+}
+
+void RestoreOrtOnnxDomainOperators(onnx::ModelProto* model) {
+  ForEachGraphNode(model->mutable_graph(), [&](onnx::NodeProto* n) {
+    if (n->domain() == kOrtOnnxDomainForChecker) n->clear_domain();
+  });
+  auto* imports = model->mutable_opset_import();
+  for (int k = imports->size() - 1; k >= 0; --k)
+    if (imports->Get(k).domain() == kOrtOnnxDomainForChecker) imports->DeleteSubrange(k, 1);
+}
+
+int HideNodesFromConverter(onnx::GraphProto* graph, int64_t opset, std::vector<onnx::NodeProto>* hidden) {
+  const size_t before = hidden->size();
+  ForEachGraphNode(graph, [&](onnx::NodeProto* n) {
+    if (IsDefault(n->domain()) && !IsOrtOnnxDomainOperator(n->op_type(), opset)) return;
+    hidden->push_back(*n);
+    n->clear_domain();
+    n->clear_attribute();
+    n->set_op_type("Identity");
+    n->set_name(kHiddenPrefix + std::to_string(hidden->size() - 1));
+  });
+  return static_cast<int>(hidden->size() - before);
+}
+
+void RestoreHiddenNodes(onnx::GraphProto* graph, const std::vector<onnx::NodeProto>& hidden) {
+  std::vector<int> found(hidden.size(), 0);
+  const std::string prefix = kHiddenPrefix;
+  ForEachGraphNode(graph, [&](onnx::NodeProto* n) {
+    if (n->name().compare(0, prefix.size(), prefix) != 0 || !IsDefault(n->domain()) || n->op_type() != "Identity")
+      return;
+    size_t i = 0;
+    try {
+      i = std::stoul(n->name().substr(prefix.size()));
+    } catch (const std::exception&) {
+      return;
+    }
+    if (i >= hidden.size()) return;
+    ++found[i];
+    const onnx::NodeProto& orig = hidden[i];
+    n->set_op_type(orig.op_type());
+    if (orig.has_domain())
+      n->set_domain(orig.domain());
+    else
+      n->clear_domain();
+    n->set_name(orig.name());
+    *n->mutable_attribute() = orig.attribute();
+    if (orig.has_doc_string()) n->set_doc_string(orig.doc_string());
+  });
+  for (size_t i = 0; i < hidden.size(); ++i)
+    if (found[i] != 1)
+      Fail("node '", hidden[i].name(), "' (", hidden[i].domain(), ".", hidden[i].op_type(),
+           ") did not come back from ONNX's version converter");
+}
 
 int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* g) {
   std::unordered_map<std::string, const onnx::TypeProto*> known;

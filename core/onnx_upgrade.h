@@ -2,12 +2,14 @@
 // rlflow's own opset upgrades, for what ONNX's version converter (1.12)
 // cannot do: models at opsets 7 to 10 (published models and older
 // converters) and Softmax-family nodes whose input rank it cannot see.
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace onnx {
 class ModelProto;
 class GraphProto;
+class NodeProto;
 }  // namespace onnx
 
 namespace rlflow {
@@ -35,6 +37,38 @@ void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes);
 // rank is then stated), Reshape back: the same function at any rank.
 // Returns the number of nodes rewritten.
 int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* graph);
+
+// Operators ONNX Runtime runs in the default (ONNX) domain at opsets where
+// ONNX has no such operator: LayerNormalization before 17 (its contrib
+// operator, registered in the ONNX domain from version 1 to 16) and
+// SimplifiedLayerNormalization (RMS normalisation, any opset), as ONNX
+// Runtime's transformer optimiser writes them. Valid for the runtime users
+// deploy on, so accepted (as opaque nodes, typed by one ONNX Runtime run).
+bool IsOrtOnnxDomainOperator(const std::string& op_type, int64_t opset);
+
+// ONNX's checker refuses IsOrtOnnxDomainOperator's nodes ("No Op registered
+// for LayerNormalization with domain_version of 13"). For a check, they move
+// to a domain of their own (imported at version 1), which the checker
+// leaves alone, and back after it. Returns the number moved.
+bool HasOrtOnnxDomainOperators(const onnx::ModelProto& model);
+int MoveOrtOnnxDomainOperatorsForChecker(onnx::ModelProto* model);
+void RestoreOrtOnnxDomainOperators(onnx::ModelProto* model);
+
+// ONNX's version converter (1.12) looks every node up among ONNX's own
+// schemas and fails on a node it has none for ("unordered_map::at"): ONNX
+// Runtime's contrib operators (com.microsoft: Attention,
+// SkipLayerNormalization, ... as its transformer optimiser writes them),
+// IsOrtOnnxDomainOperator's, a converter's custom operators. They are not
+// the converter's to change, so around a conversion of a model at `opset`
+// each such node, subgraphs included, stands in as a default-domain
+// Identity (no adapter between opsets 1 and 13 changes one), named after
+// its place in `hidden`, with no attributes; RestoreHiddenNodes then gives
+// every stand-in of the converted graph back its operator, domain,
+// attributes and name (its inputs and outputs as the converter left them).
+// Returns the count hidden.
+int HideNodesFromConverter(onnx::GraphProto* graph, int64_t opset, std::vector<onnx::NodeProto>* hidden);
+// Fails unless every hidden node is found exactly once.
+void RestoreHiddenNodes(onnx::GraphProto* graph, const std::vector<onnx::NodeProto>& hidden);
 
 // The newest default-domain opset rlflow imports: the newest the ONNX
 // Runtime that ./bazelw installs runs (1.30: 26). Debian's ONNX (1.12)

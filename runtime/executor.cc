@@ -330,6 +330,27 @@ std::string MaskUse(const Graph& g, const std::vector<std::vector<std::pair<Node
 
 }  // namespace
 
+// Operands of ONNX Runtime's contrib operators (opaque here) whose values
+// must be in range, as its transformer optimiser writes BERT's embedding:
+// EmbedLayerNormalization's token ids index the rows of its word embedding
+// (operand 2), its segment ids those of its segment embedding (4), and its
+// mask (7) is of 0 and 1 (ONNX Runtime counts it into the attention's mask
+// index).
+struct ContribOperand {
+  const char* op;
+  int operand;
+  int table;  // the operand whose first dimension bounds it; -1: a mask
+};
+constexpr ContribOperand kContribOperands[] = {
+    {"EmbedLayerNormalization", 0, 2}, {"EmbedLayerNormalization", 1, 4}, {"EmbedLayerNormalization", 7, -1}};
+
+const ContribOperand* ContribOperandOf(const Node& c, int idx) {
+  if (c.domain != "com.microsoft") return nullptr;
+  for (const ContribOperand& o : kContribOperands)
+    if (c.op == o.op && idx == o.operand) return &o;
+  return nullptr;
+}
+
 std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<std::string>* how) {
   auto consumers = g.Consumers();
   std::vector<at::Tensor> out;
@@ -349,7 +370,11 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<
       continue;
     }
     if (v.type.dtype != DType::kBool) {
-      if (std::string use = MaskUse(g, consumers, g.inputs()[k]); !use.empty()) {
+      std::string use = MaskUse(g, consumers, g.inputs()[k]);
+      for (auto [node, idx] : consumers[g.inputs()[k]])
+        if (const ContribOperand* o = ContribOperandOf(g.node(node), idx); use.empty() && o && o->table < 0)
+          use = "the mask of " + g.node(node).op + " '" + g.node(node).name + "'";
+      if (!use.empty()) {
         std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + k + 1);
         at::Tensor t = at::empty(shape, at::kLong);
         int64_t* p = t.data_ptr<int64_t>();
@@ -406,10 +431,14 @@ std::vector<at::Tensor> RandomInputs(const Graph& g, uint64_t seed, std::vector<
       std::string indexed;
       for (auto [node, idx] : consumers[g.inputs()[k]]) {
         const Node& c = g.node(node);
-        const bool indices = (c.op == "Gather" || c.op == "GatherElements" || c.op == "ScatterElements") && idx == 1;
-        if (!indices || c.inputs[0] == kNoValue) continue;
-        const TensorType& data = g.value(c.inputs[0]).type;
-        int64_t axis = c.attrs.count("axis") ? c.attrs.at("axis").i : 0;
+        const ContribOperand* contrib = ContribOperandOf(c, idx);
+        const bool indices =
+            contrib ? contrib->table >= 0
+                    : (c.op == "Gather" || c.op == "GatherElements" || c.op == "ScatterElements") && idx == 1;
+        const size_t table = contrib ? static_cast<size_t>(contrib->table) : 0;
+        if (!indices || table >= c.inputs.size() || c.inputs[table] == kNoValue) continue;
+        const TensorType& data = g.value(c.inputs[table]).type;
+        int64_t axis = !contrib && c.attrs.count("axis") ? c.attrs.at("axis").i : 0;
         if (data.rank_known && data.rank() > 0) {
           if (axis < 0) axis += data.rank();
           if (axis >= 0 && axis < data.rank() && data.shape[axis] > 0 && (bound < 0 || data.shape[axis] < bound)) {

@@ -217,12 +217,7 @@ class OrtBackend : public TimingBackend {
     if (o.threads < 0) Fail("ONNX Runtime backend: threads must be >= 0");
     if (o.level != "disabled" && o.level != "basic" && o.level != "extended" && o.level != "all")
       Fail("ONNX Runtime backend: unknown graph optimisation level '", o.level, "' (disabled, basic, extended, all)");
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/rlflow-ort-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr) Fail("ONNX Runtime backend: mkdtemp: ", std::strerror(errno));
-    dir_ = buf.data();
+    dir_ = MakeTempDir("rlflow-ort-");
     try {
       server_ = std::make_unique<Server>(o, dir_);
     } catch (...) {
@@ -700,13 +695,7 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
                                           : at::zeros(shape, at::TensorOptions().dtype(st));
     inputs.push_back({vi.name(), t});
   }
-  const char* tmp = std::getenv("TMPDIR");
-  std::string base = std::string(tmp && *tmp ? tmp : "/tmp") + "/rlflow-typing-XXXXXX";
-  std::vector<char> buf(base.begin(), base.end());
-  buf.push_back('\0');
-  char* made = ::mkdtemp(buf.data());
-  if (made == nullptr) Fail("typing run: cannot create a temporary directory: ", std::strerror(errno));
-  const std::string dir = made;
+  const std::string dir = MakeTempDir("rlflow-typing-");
   std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> types;
   std::string error;
   try {

@@ -66,14 +66,7 @@ std::vector<OutSpec> ParseOutputs(const std::string& json) {
 
 }  // namespace
 
-std::string MakeTempDir(const std::string& prefix) {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" + prefix + "XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) Fail("mkdtemp: ", std::strerror(errno));
-  return buf.data();
-}
+std::string MakeTempDir(const std::string& prefix) { return ::rlflow::MakeTempDir(prefix); }
 
 namespace {
 

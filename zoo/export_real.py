@@ -1165,6 +1165,76 @@ def qdq_cnn(opset, seed):
     return model
 
 
+def ort_transformers_bert(opset, seed):
+    """A BERT classifier as ONNX Runtime's transformer optimiser
+    (onnxruntime.transformers.optimizer) writes it, the form many users of
+    ONNX Runtime deploy, built with onnx.helper: com.microsoft
+    EmbedLayerNormalization (int32 ids, segment ids and mask), Attention
+    with its mask index, SkipLayerNormalization with the output projection's
+    bias, BiasGelu, MatMul, and the final LayerNormalization in the default
+    domain, where ONNX Runtime runs it at any opset (ONNX has it from 17);
+    the classifier on the first token."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    width, heads, vocab = 64, 4, 1000
+    nodes, inits = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a), name))
+        return name
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * 0.05).astype(np.float32)
+
+    def ms(op, ins, outs, name, **attrs):
+        nodes.append(helper.make_node(op, ins, outs, name=name, domain="com.microsoft", **attrs))
+
+    ones, zeros = np.ones(width, np.float32), np.zeros(width, np.float32)
+    ms("EmbedLayerNormalization", ["input_ids", "segment_ids", const("word_embeddings", rand(vocab, width)),
+                                   const("position_embeddings", rand(128, width)),
+                                   const("token_type_embeddings", rand(2, width)), const("embeddings.gamma", ones),
+                                   const("embeddings.beta", zeros), "input_mask"],
+       ["embed_output", "mask_index"], "EmbedLayerNormalization_0", epsilon=1e-12)
+    x = "embed_output"
+    for i in range(2):
+        p = "layer.%d." % i
+        ms("Attention", [x, const(p + "qkv.weight", rand(width, 3 * width)), const(p + "qkv.bias", rand(3 * width)),
+                         "mask_index"], [p + "attention"], "Attention_%d" % i, num_heads=heads)
+        nodes.append(helper.make_node("MatMul", [p + "attention", const(p + "out.weight", rand(width, width))],
+                                      [p + "out"], name="MatMul_out_%d" % i))
+        ms("SkipLayerNormalization", [p + "out", x, const(p + "ln1.gamma", ones), const(p + "ln1.beta", zeros),
+                                      const(p + "out.bias", rand(width))], [p + "ln1"],
+           "SkipLayerNorm_attn_%d" % i, epsilon=1e-12)
+        nodes.append(helper.make_node("MatMul", [p + "ln1", const(p + "ffn1.weight", rand(width, 4 * width))],
+                                      [p + "ffn1"], name="MatMul_ffn1_%d" % i))
+        ms("BiasGelu", [p + "ffn1", const(p + "ffn1.bias", rand(4 * width))], [p + "gelu"], "BiasGelu_%d" % i)
+        nodes.append(helper.make_node("MatMul", [p + "gelu", const(p + "ffn2.weight", rand(4 * width, width))],
+                                      [p + "ffn2"], name="MatMul_ffn2_%d" % i))
+        ms("SkipLayerNormalization", [p + "ffn2", p + "ln1", const(p + "ln2.gamma", ones),
+                                      const(p + "ln2.beta", zeros), const(p + "ffn2.bias", rand(width))],
+           [p + "ln2"], "SkipLayerNorm_ffn_%d" % i, epsilon=1e-12)
+        x = p + "ln2"
+    nodes.append(helper.make_node("LayerNormalization", [x, const("final.gamma", ones), const("final.beta", zeros)],
+                                  ["final"], name="LayerNorm_final", axis=-1, epsilon=1e-12))
+    nodes.append(helper.make_node("Gather", ["final", const("first", np.array(0, np.int64))], ["cls"], axis=1,
+                                  name="Gather_cls"))
+    nodes.append(helper.make_node("Gemm", ["cls", const("classifier.weight", rand(2, width)),
+                                           const("classifier.bias", rand(2))], ["logits"], transB=1,
+                                  name="Gemm_classifier"))
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT32, ["batch_size", "seq_len"])
+              for n in ["input_ids", "segment_ids", "input_mask"]]
+    graph = helper.make_graph(nodes, "bert_ort_optimized", inputs,
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 2])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              producer_name="onnxruntime.transformers", producer_version="1.16.0")
+    model.ir_version = 7
+    return model
+
+
 # Models with several inputs, exported by their own function:
 # name -> (export(path, opset, seed), opset, --input_shape, other shape).
 # The decoder is optimised at its prompt step (8 tokens, an empty cache)
@@ -1212,6 +1282,10 @@ ONNX_MODELS = {
     # The styles of two other converters (no TensorFlow or Paddle here).
     "tf2onnx_mobilenet_op13": (tf2onnx_mobilenet, 13, "input_1:1,96,96,3", "input_1:2,96,96,3"),
     "paddle_lcnet_op11": (paddle_lcnet, 11, "x:1,3,96,96", "x:2,3,64,80"),
+    # After ONNX Runtime's transformer optimiser: contrib operators at opset 12.
+    "ort_transformers_bert_op12": (ort_transformers_bert, 12,
+                                   "input_ids:1,128;segment_ids:1,128;input_mask:1,128",
+                                   "input_ids:2,40;segment_ids:2,40;input_mask:2,40"),
 }
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)

@@ -23,6 +23,7 @@ REAL_MODELS = [
     "keyword_gru_op13",
     "mobilenet_v3_small_op9",
     "nms_detector_op11",
+    "ort_transformers_bert_op12",
     "paddle_lcnet_op11",
     "mobilenet_v3_formula_functions_op15",
     "mobilenet_v3_formula_op11",

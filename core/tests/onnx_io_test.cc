@@ -242,6 +242,127 @@ TEST(OnnxIo, Opset11ModelIsConvertedAndComputesTheSame) {
   for (size_t k = 0; k < 2; ++k) EXPECT_LE(RelativeError(ort_back[k], ort[k]), 1e-6) << k;
 }
 
+std::string ImportError(const std::function<void()>& f);
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, const std::string& name);
+
+// ONNX Runtime's transformer optimiser writes its contrib operators
+// (com.microsoft) and LayerNormalization in the default domain, which ONNX
+// has only from opset 17 and ONNX Runtime runs at any: at opset 12 such a
+// model was refused (ONNX's version converter failed on the contrib node,
+// "unordered_map::at"; ONNX's checker on LayerNormalization). Converted to
+// 13 around those nodes, which stay opaque with their attributes, and
+// written back at 12 computing what the original does.
+TEST(OnnxIo, Opset12ModelWithOnnxRuntimeOperatorsIsConverted) {
+  onnx::ModelProto m = Model(12);
+  m.set_ir_version(7);
+  auto* ms = m.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  Info(m.mutable_graph()->add_input(), "x", {2, 1, 3, 4});
+  auto* sq = Node(m, "Squeeze", {"x"}, {"s"});
+  IntsAttr(sq, "axes", {1});
+  auto* sm = Node(m, "Softmax", {"s"}, {"p"});  // opset 12: over the flattened trailing dims
+  IntAttr(sm, "axis", 1);
+  auto* gelu = Node(m, "FastGelu", {"p"}, {"g"});
+  gelu->set_domain("com.microsoft");
+  auto* ln = Node(m, "LayerNormalization", {"g", "scale", "bias"}, {"n"});
+  IntAttr(ln, "axis", -1);
+  auto* eps = ln->add_attribute();
+  eps->set_name("epsilon");
+  eps->set_type(onnx::AttributeProto::FLOAT);
+  eps->set_f(1e-3f);
+  for (const char* name : {"scale", "bias"}) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(4);
+    for (float v : {0.5f, 1.0f, 1.5f, -2.0f}) t->add_float_data(name[0] == 's' ? v : -v);
+  }
+  Node(m, "Neg", {"n"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {2, 3, 4});
+  const std::string path = Save(m, "ort_ops_opset12.onnx");
+
+  ImportOptions options;
+  options.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, 1);
+  };
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, options, &report);
+  EXPECT_EQ(report.opset_before_conversion, 12);
+  EXPECT_EQ(g.opset(), 13);
+  std::map<std::string, const rlflow::Node*> by_op;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) by_op[g.node(id).op] = &g.node(id);
+  ASSERT_TRUE(by_op.count("FastGelu") && by_op.count("LayerNormalization"));
+  EXPECT_TRUE(by_op["FastGelu"]->opaque());
+  EXPECT_EQ(by_op["FastGelu"]->domain, "com.microsoft");
+  EXPECT_TRUE(by_op["LayerNormalization"]->opaque()) << "ONNX Runtime's, not ONNX's LayerNormalization-17";
+  EXPECT_EQ(g.value(g.FindValue("n")).type.shape, (Shape{2, 3, 4})) << "typed by one ONNX Runtime run";
+
+  std::string note;
+  onnx::ModelProto back;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, &note)));
+  EXPECT_EQ(note, "");
+  int64_t opset = 0;
+  for (const auto& imp : back.opset_import())
+    if (imp.domain().empty()) opset = imp.version();
+  EXPECT_EQ(opset, 12);
+  for (const auto& n : back.graph().node()) {
+    if (n.op_type() != "LayerNormalization") continue;
+    EXPECT_EQ(n.domain(), "");
+    ASSERT_NE(FindAttr(n, "epsilon"), nullptr);
+    EXPECT_EQ(FindAttr(n, "epsilon")->f(), 1e-3f);
+  }
+  const at::Tensor x = at::randn({2, 1, 3, 4});
+  const std::vector<at::Tensor> want = testing::RunOnnxRuntime(path, {{"x", x}});
+  const std::vector<at::Tensor> got = testing::RunOnnxRuntime(Save(back, "ort_ops_back.onnx"), {{"x", x}});
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_LE(RelativeError(got[0], want[0]), 1e-6);
+
+  // A default-domain operator neither ONNX nor ONNX Runtime has is still an
+  // error naming the node.
+  ln->set_op_type("LayerNormalisation");
+  const std::string error = ImportError([&] { ImportOnnxFile(Save(m, "unknown_op.onnx")); });
+  EXPECT_NE(error.find("'LayerNormalization_4' (LayerNormalisation) is not valid ONNX"), std::string::npos) << error;
+}
+
+// The stand-ins ONNX's version converter sees in place of nodes it has no
+// schema for, subgraphs included, come back as they were.
+TEST(OnnxUpgrade, NodesHiddenFromTheConverterComeBack) {
+  onnx::ModelProto m = Model(12);
+  auto* custom = Node(m, "Attention", {"x", "w"}, {"a"});
+  custom->set_domain("com.microsoft");
+  IntAttr(custom, "num_heads", 4);
+  auto* iff = Node(m, "If", {"c"}, {"o"});
+  auto* branch = iff->add_attribute();
+  branch->set_name("then_branch");
+  branch->set_type(onnx::AttributeProto::GRAPH);
+  auto* inner = branch->mutable_g()->add_node();
+  inner->set_op_type("SimplifiedLayerNormalization");
+  inner->set_name("rms");
+  IntAttr(inner, "axis", -1);
+  Node(m, "LayerNormalization", {"a"}, {"l"});
+  Node(m, "Relu", {"l"}, {"r"});
+  const onnx::ModelProto original = m;
+  std::vector<onnx::NodeProto> hidden;
+  EXPECT_EQ(HideNodesFromConverter(m.mutable_graph(), 12, &hidden), 3);
+  EXPECT_EQ(m.graph().node(0).op_type(), "Identity");
+  EXPECT_EQ(m.graph().node(0).domain(), "");
+  EXPECT_EQ(m.graph().node(0).attribute_size(), 0);
+  EXPECT_EQ(m.graph().node(1).attribute(0).g().node(0).op_type(), "Identity");
+  EXPECT_EQ(m.graph().node(2).op_type(), "Identity");
+  EXPECT_EQ(m.graph().node(3).op_type(), "Relu");
+  RestoreHiddenNodes(m.mutable_graph(), hidden);
+  EXPECT_EQ(m.SerializeAsString(), original.SerializeAsString());
+  // At opset 17 LayerNormalization is ONNX's own: left to the converter.
+  hidden.clear();
+  EXPECT_EQ(HideNodesFromConverter(m.mutable_graph(), 17, &hidden), 2);
+  EXPECT_EQ(m.graph().node(2).op_type(), "LayerNormalization");
+  // A stand-in the converter lost is an error naming the node.
+  m.mutable_graph()->mutable_node(0)->set_name("renamed");
+  EXPECT_THROW(RestoreHiddenNodes(m.mutable_graph(), hidden), Error);
+}
+
 onnx::NodeProto* StrAttr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
   auto* a = n->add_attribute();
   a->set_name(name);

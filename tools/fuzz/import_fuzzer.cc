@@ -26,7 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   (void)init;
   using namespace rlflow;
-  static const std::string dir = MakeTempDir("import_fuzz_");
+  // Removed when the fuzzer exits (libFuzzer's -max_total_time ends by exit()).
+  static const struct Scratch {
+    std::string path = MakeTempDir("import_fuzz_");
+    ~Scratch() { RemoveTree(path); }
+  } scratch;
+  const std::string& dir = scratch.path;
   try {
     std::ofstream(dir + "/in.onnx", std::ios::binary | std::ios::trunc)
         .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
