@@ -178,6 +178,22 @@ TEST(GraphTest, RunTimeShapeInputsGivePartialShapes) {
   EXPECT_EQ(g.value(p).type.shape, (Shape{kUnknownDim, kUnknownDim}));
 }
 
+// Reshape's 0 copies the input's dimension; where that dimension is unknown
+// (after an opaque node) it is not a second -1 ("shape has more than one
+// -1" refused the attention reshapes, [0, 0, heads, size], of a BERT whose
+// projections ONNX Runtime had fused into FusedMatMul).
+TEST(GraphTest, ReshapeCopiesUnknownDimensions) {
+  GraphBuilder b(0);
+  ValueId x = b.Input("x", {kUnknownDim, kUnknownDim, 128});
+  ValueId heads = b.Op("Reshape", {x, b.ConstInts({0, 0, 4, 32})});
+  ValueId rest = b.Op("Reshape", {x, b.ConstInts({0, 0, 4, -1})});
+  ValueId known = b.Op("Reshape", {b.Input("y", {2, 6, 128}), b.ConstInts({0, 0, 4, -1})});
+  Graph g = b.Build({heads, rest, known});
+  EXPECT_EQ(g.value(heads).type.shape, (Shape{kUnknownDim, kUnknownDim, 4, 32}));
+  EXPECT_EQ(g.value(rest).type.shape, (Shape{kUnknownDim, kUnknownDim, 4, kUnknownDim}));
+  EXPECT_EQ(g.value(known).type.shape, (Shape{2, 6, 4, 32}));
+}
+
 TEST(GraphTest, RegistryEntriesAreComplete) {
   // Every modelled op has a shape rule and a CPU kernel.
   auto all = OpRegistry::Global().All();

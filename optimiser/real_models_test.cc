@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -216,6 +217,44 @@ TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
   for (const std::string& shape : {c.input_shape, c.other_shape})
     ExpectSameInOrt(original, written, shape, 5, 1e-5, /*rewritten=*/false, /*check_degenerate=*/false,
                     c.name + " round trip at " + shape);
+}
+
+// Models as ONNX Runtime saves them optimised (a session's
+// optimizedModelFilePath), which users deploy and bring: at level extended
+// a BERT with ORT's contrib operators (FusedMatMul, BiasGelu, FusedGemm) and
+// LayerNormalization in the default domain at opset 14 (refused by ONNX's
+// checker before), its attention reshapes [0, 0, heads, size] after opaque
+// nodes (which did not infer at a second binding, so every shape was folded
+// at the first and the result not right at other sequence lengths); at
+// level all a CNN in ORT's blocked layout (com.microsoft.nchwc). Each is
+// optimised around those nodes, right at other shapes, and equal in ORT.
+TEST(SavedByOnnxRuntime, OptimisedAroundItsOperatorsAndRightAtOtherShapes) {
+  std::map<std::string, RealModel> corpus;
+  for (const RealModel& m : Manifest()) corpus[m.name] = m;
+  for (const auto& [name, level] :
+       std::vector<std::pair<std::string, std::string>>{{"hf_bert_classifier_op14", "extended"},
+                                                        {"mobilenet_v3_small_op13", "all"}}) {
+    SCOPED_TRACE(name + " saved at level " + level);
+    ASSERT_TRUE(corpus.count(name));
+    const RealModel& c = corpus[name];
+    const std::string dir = testing::MakeTempDir(name + "_ort_");
+    const std::string saved = dir + "/saved.onnx", written = dir + "/optimised.onnx", report = dir + "/report.json";
+    testing::SaveOrtOptimizedModel(FindRunfile("zoo/real_models/" + name + ".onnx"), level, saved);
+    ProgramIo io;
+    io.out = dir + "/stdout.txt";
+    io.err = dir + "/stderr.txt";
+    const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + saved, "--output=" + written,
+                                   "--report=" + report, "--input_shape=" + c.input_shape, "--time_limit=5",
+                                   "--force_optimised", "--timing_cache=" + dir + "/cache.txt"},
+                                  io);
+    ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
+    const nlohmann::json json = nlohmann::json::parse(ReadFile(report));
+    EXPECT_GT(json["check"]["opaque_nodes"].get<int>(), 0) << json["check"];
+    EXPECT_TRUE(json["check"]["general"].get<bool>()) << json["check"];
+    for (const std::string& shape : {c.input_shape, c.other_shape})
+      ExpectSameInOrt(saved, written, shape, 13, 1e-4, /*rewritten=*/true, /*check_degenerate=*/true,
+                      name + " saved by ORT at " + shape);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Real, RealModels, ::testing::ValuesIn(Manifest()),

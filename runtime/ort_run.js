@@ -4,10 +4,14 @@
 //   node ort_run.js MODEL.onnx DIR [DIR ...]
 //   node ort_run.js --bench A.onnx B.onnx DIR RUNS
 //   node ort_run.js --serve THREADS LEVEL
+//   node ort_run.js --save_optimized MODEL.onnx LEVEL OUT.onnx
 //
 // --bench times A and B on the same inputs, interleaved (A, B, B, A, ...)
 // after a warm-up, and prints {"a_ms": median, "b_ms": median, "a": [ms per
 // run], "b": [...]} (pair i = a[i], b[i]).
+//
+// --save_optimized writes the model as ONNX Runtime optimises it at LEVEL
+// (a session's optimizedModelFilePath), as users save and deploy models.
 //
 // --serve is the timing server of rlflow's ONNX Runtime cost backend
 // (runtime/ort_backend.cc): it prints {"ready":true,"version":V} and then
@@ -212,6 +216,16 @@ async function main() {
     const level = process.argv[4] || 'all';
     if (!['disabled', 'basic', 'extended', 'all'].includes(level)) throw new Error(`unknown optimisation level '${level}'`);
     return serve(threads, level);
+  }
+  if (process.argv[2] === '--save_optimized') {
+    const [model, level, out] = process.argv.slice(3);
+    if (!model || !['basic', 'extended', 'all'].includes(level) || !out)
+      throw new Error('usage: node ort_run.js --save_optimized MODEL.onnx basic|extended|all OUT.onnx');
+    const ort = require('onnxruntime-node');
+    const s = await ort.InferenceSession.create(model, {graphOptimizationLevel: level, optimizedModelFilePath: out,
+                                                        intraOpNumThreads: 1, interOpNumThreads: 1});
+    await s.release();
+    return;
   }
   if (process.argv[2] === '--bench') {
     const [a, b, dir, runs] = process.argv.slice(3);

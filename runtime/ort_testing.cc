@@ -95,6 +95,10 @@ std::string RunNode(const std::vector<std::string>& args, const std::string& wha
 
 }  // namespace
 
+void SaveOrtOptimizedModel(const std::string& model, const std::string& level, const std::string& out) {
+  RunNode({"--save_optimized", model, level, out}, model);
+}
+
 OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs) {
   std::string dir = WriteInputs(inputs);

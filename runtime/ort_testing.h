@@ -27,6 +27,10 @@ struct OrtPairedTimes {
 OrtPairedTimes TimeOnnxRuntime(const std::string& a, const std::string& b,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs, int runs);
 
+// Writes `model` as ONNX Runtime optimises it at `level` (basic, extended,
+// all) to `out`: the file a session's optimizedModelFilePath saves.
+void SaveOrtOptimizedModel(const std::string& model, const std::string& level, const std::string& out);
+
 // A fresh directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTempDir(const std::string& prefix);
 

@@ -61,6 +61,13 @@ Shape ResolveReshape(const Shape& in, const std::vector<int64_t>& target, bool a
     if (d == 0 && !allowzero) {
       if (k >= in.size()) a.Fail("shape has 0 at position " + std::to_string(k) + " beyond the input rank");
       d = in[k];
+      // A copied dimension that is unknown (kUnknownDim, also -1) is not
+      // the one to infer: it stays unknown, and so does the inferred one.
+      if (d == kUnknownDim) {
+        out[k] = kUnknownDim;
+        known = -1;
+        continue;
+      }
     }
     if (d == -1) {
       if (infer >= 0) a.Fail("shape has more than one -1");
