@@ -120,8 +120,10 @@ TEST(FileUtil, TemporaryDirectoriesOfATestStayInItsOwnDirectory) {
   ::unsetenv("TEST_TMPDIR");
   const std::string outside = MakeTempDir("scratch_");
   ::setenv("TEST_TMPDIR", test_tmp.c_str(), 1);
-  if (tmpdir) ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
-  else ::unsetenv("TMPDIR");
+  if (tmpdir)
+    ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
   EXPECT_EQ(DirName(outside), other);
   RemoveTree(in_test);
   RemoveTree(other);

@@ -231,9 +231,8 @@ TEST_P(RealModels, ImportedAndWrittenBackAtItsOpset) {
 TEST(SavedByOnnxRuntime, OptimisedAroundItsOperatorsAndRightAtOtherShapes) {
   std::map<std::string, RealModel> corpus;
   for (const RealModel& m : Manifest()) corpus[m.name] = m;
-  for (const auto& [name, level] :
-       std::vector<std::pair<std::string, std::string>>{{"hf_bert_classifier_op14", "extended"},
-                                                        {"mobilenet_v3_small_op13", "all"}}) {
+  for (const auto& [name, level] : std::vector<std::pair<std::string, std::string>>{
+           {"hf_bert_classifier_op14", "extended"}, {"mobilenet_v3_small_op13", "all"}}) {
     SCOPED_TRACE(name + " saved at level " + level);
     ASSERT_TRUE(corpus.count(name));
     const RealModel& c = corpus[name];
