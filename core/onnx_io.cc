@@ -1676,6 +1676,27 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       auto it = declared.find(g.value(out).name);
       if (it != declared.end()) g.mutable_value(out).type = it->second;
     }
+  // A node reading a value no one could type (an opaque node's output with
+  // no static type declared, inferred by ONNX or given by one ONNX Runtime
+  // run: a custom operator ONNX Runtime cannot run here, such as a tokenizer
+  // of onnxruntime-extensions) is kept opaque too, and so on downstream:
+  // rlflow optimises the rest of the model instead of refusing it.
+  for (NodeId id : g.TopologicalOrder()) {
+    Node& n = g.mutable_node(id);
+    if (n.opaque()) continue;
+    for (ValueId in : n.inputs) {
+      if (in == kNoValue) continue;
+      const Value& v = g.value(in);
+      if (v.producer == kNoNode || !g.node(v.producer).opaque() || v.non_tensor ||
+          (v.type.dtype != DType::kUndefined && v.type.IsStatic()))
+        continue;
+      n.opaque_proto = n.source_proto;
+      rep.warnings.push_back("node " + n.Describe() + " kept opaque: its input '" + v.name + "' (an output of " +
+                             g.node(v.producer).Describe() + ") has no static type");
+      ++rep.untyped_opaque_nodes;
+      break;
+    }
+  }
   FoldOptions fold;
   std::set<std::string> symbolic_values, static_values;
   if (info.symbolic_dims) {

@@ -131,6 +131,9 @@ struct ImportReport {
   // Nodes kept opaque as parts of quantized (QDQ) units
   // (ImportOptions::keep_quantized_units).
   int quantized_unit_nodes = 0;
+  // Nodes kept opaque because a value they read (an opaque node's output)
+  // has no static type.
+  int untyped_opaque_nodes = 0;
   // With ImportOptions::also_as_given and static_dims > 0: the graph as the
   // file computes it (every fold but those of the static dimensions).
   std::optional<Graph> as_given;

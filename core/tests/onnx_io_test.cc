@@ -33,6 +33,7 @@
 #include "core/onnx_upgrade.h"
 #include "core/op_registry.h"
 #include "core/passes/fold_constants.h"
+#include "core/passes/interface.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
 #include "runtime/ort_testing.h"
@@ -324,6 +325,51 @@ TEST(OnnxIo, Opset12ModelWithOnnxRuntimeOperatorsIsConverted) {
   ln->set_op_type("LayerNormalisation");
   const std::string error = ImportError([&] { ImportOnnxFile(Save(m, "unknown_op.onnx")); });
   EXPECT_NE(error.find("'LayerNormalization_4' (LayerNormalisation) is not valid ONNX"), std::string::npos) << error;
+}
+
+// A custom operator ONNX Runtime cannot run here (a tokenizer of
+// onnxruntime-extensions) leaves its output without a type: the nodes
+// reading it, and theirs, stay opaque, and the model is optimised around
+// them (it was refused: "the type of input 'ids' is unknown"). With a
+// declared static type the reader is modelled.
+TEST(OnnxIo, NodesReadingUntypedValuesStayOpaque) {
+  for (const bool typed : {false, true}) {
+    SCOPED_TRACE(typed ? "ids typed" : "ids untyped");
+    onnx::ModelProto m = Model(13);
+    auto* imp = m.add_opset_import();
+    imp->set_domain("ai.onnx.contrib");
+    imp->set_version(1);
+    Info(m.mutable_graph()->add_input(), "text", {4}, onnx::TensorProto::STRING);
+    Node(m, "Tokenize", {"text"}, {"ids"})->set_domain("ai.onnx.contrib");
+    if (typed) Info(m.mutable_graph()->add_value_info(), "ids", {6}, onnx::TensorProto::INT64);
+    auto* table = m.mutable_graph()->add_initializer();
+    table->set_name("table");
+    table->set_data_type(onnx::TensorProto::FLOAT);
+    table->add_dims(10);
+    table->add_dims(3);
+    for (int k = 0; k < 30; ++k) table->add_float_data(0.1f * static_cast<float>(k));
+    Node(m, "Gather", {"table", "ids"}, {"e"});
+    Node(m, "Relu", {"e"}, {"r"});
+    Node(m, "Neg", {"text_len"}, {"n"});
+    Info(m.mutable_graph()->add_input(), "text_len", {1});
+    Info(m.mutable_graph()->add_output(), "r", {-1, 3}, onnx::TensorProto::FLOAT, "k");
+    Info(m.mutable_graph()->add_output(), "n", {1});
+    ImportReport report;
+    Graph g = ImportOnnxFile(Save(m, "tokenizer.onnx"), {}, &report);
+    std::map<std::string, bool> opaque;
+    for (NodeId id = 0; id < g.num_nodes(); ++id) opaque[g.node(id).op] = g.node(id).opaque();
+    EXPECT_TRUE(opaque["Tokenize"]);
+    EXPECT_EQ(opaque["Gather"], !typed);
+    EXPECT_EQ(opaque["Relu"], !typed);
+    EXPECT_FALSE(opaque["Neg"]);
+    EXPECT_EQ(report.untyped_opaque_nodes, typed ? 0 : 2);
+    // The part rlflow models is cut out and runs; the model is written back.
+    Graph cut = CutAtOpaque(g);
+    EXPECT_EQ(Executor(cut).Run(RandomInputs(cut, 1)).size(), cut.outputs().size());
+    onnx::ModelProto back;
+    ExportOnnxModel(g, &back);
+    EXPECT_EQ(back.graph().node_size(), 4);
+  }
 }
 
 // The stand-ins ONNX's version converter sees in place of nodes it has no
@@ -768,7 +814,13 @@ TEST(OnnxIo, SequenceAndOptionalValuesStayWithOpaqueNodes) {
   Info(m.mutable_graph()->add_output(), "z", {2, 6});
   const std::string path = Save(m, "sequences.onnx");
 
-  Graph g = ImportOnnxFile(path);
+  // Typed as the optimiser types them (one ONNX Runtime run): without a
+  // static type for 'c', Neg would stay opaque too.
+  ImportOptions options;
+  options.type_oracle = [](const std::string& bytes, const std::vector<std::string>& names) {
+    return OrtTensorTypes(bytes, names, 1);
+  };
+  Graph g = ImportOnnxFile(path, options);
   std::set<std::string> opaque, non_tensor;
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     if (g.node(id).opaque()) opaque.insert(g.node(id).op);
