@@ -100,6 +100,9 @@ struct PipelineOptions {
   std::map<std::string, std::string> input_data;
   double tolerance = 1e-4;
   int threads = 1;  // 0: the libraries' defaults
+  // A reference run longer than this (seconds) at shapes the user did not
+  // give (--free_dim, fitted) is warned about before the calibration.
+  double slow_run_warning_s = 2.0;
   // Log lines (the binary sends them to glog); warning = true for warnings.
   std::function<void(bool warning, const std::string&)> log;
   // When set and true, the search stops and its best graph is checked and written.

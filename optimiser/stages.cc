@@ -431,6 +431,20 @@ void ReferenceRun(OptimiseRun& r) {
     reference.Run(inputs);
     rec.seconds = std::min(rec.seconds, Seconds(t_warm));
   }
+  // A run of seconds at shapes the user did not give (a diffusion UNet's
+  // latent fitted at 224 x 224: 20 s a run, a default run past 10 minutes)
+  // is said now, before the calibration and the search time it many times.
+  std::string bound;
+  for (const LoadRecord::Input& in : r.res.load.inputs)
+    if (!in.given && in.declared != ShapeToString(in.used)) {
+      bound += (bound.empty() ? "" : ";") + in.name + ":";
+      for (size_t k = 0; k < in.used.size(); ++k) bound += (k ? "," : "") + std::to_string(in.used[k]);
+    }
+  if (rec.seconds > r.o.slow_run_warning_s && !bound.empty())
+    r.warn("one run of the model takes " + Format("%.1f", rec.seconds) +
+           " s at the shapes its symbolic dimensions were bound to (" + bound +
+           "), and the calibration, the search and the verdict run it many times: if it runs at other shapes, give "
+           "them with --input_shape");
 }
 
 // The canonical form the rules are stated in: batch norm in inference form

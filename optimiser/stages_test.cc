@@ -173,6 +173,34 @@ TEST_F(StageTest, AGraphFoldedAtItsOnlyBindingIsNotWritten) {
   EXPECT_FALSE(r2.model.folded_at_binding);
 }
 
+// A model slow at shapes the user did not give (a diffusion UNet fitted at
+// 224 x 224: 20 s a run) is said at the reference run, before the
+// calibration and the search time it; at shapes the user gave it is not.
+TEST_F(StageTest, ASlowRunAtShapesNotGivenIsWarnedAbout) {
+  o.model = DetectorFile(dir + "/detector.onnx", false);
+  o.slow_run_warning_s = 0;  // every run is "slow"
+  for (const bool given : {false, true}) {
+    std::vector<std::string> warnings;
+    o.log = [&](bool warning, const std::string& line) {
+      if (warning) warnings.push_back(line);
+    };
+    o.input_shapes = given ? ParseInputShapes("x:1,3,6,6") : std::map<std::string, std::vector<int64_t>>{};
+    PipelineResult result;
+    OptimiseRun r(o, result);
+    Configure(r);
+    Load(r);
+    ReferenceRun(r);
+    std::string all;
+    for (const auto& w : warnings) all += w + "\n";
+    const bool warned = all.find("one run of the model takes") != std::string::npos;
+    EXPECT_EQ(warned, !given) << all;
+    if (!given) {
+      EXPECT_NE(all.find("at the shapes its symbolic dimensions were bound to (x:1,3,224,224)"), std::string::npos)
+          << all;
+    }
+  }
+}
+
 TEST_F(StageTest, VerdictAloneKeepsTheOriginalUnlessTheGraphIsFaster) {
   OptimiseRun r(o, res);
   Configure(r);
