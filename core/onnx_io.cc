@@ -397,7 +397,10 @@ void ToAttributeProto(const std::string& name, const Attribute& attr, onnx::Attr
 std::string ModelledReason(const onnx::NodeProto& np, const OpDef* def, int64_t opset, const AttributeMap& attrs,
                            const Node& probe) {
   if (def == nullptr) return "not in the op registry";
-  if (opset < def->since_opset) return "opset " + std::to_string(opset) + " predates the modelled semantics";
+  if (opset < def->since_opset)
+    return IsOrtOnnxDomainOperator(np.op_type(), opset)
+               ? "ONNX Runtime's own operator (ONNX has it from opset " + std::to_string(def->since_opset) + ")"
+               : "opset " + std::to_string(opset) + " predates the modelled semantics";
   for (const auto& [name, attr] : attrs)
     if (attr.type == AttrType::kOther) return "attribute '" + name + "' has a form the registry does not model";
   try {
