@@ -545,9 +545,11 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
   for (const auto& t : model.graph().initializer()) names.add(t.name());
   for (const auto& n : model.graph().node())
     for (const auto& o : n.output()) names.add(o);
+  int default_opset = 0;
+  for (const auto& [domain, version] : opsets)
+    if (IsDefaultDomain(domain)) default_opset = version;
   for (int k = 0; k < model.graph().node_size(); ++k) {
     const onnx::NodeProto& np = model.graph().node(k);
-    const int default_opset = opsets.count("") ? opsets[""] : opsets["ai.onnx"];
     if (IsDefaultDomain(np.domain()) && IsOrtOnnxDomainOperator(np.op_type(), default_opset) &&
         onnx::OpSchemaRegistry::Schema(np.op_type(), default_opset, "") == nullptr)
       continue;  // ONNX has none at this opset; ONNX Runtime's own
