@@ -827,8 +827,17 @@ void Measure(OptimiseRun& r) {
   Graph optimised_cut = CutAtOpaque(r.optimised);
   rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds, *r.counted);
   TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
+  // How long the measurement will take, from the reference run: for a slow
+  // model (a UNet at 20 s a run) it is minutes, also after an interrupt.
+  const double run_s = r.res.reference_run.seconds;
+  const auto about = [](double s) {
+    return s < 1     ? std::string("under a second")
+           : s < 120 ? Format("about %.0f s", s)
+                     : Format("about %.1f min", s / 60);
+  };
   if (check.unchanged) {
-    r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs)");
+    r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
+           about(rec.pairs * run_s) + ")");
     timing.samples = rec.pairs;
     rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
   } else {
@@ -836,7 +845,8 @@ void Measure(OptimiseRun& r) {
       r.warn("--measure_runs=" + std::to_string(rec.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
              "% interval (at least " + std::to_string(MinPairsFor(level)) +
              "): the verdict can only be 'within noise'");
-    r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) + " interleaved pairs)");
+    r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) + " interleaved pairs, " +
+           about(2 * rec.pairs * run_s) + ")");
     static_cast<Verdict&>(rec) = Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
     rec.before_ms = rec.a_ms;
     rec.after_ms = rec.b_ms;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -214,7 +215,17 @@ TEST_F(StageTest, VerdictAloneKeepsTheOriginalUnlessTheGraphIsFaster) {
   Graph smaller = b.Build({b.Op("Relu", {y})});
   r.optimised = smaller;
   r.level = 0.99;
+  // The log says how long the measurement takes, from the reference run
+  // (set here as a UNet's 30 s: 10 pairs of two runs).
+  std::vector<std::string> lines;
+  o.log = [&](bool, const std::string& line) { lines.push_back(line); };
+  const double reference_s = res.reference_run.seconds;
+  res.reference_run.seconds = 30;
   Measure(r);
+  res.reference_run.seconds = reference_s;
+  EXPECT_NE(std::find(lines.begin(), lines.end(),
+                      "measuring original and optimised graphs end to end (10 interleaved pairs, about 10.0 min)"),
+            lines.end());
   EXPECT_EQ(res.verdict.outcome, Verdict::Outcome::kFaster);
   EXPECT_FALSE(res.verdict.keep_original);
   EXPECT_EQ(res.verdict.pairs, 10);
