@@ -765,9 +765,7 @@ void TypeUnmodelledOutputs(onnx::ModelProto* model, const ImportOptions& options
     return true;
   };
   const OpRegistry& reg = OpRegistry::Global();
-  int64_t opset = 0;
-  for (const auto& imp : model->opset_import())
-    if (IsDefaultDomain(imp.domain())) opset = imp.version();
+  const int64_t opset = DefaultDomainOpset(*model);
   std::vector<std::string> untyped;
   for (const auto& np : gp->node()) {
     bool subgraphs = false;
@@ -892,10 +890,7 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
           // not stated (after an opaque node, or where inference stopped).
           ExpandSoftmaxOfUnknownRank(model->mutable_graph());
           std::vector<onnx::NodeProto> hidden;
-          int64_t opset = 0;
-          for (const auto& imp : model->opset_import())
-            if (IsDefaultDomain(imp.domain())) opset = imp.version();
-          HideNodesFromConverter(model->mutable_graph(), opset, &hidden);
+          HideNodesFromConverter(model->mutable_graph(), DefaultDomainOpset(*model), &hidden);
           *model = onnx::version_conversion::ConvertVersion(*model, convert_to);
           RestoreHiddenNodes(model->mutable_graph(), hidden);
         } catch (const std::exception& e) {

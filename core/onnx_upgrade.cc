@@ -295,6 +295,7 @@ void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes) 
 namespace {
 
 constexpr char kHiddenPrefix[] = "rlflow.hidden_node.";
+constexpr char kOrtOnnxDomainForChecker[] = "ai.rlflow.onnx_runtime_onnx_domain";
 
 void ForEachGraphNode(onnx::GraphProto* g, const std::function<void(onnx::NodeProto*)>& f) {
   for (auto& n : *g->mutable_node()) {
@@ -312,16 +313,12 @@ bool IsOrtOnnxDomainOperator(const std::string& op_type, int64_t opset) {
   return (op_type == "LayerNormalization" && opset < 17) || op_type == "SimplifiedLayerNormalization";
 }
 
-namespace {
-constexpr char kOrtOnnxDomainForChecker[] = "ai.rlflow.onnx_runtime_onnx_domain";
-
 int64_t DefaultDomainOpset(const onnx::ModelProto& model) {
   int64_t opset = 0;
   for (const auto& imp : model.opset_import())
     if (IsDefault(imp.domain())) opset = imp.version();
   return opset;
 }
-}  // namespace
 
 bool HasOrtOnnxDomainOperators(const onnx::ModelProto& model) {
   const int64_t opset = DefaultDomainOpset(model);

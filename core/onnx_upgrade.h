@@ -38,6 +38,9 @@ void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes);
 // Returns the number of nodes rewritten.
 int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* graph);
 
+// The model's default-domain opset (0 if it imports none).
+int64_t DefaultDomainOpset(const onnx::ModelProto& model);
+
 // Operators ONNX Runtime runs in the default (ONNX) domain at opsets where
 // ONNX has no such operator: LayerNormalization before 17 (its contrib
 // operator, registered in the ONNX domain from version 1 to 16) and

@@ -100,6 +100,23 @@ void ExpectSameInOrt(const std::string& original, const std::string& written, co
   }
 }
 
+// The optimiser binary on `model` with the default settings but a search
+// time limit that keeps a test under a minute; written even when not
+// measured faster (--force_optimised), so that what the search did is what
+// is checked. Its stdout and stderr in dir/stdout.txt, dir/stderr.txt, its
+// timing cache in `dir`; returns its exit status.
+int RunOptimiser(const std::string& model, const std::string& written, const std::string& report,
+                 const std::string& input_shape, int time_limit_s, const std::string& dir) {
+  ProgramIo io;
+  io.out = dir + "/stdout.txt";
+  io.err = dir + "/stderr.txt";
+  return RunProgram(
+      {FindRunfile("optimiser/optimiser"), "--model=" + model, "--output=" + written, "--report=" + report,
+       "--input_shape=" + input_shape, "--time_limit=" + std::to_string(time_limit_s), "--force_optimised",
+       "--timing_cache=" + dir + "/cache.txt"},
+      io);
+}
+
 class RealModels : public ::testing::TestWithParam<RealModel> {};
 
 TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
@@ -107,16 +124,7 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   std::string dir = testing::MakeTempDir(c.name + "_");
   std::string original = FindRunfile("zoo/real_models/" + c.name + ".onnx");
   std::string written = dir + "/optimised.onnx", report = dir + "/report.json";
-  // Default settings but a search time limit that keeps the test under a
-  // minute; written even when not measured faster (--force_optimised), so
-  // that what the search did is what is checked.
-  ProgramIo io;
-  io.out = dir + "/stdout.txt";
-  io.err = dir + "/stderr.txt";
-  const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + original, "--output=" + written,
-                                 "--report=" + report, "--input_shape=" + c.input_shape, "--time_limit=20",
-                                 "--force_optimised", "--timing_cache=" + dir + "/cache.txt"},
-                                io);
+  const int status = RunOptimiser(original, written, report, c.input_shape, 20, dir);
   ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
   std::cout << ReadFile(dir + "/stdout.txt");
   nlohmann::json json = nlohmann::json::parse(ReadFile(report));
@@ -239,13 +247,7 @@ TEST(SavedByOnnxRuntime, OptimisedAroundItsOperatorsAndRightAtOtherShapes) {
     const std::string dir = testing::MakeTempDir(name + "_ort_");
     const std::string saved = dir + "/saved.onnx", written = dir + "/optimised.onnx", report = dir + "/report.json";
     testing::SaveOrtOptimizedModel(FindRunfile("zoo/real_models/" + name + ".onnx"), level, saved);
-    ProgramIo io;
-    io.out = dir + "/stdout.txt";
-    io.err = dir + "/stderr.txt";
-    const int status = RunProgram({FindRunfile("optimiser/optimiser"), "--model=" + saved, "--output=" + written,
-                                   "--report=" + report, "--input_shape=" + c.input_shape, "--time_limit=5",
-                                   "--force_optimised", "--timing_cache=" + dir + "/cache.txt"},
-                                  io);
+    const int status = RunOptimiser(saved, written, report, c.input_shape, 5, dir);
     ASSERT_EQ(status, 0) << ReadFile(dir + "/stderr.txt");
     const nlohmann::json json = nlohmann::json::parse(ReadFile(report));
     EXPECT_GT(json["check"]["opaque_nodes"].get<int>(), 0) << json["check"];
