@@ -550,9 +550,15 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
     if (IsDefaultDomain(domain)) default_opset = version;
   for (int k = 0; k < model.graph().node_size(); ++k) {
     const onnx::NodeProto& np = model.graph().node(k);
-    if (IsDefaultDomain(np.domain()) && IsOrtOnnxDomainOperator(np.op_type(), default_opset) &&
-        onnx::OpSchemaRegistry::Schema(np.op_type(), default_opset, "") == nullptr)
+    if (IsDefaultDomain(np.domain()) && (IsOrtExperimentalOperator(np.op_type(), default_opset) ||
+                                         (IsOrtOnnxDomainOperator(np.op_type(), default_opset) &&
+                                          onnx::OpSchemaRegistry::Schema(np.op_type(), default_opset, "") == nullptr)))
       continue;  // ONNX has none at this opset; ONNX Runtime's own
+    if (IsDefaultDomain(np.domain()) && IsExperimentalOperator(np.op_type(), default_opset))
+      Fail("node ", NodeLabel(np, k), " is one of ONNX's experimental operators, removed at opset 10; ",
+           default_opset >= 10 ? "ONNX Runtime runs it only in models below opset 10 (this one imports opset " +
+                                     std::to_string(default_opset) + ")"
+                               : std::string("ONNX Runtime does not run it"));
     try {
       onnx::checker::check_node(np, ctx, names);
     } catch (const std::exception& e) {
@@ -1406,6 +1412,11 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
     opset = 7;
     CheckAndSortNodes(model.mutable_graph(), what);
   }
+  // ONNX's experimental operators (opsets below 10, as ONNX Runtime runs
+  // them; ONNX's converter to 7 passed them by): the standard operators
+  // ONNX's documentation gives for them.
+  if (opset < 10 && ReplaceExperimentalOperators(&model, &rep.warnings) > 0)
+    CheckAndSortNodes(model.mutable_graph(), what);
   // Opsets 7 to 10: rlflow's own upgrade to 11 (ONNX's converter fails on
   // common exports there), then ONNX's converter to 13 as for 11 and 12.
   if (opset < 11) {

@@ -1,10 +1,12 @@
 #include "core/onnx_upgrade.h"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -96,16 +98,176 @@ class Upgrader {
   }
   void Done(const std::string& what) { ++done_[what]; }
 
+  // ReplaceExperimentalOperators: returns the count replaced.
+ public:
+  int RunExperimental() {
+    experimental_ = true;
+    Graph(model_->mutable_graph(), {});
+    int count = 0;
+    for (const auto& [what, n] : done_) {
+      notes_->push_back(what + " (" + std::to_string(n) + " node" + (n == 1 ? "" : "s") +
+                        "): an experimental operator ONNX removed at opset 10, written as ONNX's documentation gives");
+      count += n;
+    }
+    return count;
+  }
+
+ private:
   void Graph(onnx::GraphProto* g, const std::unordered_map<std::string, int32_t>& outer) {
     ElemTypes types(outer);
     types.AddGraph(*g);
-    for (auto& n : *g->mutable_node()) {
+    // Nodes a replacement puts before the node it rewrites (which keeps its
+    // outputs), by the node's index.
+    std::map<int, std::vector<onnx::NodeProto>> inserted;
+    for (int k = 0; k < g->node_size(); ++k) {
+      onnx::NodeProto& n = *g->mutable_node(k);
       for (auto& a : *n.mutable_attribute()) {
         if (a.has_g()) Graph(a.mutable_g(), types.all());
         for (auto& sub : *a.mutable_graphs()) Graph(&sub, types.all());
       }
-      if (IsDefault(n.domain())) Node(&n, types);
+      std::vector<onnx::NodeProto> before;
+      if (IsDefault(n.domain())) {
+        if (experimental_)
+          ExperimentalNode(&n, types, &before);
+        else
+          Node(&n, types);
+      }
+      for (const auto& b : before) types.AddNode(b);
+      if (!before.empty()) inserted[k] = std::move(before);
       types.AddNode(n);
+    }
+    if (inserted.empty()) return;
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (int k = 0; k < g->node_size(); ++k) {
+      auto it = inserted.find(k);
+      if (it != inserted.end())
+        for (auto& b : it->second) *nodes.Add() = std::move(b);
+      *nodes.Add() = std::move(*g->mutable_node(k));
+    }
+    g->mutable_node()->Swap(&nodes);
+  }
+
+  // A constant of the element type `type` holding `values` in `dims`: an
+  // initializer for float and double (the same values in another float
+  // type: a float one and a Cast to it, put in `before`).
+  std::string Constant(const std::string& base, int32_t type, const std::vector<double>& values,
+                       const std::vector<int64_t>& dims, const onnx::NodeProto& n,
+                       std::vector<onnx::NodeProto>* before) {
+    const bool direct = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE;
+    if (!direct && type != onnx::TensorProto::FLOAT16 && type != onnx::TensorProto::BFLOAT16)
+      Fail("node ", Label(n), ": its input's element type ", type, " is not a float type");
+    onnx::TensorProto* t = NewInit(base, direct ? type : onnx::TensorProto::FLOAT, dims);
+    for (double v : values) {
+      if (type == onnx::TensorProto::DOUBLE)
+        t->add_double_data(v);
+      else
+        t->add_float_data(static_cast<float>(v));
+    }
+    if (direct) return t->name();
+    onnx::NodeProto cast;
+    cast.set_op_type("Cast");
+    cast.set_name(Fresh(base + "_cast"));
+    cast.add_input(t->name());
+    cast.add_output(Fresh(base + "_cast"));
+    auto* to = cast.add_attribute();
+    to->set_name("to");
+    to->set_type(onnx::AttributeProto::INT);
+    to->set_i(type);
+    before->push_back(cast);
+    return cast.output(0);
+  }
+  // A node of `op` on `inputs` put in `before`; returns its output.
+  std::string Before(const std::string& op, const std::vector<std::string>& inputs, const std::string& base,
+                     std::vector<onnx::NodeProto>* before) {
+    onnx::NodeProto m;
+    m.set_op_type(op);
+    m.set_name(Fresh(base + "_" + op));
+    for (const auto& in : inputs) m.add_input(in);
+    m.add_output(Fresh(base + "_" + op));
+    before->push_back(m);
+    return m.output(0);
+  }
+  // `n` becomes `op` on `inputs`, its attributes dropped, its name and
+  // outputs kept.
+  void Become(onnx::NodeProto* n, const std::string& op, const std::vector<std::string>& inputs) {
+    n->set_op_type(op);
+    n->clear_input();
+    for (const auto& in : inputs) n->add_input(in);
+    n->clear_attribute();
+  }
+  float FloatAttr(const onnx::NodeProto& n, const std::string& name, std::optional<float> fallback) {
+    const auto* a = FindAttr(n, name);
+    if (a != nullptr) return a->f();
+    if (!fallback)
+      Fail("node ", Label(n), " has no attribute '", name, "', which ONNX Runtime's ", n.op_type(), " requires");
+    return *fallback;
+  }
+
+  void ExperimentalNode(onnx::NodeProto* n, const ElemTypes& types, std::vector<onnx::NodeProto>* before) {
+    const std::string op = n->op_type();
+    if (op != "ImageScaler" && op != "Affine" && op != "Scale" && op != "ScaledTanh" && op != "ParametricSoftplus" &&
+        op != "Crop")
+      return;
+    if (onnx::OpSchemaRegistry::Schema(op, opset_, "") != nullptr) return;  // not the experimental one
+    const std::string base = n->name().empty() ? (n->output_size() ? n->output(0) : op) : n->name();
+    if (n->input_size() < 1 || n->input(0).empty()) Fail("node ", Label(*n), " has no input");
+    const std::string x = n->input(0);
+    int32_t type = types.Of(x);
+    if (type == 0) type = onnx::TensorProto::FLOAT;
+    auto scalar = [&](const std::string& what, double v) {
+      return Constant(base + "_" + what, type, {v}, {}, *n, before);
+    };
+    if (op == "ImageScaler") {
+      const float scale = FloatAttr(*n, "scale", 1.0f);
+      const auto* bias = FindAttr(*n, "bias");
+      if (bias == nullptr || bias->floats_size() == 0) {
+        Become(n, "Mul", {x, scalar("scale", scale)});
+      } else {
+        const std::string scaled = Before("Mul", {x, scalar("scale", scale)}, base, before);
+        std::vector<double> b(bias->floats().begin(), bias->floats().end());
+        const int64_t c = static_cast<int64_t>(b.size());
+        Become(n, "Add", {scaled, Constant(base + "_bias", type, b, {1, c, 1, 1}, *n, before)});
+      }
+      ++done_["ImageScaler -> Mul, Add"];
+    } else if (op == "Affine") {
+      const float alpha = FloatAttr(*n, "alpha", 1.0f), beta = FloatAttr(*n, "beta", 0.0f);
+      const std::string scaled = Before("Mul", {x, scalar("alpha", alpha)}, base, before);
+      Become(n, "Add", {scaled, scalar("beta", beta)});
+      ++done_["Affine -> Mul, Add"];
+    } else if (op == "Scale") {
+      Become(n, "Mul", {x, scalar("scale", FloatAttr(*n, "scale", 1.0f))});
+      ++done_["Scale -> Mul"];
+    } else if (op == "ScaledTanh" || op == "ParametricSoftplus") {
+      const float alpha = FloatAttr(*n, "alpha", std::nullopt), beta = FloatAttr(*n, "beta", std::nullopt);
+      const std::string inner = Before("Mul", {x, scalar("beta", beta)}, base, before);
+      const std::string f = Before(op == "ScaledTanh" ? "Tanh" : "Softplus", {inner}, base, before);
+      Become(n, "Mul", {f, scalar("alpha", alpha)});
+      ++done_[op == "ScaledTanh" ? "ScaledTanh -> alpha * Tanh(beta * x)"
+                                 : "ParametricSoftplus -> alpha * Softplus(beta * x)"];
+    } else if (op == "Crop") {
+      // border = (left, top, right, bottom); scale = (height, width) from
+      // the top left corner, else up to the right and bottom borders.
+      std::vector<int64_t> border = IntsAttr(*n, "border"), scale = IntsAttr(*n, "scale");
+      if (border.size() != 4)
+        Fail("node ", Label(*n), " has ", border.size(), " border values; ONNX Runtime's Crop requires 4");
+      if (!scale.empty() && scale.size() != 2)
+        Fail("node ", Label(*n), " has ", scale.size(), " scale values; Crop's scale is (height, width)");
+      const int64_t left = border[0], top = border[1], right = border[2], bottom = border[3];
+      const int64_t kEnd = std::numeric_limits<int64_t>::max();
+      std::vector<int64_t> ends = scale.empty()
+                                      ? std::vector<int64_t>{bottom > 0 ? -bottom : kEnd, right > 0 ? -right : kEnd}
+                                      : std::vector<int64_t>{top + scale[0], left + scale[1]};
+      Become(n, "Slice", {x});
+      auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+        auto* a = n->add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t i : v) a->add_ints(i);
+      };
+      ints("axes", {2, 3});
+      ints("starts", {top, left});
+      ints("ends", ends);
+      ++done_["Crop -> Slice"];
     }
   }
 
@@ -202,6 +364,11 @@ class Upgrader {
     } else if (op == "Scan" && opset_ < 9) {
       UpgradeScan8(n);
       Done("Scan-8 -> a Scan over the batch of a Scan over the sequence");
+    } else if (op == "DynamicSlice" && opset_ < 10) {
+      // ONNX's experimental operator that became Slice-10: the same inputs
+      // (data, starts, ends, axes) and function.
+      n->set_op_type("Slice");
+      Done("DynamicSlice (experimental) -> Slice");
     }
   }
 
@@ -284,6 +451,7 @@ class Upgrader {
   onnx::ModelProto* model_;
   std::vector<std::string>* notes_;
   int opset_ = 0;
+  bool experimental_ = false;
   onnx_detail::FreshNames names_;
   std::map<std::string, int> done_;
 };
@@ -291,6 +459,24 @@ class Upgrader {
 }  // namespace
 
 void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes) { Upgrader(model, notes).Run(); }
+
+int ReplaceExperimentalOperators(onnx::ModelProto* model, std::vector<std::string>* notes) {
+  const int64_t opset = DefaultDomainOpset(*model);
+  if (opset >= 10) return 0;
+  if (opset < 7) Fail("ReplaceExperimentalOperators: the model is at opset ", opset, ", not 7 to 9");
+  return Upgrader(model, notes).RunExperimental();
+}
+
+bool IsExperimentalOperator(const std::string& op_type, int64_t opset) {
+  static const std::set<std::string> kOps = {"Affine",          "ConstantFill", "Crop",           "DynamicSlice",
+                                             "GivenTensorFill", "GRUUnit",      "ImageScaler",    "ParametricSoftplus",
+                                             "Scale",           "ScaledTanh",   "ThresholdedRelu"};
+  return kOps.count(op_type) > 0 && onnx::OpSchemaRegistry::Schema(op_type, static_cast<int>(opset), "") == nullptr;
+}
+
+bool IsOrtExperimentalOperator(const std::string& op_type, int64_t opset) {
+  return opset < 10 && op_type != "ConstantFill" && IsExperimentalOperator(op_type, opset);
+}
 
 namespace {
 
@@ -364,7 +550,9 @@ void RestoreOrtOnnxDomainOperators(onnx::ModelProto* model) {
 int HideNodesFromConverter(onnx::GraphProto* graph, int64_t opset, std::vector<onnx::NodeProto>* hidden) {
   const size_t before = hidden->size();
   ForEachGraphNode(graph, [&](onnx::NodeProto* n) {
-    if (IsDefault(n->domain()) && !IsOrtOnnxDomainOperator(n->op_type(), opset)) return;
+    if (IsDefault(n->domain()) && !IsOrtOnnxDomainOperator(n->op_type(), opset) &&
+        !IsOrtExperimentalOperator(n->op_type(), opset))
+      return;
     hidden->push_back(*n);
     n->clear_domain();
     n->clear_attribute();

@@ -29,6 +29,36 @@ namespace rlflow {
 // receives one line per kind of upgrade.
 void UpgradeToOpset11(onnx::ModelProto* model, std::vector<std::string>* notes);
 
+// ONNX's experimental operators, removed from ONNX at 1.5 (opset 10) and
+// still run by ONNX Runtime below opset 10 (its deprecated-operator
+// schemas): the models of 2018's converters use them (the ONNX model zoo's
+// Tiny YOLOv2 scales its image with ImageScaler; CoreML conversions write
+// Affine, ScaledTanh, Crop). In a model at opset 7 to 9 (one below 7 first
+// goes through ONNX's converter to 7, which passes them by as it does ONNX
+// Runtime's operators: HideNodesFromConverter), each becomes the standard
+// operators ONNX's documentation gives for it, subgraphs included:
+// ImageScaler -> Mul by the scale, Add of the bias per channel; Affine ->
+// Mul, Add; Scale -> Mul; ScaledTanh -> alpha * Tanh(beta * x);
+// ParametricSoftplus -> alpha * Softplus(beta * x); Crop -> Slice over H
+// and W. Constants take the input's element type. The others stay
+// (DynamicSlice: Slice-10's function, becomes Slice in UpgradeToOpset11;
+// ThresholdedRelu-1: ThresholdedRelu-10's function; GivenTensorFill and
+// GRUUnit, which ONNX Runtime here cannot run). A node missing an attribute
+// ONNX Runtime requires (ScaledTanh's alpha, Crop's border) is an error
+// naming it. `notes` receives one line per operator replaced. Returns the
+// count.
+int ReplaceExperimentalOperators(onnx::ModelProto* model, std::vector<std::string>* notes);
+
+// Operators of the default domain that ONNX Runtime runs at `opset` though
+// ONNX (1.12) has no schema for them there: the experimental operators
+// ReplaceExperimentalOperators leaves (DynamicSlice, GivenTensorFill,
+// GRUUnit, ThresholdedRelu-1, ...) below opset 10.
+bool IsOrtExperimentalOperator(const std::string& op_type, int64_t opset);
+// Any of ONNX's experimental operators where ONNX has no schema of that name
+// at `opset` (ThresholdedRelu has one from 10): from opset 10 on, no runtime
+// runs them ("ImageScaler(10) is not a registered function/op").
+bool IsExperimentalOperator(const std::string& op_type, int64_t opset);
+
 // Before opset 13, Softmax, LogSoftmax and Hardmax work on their input
 // coerced to 2-D at `axis`; ONNX's 12 -> 13 adapter needs the input's rank
 // to translate that and asserts without it. Each such node whose input rank
@@ -68,7 +98,8 @@ void RestoreOrtOnnxDomainOperators(onnx::ModelProto* model);
 // its place in `hidden`, with no attributes; RestoreHiddenNodes then gives
 // every stand-in of the converted graph back its operator, domain,
 // attributes and name (its inputs and outputs as the converter left them).
-// Returns the count hidden.
+// IsOrtExperimentalOperator's nodes stand in the same way. Returns the
+// count hidden.
 int HideNodesFromConverter(onnx::GraphProto* graph, int64_t opset, std::vector<onnx::NodeProto>* hidden);
 // Fails unless every hidden node is found exactly once.
 void RestoreHiddenNodes(onnx::GraphProto* graph, const std::vector<onnx::NodeProto>& hidden);

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -178,11 +179,22 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   onnx::ModelProto mo, mw;
   ASSERT_TRUE(mo.ParseFromString(ReadFile(original)));
   ASSERT_TRUE(mw.ParseFromString(ReadFile(written)));
-  ASSERT_EQ(mo.graph().input_size(), mw.graph().input_size());
+  // The inputs a user feeds: before IR 4 every initializer is listed as a
+  // graph input too (ONNX Runtime does not count those among the model's
+  // inputs, and a model written at IR 7 lists none).
+  auto fed = [](const onnx::ModelProto& m) {
+    std::set<std::string> inits;
+    for (const auto& t : m.graph().initializer()) inits.insert(t.name());
+    std::vector<const onnx::ValueInfoProto*> out;
+    for (const auto& vi : m.graph().input())
+      if (!inits.count(vi.name())) out.push_back(&vi);
+    return out;
+  };
+  const auto inputs_o = fed(mo), inputs_w = fed(mw);
+  ASSERT_EQ(inputs_o.size(), inputs_w.size());
   ASSERT_EQ(mo.graph().output_size(), mw.graph().output_size());
-  for (int k = 0; k < mo.graph().input_size(); ++k)
-    EXPECT_EQ(mo.graph().input(k).type().SerializeAsString(), mw.graph().input(k).type().SerializeAsString())
-        << "input " << k << " changed";
+  for (size_t k = 0; k < inputs_o.size(); ++k)
+    EXPECT_EQ(inputs_o[k]->SerializeAsString(), inputs_w[k]->SerializeAsString()) << "input " << k << " changed";
   for (int k = 0; k < mo.graph().output_size(); ++k)
     EXPECT_EQ(mo.graph().output(k).SerializeAsString(), mw.graph().output(k).SerializeAsString())
         << "output " << k << " changed";

@@ -342,14 +342,18 @@ void Load(OptimiseRun& r) {
   // the list, never matched: rule numbers stay the database's).
   r.enabled.assign(rule_db.rules_size(), 1);
   {
-    const int64_t model_opset =
+    const int64_t source_opset =
         model.graph.info().source_opset > 0 ? model.graph.info().source_opset : model.graph.opset();
+    // A model from opsets 1 to 10 is written at 11 once anything in it
+    // changes (kMinWrittenOpset), so rules of opset 11 are its rules too.
+    const int64_t model_opset = std::max<int64_t>(source_opset, kMinWrittenOpset);
     const int64_t target_opset = o.target_opset > 0 ? o.target_opset : r.device->newest_opset ? kMaxOpset : model_opset;
     // A model from opsets 18+ is written at its own opset (its graph is at
     // 17, and so is every rule).
     const int64_t newest = std::max<int64_t>(kMaxOpset, model_opset);
     if (o.target_opset != 0 && (o.target_opset < model_opset || o.target_opset > newest))
-      Fail("--target_opset=", o.target_opset, " is outside ", model_opset, " (the model's opset) to ", newest);
+      Fail("--target_opset=", o.target_opset, " is outside ", model_opset,
+           source_opset < model_opset ? " (the lowest opset rlflow writes)" : " (the model's opset)", " to ", newest);
     for (int k = 0; k < rule_db.rules_size(); ++k) {
       const rules::Rule& rule = rule_db.rules(k);
       if (RuleOpset(rule) > target_opset) {

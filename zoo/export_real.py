@@ -1235,6 +1235,120 @@ def ort_transformers_bert(opset, seed):
     return model
 
 
+def _ir3(model):
+    """IR version 3, as ONNX 1.2/1.3's converters wrote: every initializer
+    is also a graph input."""
+    from onnx import helper
+    model.ir_version = 3
+    g = model.graph
+    listed = {vi.name for vi in g.input}
+    for t in g.initializer:
+        if t.name not in listed:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return model
+
+
+def winml_tiny_yolov2(opset, seed):
+    """Tiny YOLOv2 as the ONNX model zoo's tinyyolov2-7 and -8 hold it
+    (WinMLTools, 2018; Windows ML's samples use it), at a quarter of its
+    width: the image scaled by ImageScaler (an experimental operator ONNX
+    removed at opset 10, which ONNX Runtime runs below it), nine convolutions
+    with batch norm and LeakyRelu, max pooling (the last at stride 1 with
+    auto_pad SAME_UPPER), IR version 3 at opset 7."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+
+    def const(name, a):
+        inits.append(numpy_helper.from_array(np.asarray(a, np.float32), name))
+        return name
+
+    nodes.append(helper.make_node("ImageScaler", ["image"], ["scalerPreprocessor"], name="scalerPreprocessor",
+                                  scale=1.0 / 255, bias=[-0.5, -0.25, 0.0]))
+    x, cin = "scalerPreprocessor", 3
+    for i, c in enumerate([4, 8, 16, 32, 64, 128, 256, 256]):
+        w = const("convolution%d_W" % i, rng.standard_normal((c, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9)))
+        nodes.append(helper.make_node("Conv", [x, w], ["convolution%d" % i], name="convolution%d" % i,
+                                      kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]))
+        stats = [const("BatchNormalization%d_%s" % (i, k), v) for k, v in
+                 [("scale", 1 + 0.1 * rng.standard_normal(c)), ("B", 0.1 * rng.standard_normal(c)),
+                  ("mean", 0.1 * rng.standard_normal(c)), ("variance", 1 + 0.1 * rng.random(c))]]
+        nodes.append(helper.make_node("BatchNormalization", ["convolution%d" % i] + stats,
+                                      ["BatchNormalization%d" % i], name="BatchNormalization%d" % i, epsilon=1e-5))
+        nodes.append(helper.make_node("LeakyRelu", ["BatchNormalization%d" % i], ["activation%d" % i],
+                                      name="activation%d" % i, alpha=0.1))
+        x = "activation%d" % i
+        if i <= 5:
+            attrs = dict(kernel_shape=[2, 2], strides=[2, 2]) if i < 5 else \
+                dict(kernel_shape=[2, 2], strides=[1, 1], auto_pad="SAME_UPPER")
+            nodes.append(helper.make_node("MaxPool", [x], ["pooling%d" % i], name="pooling%d" % i, **attrs))
+            x = "pooling%d" % i
+        cin = c
+    nodes.append(helper.make_node("Conv", [x, const("convolution8_W", rng.standard_normal((125, cin, 1, 1)) * 0.05),
+                                           const("convolution8_B", 0.1 * rng.standard_normal(125))],
+                                  ["grid"], name="convolution8", kernel_shape=[1, 1]))
+    graph = helper.make_graph(nodes, "tinyyolov2", [helper.make_tensor_value_info("image", TensorProto.FLOAT,
+                                                                                    ["None", 3, 416, 416])],
+                              [helper.make_tensor_value_info("grid", TensorProto.FLOAT, ["None", 125, 13, 13])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="WinMLTools",
+                              producer_version="1.2.0")
+    return _ir3(model)
+
+
+def coreml_experimental(opset, seed):
+    """A small CNN as 2018's CoreML and Caffe conversions (onnxmltools)
+    wrote it, IR version 3 at opset 7, with every experimental operator
+    ONNX removed at opset 10 that ONNX Runtime still runs below it: Affine,
+    ScaledTanh, ParametricSoftplus, Scale, Crop by borders and by a size,
+    ThresholdedRelu-1 and DynamicSlice (Slice-10's precursor, its bounds as
+    inputs)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+
+    def const(name, a, dtype=np.float32):
+        inits.append(numpy_helper.from_array(np.asarray(a, dtype), name))
+        return name
+
+    def conv(i, x, cin, cout):
+        w = const("conv%d_W" % i, rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(1.0 / (cin * 9)))
+        b = const("conv%d_B" % i, 0.1 * rng.standard_normal(cout))
+        nodes.append(helper.make_node("Conv", [x, w, b], ["conv%d" % i], name="conv%d" % i, kernel_shape=[3, 3],
+                                      pads=[1, 1, 1, 1]))
+        return "conv%d" % i
+
+    def node(op, ins, name, **attrs):
+        nodes.append(helper.make_node(op, ins, [name], name=name, **attrs))
+        return name
+
+    x = conv(0, "x", 3, 8)
+    x = node("Affine", [x], "affine", alpha=0.5, beta=0.1)
+    x = node("ScaledTanh", [x], "scaled_tanh", alpha=1.7159, beta=0.6667)
+    x = conv(1, x, 8, 8)
+    x = node("ParametricSoftplus", [x], "softplus", alpha=0.8, beta=1.5)
+    x = node("Scale", [x], "scale", scale=0.5)
+    x = node("Crop", [x], "crop_border", border=[1, 2, 3, 1])
+    x = conv(2, x, 8, 8)
+    x = node("Crop", [x], "crop_size", border=[2, 1, 0, 0], scale=[12, 10])
+    x = node("ThresholdedRelu", [x], "thresholded", alpha=0.05)
+    x = node("DynamicSlice", [x, const("ds_starts", [1, 1], np.int64), const("ds_ends", [11, -1], np.int64),
+                              const("ds_axes", [2, 3], np.int64)], "dynamic_slice")
+    x = conv(3, x, 8, 8)
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "coreml_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                    ["N", 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 10, 8])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="onnxmltools",
+                              producer_version="1.2.2")
+    return _ir3(model)
+
+
 # Models with several inputs, exported by their own function:
 # name -> (export(path, opset, seed), opset, --input_shape, other shape).
 # The decoder is optimised at its prompt step (8 tokens, an empty cache)
@@ -1286,6 +1400,10 @@ ONNX_MODELS = {
     "ort_transformers_bert_op12": (ort_transformers_bert, 12,
                                    "input_ids:1,128;segment_ids:1,128;input_mask:1,128",
                                    "input_ids:2,40;segment_ids:2,40;input_mask:2,40"),
+    # ONNX's experimental operators (removed at opset 10), as 2018's
+    # converters wrote them and ONNX Runtime still runs them.
+    "winml_tiny_yolov2_op8": (winml_tiny_yolov2, 8, "image:1,3,416,416", "image:2,3,416,416"),
+    "coreml_experimental_op7": (coreml_experimental, 7, "x:1,3,32,32", "x:2,3,40,48"),
 }
 
 # name -> (constructor, example input shape, opset, dynamic axes, --input_shape, other shape, script)

@@ -4,6 +4,7 @@ genrule //zoo:real_models and the per-model tests in //optimiser."""
 REAL_MODELS = [
     "cbam_resnet_op13",
     "control_flow_op13",
+    "coreml_experimental_op7",
     "crnn_lstm_op9",
     "csp_mish_gelu_op20",
     "csp_mish_op18",
@@ -36,6 +37,7 @@ REAL_MODELS = [
     "rotary_decoder_op14",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
+    "winml_tiny_yolov2_op8",
     "yolo_detect_op13",
 ]
 

@@ -754,6 +754,65 @@ TEST(OnnxIo, Opset11IfBranchesWrittenBackAtOpset11) {
   }
 }
 
+// ONNX's experimental operators (removed at opset 10; ONNX Runtime runs them
+// below it, the model zoo's Tiny YOLOv2 and 2018's CoreML conversions use
+// them) were refused ("converting opset to 13 failed: unordered_map::at").
+// They become the standard operators ONNX's documentation gives: here at
+// opset 6, where Mul and Add broadcast only with broadcast=1 (ONNX's
+// converter then takes the model to 7), computing what ONNX Runtime's
+// kernels compute (by hand: y = alpha * tanh(beta * (scale * x + bias[c]))
+// cropped by the borders). Missing attributes ONNX Runtime requires, and
+// such an operator at opset 10 or later, are one-line errors.
+TEST(OnnxIo, ExperimentalOperatorsBecomeStandardOperators) {
+  auto model = [](int opset, bool with_alpha) {
+    onnx::ModelProto m = Model(opset);
+    m.set_ir_version(3);
+    Info(m.mutable_graph()->add_input(), "x", {2, 3, 4, 5});
+    auto* scaler = Node(m, "ImageScaler", {"x"}, {"s"});
+    testing::FloatAttr(scaler, "scale", 2.0f);
+    auto* bias = scaler->add_attribute();
+    bias->set_name("bias");
+    bias->set_type(onnx::AttributeProto::FLOATS);
+    for (float b : {1.0f, -2.0f, 0.5f}) bias->add_floats(b);
+    auto* tanh = Node(m, "ScaledTanh", {"s"}, {"t"});
+    if (with_alpha) testing::FloatAttr(tanh, "alpha", 1.5f);
+    testing::FloatAttr(tanh, "beta", 0.25f);
+    IntsAttr(Node(m, "Crop", {"t"}, {"y"}), "border", {1, 2, 0, 1});  // left, top, right, bottom
+    Info(m.mutable_graph()->add_output(), "y", {2, 3, 1, 4});
+    return m;
+  };
+  ImportReport report;
+  Graph g = ImportOnnxFile(Save(model(6, true), "experimental6.onnx"), {}, &report);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) EXPECT_FALSE(g.node(id).opaque()) << g.node(id).op;
+  std::string notes;
+  for (const auto& w : report.warnings) notes += w + "\n";
+  EXPECT_NE(notes.find("ImageScaler -> Mul, Add"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("Crop -> Slice"), std::string::npos) << notes;
+  at::Tensor x = at::randn({2, 3, 4, 5}, at::TensorOptions().dtype(at::kFloat));
+  std::vector<at::Tensor> ours = Executor(g).Run({x});
+  ASSERT_EQ(ours.size(), 1u);
+  at::Tensor expected = at::empty({2, 3, 1, 4});
+  const float bias[] = {1.0f, -2.0f, 0.5f};
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c)
+      for (int w = 0; w < 4; ++w)
+        expected[n][c][0][w] = 1.5 * std::tanh(0.25 * (2.0 * x[n][c][2][1 + w].item<float>() + bias[c]));
+  EXPECT_TRUE(at::allclose(ours[0], expected, 1e-5, 1e-6)) << ours[0] << expected;
+
+  try {
+    ImportOnnxFile(Save(model(8, false), "experimental_no_alpha.onnx"));
+    ADD_FAILURE() << "a ScaledTanh without alpha accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("has no attribute 'alpha'"), std::string::npos) << e.what();
+  }
+  try {
+    ImportOnnxFile(Save(model(10, true), "experimental10.onnx"));
+    ADD_FAILURE() << "an ImageScaler at opset 10 accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("runs it only in models below opset 10"), std::string::npos) << e.what();
+  }
+}
+
 // GatherND in an opset-11 model (as tf2onnx writes it; ONNX's converter
 // takes the model to 13 at import) is modelled; LayerNormalization with
 // another stash_type runs its output Y (it failed while every stash_type
