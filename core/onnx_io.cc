@@ -2644,6 +2644,19 @@ std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
 }
 
+std::vector<int> DeclaredSymbolicAxes(const Graph& graph, const std::string& name) {
+  std::vector<int> axes;
+  auto it = graph.info().interface_types.find(name);
+  onnx::TypeProto type;
+  if (it == graph.info().interface_types.end() || !type.ParseFromString(it->second) || !type.has_tensor_type() ||
+      !type.tensor_type().has_shape())
+    return axes;
+  const auto& dims = type.tensor_type().shape().dim();
+  for (int k = 0; k < dims.size(); ++k)
+    if (!dims.Get(k).has_dim_value()) axes.push_back(k);
+  return axes;
+}
+
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled) {
   ImportOptions other = first;
   other.free_dim_value = first.free_dim_value == 2 ? 3 : 2;

@@ -121,6 +121,9 @@ class FreeDimsDoNotFit : public Error {
 // A graph input's declared shape with its symbolic names ("[batch,3,H,W]");
 // for a sequence, map or optional value its type ("seq(tensor(float))").
 std::string DeclaredTypeText(const Graph& graph, const std::string& name);
+// The axes of a graph input that its declared type leaves symbolic (a
+// dim_param or no value); empty for an input of no declared tensor shape.
+std::vector<int> DeclaredSymbolicAxes(const Graph& graph, const std::string& name);
 
 struct ImportReport {
   std::vector<std::string> warnings;
