@@ -394,10 +394,10 @@ void Load(OptimiseRun& r) {
       if (in.given || in.fitted) continue;
       const std::vector<int> axes = DeclaredSymbolicAxes(model.graph, in.name);
       if (std::none_of(axes.begin(), axes.end(), [](int a) { return a > 0; })) continue;
-      r.warn(Format("input '%s' %s is optimised at %s (--free_dim=%d for its symbolic dimensions): the search and the "
-                    "verdict time that workload, not the one it runs at; give that with --input_shape=%s:D1,D2,...",
-                    in.name.c_str(), in.declared.c_str(), ShapeToString(in.used).c_str(), o.free_dim,
-                    in.name.c_str()));
+      r.warn(
+          Format("input '%s' %s is optimised at %s (--free_dim=%d for its symbolic dimensions): the search and the "
+                 "verdict time that workload, not the one it runs at; give that with --input_shape=%s:D1,D2,...",
+                 in.name.c_str(), in.declared.c_str(), ShapeToString(in.used).c_str(), o.free_dim, in.name.c_str()));
     }
   // At shapes where the model computes nothing (a batch of 0), the costs and
   // the verdict time overheads and the check compares empty tensors.
