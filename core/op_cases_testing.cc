@@ -119,6 +119,11 @@ std::vector<OpCase> OpCases() {
                  return b.Op("HardSigmoid", {b.Op("Mul", {in(b, "hsa_x", {3, 5}), b.ConstFloat(4.0f)})},
                              A({{"alpha", F(0.5f)}, {"beta", F(0.25f)}}));
                }});
+  // Hard-swish's gate (1/6, 1/2: ATen's hardsigmoid in the kernel).
+  c.push_back({"HardSigmoid_sixth", [in](B& b) {
+                 return b.Op("HardSigmoid", {b.Op("Mul", {in(b, "hs6_x", {2, 3, 5}), b.ConstFloat(4.0f)})},
+                             A({{"alpha", F(1.0f / 6.0f)}, {"beta", F(0.5f)}}));
+               }});
   c.push_back({"LeakyRelu_attrs", [in](B& b) {
                  return b.Op("LeakyRelu", {in(b, "lra_x", {3, 5})}, A({{"alpha", F(0.3f)}}));
                }});
