@@ -1371,6 +1371,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
         auto& dim = *dims->Mutable(k);
         bound.names.push_back(dim.has_dim_value() ? "" : dim.dim_param());
         bound.free.push_back(!dim.has_dim_value() && binding.Free(vi.name(), dim.dim_param()));
+        if (bound.free.back()) rep.free_axes[vi.name()].push_back(k);
         if (!dim.has_dim_value()) {
           if (dim.has_dim_param()) input_params.insert(dim.dim_param());
           dim.set_dim_value(binding.Value(vi.name(), k, dim.dim_param()));
@@ -2642,19 +2643,6 @@ std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   }
   ValueId v = graph.FindValue(name);
   return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
-}
-
-std::vector<int> DeclaredSymbolicAxes(const Graph& graph, const std::string& name) {
-  std::vector<int> axes;
-  auto it = graph.info().interface_types.find(name);
-  onnx::TypeProto type;
-  if (it == graph.info().interface_types.end() || !type.ParseFromString(it->second) || !type.has_tensor_type() ||
-      !type.tensor_type().has_shape())
-    return axes;
-  const auto& dims = type.tensor_type().shape().dim();
-  for (int k = 0; k < dims.size(); ++k)
-    if (!dims.Get(k).has_dim_value()) axes.push_back(k);
-  return axes;
 }
 
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled) {

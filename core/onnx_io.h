@@ -121,9 +121,6 @@ class FreeDimsDoNotFit : public Error {
 // A graph input's declared shape with its symbolic names ("[batch,3,H,W]");
 // for a sequence, map or optional value its type ("seq(tensor(float))").
 std::string DeclaredTypeText(const Graph& graph, const std::string& name);
-// The axes of a graph input that its declared type leaves symbolic (a
-// dim_param or no value); empty for an input of no declared tensor shape.
-std::vector<int> DeclaredSymbolicAxes(const Graph& graph, const std::string& name);
 
 struct ImportReport {
   std::vector<std::string> warnings;
@@ -143,6 +140,9 @@ struct ImportReport {
   // The file's nodes were not in topological order (invalid ONNX) and were
   // sorted: its bytes are not a valid model to write back.
   bool reordered_nodes = false;
+  // Per graph input, the axes bound to free_dim_value (symbolic, and given
+  // a value by neither input_shapes nor a dimension of the same name there).
+  std::map<std::string, std::vector<int>> free_axes;
   // The model has symbolic input dimensions but does not infer at any
   // second binding of them, so every shape computed from them was folded at
   // the first: a graph exported from it runs at those shapes only.

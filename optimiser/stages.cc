@@ -389,16 +389,22 @@ void Load(OptimiseRun& r) {
   // An image's height and width, a text's length bound to --free_dim's 1:
   // every decision and the verdict are about that degenerate workload.
   constexpr int kSmallFreeDim = 8;
-  if (o.free_dim <= kSmallFreeDim)
+  if (o.free_dim <= kSmallFreeDim) {
+    std::string which, first;
     for (const auto& in : rec.inputs) {
-      if (in.given || in.fitted) continue;
-      const std::vector<int> axes = DeclaredSymbolicAxes(model.graph, in.name);
-      if (std::none_of(axes.begin(), axes.end(), [](int a) { return a > 0; })) continue;
-      r.warn(
-          Format("input '%s' %s is optimised at %s (--free_dim=%d for its symbolic dimensions): the search and the "
-                 "verdict time that workload, not the one it runs at; give that with --input_shape=%s:D1,D2,...",
-                 in.name.c_str(), in.declared.c_str(), ShapeToString(in.used).c_str(), o.free_dim, in.name.c_str()));
+      auto free = model.free_axes.find(in.name);
+      if (in.given || in.fitted || free == model.free_axes.end()) continue;
+      if (std::none_of(free->second.begin(), free->second.end(), [](int a) { return a > 0; })) continue;
+      which += (which.empty() ? "" : ", ") +
+               Format("'%s' %s at %s", in.name.c_str(), in.declared.c_str(), ShapeToString(in.used).c_str());
+      if (first.empty()) first = in.name;
     }
+    if (!which.empty())
+      r.warn(
+          Format("optimised with --free_dim=%d for symbolic dimensions: input %s; the search and the verdict time "
+                 "that workload, not the one the model runs at: give that with --input_shape=%s:D1,D2,...[;...]",
+                 o.free_dim, which.c_str(), first.c_str()));
+  }
   // At shapes where the model computes nothing (a batch of 0), the costs and
   // the verdict time overheads and the check compares empty tensors.
   const auto empty = [&](ValueId out) {

@@ -57,6 +57,7 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
           "it ('<output>.data')");
     m.source = path;
     m.notes = report.warnings;
+    m.free_axes = report.free_axes;
     m.folded_nodes = report.folded_nodes;
     m.folded_at_binding = report.folded_at_binding;
     // The file itself is invalid ONNX (nodes out of order): what is written

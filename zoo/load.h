@@ -52,6 +52,8 @@ struct LoadedModel {
   // ImportReport::folded_at_binding: the graph runs at the bound shapes only.
   bool folded_at_binding = false;
   std::vector<std::string> notes;  // for the log
+  // Per graph input, the axes bound to free_dim_value (ImportReport::free_axes).
+  std::map<std::string, std::vector<int>> free_axes;
   int folded_nodes = 0;
   // Static dimensions of symbolic shapes folded at import (ImportOptions::
   // fold_static_dims). Where there are some, `as_given` is the graph as the

@@ -754,6 +754,39 @@ TEST(OnnxIo, Opset11IfBranchesWrittenBackAtOpset11) {
   }
 }
 
+// The report names the axes bound to free_dim_value, and only those: a
+// dimension named like one --input_shape gives takes that value (a
+// decoder's value cache [batch, 4, past, 16] beside its key cache given at
+// past = 0), a static one none.
+TEST(OnnxIo, ReportNamesTheAxesBoundToTheFreeValue) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "k", {-1, 4, -1, 2});
+  Info(m.mutable_graph()->add_input(), "v", {-1, 4, -1, 2});
+  Info(m.mutable_graph()->add_input(), "q", {-1, 3, -1, 2});
+  for (int i = 0; i < 3; ++i) {
+    auto* dims = m.mutable_graph()->mutable_input(i)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    dims->mutable_dim(0)->set_dim_param("batch");
+    dims->mutable_dim(2)->set_dim_param(i < 2 ? "past" : "tokens");
+  }
+  Node(m, "Concat", {"k", "v"}, {"kv"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(1);
+    return a;
+  }());
+  Node(m, "Relu", {"q"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "kv", {-1, 8, -1, 2}, onnx::TensorProto::FLOAT, "n");
+  Info(m.mutable_graph()->add_output(), "y", {-1, 3, -1, 2}, onnx::TensorProto::FLOAT, "n");
+  ImportOptions options;
+  options.input_shapes["k"] = {1, 4, 3, 2};
+  ImportReport report;
+  ImportOnnxFile(Save(m, "free_axes.onnx"), options, &report);
+  EXPECT_EQ(report.free_axes.count("k"), 0u) << "given";
+  EXPECT_EQ(report.free_axes.count("v"), 0u) << "its batch and past are k's";
+  EXPECT_EQ(report.free_axes["q"], (std::vector<int>{2})) << "tokens is free; batch is k's";
+}
+
 // ONNX's experimental operators (removed at opset 10; ONNX Runtime runs them
 // below it, the model zoo's Tiny YOLOv2 and 2018's CoreML conversions use
 // them) were refused ("converting opset to 13 failed: unordered_map::at").
