@@ -244,12 +244,21 @@ void Branches(OptimiseRun& r) {
       // At the model's opset: the branch runs at the model's.
       sub.target_opset = static_cast<int>(DefaultOpset(model));
       // Its inputs at the shapes the model has them at (--input_shape,
-      // --free_dim; a computed value at what the graph computes there).
+      // --free_dim; a computed value at what the graph computes there). A
+      // length only the values set (the boxes NonZero or TopK leave, in a
+      // detector's post-processing) is bound as a free dimension
+      // (--free_dim; such a value's declared type in the branch has no
+      // shape, so the check's second binding moves every dimension of it);
+      // it had been passed on as -1 and the branch not optimised.
       sub.input_shapes.clear();
       sub.input_data.clear();
       for (const std::string& name : b.inputs) {
         const ValueId v = graph.FindValue(name);
-        if (v != kNoValue && graph.value(v).type.rank_known) sub.input_shapes[name] = graph.value(v).type.shape;
+        if (v == kNoValue || !graph.value(v).type.rank_known) continue;
+        Shape shape = graph.value(v).type.shape;
+        for (int64_t& d : shape)
+          if (d < 0) d = o.free_dim;
+        sub.input_shapes[name] = shape;
         if (o.input_data.count(name)) sub.input_data[name] = o.input_data.at(name);
       }
       sub.log = [log = o.log, label](bool warning, const std::string& line) {
