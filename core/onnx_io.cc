@@ -580,12 +580,35 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
   }
 }
 
+// The given dimensions moved for a second binding (see SecondBindingOf).
+// `declared(input, axis, &name)`: whether that dimension is symbolic in the
+// input's declared type (or the type states no shape), and its name.
+std::map<std::string, std::vector<int64_t>> MoveGivenDims(
+    const std::map<std::string, std::vector<int64_t>>& given,
+    const std::function<bool(const std::string&, int, std::string*)>& declared) {
+  std::map<std::string, std::vector<int64_t>> out = given;
+  std::map<std::string, int> halvable;  // dimension name -> its place among the halvable ones
+  for (auto& [input, shape] : out)
+    for (size_t k = 0; k < shape.size(); ++k) {
+      std::string name;
+      if (!declared(input, static_cast<int>(k), &name)) continue;
+      if (name.empty()) name = input + "#" + std::to_string(k);
+      const int64_t v = shape[k];
+      const bool halves = v >= 4 && v % 2 == 0;
+      if (halves) halvable.emplace(name, static_cast<int>(halvable.size()));
+      shape[k] = halves && halvable.at(name) % 2 == 1 ? 2 * v : OtherBindingOf(v);
+    }
+  return out;
+}
+
 // Where the symbolic dimensions of the graph inputs are bound for the
 // search (see ImportOptions::input_shapes).
 struct InputBinding {
   int64_t free = 1;
   std::map<std::string, std::vector<int64_t>> given;  // input name -> shape
   std::map<std::string, int64_t> params;              // dim_param -> value, from `given`
+  std::map<std::string, std::vector<int64_t>> probe;  // `given` at the second binding (MoveGivenDims)
+  std::map<std::string, int64_t> probe_params;        // dim_param -> its value there
   int64_t Value(const std::string& input, int axis, const std::string& param) const {
     auto it = given.find(input);
     if (it != given.end() && axis >= 0 && axis < static_cast<int>(it->second.size())) return it->second[axis];
@@ -603,6 +626,10 @@ struct InputBinding {
   int64_t Probe(const std::string& input, int axis, const std::string& param) const {
     const bool user = given.count(input) || (!param.empty() && params.count(param));
     if (!user) return free == 3 ? 5 : 3;
+    auto it = probe.find(input);
+    if (it != probe.end() && axis >= 0 && axis < static_cast<int>(it->second.size())) return it->second[axis];
+    if (!param.empty())
+      if (auto p = probe_params.find(param); p != probe_params.end()) return p->second;
     return OtherBindingOf(Value(input, axis, param));
   }
 };
@@ -657,6 +684,21 @@ InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, con
         if (!inserted && p->second != shape[k])
           Fail("--input_shape binds symbolic dimension '", d.dim_param(), "' to both ", p->second, " and ", shape[k]);
       }
+    }
+  }
+  b.probe = MoveGivenDims(b.given, [&](const std::string& input, int axis, std::string* name) {
+    const onnx::TypeProto& type = inputs.at(input)->type();
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return true;
+    const auto& d = type.tensor_type().shape().dim(axis);
+    *name = d.dim_param();
+    return !d.has_dim_value();
+  });
+  for (const auto& [input, shape] : b.probe) {
+    const onnx::TypeProto& type = inputs.at(input)->type();
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape()) continue;
+    for (size_t k = 0; k < shape.size(); ++k) {
+      const auto& d = type.tensor_type().shape().dim(static_cast<int>(k));
+      if (!d.dim_param().empty()) b.probe_params.emplace(d.dim_param(), shape[k]);
     }
   }
   return b;
@@ -2648,16 +2690,28 @@ std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled) {
   ImportOptions other = first;
   other.free_dim_value = first.free_dim_value == 2 ? 3 : 2;
-  for (auto& [name, shape] : other.input_shapes) {
+  std::map<std::string, onnx::TypeProto> types;
+  auto declared = [&](const std::string& name, int axis, std::string* dim_name) {
+    auto [t, fresh] = types.emplace(name, onnx::TypeProto());
     auto it = imported.info().interface_types.find(name);
-    onnx::TypeProto type;
-    const bool declared = it != imported.info().interface_types.end() && type.ParseFromString(it->second) &&
-                          type.has_tensor_type() && type.tensor_type().has_shape() &&
-                          type.tensor_type().shape().dim_size() == static_cast<int>(shape.size());
-    for (size_t k = 0; k < shape.size(); ++k)
-      if (!declared || !type.tensor_type().shape().dim(static_cast<int>(k)).has_dim_value())
-        shape[k] = doubled ? (shape[k] > 0 ? 2 * shape[k] : 2) : OtherBindingOf(shape[k]);
+    if (fresh && it != imported.info().interface_types.end()) t->second.ParseFromString(it->second);
+    const onnx::TypeProto& type = t->second;
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
+        type.tensor_type().shape().dim_size() != static_cast<int>(first.input_shapes.at(name).size()))
+      return true;
+    const auto& d = type.tensor_type().shape().dim(axis);
+    *dim_name = d.dim_param();
+    return !d.has_dim_value();
+  };
+  if (!doubled) {
+    other.input_shapes = MoveGivenDims(first.input_shapes, declared);
+    return other;
   }
+  for (auto& [name, shape] : other.input_shapes)
+    for (size_t k = 0; k < shape.size(); ++k) {
+      std::string dim_name;
+      if (declared(name, static_cast<int>(k), &dim_name)) shape[k] = shape[k] > 0 ? 2 * shape[k] : 2;
+    }
   return other;
 }
 

@@ -96,7 +96,14 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
 int64_t OtherBindingOf(int64_t value);
 // Options for importing the same model at a second binding of its symbolic
 // dimensions: free ones at 2 (3 if the first was 2), given ones moved by
-// OtherBindingOf (fixed dimensions stay); `doubled`: given ones doubled
+// OtherBindingOf (fixed dimensions stay), but every second distinct one
+// that halves (by its name; an unnamed one by its input and axis, in the
+// order of the inputs' names and axes) doubled instead: an image's aspect
+// ratio changes (H/2, W*2: as many pixels), so what depends on it shows
+// also in a model that resizes its input to a fixed scale (torchvision's
+// detectors: at 160 x 160 their features were those of 320 x 320, a Reshape
+// to them was folded, and the written model failed at 256 x 384). The
+// importer's second binding moves them the same way. `doubled`: given ones doubled
 // instead, for a model that does not fit the first (a stride-32 detector
 // given 224 does not at 112).
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled = false);

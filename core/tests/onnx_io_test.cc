@@ -754,6 +754,67 @@ TEST(OnnxIo, Opset11IfBranchesWrittenBackAtOpset11) {
   }
 }
 
+// A detector that resizes its image to a fixed scale (torchvision's
+// GeneralizedRCNNTransform: the shorter side to 320) has the same features
+// at 320 x 320 and at 160 x 160. The importer's second binding halved both
+// sides, saw the feature map's size unchanged, and folded torchvision's
+// Faster R-CNN's Reshape to it: the model written from the graph failed at
+// 256 x 384 (ONNX Runtime: "cannot reshape {1,60,10,15} to
+// {1,-1,4,10,10}"; docs/figures/experimental_ops_and_kernels_2026-12-03.md).
+// The second binding now halves one side and doubles the other (160 x 640;
+// fails on the old binding, 160 x 160). A model in that pattern, written
+// from the graph, runs at another aspect ratio.
+TEST(OnnxIo, SecondBindingChangesTheAspectRatio) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, 3, -1, -1});
+  auto* dims = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(2)->set_dim_param("height");
+  dims->mutable_dim(3)->set_dim_param("width");
+  auto floats = [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> v) {
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : shape) t->add_dims(d);
+    for (float x : v) t->add_float_data(x);
+  };
+  Int64Init(m, "two", {2});
+  Int64Init(m, "four", {4});
+  Int64Init(m, "batch_channels", {1, 3});
+  Int64Init(m, "lead", {1, -1, 4});
+  floats("target", {1}, {320.0f});
+  std::vector<float> w(4 * 3 * 32 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.001f * static_cast<float>(i % 13);
+  floats("w", {4, 3, 32, 32}, w);
+  Node(m, "Shape", {"x"}, {"shape"});
+  Node(m, "Slice", {"shape", "two", "four"}, {"hw"});
+  IntAttr(Node(m, "Cast", {"hw"}, {"hw_f"}), "to", onnx::TensorProto::FLOAT);
+  IntAttr(Node(m, "ReduceMin", {"hw_f"}, {"shorter"}), "keepdims", 1);
+  Node(m, "Div", {"target", "shorter"}, {"scale"});
+  Node(m, "Mul", {"hw_f", "scale"}, {"scaled"});
+  Node(m, "Floor", {"scaled"}, {"scaled_floor"});
+  IntAttr(Node(m, "Cast", {"scaled_floor"}, {"new_hw"}), "to", onnx::TensorProto::INT64);
+  IntAttr(Node(m, "Concat", {"batch_channels", "new_hw"}, {"sizes"}), "axis", 0);
+  Node(m, "Resize", {"x", "", "", "sizes"}, {"resized"});
+  auto* conv = Node(m, "Conv", {"resized", "w"}, {"features"});
+  IntsAttr(conv, "strides", {32, 32});
+  Node(m, "Shape", {"features"}, {"fshape"});
+  Node(m, "Slice", {"fshape", "two", "four"}, {"fhw"});
+  IntAttr(Node(m, "Concat", {"lead", "fhw"}, {"rshape"}), "axis", 0);
+  Node(m, "Reshape", {"features", "rshape"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {1, -1, 4, -1, -1}, onnx::TensorProto::FLOAT, "n");
+  const std::string path = Save(m, "resizing_detector.onnx");
+  ImportOptions at320;
+  at320.input_shapes["x"] = {1, 3, 320, 320};
+  const std::string written = ExportOnnxBytes(ImportOnnxFile(path, at320));
+  ImportOptions other;
+  other.input_shapes["x"] = {1, 3, 256, 384};
+  Graph g = ImportOnnxBytes(written, "the written model", other);
+  std::vector<at::Tensor> out = Executor(g).Run({at::rand({1, 3, 256, 384})});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sizes().vec(), (std::vector<int64_t>{1, 1, 4, 10, 15}));
+  EXPECT_EQ(SecondBinding(g, at320).input_shapes.at("x"), (std::vector<int64_t>{1, 3, 160, 640}));
+}
+
 // The report names the axes bound to free_dim_value, and only those: a
 // dimension named like one --input_shape gives takes that value (a
 // decoder's value cache [batch, 4, past, 16] beside its key cache given at
@@ -1760,15 +1821,16 @@ TEST(OnnxIo, FittingBindsDimensionsAfterTheFirstWhereTheFreeBindingFails) {
   g = ImportOnnxFileFitting(path, given, nullptr, nullptr, &fitted);
   EXPECT_TRUE(fitted.empty());
   EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{2, 6, 64, 32}));
-  // Given 6 x 6, the importer's second binding (3 x 3, halved) does not fit
-  // either: the doubled one (12 x 12) finds what depends on the dimensions,
+  // Given 6 x 6, the importer's second binding (3 x 12: one side halved,
+  // the other doubled) does not fit either: the doubled one (12 x 12) finds
+  // what depends on the dimensions,
   // so the input's shape is still computed, not folded at 6 x 6 (the
   // written model would run at 6 x 6 only), and so does the check's.
   given.input_shapes = ParseInputShapes("x:1,3,6,6");
   g = ImportOnnxFile(path, given);
   EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 6, 6, 6}));
   EXPECT_NE(g.value(g.FindValue("n")).producer, kNoNode) << "the input's shape folded at the first binding";
-  EXPECT_EQ(SecondBinding(g, given).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 3, 3}));
+  EXPECT_EQ(SecondBinding(g, given).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 3, 12}));
   EXPECT_EQ(SecondBinding(g, given, true).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 12, 12}));
 }
 
@@ -1806,9 +1868,10 @@ TEST(OnnxIo, InputShapesBindSymbolicDimensions) {
   onnx::ModelProto out;
   ExportOnnxModel(g, &out);
   EXPECT_EQ(out.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
-  // The second binding moves the given dimensions, keeps the fixed one.
+  // The second binding moves the given dimensions, keeps the fixed one: N
+  // doubled (under 4), H halved, W (the second that halves) doubled.
   ImportOptions second = SecondBinding(g, o);
-  EXPECT_EQ(second.input_shapes.at("images"), (std::vector<int64_t>{4, 3, 20, 12}));
+  EXPECT_EQ(second.input_shapes.at("images"), (std::vector<int64_t>{4, 3, 20, 48}));
   EXPECT_EQ(second.free_dim_value, 2);
 
   auto error = [&](const std::string& spec) {
