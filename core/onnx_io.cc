@@ -580,7 +580,7 @@ void CheckNodesAgainstSchemas(const onnx::ModelProto& model) {
   }
 }
 
-// The given dimensions moved for a second binding (see SecondBindingOf).
+// The given dimensions moved for a second binding (see SecondBinding).
 // `declared(input, axis, &name)`: whether that dimension is symbolic in the
 // input's declared type (or the type states no shape), and its name.
 std::map<std::string, std::vector<int64_t>> MoveGivenDims(

@@ -1254,7 +1254,7 @@ def winml_tiny_yolov2(opset, seed):
     width: the image scaled by ImageScaler (an experimental operator ONNX
     removed at opset 10, which ONNX Runtime runs below it), nine convolutions
     with batch norm and LeakyRelu, max pooling (the last at stride 1 with
-    auto_pad SAME_UPPER), IR version 3 at opset 7."""
+    auto_pad SAME_UPPER), IR version 3 (opset 8 in the corpus, as -8)."""
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
