@@ -829,13 +829,7 @@ TEST(OnnxIo, ReportNamesTheAxesBoundToTheFreeValue) {
     dims->mutable_dim(0)->set_dim_param("batch");
     dims->mutable_dim(2)->set_dim_param(i < 2 ? "past" : "tokens");
   }
-  Node(m, "Concat", {"k", "v"}, {"kv"})->add_attribute()->CopyFrom([] {
-    onnx::AttributeProto a;
-    a.set_name("axis");
-    a.set_type(onnx::AttributeProto::INT);
-    a.set_i(1);
-    return a;
-  }());
+  IntAttr(Node(m, "Concat", {"k", "v"}, {"kv"}), "axis", 1);
   Node(m, "Relu", {"q"}, {"y"});
   Info(m.mutable_graph()->add_output(), "kv", {-1, 8, -1, 2}, onnx::TensorProto::FLOAT, "n");
   Info(m.mutable_graph()->add_output(), "y", {-1, 3, -1, 2}, onnx::TensorProto::FLOAT, "n");
