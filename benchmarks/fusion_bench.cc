@@ -19,7 +19,6 @@
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/split.h>
 #include <gflags/gflags.h>
-#include <time.h>
 
 #include <cmath>
 #include <cstdio>
@@ -36,12 +35,6 @@ DEFINE_int32(pairs, 40, "interleaved pairs per comparison");
 
 namespace rlflow {
 namespace {
-
-double ThreadCpuMs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 // Median ms of each and the speedup of b over a (a / b per pair).
 void Compare(const std::string& what, const std::string& a_name, const std::function<void()>& a,

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <malloc.h>
+#include <time.h>
 
 namespace rlflow {
 
@@ -28,6 +29,12 @@ ThreadPinning SetComputeThreads(int n) {
   }
   p.aten = at::get_num_threads();
   return p;
+}
+
+double ThreadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
 bool SetSteadyAllocation() {

@@ -26,4 +26,9 @@ constexpr long kHeapTensorBytes = 64L << 20;
 constexpr long kKeptHeapBytes = 256L << 20;
 bool SetSteadyAllocation();
 
+// This thread's CPU time in milliseconds (CLOCK_THREAD_CPUTIME_ID). With one
+// compute thread all of a run's work is on the calling thread, so this
+// leaves out other processes' time and the machine's steal time.
+double ThreadCpuMs();
+
 }  // namespace rlflow
