@@ -24,6 +24,7 @@ one line per model, "name input_shape other_shape", where input_shape is the
 binding of the symbolic dimensions the written model must also be right at.
 """
 import argparse
+import math
 import multiprocessing
 import os
 import sys
@@ -89,6 +90,44 @@ class FormulaActs(nn.Module):
         t = (t - mu) / torch.sqrt(var + 1e-5)
         t = self.fc(t)
         return 0.5 * t * (1.0 + torch.erf(t / 1.4142135623730951))
+
+
+def pad_same(x, k, s):
+    """TensorFlow's SAME padding computed from the input's size at run time,
+    as timm's tf_* models and TF ports write it (Conv2dSame): Shape, Gather
+    and arithmetic into Pad, so the pads differ with the input size."""
+    ih, iw = x.size()[-2:]
+    ph = max((math.ceil(ih / s) - 1) * s + k - ih, 0)
+    pw = max((math.ceil(iw / s) - 1) * s + k - iw, 0)
+    return F.pad(x, [pw // 2, pw - pw // 2, ph // 2, ph - ph // 2])
+
+
+class TfSamePad(nn.Module):
+    """An EfficientNet block as TF-ported models write it: strided convs with
+    SAME padding computed from the input size (odd sizes pad unevenly),
+    batch norms, SiLU and a squeeze-excitation gate."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, stride=2)
+        self.dw = nn.Conv2d(16, 16, 5, stride=2, groups=16)
+        self.se1 = nn.Conv2d(16, 4, 1)
+        self.se2 = nn.Conv2d(4, 16, 1)
+        self.pw = nn.Conv2d(16, 24, 1)
+        self.bns = nn.ModuleList([nn.BatchNorm2d(16), nn.BatchNorm2d(16), nn.BatchNorm2d(24)])
+        self.head = nn.Linear(24, 10)
+        for b in self.bns:
+            nn.init.uniform_(b.weight, 0.5, 1.5)
+            nn.init.uniform_(b.bias, -0.2, 0.2)
+            b.running_mean.uniform_(-0.1, 0.1)
+            b.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        x = F.silu(self.bns[0](self.c1(pad_same(x, 3, 2))))
+        x = F.silu(self.bns[1](self.dw(pad_same(x, 5, 2))))
+        g = torch.sigmoid(self.se2(F.silu(self.se1(x.mean((2, 3), keepdim=True)))))
+        x = self.bns[2](self.pw(x * g))
+        return self.head(x.mean((2, 3)))
 
 
 class ControlFlow(torch.nn.Module):
@@ -1453,6 +1492,10 @@ MODELS = {
     # Static height and width (window arithmetic on them), dynamic batch.
     "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
+    # SAME padding computed from the input size (an odd one given, an uneven
+    # pad), as TF-ported models write it; right at another size only if the
+    # arithmetic on H and W is not folded at the given one.
+    "tf_same_pad_op11": (TfSamePad, (1, 3, 225, 225), 11, DYN_IMAGE, "x:1,3,225,225", "x:2,3,200,301", False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

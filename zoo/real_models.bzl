@@ -37,6 +37,7 @@ REAL_MODELS = [
     "rotary_decoder_op14",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
+    "tf_same_pad_op11",
     "winml_tiny_yolov2_op8",
     "yolo_detect_op13",
 ]
