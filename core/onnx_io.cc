@@ -1245,9 +1245,19 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
     return ImportOnnxModelBound(std::move(model), what, options, report, &free_bound);
   } catch (const Error& e) {
     const std::string message = e.what();
-    if (typeid(e) != typeid(Error) || free_bound.text.empty() || message.find("node '") == std::string::npos ||
+    if (typeid(e) != typeid(Error) || message.find("node '") == std::string::npos ||
         message.find("--input_shape") != std::string::npos)
       throw;
+    // The inputs whose shapes were given: a node that fails at them says
+    // so, naming them (the model does not run at those shapes).
+    std::string given;
+    for (const auto& [name, shape] : options.input_shapes)
+      given += (given.empty() ? "" : ", ") + ("'" + name + "' ") + ShapeToString(shape);
+    if (free_bound.text.empty()) {
+      if (given.empty()) throw;
+      throw Error(message + " (at the input shapes given: " + given + "; the model does not run at them)");
+    }
+    if (!given.empty()) given = "; given: " + given;
     std::string example;
     for (const auto& in : free_bound.inputs) {
       example += (example.empty() ? "" : ";") + in.name + ":";
@@ -1257,7 +1267,7 @@ Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const Imp
                                                            : in.names[k]);
     }
     throw FreeDimsDoNotFit(message + " (at the shapes the symbolic input dimensions were bound to: " + free_bound.text +
-                               "; give the shapes the model runs at with --input_shape=" + example + ")",
+                               given + "; give the shapes the model runs at with --input_shape=" + example + ")",
                            message, std::move(free_bound.inputs));
   }
 }

@@ -434,7 +434,9 @@ TEST_F(OptimiserCli, ADetectorThatDoesNotFitTheFreeBindingIsFitted) {
   EXPECT_EQ(written.graph().input(0).type().tensor_type().shape().dim(2).dim_param(), "H");
   // Given shapes are never overridden: at an odd size it does not fit, and
   // that is the error, naming the input.
-  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,7,7", out_, "(Concat)");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,7,7", out_, "node 'cat' (Concat)");
+  ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,7,7", out_,
+                     "(at the input shapes given: 'x' [1,3,7,7]; the model does not run at them)");
 }
 
 // Nodes out of topological order (the ONNX spec forbids it) are sorted, and
