@@ -8,8 +8,11 @@
 # (any --search value; the default run's is taso) runs that search instead
 # of none; ROUNDS=N sets the number of rounds (3). The optimised graph's
 # error follows as a seventh column.
+# SOURCES=real (or cpp, torch; space-separated) limits the models swept.
 # Needs ./bazelw build //optimiser //zoo:real_models //zoo:torch_zoo first.
-# Prints: round source model estimate_ms measured_ms error error_after.
+# Prints: round source model estimate_ms measured_ms error error_after
+# written guard, where written is "optimised" or "original" and guard the
+# ONNX Runtime guard's speedup and interval ("-" where it did not run).
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
@@ -20,6 +23,7 @@ for rep in $(seq "${ROUNDS:-3}"); do
   [ -n "$CACHE" ] || rm -f "$cache"
   for e in "${list[@]}"; do
     IFS=: read src m s <<< "$e"
+    [[ " ${SOURCES:-real cpp torch} " == *" $src "* ]] || continue
     case $src in
       real) args="--model=bazel-bin/zoo/real_models/$m.onnx --input_shape=$s";;
       cpp) args="--model=$m.onnx";;
@@ -31,7 +35,9 @@ for rep in $(seq "${ROUNDS:-3}"); do
     meas=$(echo "$out" | grep -o "^measured: *[0-9.]*" | awk '{print $2}')
     err=$(echo "$out" | grep -o "error [-+0-9.]*%" | head -1 | cut -d' ' -f2)
     after=$(echo "$out" | grep -o "before, [-+0-9.]*% after" | head -1 | cut -d' ' -f2)
-    echo "$rep $src $m $est $meas $err $after"
+    written=$(echo "$out" | grep -qi "^written: .*(the original model" && echo original || echo optimised)
+    guard=$(echo "$out" | grep -o "^guard: *in ort .*speedup [0-9.]*x \[[0-9.]*, [0-9.]*\]" | grep -o "[0-9.]*x \[.*\]" | tr -d ' ')
+    echo "$rep $src $m $est $meas $err $after $written ${guard:--}"
   done
 done
 echo done
