@@ -23,10 +23,16 @@
 // floor under any estimate's error. With --statistic_repeat=N, N pairs of a
 // calibration-like and a verdict-like window --gap_s apart, each summarised
 // by its median, 10th percentile and minimum: which statistic follows the
-// machine's drift best.
+// machine's drift best. With --probe_repeat=N, N windows of 100 ms of the
+// model's runs, each between two of a fixed probe workload (--probe): if
+// the machine's speed moved as a whole, the ratio would stay put.
 //
 //   ./bazelw run //benchmarks:cost_bench -- --model=m.onnx --input_shape=x:1,3,224,224
 #include <ATen/Parallel.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -34,6 +40,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -69,6 +76,10 @@ DEFINE_string(explain, "",
               "with --model: instead, the cost model's estimate of this ONNX file (a rewrite of --model) against "
               "--model's, per op type and per cost key");
 DEFINE_string(timing_cache, "", "with --explain: the timing cache to cost with (as the optimiser's)");
+DEFINE_int32(probe_repeat, 0,
+             "with --model: instead, this many windows of the model's runs each beside a fixed probe workload "
+             "(--probe), --gap_s apart: whether the probe's speed follows the model's");
+DEFINE_string(probe, "gemm", "with --probe_repeat: gemm (8 GEMMs of 96 x 96) or stream (adding two 4 MB vectors)");
 DEFINE_int32(statistic_repeat, 0,
              "with --model: instead, this many (calibration-like window, --gap_s, verdict-like window) triples, "
              "each window summarised by its median, 10th percentile and minimum");
@@ -178,6 +189,53 @@ int CompareMethods() {
   const int pairs = VerdictPairs(first_s);
   TimingOptions verdict = VerdictTiming(pairs, TimingOptions{}.seed);
   verdict.samples = pairs;  // as the unchanged graph's measurement
+  if (FLAGS_probe_repeat > 0) {
+    Executor exec(g);
+    std::vector<at::Tensor> inputs = RandomInputs(g, 1);
+    at::Tensor a = at::randn({96, 96}), b = at::randn({96, 96}), big = at::randn({1 << 20}),
+               big2 = at::randn({1 << 20});
+    auto window = [](const std::function<void()>& f) {
+      std::vector<double> ms;
+      auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      while (std::chrono::steady_clock::now() < end) {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return Median(ms);
+    };
+    const std::function<void()> probe = [&] {
+      if (FLAGS_probe == "stream") {
+        at::Tensor c = big + big2;
+        at::relu_(c);
+        return;
+      }
+      for (int r = 0; r < 8; ++r) {
+        at::Tensor c = at::mm(a, b);
+        at::relu_(c);
+      }
+    };
+    std::vector<double> model_ms, probe_ms;
+    for (int k = 0; k < FLAGS_probe_repeat; ++k) {
+      if (k > 0) std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_gap_s));
+      double p0 = window(probe);
+      double m = window([&] { exec.Run(inputs); });
+      double p1 = window(probe);
+      model_ms.push_back(m);
+      probe_ms.push_back((p0 + p1) / 2);
+      std::printf("window %d: model %.4f ms probe %.4f ms ratio %.3f\n", k, m, probe_ms.back(), m / probe_ms.back());
+      std::fflush(stdout);
+    }
+    int over_model = 0, over_ratio = 0;
+    for (int k = 1; k < FLAGS_probe_repeat; ++k) {
+      over_model += std::abs(model_ms[k] / model_ms[0] - 1) > 0.10;
+      over_ratio += std::abs((model_ms[k] / probe_ms[k]) / (model_ms[0] / probe_ms[0]) - 1) > 0.10;
+    }
+    std::printf(
+        "%s: against the first window, model time beyond 10%%: %d of %d; model/probe ratio beyond 10%%: %d of %d\n",
+        FLAGS_model.c_str(), over_model, FLAGS_probe_repeat - 1, over_ratio, FLAGS_probe_repeat - 1);
+    return 0;
+  }
   if (FLAGS_statistic_repeat > 0) {
     // Which statistic of a window of runs follows the machine best: per
     // repeat, ~1 s of single runs (the calibration's whole-run samples),
