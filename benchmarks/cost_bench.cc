@@ -35,6 +35,7 @@
 #include <ATen/ops/relu.h>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -219,11 +220,19 @@ int CompareMethods() {
     for (int k = 0; k < FLAGS_probe_repeat; ++k) {
       if (k > 0) std::this_thread::sleep_for(std::chrono::duration<double>(FLAGS_gap_s));
       double p0 = window(probe);
+      struct rusage u0 {
+      }, u1{};
+      getrusage(RUSAGE_THREAD, &u0);
       double m = window([&] { exec.Run(inputs); });
+      getrusage(RUSAGE_THREAD, &u1);
       double p1 = window(probe);
       model_ms.push_back(m);
       probe_ms.push_back((p0 + p1) / 2);
-      std::printf("window %d: model %.4f ms probe %.4f ms ratio %.3f\n", k, m, probe_ms.back(), m / probe_ms.back());
+      std::printf(
+          "window %d: model %.4f ms probe %.4f ms ratio %.3f (model's window: %ld minor, %ld major faults, %ld "
+          "involuntary switches)\n",
+          k, m, probe_ms.back(), m / probe_ms.back(), u1.ru_minflt - u0.ru_minflt, u1.ru_majflt - u0.ru_majflt,
+          u1.ru_nivcsw - u0.ru_nivcsw);
       std::fflush(stdout);
     }
     int over_model = 0, over_ratio = 0;
