@@ -1237,7 +1237,8 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
 // A node that fails at the shapes the importer bound the model's symbolic
 // input dimensions to (--free_dim, 1: a whole [N, C, H, W] input of 1s
 // gives a Conv 1 channel) is an error that says which inputs were bound so
-// and how to give their shapes.
+// and how to give their shapes; one that fails at shapes given
+// (`input_shapes`) names those inputs and shapes.
 Graph ImportOnnxModel(onnx::ModelProto model, const std::string& what, const ImportOptions& options,
                       ImportReport* report) {
   FreeBound free_bound;

@@ -195,7 +195,7 @@ class CpuBackend : public TimingBackend {
     std::vector<at::Tensor> inputs = RandomInputs(a, o.seed);
     PairedTimes t;
     // With one compute thread all the work runs on this thread: its CPU
-    // time excludes other processes' and the machine's steal time.
+    // time excludes other processes' time on its core (ThreadCpuMs).
     clockid_t clock = at::get_num_threads() == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID;
     t.cpu_clock = clock == CLOCK_THREAD_CPUTIME_ID ? "thread" : "process";
     int reps = 1;
