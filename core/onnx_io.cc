@@ -1788,6 +1788,8 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       // folded computation is compared, not only its result.
       FoldOptions probe;
       probe.remove_dead = false;
+      std::vector<std::string> probe_stale;  // reported by the import's own pass below
+      probe.stale_shapes = &probe_stale;
       InferShapesAndFold(a, probe);
       try {
         InferShapesAndFold(b, probe);
@@ -1857,10 +1859,29 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
     std::vector<std::string> notes;
     unfolded.static_values = nullptr;
     unfolded.notes = &notes;
+    unfolded.stale_shapes = &notes;
     InferShapesAndFold(given, unfolded);
     rep.as_given = std::move(given);
   }
+  // Declared shapes (value_info, graph outputs) that contradict what the
+  // nodes compute: stale declarations (a model edited after export, an
+  // exporter's mistake). ONNX Runtime merges them leniently and runs the
+  // model; so does rlflow, with the computed shape, saying so. A declared
+  // element type that contradicts stays an error, as in ONNX Runtime.
+  std::vector<std::string> stale;
+  fold.stale_shapes = &stale;
   rep.folded_nodes = InferShapesAndFold(g, fold);
+  if (!stale.empty()) {
+    std::string list;
+    for (size_t k = 0; k < stale.size() && k < 3; ++k) list += (k ? "; " : "") + stale[k];
+    if (stale.size() > 3) list += "; and " + std::to_string(stale.size() - 3) + " more";
+    rep.warnings.push_back(
+        std::to_string(stale.size()) +
+        (stale.size() > 1 ? " declared shapes of the model contradict" : " declared shape of the model contradicts") +
+        " what its nodes compute (" + list +
+        "): the computed shapes are used, as ONNX Runtime does (graph outputs keep their "
+        "declarations in the written model)");
+  }
   // Outputs whose shape depends on a graph input's values (Reshape to a
   // shape that is an input, Expand, Slice with input starts, ...) have
   // unknown dimensions after inference; where the model declares a static

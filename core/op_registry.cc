@@ -207,14 +207,19 @@ bool Compatible(const TensorType& declared, const TensorType& inferred) {
 }
 }  // namespace
 
-void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def) {
+void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def, std::vector<std::string>* stale_shapes) {
   std::vector<TensorType> out = InferNodeShapes(graph, id, def);
   const Node& n = graph.node(id);
   for (size_t k = 0; k < n.outputs.size(); ++k) {
     Value& v = graph.mutable_value(n.outputs[k]);
-    if ((v.type.dtype != DType::kUndefined || v.type.rank_known) && !Compatible(v.type, out[k]))
-      Fail("shape mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ", v.type.ToString(),
-           " but the inputs give ", out[k].ToString());
+    const bool same_dtype =
+        v.type.dtype == DType::kUndefined || out[k].dtype == DType::kUndefined || v.type.dtype == out[k].dtype;
+    if (stale_shapes != nullptr && same_dtype && !Compatible(v.type, out[k]))
+      stale_shapes->push_back("'" + v.name + "' is declared " + v.type.ToString() + " but node " + n.Describe() +
+                              " computes " + out[k].ToString());
+    else if ((v.type.dtype != DType::kUndefined || v.type.rank_known) && !Compatible(v.type, out[k]))
+      Fail(same_dtype ? "shape" : "type", " mismatch at node ", n.Describe(), ": output '", v.name, "' is declared ",
+           v.type.ToString(), " but the inputs give ", out[k].ToString());
     CheckTensorFits(out[k], "node " + n.Describe() + ": output '" + v.name + "'");
     v.type = out[k];
   }

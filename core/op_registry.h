@@ -202,8 +202,11 @@ bool IsQualifiedOp(const std::string& domain, const std::string& op, const std::
 // Runs the entry's shape rule for node `id` with the graph's current types.
 std::vector<TensorType> InferNodeShapes(const Graph& graph, NodeId id, const OpDef& def);
 // Infers node `id`'s output types and stores them; a declared type that
-// contradicts the inferred one is an error naming the node.
-void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def);
+// contradicts the inferred one is an error naming the node. With
+// `stale_shapes`, a declared shape that contradicts the inferred one (of the
+// same element type) is replaced by it and described there instead (ONNX
+// Runtime merges such declarations leniently, with a warning).
+void InferAndSetNodeShapes(Graph& graph, NodeId id, const OpDef& def, std::vector<std::string>* stale_shapes = nullptr);
 // Infers the types of every node output in topological order. Opaque nodes
 // keep the types already recorded on their outputs. A declared type that
 // contradicts the inferred one is an error naming the node.

@@ -322,6 +322,49 @@ TEST_F(OptimiserCli, InputDataAndShapeInputsFilledConsistently) {
   EXPECT_EQ(j["inputs"][1]["filled"], "given (--input_data)");
 }
 
+// A dimension name given in one input binds it in every input: the summary
+// and the report say that an input not named in --input_shape was bound
+// there (it said "--free_dim"), and one whose names are not given is still
+// --free_dim's.
+TEST_F(OptimiserCli, InputShapesBindDimensionNamesInOtherInputs) {
+  onnx::ModelProto m = BaseModel();
+  for (const char* name : {"a", "b", "c"}) {
+    AddValueInfo(m.mutable_graph()->add_input(), name, {1, 4});
+    m.mutable_graph()
+        ->mutable_input()
+        ->rbegin()
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(0)
+        ->set_dim_param(std::string(name) == "c" ? "M" : "N");
+  }
+  AddNode(m, "Add", {"a", "b"}, {"s"}, "add0");
+  AddNode(m, "Add", {"s", "c"}, {"y"}, "add1");
+  AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
+  m.mutable_graph()
+      ->mutable_output(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("N");
+  std::string model = Save(m, "shared_dim_names.onnx");
+  std::string report = TempDir() + "/shared_dim_names.json";
+  RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --report=" + report +
+                             " --search=none --timing_cache=none --input_shape='a:3,4'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("input:      a [N,4] run at [3,4] (--input_shape)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:      b [N,4] run at [3,4] (--input_shape: its dimensions' names are bound there)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("input:      c [M,4] run at [1,4] (--free_dim)\n"), std::string::npos) << r.out;
+  nlohmann::json j = ReadReport(report);
+  ASSERT_EQ(j["inputs"].size(), 3u);
+  EXPECT_EQ(j["inputs"][1]["bound_by"], "input_shape_dim_names");
+  EXPECT_EQ(j["inputs"][2]["bound_by"], "free_dim");
+}
+
 // --input_shape binds the symbolic dimensions the search, the check and the
 // verdict run at; the report records them, the written model keeps them
 // symbolic; bad values are one-line errors naming the input.

@@ -148,7 +148,10 @@ struct LoadRecord {
     Shape used;
     bool given = false;   // by --input_shape or --input_data
     bool fitted = false;  // where the free binding did not fit (LoadedModel::fitted)
-    std::string filled;   // how the check and the timings filled it (reference_run)
+    // Not named in --input_shape, but every symbolic dimension it has is
+    // named in an input that is (dim_param "batch" in two inputs).
+    bool by_dim_name = false;
+    std::string filled;  // how the check and the timings filled it (reference_run)
   };
   std::vector<Input> inputs;
   int rules_newer = 0, rules_elsewhere = 0;  // rules left out: opset above the written model's, or not on the target

@@ -384,6 +384,7 @@ void Load(OptimiseRun& r) {
     input.used = v.type.shape;
     input.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
     input.fitted = model.fitted.count(v.name) > 0;
+    input.by_dim_name = !input.given && !input.fitted && !o.input_shapes.empty() && !model.free_axes.count(v.name);
     rec.inputs.push_back(input);
   }
   // An image's height and width, a text's length bound to --free_dim's 1:
@@ -1089,17 +1090,19 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
     if (bound)
       s += Format("input:      %s %s run at %s%s\n", in.name.c_str(), in.declared.c_str(),
                   ShapeToString(in.used).c_str(),
-                  in.given    ? " (--input_shape)"
-                  : in.fitted ? " (fitted: the model does not fit at --free_dim; give --input_shape)"
-                              : " (--free_dim)");
+                  in.given         ? " (--input_shape)"
+                  : in.fitted      ? " (fitted: the model does not fit at --free_dim; give --input_shape)"
+                  : in.by_dim_name ? " (--input_shape: its dimensions' names are bound there)"
+                                   : " (--free_dim)");
     auto filled = p.reference_run.filled.find(in.name);
     inputs.push_back(Json{{"name", in.name},
                           {"declared", in.declared},
                           {"used", in.used},
-                          {"bound_by", !bound      ? "static"
-                                       : in.given  ? "input_shape"
-                                       : in.fitted ? "fitted"
-                                                   : "free_dim"},
+                          {"bound_by", !bound           ? "static"
+                                       : in.given       ? "input_shape"
+                                       : in.fitted      ? "fitted"
+                                       : in.by_dim_name ? "input_shape_dim_names"
+                                                        : "free_dim"},
                           {"filled", filled == p.reference_run.filled.end() ? "" : filled->second}});
   }
   j["inputs"] = inputs;

@@ -19,7 +19,7 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
     const OpDef* def = reg.Find(n.domain, n.op);
     RLFLOW_CHECK(def != nullptr, "node ", n.Describe(), ": operator is not in the registry");
     try {
-      InferAndSetNodeShapes(g, id, *def);
+      InferAndSetNodeShapes(g, id, *def, options.stale_shapes);
       {
         // ATen (libtorch 1.13) has no uint16/32/64 or string tensors: such
         // nodes stay opaque.

@@ -36,6 +36,11 @@ struct FoldOptions {
   // Receives a line for each node turned opaque because the registry cannot
   // run it as configured (rlflow::Unsupported from its shape rule).
   std::vector<std::string>* notes = nullptr;
+  // Receives a line for each declared output type whose shape contradicts
+  // the inferred one, which then replaces it (the model's value_info or
+  // output declarations are stale; see InferAndSetNodeShapes). Null: such a
+  // declaration is an error.
+  std::vector<std::string>* stale_shapes = nullptr;
   // Remove the nodes (and values) that folding made dead.
   bool remove_dead = true;
 };

@@ -1175,16 +1175,53 @@ TEST(OnnxIo, LegacyInitializerInputsAndTypedFields) {
   EXPECT_TRUE(warned);
 }
 
-TEST(OnnxIo, DeclaredShapeContradictingInferenceIsAnError) {
+// A declared shape that contradicts what the nodes compute (stale
+// value_info or output declarations, left by editing a model after export)
+// is merged as ONNX Runtime merges it: the computed shape is used, with a
+// warning naming the value; graph outputs keep their declarations in the
+// written model (the interface stays as it came). A contradicting element
+// type stays an error, as in ONNX Runtime.
+TEST(OnnxIo, StaleDeclaredShapesAreReplacedByComputedOnesWithAWarning) {
   onnx::ModelProto m = Model(13);
   Info(m.mutable_graph()->add_input(), "x", {2, 3});
-  Node(m, "Transpose", {"x"}, {"y"});
-  Info(m.mutable_graph()->add_output(), "y", {2, 3});
+  Node(m, "Transpose", {"x"}, {"t"});
+  Node(m, "Relu", {"t"}, {"y"});
+  Info(m.mutable_graph()->add_value_info(), "t", {2, 3});  // really [3, 2]
+  Info(m.mutable_graph()->add_output(), "y", {3, 2, 1});   // rank 2 really
+  ImportReport report;
+  Graph g = ImportOnnxFile(Save(m, "stale.onnx"), {}, &report);
+  EXPECT_EQ(g.value(g.FindValue("t")).type.shape, (Shape{3, 2}));
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{3, 2}));
+  std::string warnings;
+  for (const std::string& w : report.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("2 declared shapes of the model contradict"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("'t' is declared float32[2,3]"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("'y' is declared float32[3,2,1] but node 'Relu_2' (Relu) computes float32[3,2]"),
+            std::string::npos)
+      << warnings;
+  onnx::ModelProto back;
+  ExportOnnxModel(g, &back);
+  ASSERT_EQ(back.graph().output_size(), 1);
+  ASSERT_EQ(back.graph().output(0).type().tensor_type().shape().dim_size(), 3);  // as declared
+  for (const auto& vi : back.graph().value_info())
+    if (vi.name() == "t") {
+      ASSERT_EQ(vi.type().tensor_type().shape().dim_size(), 2);
+      EXPECT_EQ(vi.type().tensor_type().shape().dim(0).dim_value(), 3);  // as computed
+    }
+
+  // The same output declared int64: an error naming the value and the node.
+  onnx::ModelProto typed = Model(13);
+  Info(typed.mutable_graph()->add_input(), "x", {2, 3});
+  Node(typed, "Transpose", {"x"}, {"y"});
+  Info(typed.mutable_graph()->add_output(), "y", {3, 2}, onnx::TensorProto::INT64);
   try {
-    ImportOnnxFile(Save(m, "contradiction.onnx"));
+    ImportOnnxFile(Save(typed, "contradiction.onnx"));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("shape mismatch"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("type mismatch at node 'Transpose_1' (Transpose): output 'y' is declared "
+                                         "int64[3,2] but the inputs give float32[3,2]"),
+              std::string::npos)
+        << e.what();
   }
 }
 
