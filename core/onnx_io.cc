@@ -487,6 +487,36 @@ bool CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
   return true;
 }
 
+// Node names used by more than one node of a graph (hand-edited models,
+// graphs merged by tools), which ONNX Runtime refuses ("two nodes with same
+// node name"): each later one renamed `name_2`, `name_3`, ... (a name no
+// node of the graph has), in subgraphs too, each graph on its own. Returns
+// the names renamed.
+std::vector<std::string> RenameDuplicateNodeNames(onnx::GraphProto* gp) {
+  std::vector<std::string> renamed;
+  std::set<std::string> names;
+  for (const auto& np : gp->node()) names.insert(np.name());
+  std::set<std::string> seen;
+  for (auto& np : *gp->mutable_node()) {
+    if (!np.name().empty() && !seen.insert(np.name()).second) {
+      int k = 2;
+      while (names.count(np.name() + "_" + std::to_string(k))) ++k;
+      renamed.push_back(np.name());
+      np.set_name(np.name() + "_" + std::to_string(k));
+      names.insert(np.name());
+      seen.insert(np.name());
+    }
+    for (auto& a : *np.mutable_attribute()) {
+      auto sub = [&](onnx::GraphProto* g) {
+        for (auto& name : RenameDuplicateNodeNames(g)) renamed.push_back(std::move(name));
+      };
+      if (a.has_g()) sub(a.mutable_g());
+      for (auto& g : *a.mutable_graphs()) sub(&g);
+    }
+  }
+  return renamed;
+}
+
 // Declared types and initializers that contradict each other or the ONNX
 // spec, which ONNX Runtime refuses: negative dimensions, and a graph input
 // whose initializer (its default value, or its weight before IR 4) has
@@ -1339,6 +1369,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
     Fail("model ", what, " is not an ONNX model (no ir_version or no graph)");
   if (model.graph().node_size() == 0 && model.graph().output_size() == 0) Fail("model ", what, " has an empty graph");
   if (model.graph().output_size() == 0) Fail("model ", what, " has no graph outputs");
+  NormaliseDefaultDomainName(&model);  // "ai.onnx" is "", as in ONNX Runtime
 
   // ---- opsets ----
   int64_t opset = -1;
@@ -1366,6 +1397,13 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
     rep.warnings.push_back(
         "the model's nodes are not in topological order, which the ONNX spec requires: sorted (the written model is "
         "the sorted one, also when nothing else changes)");
+  }
+  if (std::vector<std::string> renamed = RenameDuplicateNodeNames(model.mutable_graph()); !renamed.empty()) {
+    rep.renamed_nodes = true;
+    rep.warnings.push_back(std::to_string(renamed.size()) + " node" + (renamed.size() > 1 ? "s have" : " has") +
+                           " the name of another node of its graph ('" + renamed[0] +
+                           "'), which ONNX Runtime refuses: renamed (the written model is the renamed one, also when "
+                           "nothing else changes)");
   }
   // Calls of model-local functions: inlined, as ONNX Runtime does at load.
   if (InlineLocalFunctions(&model, &rep.warnings) > 0) CheckAndSortNodes(model.mutable_graph(), what);

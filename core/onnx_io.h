@@ -147,6 +147,8 @@ struct ImportReport {
   // The file's nodes were not in topological order (invalid ONNX) and were
   // sorted: its bytes are not a valid model to write back.
   bool reordered_nodes = false;
+  // Nodes of one graph shared a name (invalid in ONNX Runtime): renamed.
+  bool renamed_nodes = false;
   // Per graph input, the axes bound to free_dim_value (symbolic, and given
   // a value by neither input_shapes nor a dimension of the same name there).
   std::map<std::string, std::vector<int>> free_axes;

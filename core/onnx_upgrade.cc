@@ -522,6 +522,41 @@ bool HasOrtOnnxDomainOperators(const onnx::ModelProto& model) {
   return has(model.graph());
 }
 
+int NormaliseDefaultDomainName(onnx::ModelProto* model) {
+  int renamed = 0;
+  auto rename = [&](std::string* domain) {
+    if (*domain != "ai.onnx") return;
+    domain->clear();
+    ++renamed;
+  };
+  auto imports = [&](auto* list) {
+    bool has_empty = false;
+    for (const auto& imp : *list) has_empty |= imp.domain().empty();
+    for (int k = list->size() - 1; k >= 0; --k) {
+      if (list->Get(k).domain() != "ai.onnx") continue;
+      ++renamed;
+      if (has_empty)  // both names imported: the one under "" counts, as in ONNX Runtime
+        list->DeleteSubrange(k, 1);
+      else
+        list->Mutable(k)->clear_domain();
+    }
+  };
+  imports(model->mutable_opset_import());
+  ForEachGraphNode(model->mutable_graph(), [&](onnx::NodeProto* n) { rename(n->mutable_domain()); });
+  for (auto& f : *model->mutable_functions()) {
+    imports(f.mutable_opset_import());
+    for (auto& n : *f.mutable_node()) {
+      rename(n.mutable_domain());
+      for (auto& a : *n.mutable_attribute()) {
+        if (a.has_g()) ForEachGraphNode(a.mutable_g(), [&](onnx::NodeProto* m) { rename(m->mutable_domain()); });
+        for (auto& sub : *a.mutable_graphs())
+          ForEachGraphNode(&sub, [&](onnx::NodeProto* m) { rename(m->mutable_domain()); });
+      }
+    }
+  }
+  return renamed;
+}
+
 int MoveOrtOnnxDomainOperatorsForChecker(onnx::ModelProto* model) {
   const int64_t opset = DefaultDomainOpset(*model);
   int moved = 0;

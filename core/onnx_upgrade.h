@@ -71,6 +71,12 @@ int ExpandSoftmaxOfUnknownRank(onnx::GraphProto* graph);
 // The model's default-domain opset (0 if it imports none).
 int64_t DefaultDomainOpset(const onnx::ModelProto& model);
 
+// "ai.onnx", the default domain's other name (ONNX Runtime treats both as
+// one; ONNX 1.12's checker and version converter know only ""), renamed to
+// "" in the opset imports and in every node, subgraphs' and local
+// functions' included. Returns how many names were changed.
+int NormaliseDefaultDomainName(onnx::ModelProto* model);
+
 // Operators ONNX Runtime runs in the default (ONNX) domain at opsets where
 // ONNX has no such operator: LayerNormalization before 17 (its contrib
 // operator, registered in the ONNX domain from version 1 to 16) and

@@ -484,8 +484,9 @@ TEST_F(OptimiserCli, ADetectorThatDoesNotFitTheFreeBindingIsFitted) {
 
 // Nodes out of topological order (the ONNX spec forbids it) are sorted, and
 // the written model is the sorted one even when nothing else changes: never
-// the invalid original.
-TEST_F(OptimiserCli, NodesOutOfOrderAreWrittenSorted) {
+// the invalid original. So with node names used twice in a graph, which
+// ONNX Runtime refuses: renamed.
+TEST_F(OptimiserCli, NodesOutOfOrderOrNamedTwiceAreWrittenRepaired) {
   onnx::ModelProto m = BaseModel();
   AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 4});
   AddNode(m, "Relu", {"a"}, {"y"}, "second");
@@ -501,6 +502,25 @@ TEST_F(OptimiserCli, NodesOutOfOrderAreWrittenSorted) {
   ASSERT_EQ(written.graph().node_size(), 2);
   EXPECT_EQ(written.graph().node(0).op_type(), "Neg");
   EXPECT_EQ(written.graph().node(1).op_type(), "Relu");
+
+  onnx::ModelProto named = BaseModel();
+  AddValueInfo(named.mutable_graph()->add_input(), "x", {1, 4});
+  AddNode(named, "Neg", {"x"}, {"a"}, "same");
+  AddNode(named, "Relu", {"a"}, {"b"}, "same");
+  AddNode(named, "Neg", {"b"}, {"y"}, "same_2");
+  AddValueInfo(named.mutable_graph()->add_output(), "y", {1, 4});
+  model = Save(named, "named_twice.onnx");
+  ::unlink(out_.c_str());
+  r = RunOptimiser("--model=" + model + " --output=" + out_ + " --search=none --timing_cache=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 node has the name of another node of its graph ('same'), which ONNX Runtime refuses"),
+            std::string::npos)
+      << r.err;
+  ASSERT_TRUE(written.ParseFromString(ReadFile(out_)));
+  ASSERT_EQ(written.graph().node_size(), 3);
+  EXPECT_EQ(written.graph().node(0).name(), "same");
+  EXPECT_EQ(written.graph().node(1).name(), "same_3");  // same_2 is taken
+  EXPECT_EQ(written.graph().node(2).name(), "same_2");
 }
 
 TEST_F(OptimiserCli, OutputInMissingDirectory) {

@@ -60,9 +60,10 @@ LoadedModel LoadModel(const std::string& model_flag, const LoadOptions& options)
     m.free_axes = report.free_axes;
     m.folded_nodes = report.folded_nodes;
     m.folded_at_binding = report.folded_at_binding;
-    // The file itself is invalid ONNX (nodes out of order): what is written
-    // when nothing improves is the sorted model, never these bytes.
-    if (!report.reordered_nodes) {
+    // The file itself is invalid ONNX (nodes out of order, node names used
+    // twice): what is written when nothing improves is the repaired model,
+    // never these bytes.
+    if (!report.reordered_nodes && !report.renamed_nodes) {
       m.file = path;
       m.fingerprint = fingerprint;
     }

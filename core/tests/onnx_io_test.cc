@@ -1225,6 +1225,35 @@ TEST(OnnxIo, StaleDeclaredShapesAreReplacedByComputedOnesWithAWarning) {
   }
 }
 
+// "ai.onnx" is the default domain's other name: ONNX Runtime runs nodes and
+// opset imports written with it; ONNX 1.12's checker refused them ("No opset
+// import for domain 'ai.onnx'"). Imported as "" and modelled.
+TEST(OnnxIo, AiOnnxDomainIsTheDefaultDomain) {
+  for (bool both : {false, true}) {
+    onnx::ModelProto m = Model(13);
+    m.mutable_opset_import(0)->set_domain("ai.onnx");
+    if (both) {  // and "" as well, at the same version
+      auto* imp = m.add_opset_import();
+      imp->set_version(13);
+    }
+    Info(m.mutable_graph()->add_input(), "x", {2, 3});
+    Node(m, "Transpose", {"x"}, {"t"})->set_domain("ai.onnx");
+    Node(m, "Relu", {"t"}, {"y"});
+    Info(m.mutable_graph()->add_output(), "y", {3, 2});
+    Graph g = ImportOnnxFile(Save(m, "ai_onnx.onnx"));
+    ASSERT_EQ(g.num_nodes(), 2);
+    for (NodeId id = 0; id < g.num_nodes(); ++id) {
+      EXPECT_FALSE(g.node(id).opaque()) << g.node(id).Describe();
+      EXPECT_EQ(g.node(id).domain, "");
+    }
+    onnx::ModelProto back;
+    ExportOnnxModel(g, &back);
+    ASSERT_EQ(back.opset_import_size(), 1) << both;
+    EXPECT_EQ(back.opset_import(0).domain(), "");
+    EXPECT_EQ(back.opset_import(0).version(), 13);
+  }
+}
+
 // An inline write streams the large weights from the graph's tensors into
 // the file (never into the protobuf): the file holds exactly the bytes of
 // the model serialized with them inline, whatever else the model holds
