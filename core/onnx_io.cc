@@ -487,6 +487,74 @@ bool CheckAndSortNodes(onnx::GraphProto* gp, const std::string& what) {
   return true;
 }
 
+// A sparse tensor (COO: values [NNZ], indices [NNZ] linearised or
+// [NNZ, rank]) as the dense tensor it stands for, named as it is. Errors name
+// the tensor.
+onnx::TensorProto DenseFromSparse(const onnx::SparseTensorProto& sp) {
+  const std::string& name = sp.values().name();
+  Shape shape(sp.dims().begin(), sp.dims().end());
+  TensorData values = FromTensorProto(sp.values());
+  TensorType dense{values.dtype(), shape, true};
+  CheckTensorFits(dense, "sparse tensor '" + name + "'");
+  const int64_t n = dense.NumElements();
+  const int64_t nnz = values.NumElements();
+  if (values.shape().size() != 1) Fail("sparse tensor '", name, "': its values are not 1-D");
+  std::vector<int64_t> indices;
+  if (sp.has_indices()) indices = FromTensorProto(sp.indices()).ToInt64();
+  const bool per_axis = sp.has_indices() && sp.indices().dims_size() == 2;
+  if (static_cast<int64_t>(indices.size()) != nnz * (per_axis ? static_cast<int64_t>(shape.size()) : 1))
+    Fail("sparse tensor '", name, "': ", indices.size(), " indices for ", nnz, " values of a tensor of rank ",
+         shape.size());
+  const size_t item = DTypeSize(values.dtype());
+  std::string bytes(static_cast<size_t>(n) * item, '\0');
+  for (int64_t k = 0; k < nnz; ++k) {
+    int64_t at = 0;
+    if (per_axis) {
+      for (size_t a = 0; a < shape.size(); ++a) {
+        const int64_t i = indices[static_cast<size_t>(k) * shape.size() + a];
+        if (i < 0 || i >= shape[a]) Fail("sparse tensor '", name, "': index ", i, " out of range at axis ", a);
+        at = at * shape[a] + i;
+      }
+    } else {
+      at = indices[static_cast<size_t>(k)];
+      if (at < 0 || at >= n) Fail("sparse tensor '", name, "': index ", at, " out of range for ", n, " elements");
+    }
+    std::memcpy(bytes.data() + static_cast<size_t>(at) * item,
+                static_cast<const char*>(values.data()) + static_cast<size_t>(k) * item, item);
+  }
+  onnx::TensorProto t;
+  ToTensorProto(TensorData(values.dtype(), shape, std::move(bytes)), name, &t);
+  return t;
+}
+
+// Sparse initializers and Constant nodes of a sparse value made dense, as
+// ONNX Runtime does at load (rlflow's graph and writer hold dense tensors).
+// Returns how many.
+int DensifySparseTensors(onnx::GraphProto* gp) {
+  int made = 0;
+  for (const auto& sp : gp->sparse_initializer()) {
+    *gp->add_initializer() = DenseFromSparse(sp);
+    ++made;
+  }
+  gp->clear_sparse_initializer();
+  for (auto& np : *gp->mutable_node()) {
+    for (auto& a : *np.mutable_attribute()) {
+      if (np.op_type() == "Constant" && np.domain().empty() && a.name() == "sparse_value" && a.has_sparse_tensor()) {
+        onnx::TensorProto t = DenseFromSparse(a.sparse_tensor());
+        t.clear_name();
+        a.set_name("value");
+        a.set_type(onnx::AttributeProto::TENSOR);
+        a.clear_sparse_tensor();
+        *a.mutable_t() = std::move(t);
+        ++made;
+      }
+      if (a.has_g()) made += DensifySparseTensors(a.mutable_g());
+      for (auto& g : *a.mutable_graphs()) made += DensifySparseTensors(&g);
+    }
+  }
+  return made;
+}
+
 // Node names used by more than one node of a graph (hand-edited models,
 // graphs merged by tools), which ONNX Runtime refuses ("two nodes with same
 // node name"): each later one renamed `name_2`, `name_3`, ... (a name no
@@ -1392,6 +1460,11 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
   // Structure first (references, topological order), then ONNX's shape
   // inference fills in value_info where types are missing (the version
   // converter needs it too, e.g. for Softmax 12 -> 13).
+  if (const int dense = DensifySparseTensors(model.mutable_graph()); dense > 0)
+    rep.warnings.push_back(std::to_string(dense) + " sparse tensor" + (dense > 1 ? "s" : "") +
+                           " (sparse_initializer, Constant's sparse_value) made dense, as ONNX Runtime does at load "
+                           "(an optimised model holds " +
+                           (dense > 1 ? "them" : "it") + " dense)");
   if (CheckAndSortNodes(model.mutable_graph(), what)) {
     rep.reordered_nodes = true;
     rep.warnings.push_back(

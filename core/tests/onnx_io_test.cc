@@ -1715,6 +1715,57 @@ TEST(OnnxIo, MalformedModelsGiveErrorsNamingTheCause) {
   }
 }
 
+// Sparse initializers (indices linearised or one row per value) and a
+// Constant's sparse_value are the dense tensors they stand for, as in ONNX
+// Runtime (they were "not a graph input, an initializer or a node output").
+TEST(OnnxIo, SparseTensorsAreMadeDense) {
+  onnx::ModelProto m = Model(13);
+  auto sparse = [](onnx::SparseTensorProto* sp, const std::string& name, std::vector<float> values,
+                   std::vector<int64_t> indices, bool per_axis) {
+    sp->add_dims(2);
+    sp->add_dims(3);
+    auto* v = sp->mutable_values();
+    v->set_name(name);
+    v->set_data_type(onnx::TensorProto::FLOAT);
+    v->add_dims(static_cast<int64_t>(values.size()));
+    for (float x : values) v->add_float_data(x);
+    auto* i = sp->mutable_indices();
+    i->set_data_type(onnx::TensorProto::INT64);
+    i->add_dims(static_cast<int64_t>(values.size()));
+    if (per_axis) i->add_dims(2);
+    for (int64_t x : indices) i->add_int64_data(x);
+  };
+  sparse(m.mutable_graph()->add_sparse_initializer(), "a", {1.5f, -2.f}, {1, 5}, false);  // (0,1), (1,2)
+  Info(m.mutable_graph()->add_input(), "x", {2, 3});
+  auto* c = Node(m, "Constant", {}, {"b"});
+  auto* attr = c->add_attribute();
+  attr->set_name("sparse_value");
+  attr->set_type(onnx::AttributeProto::SPARSE_TENSOR);
+  sparse(attr->mutable_sparse_tensor(), "", {4.f}, {1, 0}, true);  // (1,0)
+  Node(m, "Add", {"x", "a"}, {"s"});
+  Node(m, "Add", {"s", "b"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {2, 3});
+  ImportReport report;
+  Graph g = ImportOnnxFile(Save(m, "sparse.onnx"), {}, &report);
+  std::vector<double> a, b;
+  for (ValueId v = 0; v < g.num_values(); ++v) {
+    const Value& val = g.value(v);
+    if (!val.initializer) continue;
+    if (val.name == "a") a = val.initializer->ToDouble();
+    if (val.name == "b") b = val.initializer->ToDouble();
+  }
+  EXPECT_EQ(a, (std::vector<double>{0, 1.5, 0, 0, 0, -2})) << "a";
+  EXPECT_EQ(b, (std::vector<double>{0, 0, 0, 4, 0, 0})) << "b (the Constant, folded)";
+  std::string warnings;
+  for (const std::string& w : report.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("2 sparse tensors"), std::string::npos) << warnings;
+
+  // An index out of range: an error naming the tensor.
+  m.mutable_graph()->mutable_sparse_initializer(0)->mutable_indices()->set_int64_data(1, 6);
+  std::string e = ErrorOf([&] { ImportOnnxFile(Save(m, "sparse_bad.onnx")); });
+  EXPECT_NE(e.find("sparse tensor 'a': index 6 out of range for 6 elements"), std::string::npos) << e;
+}
+
 // Invalid models that ONNX Runtime refuses are refused at import, with the
 // node or tensor named (they were once accepted and written back).
 TEST(OnnxIo, InvalidModelsOrtRefusesAreErrors) {
