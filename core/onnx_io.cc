@@ -1911,8 +1911,15 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
         try {
           InferShapesAndFold(b, probe);
         } catch (const Error&) {
-          b = bound([&](size_t k) { return probe_values[k]; });
-          InferShapesAndFold(b, probe);  // the first second binding's error
+          // Given its largest size (a position table of 77 rows, a text
+          // encoder given 77 tokens): smaller.
+          b = bound([&](size_t k) { return SmallerBindingOf(first(k)); });
+          try {
+            InferShapesAndFold(b, probe);
+          } catch (const Error&) {
+            b = bound([&](size_t k) { return probe_values[k]; });
+            InferShapesAndFold(b, probe);  // the first second binding's error
+          }
         }
       }
       auto same = [](const Graph& other, const Value& va) {
@@ -2830,7 +2837,7 @@ std::string DeclaredTypeText(const Graph& graph, const std::string& name) {
   return v == kNoValue ? "?" : ShapeToString(graph.value(v).type.shape);
 }
 
-ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled) {
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, SecondBindingKind kind) {
   ImportOptions other = first;
   other.free_dim_value = first.free_dim_value == 2 ? 3 : 2;
   std::map<std::string, onnx::TypeProto> types;
@@ -2846,16 +2853,22 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, b
     *dim_name = d.dim_param();
     return !d.has_dim_value();
   };
-  if (!doubled) {
+  if (kind == SecondBindingKind::kMoved) {
     other.input_shapes = MoveGivenDims(first.input_shapes, declared);
     return other;
   }
   for (auto& [name, shape] : other.input_shapes)
     for (size_t k = 0; k < shape.size(); ++k) {
       std::string dim_name;
-      if (declared(name, static_cast<int>(k), &dim_name)) shape[k] = shape[k] > 0 ? 2 * shape[k] : 2;
+      if (!declared(name, static_cast<int>(k), &dim_name)) continue;
+      shape[k] = kind == SecondBindingKind::kSmaller ? SmallerBindingOf(shape[k]) : shape[k] > 0 ? 2 * shape[k] : 2;
     }
   return other;
+}
+
+int64_t SmallerBindingOf(int64_t value) {
+  if (value >= 4) return value / 2;
+  return value == 3 ? 2 : value == 2 ? 3 : 2;
 }
 
 int64_t OtherBindingOf(int64_t value) {

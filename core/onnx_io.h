@@ -103,10 +103,18 @@ int64_t OtherBindingOf(int64_t value);
 // also in a model that resizes its input to a fixed scale (torchvision's
 // detectors: at 160 x 160 their features were those of 320 x 320, a Reshape
 // to them was folded, and the written model failed at 256 x 384). The
-// importer's second binding moves them the same way. `doubled`: given ones doubled
-// instead, for a model that does not fit the first (a stride-32 detector
-// given 224 does not at 112).
-ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, bool doubled = false);
+// importer's second binding moves them the same way. kDoubled: given ones
+// doubled instead, for a model that does not fit the first (a stride-32
+// detector given 224 does not at 112). kSmaller: given ones made smaller
+// (SmallerBindingOf), for a model given its largest size where the first
+// doubles it (CLIP's text encoder given its 77 tokens, 154 beyond its
+// position table).
+enum class SecondBindingKind { kMoved, kDoubled, kSmaller };
+ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first,
+                            SecondBindingKind kind = SecondBindingKind::kMoved);
+// Another value below `value` where there is one that is neither 0 nor 1
+// (those broadcast and vanish): v / 2 from 4 on, 3 -> 2; 2, 1, 0 -> 3, 2, 2.
+int64_t SmallerBindingOf(int64_t value);
 // A node failed at the shapes the importer bound the model's symbolic input
 // dimensions to where neither ImportOptions::input_shapes nor a dimension of
 // the same name gave them (free_dim_value, 1: a detector of any resolution

@@ -524,9 +524,11 @@ bool HasOrtOnnxDomainOperators(const onnx::ModelProto& model) {
 
 int NormaliseDefaultDomainName(onnx::ModelProto* model) {
   int renamed = 0;
-  auto rename = [&](std::string* domain) {
-    if (*domain != "ai.onnx") return;
-    domain->clear();
+  // (domain() first: mutable_domain() would mark the field as set on every
+  // node, and opaque nodes are written back byte for byte.)
+  auto rename = [&](onnx::NodeProto* n) {
+    if (n->domain() != "ai.onnx") return;
+    n->clear_domain();
     ++renamed;
   };
   auto imports = [&](auto* list) {
@@ -542,15 +544,14 @@ int NormaliseDefaultDomainName(onnx::ModelProto* model) {
     }
   };
   imports(model->mutable_opset_import());
-  ForEachGraphNode(model->mutable_graph(), [&](onnx::NodeProto* n) { rename(n->mutable_domain()); });
+  ForEachGraphNode(model->mutable_graph(), rename);
   for (auto& f : *model->mutable_functions()) {
     imports(f.mutable_opset_import());
     for (auto& n : *f.mutable_node()) {
-      rename(n.mutable_domain());
+      rename(&n);
       for (auto& a : *n.mutable_attribute()) {
-        if (a.has_g()) ForEachGraphNode(a.mutable_g(), [&](onnx::NodeProto* m) { rename(m->mutable_domain()); });
-        for (auto& sub : *a.mutable_graphs())
-          ForEachGraphNode(&sub, [&](onnx::NodeProto* m) { rename(m->mutable_domain()); });
+        if (a.has_g()) ForEachGraphNode(a.mutable_g(), rename);
+        for (auto& sub : *a.mutable_graphs()) ForEachGraphNode(&sub, rename);
       }
     }
   }

@@ -745,11 +745,16 @@ void Check(OptimiseRun& r) {
     Graph original_other;
     // The file again where there is one (its weights the ones in memory); a
     // file that changed since it was loaded is an error, not a note. Where
-    // the model does not fit the second binding, the given shapes doubled.
+    // the model does not fit the second binding, the given shapes doubled,
+    // then made smaller (a model given its largest size).
     std::string failed;
-    for (bool doubled : {false, true}) {
-      if (doubled && SecondBinding(original, model.import, true).input_shapes == other.input_shapes) break;
-      other = SecondBinding(original, model.import, doubled);
+    std::vector<std::map<std::string, std::vector<int64_t>>> tried;
+    for (SecondBindingKind kind :
+         {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
+      ImportOptions next = SecondBinding(original, model.import, kind);
+      if (std::find(tried.begin(), tried.end(), next.input_shapes) != tried.end()) continue;
+      tried.push_back(next.input_shapes);
+      other = std::move(next);
       other.fold_static_dims = false;
       try {
         if (model.file.empty()) {

@@ -815,6 +815,50 @@ TEST(OnnxIo, SecondBindingChangesTheAspectRatio) {
   EXPECT_EQ(SecondBinding(g, at320).input_shapes.at("x"), (std::vector<int64_t>{1, 3, 160, 640}));
 }
 
+// A model given its largest size (CLIP's text encoder: 77 tokens, a
+// position table of 77 rows sliced to the length): the second binding
+// halves what is even and doubles what is odd (77 -> 154, beyond the table),
+// then doubles, then makes it smaller (38): the shapes computed from the
+// length stay computed (they had all been folded at 77, and every optimised
+// model was put back for the original: "not right at other values").
+TEST(OnnxIo, AModelGivenItsLargestSizeIsBoundSmallerTheSecondTime) {
+  EXPECT_EQ(SmallerBindingOf(77), 38);
+  EXPECT_EQ(SmallerBindingOf(4), 2);
+  EXPECT_EQ(SmallerBindingOf(3), 2);
+  EXPECT_EQ(SmallerBindingOf(2), 3);
+  EXPECT_EQ(SmallerBindingOf(1), 2);
+  EXPECT_EQ(SmallerBindingOf(0), 2);
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {1, -1, 4}, onnx::TensorProto::FLOAT, "L");
+  auto* table = m.mutable_graph()->add_initializer();
+  table->set_name("table");
+  table->set_data_type(onnx::TensorProto::FLOAT);
+  table->add_dims(77);
+  table->add_dims(4);
+  for (int k = 0; k < 77 * 4; ++k) table->add_float_data(0.01f * static_cast<float>(k));
+  Int64Init(m, "zero", {0});
+  Int64Init(m, "one", {1});
+  Node(m, "Shape", {"x"}, {"s"});
+  Node(m, "Slice", {"s", "one", "two"}, {"len"});
+  Int64Init(m, "two", {2});
+  Node(m, "Slice", {"table", "zero", "len", "zero"}, {"pos"});
+  Node(m, "Add", {"x", "pos"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {1, -1, 4}, onnx::TensorProto::FLOAT, "L");
+  ImportOptions at77;
+  at77.input_shapes["x"] = {1, 77, 4};
+  ImportReport report;
+  Graph g = ImportOnnxFile(Save(m, "position_table.onnx"), at77, &report);
+  EXPECT_FALSE(report.folded_at_binding);
+  for (const std::string& w : report.warnings) EXPECT_EQ(w.find("second value"), std::string::npos) << w;
+  int slices = 0;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) slices += g.node(id).op == "Slice";
+  EXPECT_EQ(slices, 2);  // the length is computed at run time, not a constant 77
+  EXPECT_EQ(SecondBinding(g, at77).input_shapes.at("x"), (std::vector<int64_t>{1, 154, 4}));
+  EXPECT_EQ(SecondBinding(g, at77, SecondBindingKind::kDoubled).input_shapes.at("x"),
+            (std::vector<int64_t>{1, 154, 4}));
+  EXPECT_EQ(SecondBinding(g, at77, SecondBindingKind::kSmaller).input_shapes.at("x"), (std::vector<int64_t>{1, 38, 4}));
+}
+
 // The report names the axes bound to free_dim_value, and only those: a
 // dimension named like one --input_shape gives takes that value (a
 // decoder's value cache [batch, 4, past, 16] beside its key cache given at
@@ -1942,7 +1986,8 @@ TEST(OnnxIo, FittingBindsDimensionsAfterTheFirstWhereTheFreeBindingFails) {
   EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 6, 6, 6}));
   EXPECT_NE(g.value(g.FindValue("n")).producer, kNoNode) << "the input's shape folded at the first binding";
   EXPECT_EQ(SecondBinding(g, given).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 3, 12}));
-  EXPECT_EQ(SecondBinding(g, given, true).input_shapes.at("x"), (std::vector<int64_t>{2, 3, 12, 12}));
+  EXPECT_EQ(SecondBinding(g, given, SecondBindingKind::kDoubled).input_shapes.at("x"),
+            (std::vector<int64_t>{2, 3, 12, 12}));
 }
 
 // --input_shape: named inputs bound to the given shapes, a dim_param shared
