@@ -141,6 +141,14 @@ std::vector<OpCase> OpCases() {
   c.push_back({"PRelu_channel_slope", [in](B& b) {
                  return b.Op("PRelu", {in(b, "pr_x", {2, 3, 4, 5}), in(b, "pr_slope", {3, 1, 1})});
                }});
+  // A slope per channel with the batch axis (ATen's prelu, as [C, 1, 1]) and
+  // one along the last axis (not a channel slope: composed).
+  c.push_back({"PRelu_rank4_channel_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "pr4_x", {2, 3, 4, 5}), in(b, "pr4_slope", {1, 3, 1, 1})});
+               }});
+  c.push_back({"PRelu_last_axis_slope", [in](B& b) {
+                 return b.Op("PRelu", {in(b, "prl_x", {2, 3, 4, 3}), in(b, "prl_slope", {3})});
+               }});
   c.push_back({"PRelu_scalar_slope", [in](B& b) {
                  return b.Op("PRelu", {in(b, "prs_x", {2, 3}), b.ConstFloat(0.25f)});
                }});

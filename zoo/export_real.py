@@ -130,6 +130,40 @@ class TfSamePad(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+class PReluFaceNet(nn.Module):
+    """A MobileFaceNet-style embedding network (face recognition): conv,
+    batch norm and nn.PReLU (one slope per channel, exported [C, 1, 1])
+    blocks, depthwise convs, residual bottlenecks, a global depthwise conv
+    and a linear embedding with a PReLU (its slope [C])."""
+
+    def __init__(self):
+        super().__init__()
+
+        def cbp(i, o, s=1, g=1, k=3):
+            return nn.Sequential(nn.Conv2d(i, o, k, s, k // 2, groups=g, bias=False), nn.BatchNorm2d(o),
+                                 nn.PReLU(o))
+
+        self.stem = nn.Sequential(cbp(3, 32, 2), cbp(32, 32, 2, g=32), cbp(32, 64, k=1))
+        self.expand = nn.Sequential(cbp(64, 128, k=1), cbp(128, 128, g=128))
+        self.project = nn.Sequential(nn.Conv2d(128, 64, 1, bias=False), nn.BatchNorm2d(64))
+        self.down = nn.Sequential(cbp(64, 64, 2, g=64), cbp(64, 128, k=1), cbp(128, 128, 2, g=128))
+        self.gdc = nn.Sequential(nn.Conv2d(128, 128, 7, groups=128, bias=False), nn.BatchNorm2d(128))
+        self.emb = nn.Sequential(nn.Linear(128, 64), nn.PReLU(64))
+        for m in self.modules():
+            if isinstance(m, nn.PReLU):
+                nn.init.uniform_(m.weight, 0.05, 0.4)
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.uniform_(m.weight, 0.5, 1.5)
+                nn.init.uniform_(m.bias, -0.2, 0.2)
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x + self.project(self.expand(x))
+        return self.emb(torch.flatten(self.gdc(self.down(x)), 1))
+
+
 class ControlFlow(torch.nn.Module):
     """Data-dependent control flow (torch.jit.script): an If on the input's
     sign and a Loop over a computed trip count, between modelled convs."""
@@ -1496,6 +1530,10 @@ MODELS = {
     # pad), as TF-ported models write it; right at another size only if the
     # arithmetic on H and W is not folded at the given one.
     "tf_same_pad_op11": (TfSamePad, (1, 3, 225, 225), 11, DYN_IMAGE, "x:1,3,225,225", "x:2,3,200,301", False),
+    # PReLU with a slope per channel after each conv (face-recognition
+    # networks), a fixed 112 x 112 face crop and a dynamic batch.
+    "prelu_facenet_op13": (PReluFaceNet, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112",
+                           False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

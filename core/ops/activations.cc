@@ -125,8 +125,7 @@ RLFLOW_REGISTER_OP(Activation(
 RLFLOW_REGISTER_OP(Activation(
     "ThresholdedRelu", {FloatAttr("alpha", 1.0f)},
     [](KernelContext& c) {
-      const at::Tensor& x = c.in(0);
-      c.outputs = {at::where(x > static_cast<double>(c.Float("alpha")), x, at::zeros_like(x))};
+      c.outputs = {at::threshold(c.in(0), static_cast<double>(c.Float("alpha")), 0.0)};  // one pass
     },
     1, RLFLOW_SYM_ACT(z3::ite(x > c.Real(c.Float("alpha")), x, c.Real(0)))));
 #undef RLFLOW_SYM_ACT
@@ -148,7 +147,17 @@ OpDef PReluDef() {
   };
   d.kernel = [](KernelContext& c) {
     const at::Tensor& x = c.in(0);
-    c.outputs = {at::where(x >= 0, x, x * c.in(1))};
+    const at::Tensor& slope = c.in(1);
+    // One slope, or one per channel (axis 1: torch's nn.PReLU exports
+    // [C, 1, 1]): ATen's prelu, one pass. Other broadcasts: composed.
+    const int64_t rank = x.dim(), k = slope.dim();
+    bool per_channel = rank >= 2 && k <= rank && slope.numel() == x.size(1);
+    for (int64_t a = 0; per_channel && a < k; ++a) per_channel = rank - k + a == 1 || slope.size(a) == 1;
+    if (slope.numel() == 1 || per_channel) {
+      c.outputs = {at::prelu(x, slope.reshape({slope.numel()}))};
+      return;
+    }
+    c.outputs = {at::where(x >= 0, x, x * slope)};
   };
   d.flops = PerOutputElement(2.0);
   d.symbolic = [](SymbolicContext& c) {
