@@ -101,6 +101,11 @@ void AddValueInfo(onnx::ValueInfoProto* vi, const std::string& name, std::vector
   for (int64_t d : shape) t->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
+// Makes dimension `axis` of a declared type symbolic, named `param`.
+void SetDimParam(onnx::ValueInfoProto* vi, int axis, const std::string& param) {
+  vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(axis)->set_dim_param(param);
+}
+
 onnx::NodeProto* AddNode(onnx::ModelProto& m, const std::string& op, std::vector<std::string> in,
                          std::vector<std::string> out, const std::string& name) {
   auto* n = m.mutable_graph()->add_node();
@@ -329,26 +334,14 @@ TEST_F(OptimiserCli, InputDataAndShapeInputsFilledConsistently) {
 TEST_F(OptimiserCli, InputShapesBindDimensionNamesInOtherInputs) {
   onnx::ModelProto m = BaseModel();
   for (const char* name : {"a", "b", "c"}) {
-    AddValueInfo(m.mutable_graph()->add_input(), name, {1, 4});
-    m.mutable_graph()
-        ->mutable_input()
-        ->rbegin()
-        ->mutable_type()
-        ->mutable_tensor_type()
-        ->mutable_shape()
-        ->mutable_dim(0)
-        ->set_dim_param(std::string(name) == "c" ? "M" : "N");
+    auto* vi = m.mutable_graph()->add_input();
+    AddValueInfo(vi, name, {1, 4});
+    SetDimParam(vi, 0, std::string(name) == "c" ? "M" : "N");
   }
   AddNode(m, "Add", {"a", "b"}, {"s"}, "add0");
   AddNode(m, "Add", {"s", "c"}, {"y"}, "add1");
   AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 4});
-  m.mutable_graph()
-      ->mutable_output(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_param("N");
+  SetDimParam(m.mutable_graph()->mutable_output(0), 0, "N");
   std::string model = Save(m, "shared_dim_names.onnx");
   std::string report = TempDir() + "/shared_dim_names.json";
   RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ + " --report=" + report +
@@ -373,13 +366,7 @@ TEST_F(OptimiserCli, InputShapesBindDimensionNamesInOtherInputs) {
 TEST_F(OptimiserCli, AModelGivenItsLargestSizeIsCheckedAtASmallerOne) {
   onnx::ModelProto m = BaseModel();
   AddValueInfo(m.mutable_graph()->add_input(), "x", {1, 1, 64});
-  m.mutable_graph()
-      ->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(1)
-      ->set_dim_param("L");
+  SetDimParam(m.mutable_graph()->mutable_input(0), 1, "L");
   auto add_float = [&](const std::string& name, std::vector<int64_t> dims) {
     auto* t = m.mutable_graph()->add_initializer();
     t->set_name(name);
@@ -409,13 +396,7 @@ TEST_F(OptimiserCli, AModelGivenItsLargestSizeIsCheckedAtASmallerOne) {
   AddNode(m, "MatMul", {"m1", "w2"}, {"m2"}, "mm2");
   AddNode(m, "Relu", {"m2"}, {"y"}, "relu");
   AddValueInfo(m.mutable_graph()->add_output(), "y", {1, 1, 64});
-  m.mutable_graph()
-      ->mutable_output(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(1)
-      ->set_dim_param("L");
+  SetDimParam(m.mutable_graph()->mutable_output(0), 1, "L");
   std::string model = Save(m, "position_table.onnx");
   ::unlink(out_.c_str());
   RunResult r = RunOptimiser("--model=" + model + " --output=" + out_ +
