@@ -23,6 +23,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <map>
@@ -1891,7 +1892,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       return p;
     };
     auto first = [&](size_t k) { return g.value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second]; };
-    Graph a = g, b = bound([&](size_t k) { return probe_values[k]; });
+    Graph a = g, b;
     // A third binding, far from both, for the static dimensions below.
     Graph c = bound([&](size_t k) { return 2 * std::max(probe_values[k], first(k)) + 61; });
     try {
@@ -1902,26 +1903,27 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       std::vector<std::string> probe_stale;  // reported by the import's own pass below
       probe.stale_shapes = &probe_stale;
       InferShapesAndFold(a, probe);
-      try {
-        InferShapesAndFold(b, probe);
-      } catch (const Error&) {
-        // A second binding the model does not fit (a stride-32 detector
-        // given 224, halved to 112): the first doubled.
-        b = bound([&](size_t k) { return first(k) > 0 ? 2 * first(k) : 2; });
+      // The second binding: the given dimensions moved (OtherBindingOf);
+      // where the model does not fit that, doubled (a stride-32 detector
+      // given 224 does not fit 112); else smaller (a model given its
+      // largest size: a position table of 77 rows, a text encoder given 77
+      // tokens). None fitting: the first one's error.
+      const std::function<int64_t(size_t)> seconds[] = {[&](size_t k) { return probe_values[k]; },
+                                                        [&](size_t k) { return first(k) > 0 ? 2 * first(k) : 2; },
+                                                        [&](size_t k) { return SmallerBindingOf(first(k)); }};
+      std::exception_ptr first_error;
+      bool fits = false;
+      for (const auto& value : seconds) {
+        b = bound(value);
         try {
           InferShapesAndFold(b, probe);
+          fits = true;
+          break;
         } catch (const Error&) {
-          // Given its largest size (a position table of 77 rows, a text
-          // encoder given 77 tokens): smaller.
-          b = bound([&](size_t k) { return SmallerBindingOf(first(k)); });
-          try {
-            InferShapesAndFold(b, probe);
-          } catch (const Error&) {
-            b = bound([&](size_t k) { return probe_values[k]; });
-            InferShapesAndFold(b, probe);  // the first second binding's error
-          }
+          if (!first_error) first_error = std::current_exception();
         }
       }
+      if (!fits) std::rethrow_exception(first_error);
       auto same = [](const Graph& other, const Value& va) {
         ValueId w = other.FindValue(va.name);
         return w != kNoValue && other.value(w).initializer && *other.value(w).initializer == *va.initializer;
