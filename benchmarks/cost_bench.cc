@@ -130,6 +130,7 @@ int Explain() {
   io.input_shapes = ParseInputShapes(FLAGS_input_shape);
   Graph a = CutAtOpaque(ImportOnnxFile(FLAGS_model, io)), b = CutAtOpaque(ImportOnnxFile(FLAGS_explain, io));
   auto backend = MakeTimingBackend(FLAGS_device);
+  for (Graph* g : {&a, &b}) g->info().permuted_views = backend->permuted_views();  // as the optimiser's
   MeasuredCostModel model(backend.get());
   if (!FLAGS_timing_cache.empty()) model.LoadCache(FLAGS_timing_cache);
   model.SetContext(a);

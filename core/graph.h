@@ -110,6 +110,14 @@ struct ModelInfo {
   // directory), each once, sorted: files the model is read from, which an
   // output must never replace.
   std::vector<std::string> external_files;
+  // Whether the runtime the graph is costed for reads a Transpose's output
+  // as a permuted view of its input (rlflow's CPU executor: ATen's permute),
+  // so that a node reading it is another cost key (PermutedView). False
+  // where every tensor is materialised contiguous (ONNX Runtime: a
+  // Transpose copies, or its optimiser cancels a pair and the nodes between
+  // run on the original layout): a node costs the same whatever Transposes
+  // are above it. Set from TimingBackend::permuted_views by the optimiser.
+  bool permuted_views = true;
 };
 
 class Graph {

@@ -91,6 +91,7 @@ bool PermutedView(const Graph& g, ValueId value) {
   // so a search that inserts one around a node does not make its readers
   // new cost keys. `composite` maps the value's axes to those of the
   // tensor below the Transposes walked through (empty: none yet).
+  if (!g.info().permuted_views) return false;
   std::vector<int64_t> composite;
   auto pending_moves = [&](const TensorType& below) { return !composite.empty() && MovesData(below, &composite); };
   for (ValueId v = value; v != kNoValue;) {

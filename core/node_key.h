@@ -50,7 +50,8 @@ std::string NodeKeyText(const Graph& graph, NodeId id);
 // kPermutedView (a Transpose other than the identity permutation), through
 // those of kSameView and kSameLayout, with the Transposes on the way
 // composed (a pair that composes to the identity is no permutation); a
-// graph input marked Value::arrives_permuted.
+// graph input marked Value::arrives_permuted. Never, in a graph whose
+// ModelInfo::permuted_views is false (costed for ONNX Runtime).
 bool PermutedView(const Graph& graph, ValueId value);
 
 }  // namespace rlflow

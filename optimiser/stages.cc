@@ -308,6 +308,9 @@ LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path) {
     load.import.input_shapes.emplace(name, data->shape());
   }
   LoadedModel model = LoadModel(path, load);
+  // Costed for the device: where it has no permuted views (ONNX Runtime),
+  // no node is another cost key for the Transposes above it.
+  for (Graph* g : {&model.graph, &model.as_given}) g->info().permuted_views = r.backend->permuted_views();
   for (const auto& [name, data] : input_data) {
     // Both graphs where there are two: the reference run, the check and the
     // verdict run the graph as the file computes it.

@@ -3,12 +3,17 @@
 // corpus (//zoo:real_models) where the exporter wrote that form (or on what
 // other written rules make of it); and each rewrite computes what the model
 // did.
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "core/file_util.h"
 #include "core/onnx_io.h"
@@ -53,7 +58,7 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
   while (manifest >> name >> shape >> other) {
     // The models written with such forms.
     if (name.find("formula") == std::string::npos && name.find("post_norm") == std::string::npos &&
-        name.find("prelu") == std::string::npos)
+        name.find("prelu") == std::string::npos && name.find("mish") == std::string::npos)
       continue;
     ++models;
     ImportOptions at;
@@ -85,6 +90,52 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
   }
   EXPECT_GE(models, 4);
   for (const std::string& f : families) EXPECT_GT(fired[f], 0) << f << " fires on no corpus model";
+}
+
+// Where the two sides of a rank-generic unary rule (its rank-1 instance)
+// disagree on the executor in float32 at `x` (one line each): a NaN
+// against a number, or
+// more than 1e-6 (absolute, and relative to the source) apart; exactly
+// equal required from `exact_from` on and where the source is infinite.
+std::vector<std::string> DisagreementsInFloat32(const rules::Rule& rule, const std::vector<float>& x,
+                                                float exact_from) {
+  const SymbolBinding at = {{"d1", static_cast<int64_t>(x.size())}};
+  Graph source = InstantiatePattern(rule, rule.source(), at), target = InstantiatePattern(rule, rule.target(), at);
+  const at::Tensor in = at::tensor(x);
+  const at::Tensor want = Executor(source).Run({in})[0], got = Executor(target).Run({in})[0];
+  std::vector<std::string> bad;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float w = want[i].item<float>(), g = got[i].item<float>();
+    bool ok = std::isnan(w) == std::isnan(g);
+    if (ok && !std::isnan(w))
+      ok = std::isinf(w) || x[i] >= exact_from ? g == w : std::abs(g - w) <= 1e-6f + 1e-6f * std::abs(w);
+    if (!ok)
+      bad.push_back("x = " + std::to_string(x[i]) + ": source " + std::to_string(w) + ", target " + std::to_string(g));
+  }
+  return bad;
+}
+
+// mish_softplus_by_exp_log writes Softplus as ln(exp(x) + 1), which
+// overflows in float32 past 88.7; inside Mish the overflow is harmless
+// (tanh(inf) = 1). Both sides in float32 on the executor, at the values
+// where the forms part: within 1e-6 (where 1 + exp(x) rounds to 1, Mish is
+// x * exp(x), under 1e-6 in magnitude), exactly equal from 9 on and at the
+// infinities, NaN where the other is NaN. The same check refutes Softplus
+// written out alone (inf where softplus is x).
+TEST(WrittenRules, MishWrittenWithExpAndLogHoldsInFloat32AtTheExtremes) {
+  const rules::Rule* mish = nullptr;
+  for (const auto& r : testing::DefaultRules().rules())
+    if (Family(r.written_name()) == "mish_softplus_by_exp_log" && r.inputs(0).shape_size() == 1) mish = &r;
+  ASSERT_NE(mish, nullptr) << "mish_softplus_by_exp_log (rank 1) is not in the database";
+  ASSERT_EQ(InstantiatePattern(*mish, mish->target(), {{"d1", 1}}).OpCounts()["Softplus"], 0);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {-inf,  -1e30f, -100.0f, -88.0f, -30.0f, -17.0f, -16.0f, -10.0f, -3.0f,
+                                -1.0f, -1e-3f, 0.0f,    1e-3f,  1.0f,   3.0f,   9.0f,   20.0f,  50.0f,
+                                88.0f, 88.8f,  89.0f,   100.0f, 1e4f,   1e30f,  3e38f,  inf,    nan};
+  for (const std::string& d : DisagreementsInFloat32(*mish, x, 9.0f)) ADD_FAILURE() << d;
+  std::vector<rules::Rule> alone = ParseWrittenRules(
+      "rule softplus_alone\n  input X: float32[*]\n  source Softplus(X)\n  target Log(Add(Exp(X), 1.0))\n", "t");
+  EXPECT_GE(DisagreementsInFloat32(alone.at(0), x, 9.0f).size(), 5u);  // 88.8 and up: inf, not x
 }
 
 // Issue #22's multi-step case: hard-swish written with the 1/6 on the other

@@ -118,6 +118,11 @@ class TimingBackend {
   // applied rule at a time (PipelineOptions::retries). rlflow's executors
   // run node by node.
   virtual bool fuses_nodes() const { return false; }
+  // Whether a Transpose's output is a permuted view that its readers read
+  // strided (rlflow's CPU executor), so that they are other cost keys
+  // (ModelInfo::permuted_views). ONNX Runtime materialises every tensor
+  // contiguous: false there.
+  virtual bool permuted_views() const { return true; }
   // The fewest pairs TimePaired needs for its interval to cover the
   // variation it has: ONNX Runtime times its pairs in several pairs of
   // sessions (at least 5 pairs each), and with fewer pairs it has fewer
@@ -152,6 +157,7 @@ class CountingBackend : public TimingBackend {
   bool context_sensitive() const override { return inner_->context_sensitive(); }
   bool folds_constants() const override { return inner_->folds_constants(); }
   bool fuses_nodes() const override { return inner_->fuses_nodes(); }
+  bool permuted_views() const override { return inner_->permuted_views(); }
   int min_paired_pairs() const override { return inner_->min_paired_pairs(); }
   int64_t measurements() const { return measurements_.load(); }
 

@@ -237,6 +237,7 @@ class OrtBackend : public TimingBackend {
   // Level basic already fuses (Conv with the Add, Mul or BatchNormalization
   // after it); extended and all fuse much more.
   bool fuses_nodes() const override { return options_.level != "disabled"; }
+  bool permuted_views() const override { return false; }
   // Every session pair with its 5 pairs (ort_run.js gives fewer pairs fewer
   // session pairs): swin_t (torchvision, 76 ms in ORT) had 10 pairs in 2
   // session pairs, and its verdict's interval was [0.770, 1.473].

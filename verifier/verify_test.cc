@@ -364,6 +364,27 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   EXPECT_NE(VerifyText(sig), Outcome::kProved);  // not exactly: 1/6 is not a float32
 }
 
+// Softplus is proved equal to its ONNX definition over uninterpreted Exp and
+// Log, and Tanh is a function like any other: equal arguments only.
+TEST(Verifier, SoftplusIsItsDefinitionOverUninterpretedExpAndLog) {
+  const std::string mish =
+      "rule mish\n  input X: float32[n, c]\n  source Mul(X, Tanh(Softplus(X)))\n"
+      "  target Mul(X, Tanh(Log(Add(Exp(X), %s))))\n";
+  auto with = [&](const std::string& one) {
+    std::string t = mish;
+    t.replace(t.find("%s"), 2, one);
+    return ParseWrittenRules(t, "t.rules").at(0);
+  };
+  EXPECT_EQ(VerifyOne(with("1.0"), Options{}).outcome, Outcome::kProved);
+  EXPECT_EQ(Prove(with("1.0")), Outcome::kProved);
+  // Z3 alone (no float64 check first) refutes a wrong constant and a
+  // dropped Tanh.
+  EXPECT_EQ(Prove(with("2.0")), Outcome::kRefutedZ3);
+  rules::Rule no_tanh =
+      ParseWrittenRules("rule t\n  input X: float32[n]\n  source Tanh(Softplus(X))\n  target Softplus(X)\n", "t").at(0);
+  EXPECT_EQ(Prove(no_tanh), Outcome::kRefutedZ3);
+}
+
 // Constants reach Z3 as exact rationals (decimal text in exponent form is
 // read by Z3 as 1/0).
 TEST(Verifier, ConstantsAreExactRationals) {

@@ -164,6 +164,53 @@ class PReluFaceNet(nn.Module):
         return self.emb(torch.flatten(self.gdc(self.down(x)), 1))
 
 
+class CspDarknetMish(nn.Module):
+    """YOLOv4's CSPDarknet53 backbone in miniature: conv, batch norm and
+    nn.Mish blocks (torch.onnx writes Mish below opset 18 as Softplus, Tanh
+    and Mul), stride-2 downsampling, CSP stages (two 1x1 branches, residual
+    blocks on one, concatenated and mixed by a 1x1) and a pooled
+    classifier."""
+
+    def __init__(self):
+        super().__init__()
+
+        def cbm(i, o, k=1, s=1):
+            return nn.Sequential(nn.Conv2d(i, o, k, s, k // 2, bias=False), nn.BatchNorm2d(o), nn.Mish())
+
+        class Res(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.body = nn.Sequential(cbm(c, c), cbm(c, c, 3))
+
+            def forward(self, x):
+                return x + self.body(x)
+
+        class Csp(nn.Module):
+            def __init__(self, i, o, blocks):
+                super().__init__()
+                self.down = cbm(i, o, 3, 2)
+                self.part1, self.part2 = cbm(o, o // 2), cbm(o, o // 2)
+                self.blocks = nn.Sequential(*[Res(o // 2) for _ in range(blocks)], cbm(o // 2, o // 2))
+                self.mix = cbm(o, o)
+
+            def forward(self, x):
+                x = self.down(x)
+                return self.mix(torch.cat([self.blocks(self.part2(x)), self.part1(x)], 1))
+
+        self.stem = cbm(3, 16, 3)
+        self.stages = nn.Sequential(Csp(16, 32, 1), Csp(32, 64, 2), Csp(64, 128, 2))
+        self.fc = nn.Linear(128, 10)
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                nn.init.uniform_(m.weight, 0.5, 1.5)
+                nn.init.uniform_(m.bias, -0.2, 0.2)
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
+
+
 class ControlFlow(torch.nn.Module):
     """Data-dependent control flow (torch.jit.script): an If on the input's
     sign and a Loop over a computed trip count, between modelled convs."""
@@ -1534,6 +1581,9 @@ MODELS = {
     # networks), a fixed 112 x 112 face crop and a dynamic batch.
     "prelu_facenet_op13": (PReluFaceNet, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112",
                            False),
+    # Mish after every conv (YOLOv4-style CSPDarknet), dynamic batch and size.
+    "mish_cspdarknet_op13": (CspDarknetMish, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
+                             False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

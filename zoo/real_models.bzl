@@ -22,6 +22,7 @@ REAL_MODELS = [
     "hf_bert_classifier_op14",
     "hf_bert_classifier_fp16_op14",
     "keyword_gru_op13",
+    "mish_cspdarknet_op13",
     "mobilenet_v3_small_op9",
     "nms_detector_op11",
     "ort_transformers_bert_op12",

@@ -113,9 +113,14 @@ RLFLOW_REGISTER_OP(Activation(
     "Celu", {FloatAttr("alpha", 1.0f)},
     [](KernelContext& c) { c.outputs = {at::celu(c.in(0), static_cast<double>(c.Float("alpha")))}; }, 5, nullptr, 12));
 
-// y = ln(exp(x) + 1), computed without overflow.
+// y = ln(exp(x) + 1), computed without overflow. Symbolically that formula
+// over the verifier's uninterpreted Exp and Log (as elementwise.cc declares
+// them), as the ONNX spec defines it: a rule may write Softplus out, and
+// whether that form overflows in float32 where it is used is the rule's
+// own argument (rules/written.rules, Mish).
 RLFLOW_REGISTER_OP(Activation(
-    "Softplus", {}, [](KernelContext& c) { c.outputs = {at::softplus(c.in(0), 1.0, 20.0)}; }, 4));
+    "Softplus", {}, [](KernelContext& c) { c.outputs = {at::softplus(c.in(0), 1.0, 20.0)}; }, 4,
+    RLFLOW_SYM_ACT(SymApply(x.ctx(), "Log", {SymApply(x.ctx(), "Exp", {x}) + c.Real(1)}))));
 
 // y = x / (1 + |x|).
 RLFLOW_REGISTER_OP(Activation(

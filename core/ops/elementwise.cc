@@ -98,11 +98,13 @@ OpDef Unary(const std::string& name, KernelFn kernel, double flops_per_element, 
 
 RLFLOW_UNARY(Relu, at::relu(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x > 0, x, x.ctx().real_val(0))));
 RLFLOW_UNARY(Sigmoid, at::sigmoid(x), 4, false, nullptr);
-RLFLOW_UNARY(Tanh, at::tanh(x), 4, false, nullptr);
+// Tanh, Exp and Log as uninterpreted functions of the verifier (a proof
+// holds for any function; Softplus is defined through Exp and Log).
+RLFLOW_UNARY(Tanh, at::tanh(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Tanh", {x})));
 RLFLOW_UNARY(Erf, at::erf(x), 8, false, nullptr);
 RLFLOW_UNARY(Sqrt, at::sqrt(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Sqrt", {x})));
-RLFLOW_UNARY(Exp, at::exp(x), 4, false, nullptr);
-RLFLOW_UNARY(Log, at::log(x), 4, false, nullptr);
+RLFLOW_UNARY(Exp, at::exp(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Exp", {x})));
+RLFLOW_UNARY(Log, at::log(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Log", {x})));
 RLFLOW_UNARY(Neg, at::neg(x), 1, true, RLFLOW_SYM_UNARY(-x));
 RLFLOW_UNARY(Abs, at::abs(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x >= 0, x, -x)));
 RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1, false, nullptr);

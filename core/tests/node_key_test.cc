@@ -159,6 +159,35 @@ TEST(NodeKey, TransposesThatComposeToTheIdentityAreNoPermutedView) {
   EXPECT_EQ(NodeKeyText(inverse, Find(inverse, "Add")), NodeKeyText(direct, Find(direct, "Add")));
 }
 
+// Costed for ONNX Runtime (ModelInfo::permuted_views false: every tensor
+// contiguous, a Transpose a copy or cancelled), a node has the key it has
+// without the Transposes above it. With views, a search optimising for ORT
+// had put a Transpose on each side of 14 `Add(exp(x), 1)`s of a Mish
+// network: the Log after them was a new key, timed apart and 35% cheaper
+// than the Log it had been, while ORT cancelled the pairs and ran the same
+// kernels (the written model 1.001x [0.996, 1.005] against one without them).
+TEST(NodeKey, NoPermutedViewsWhereTheDeviceHasNone) {
+  auto log_after = [](bool transposes, bool views) {
+    GraphBuilder b(1, 17, "g");
+    ValueId v = b.Op("Exp", {b.Input("x", {1, 8, 6, 4})});
+    if (transposes) v = b.Op("Transpose", {v}, {{"perm", Attribute::Ints({0, 2, 1, 3})}});
+    v = b.Op("Add", {b.Weight("one", {}, 1.0f), v});
+    if (transposes) v = b.Op("Transpose", {v}, {{"perm", Attribute::Ints({0, 2, 1, 3})}});
+    Graph g = b.Build({b.Op("Log", {v})});
+    g.info().permuted_views = views;
+    return g;
+  };
+  auto log_key = [](const Graph& g) { return NodeKeyText(g, Find(g, "Log")); };
+  Graph with_views = log_after(true, true), without = log_after(true, false);
+  EXPECT_TRUE(PermutedView(with_views, with_views.node(Find(with_views, "Log")).inputs[0]));
+  EXPECT_NE(log_key(with_views), log_key(log_after(false, true)));
+  EXPECT_FALSE(PermutedView(without, without.node(Find(without, "Log")).inputs[0]));
+  EXPECT_EQ(log_key(without), log_key(log_after(false, false)));
+  EXPECT_EQ(log_key(without), log_key(log_after(false, true)));
+  Graph plain = log_after(false, true);
+  EXPECT_EQ(NodeKeyHash(without, Find(without, "Log")), NodeKeyHash(plain, Find(plain, "Log")));
+}
+
 TEST(NodeKey, PermutedInputsHaveTheirOwnKey) {
   auto add_after = [](const std::vector<std::string>& ops, const std::vector<int64_t>& perm) {
     GraphBuilder b(1, 17, "g");

@@ -52,6 +52,8 @@ class CudaBackend : public TimingBackend {
   explicit CudaBackend(DeviceInfo device) : device_(std::move(device)) {}
   std::string name() const override { return "cuda"; }
   std::string fingerprint() const override { return "cuda " + device_.Fingerprint(); }
+  // Its Transpose copies (PlanTranspose): every tensor is contiguous.
+  bool permuted_views() const override { return false; }
 
   double TimeGraph(const Graph& graph, const TimingOptions& o) override {
     CudaExecutor e(graph);
