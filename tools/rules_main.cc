@@ -40,9 +40,12 @@ rules::RuleDatabase Load(const std::string& flag_path) {
 void PrintRule(const rules::Rule& r, bool details) {
   std::printf("%s  %s\n", r.id().c_str(), RuleToString(r).c_str());
   if (!details) return;
-  for (const auto& in : r.inputs())
-    std::printf("  input %s: %s%s\n", in.name().c_str(), DTypeName(DTypeFromCode(in.dtype())).c_str(),
+  for (const auto& in : r.inputs()) {
+    std::printf("  input %s: %s%s", in.name().c_str(), DTypeName(DTypeFromCode(in.dtype())).c_str(),
                 ShapeToString(in).c_str());
+    if (in.bounded_above()) std::printf(" <= %g (a constant, every element)", in.upper_bound());
+    std::printf("\n");
+  }
   std::printf("  source: %d ops, target: %d ops, outputs: %d\n", r.source().nodes_size(), r.target().nodes_size(),
               r.source().outputs_size());
   const auto& p = r.provenance();

@@ -58,9 +58,14 @@ SymbolBinding Bind(const rules::Rule& rule, const std::map<std::string, int64_t>
 
 uint64_t RuleSeed(const rules::Rule& rule) { return HashString(rule.id()); }
 
-std::vector<at::Tensor> RandomDoubles(const Graph& g, uint64_t seed) {
+// Random float64 inputs for a side of `rule` (its inputs first, in order),
+// those bounded above (UpperBounds) clamped to their bound, so that a
+// premise holds and its boundary is hit.
+std::vector<at::Tensor> RandomDoubles(const rules::Rule& rule, const Graph& g, uint64_t seed) {
   std::vector<at::Tensor> inputs = RandomInputs(g, seed);
   for (auto& t : inputs) t = t.to(at::kDouble);
+  for (const auto& [k, bound] : UpperBounds(rule))
+    if (k < static_cast<int>(inputs.size())) inputs[static_cast<size_t>(k)].clamp_max_(bound);
   return inputs;
 }
 
@@ -96,7 +101,7 @@ bool HoldsWhenAbstracted(const rules::Rule& rule, int src_node, int tgt_node) {
     AbstractNode(s, "n" + std::to_string(src_node));
     AbstractNode(t, "n" + std::to_string(tgt_node));
     if (s.inputs().size() != t.inputs().size()) return false;
-    std::vector<at::Tensor> in = RandomDoubles(s, RuleSeed(rule) + 17);
+    std::vector<at::Tensor> in = RandomDoubles(rule, s, RuleSeed(rule) + 17);
     if (MaxError(Executor(s).Run(in), Executor(t).Run(in)) > kNumericTolerance) return false;
   }
   return true;
@@ -232,7 +237,7 @@ std::vector<SymbolBinding> CheckBindings(const rules::Rule& rule) {
 double NumericError(const rules::Rule& rule, const SymbolBinding& binding, uint64_t seed) {
   Graph s = InstantiatePattern(rule, rule.source(), binding, DType::kFloat64);
   Graph t = InstantiatePattern(rule, rule.target(), binding, DType::kFloat64);
-  std::vector<at::Tensor> in = RandomDoubles(s, seed);
+  std::vector<at::Tensor> in = RandomDoubles(rule, s, seed);
   return MaxError(Executor(s).Run(in), Executor(t).Run(in));
 }
 
@@ -250,6 +255,9 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
   z3::expr_vector premises(z3);
   for (int in : DivisorInputs(rule))
     for (const z3::expr& e : inputs[static_cast<size_t>(in)].v) premises.push_back(e != z3.real_val(0));
+  // An input bounded above is proved for every value at most its bound.
+  for (const auto& [in, bound] : UpperBounds(rule))
+    for (const z3::expr& e : inputs[static_cast<size_t>(in)].v) premises.push_back(e <= ExactReal(z3, bound));
   z3::params simp(z3);
   simp.set("som", true);
   simp.set("arith_lhs", true);

@@ -385,6 +385,22 @@ TEST(Verifier, SoftplusIsItsDefinitionOverUninterpretedExpAndLog) {
   EXPECT_EQ(Prove(no_tanh), Outcome::kRefutedZ3);
 }
 
+// PRelu(X, S) = Max(X, X * S) holds for slopes at most 1: proved under the
+// premise `S <= 1.0`, refuted by Z3 without it or with a bound of 2.
+TEST(Verifier, AnUpperBoundIsAPremise) {
+  auto prelu_max = [](const std::string& bound) {
+    return ParseWrittenRules("rule m\n  input X: float32[n, c]\n  input S: float32[c]" + bound +
+                                 "\n  source PRelu(X, S)\n  target Max(X, Mul(X, S))\n",
+                             "t.rules")
+        .at(0);
+  };
+  EXPECT_EQ(VerifyOne(prelu_max(" <= 1.0"), Options{}).outcome, Outcome::kProved);
+  EXPECT_EQ(Prove(prelu_max(" <= 1.0")), Outcome::kProved);
+  EXPECT_EQ(Prove(prelu_max("")), Outcome::kRefutedZ3);
+  EXPECT_EQ(Prove(prelu_max(" <= 2.0")), Outcome::kRefutedZ3);
+  EXPECT_NE(VerifyOne(prelu_max(""), Options{}).outcome, Outcome::kProved);  // the float64 check first
+}
+
 // Constants reach Z3 as exact rationals (decimal text in exponent form is
 // read by Z3 as 1/0).
 TEST(Verifier, ConstantsAreExactRationals) {

@@ -215,6 +215,18 @@ bool DimsHold(State& s) {
 
 // A rule that divides by an input holds where that input has no zero: it
 // applies only where the input is a constant without zeros.
+// Inputs bounded above (UpperBounds): each a constant with no element above
+// its bound (none NaN).
+bool BoundsHold(const State& s, const std::map<int, double>& bounds) {
+  for (const auto& [in, bound] : bounds) {
+    ValueId v = s.inputs[in];
+    if (!s.g.IsConstant(v)) return false;
+    for (double x : s.g.value(v).initializer->ToDouble())
+      if (!(x <= bound)) return false;
+  }
+  return true;
+}
+
 bool NonzeroDivisors(const State& s, const std::vector<int>& divisors) {
   for (int in : divisors) {
     ValueId v = s.inputs[in];
@@ -540,6 +552,7 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, st
     }
     connected_.push_back(connected);
     divisors_.push_back(DivisorInputs(rule));
+    bounds_.push_back(UpperBounds(rule));
   }
   // Rule sides by the op of their anchor (first output's node) and, within
   // an op, by what the quick check of the anchor looks at (QuickKey): the
@@ -642,8 +655,8 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
         SymbolBinding bound = s.symbols;   // DimsHold may bind more; restored for the next candidate
-        bool ok = DimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) && Closed(s) && Convex(s) &&
-                  seen.insert(s.nodes).second;
+        bool ok = DimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) && BoundsHold(s, bounds_[rule_index]) &&
+                  Closed(s) && Convex(s) && seen.insert(s.nodes).second;
         if (!ok) {
           s.symbols = std::move(bound);
           return false;

@@ -136,6 +136,7 @@ class Matcher {
   std::vector<std::array<bool, 2>> matchable_;   // per rule side: has nodes, and every output is a node's
   std::vector<std::array<int, 2>> anchor_node_;  // per rule side: the first output's pattern node (-1: not matchable)
   std::vector<std::vector<int>> divisors_;       // per rule: inputs a Div divides by (DivisorInputs)
+  std::vector<std::map<int, double>> bounds_;    // per rule: inputs bounded above (UpperBounds)
   // The ops of the rule sides' anchors, and per op the rule sides anchored
   // at it, grouped by what the anchor's quick check reads (QuickKey).
   struct AnchorGroup {

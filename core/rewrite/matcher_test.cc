@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
@@ -317,6 +318,31 @@ TEST(Matcher, DivisionRulesNeedAConstantDivisorWithoutZeros) {
   EXPECT_EQ(forward(SmallAttention(false, 2.0f)), 1);
   EXPECT_EQ(forward(SmallAttention(false, 0.0f)), 0);
   EXPECT_EQ(forward(SmallAttention(true, 0.0f)), 0);
+}
+
+// A rule with an input bounded above (`S <= 1.0`, a premise) applies only
+// where that input is a constant with no element above the bound (nor NaN),
+// and computes what the source did there.
+TEST(Matcher, BoundedInputsNeedAConstantWithinTheBound) {
+  Matcher m(ParseWrittenRules("rule prelu_max\n  input X: float32[n, c, h, w]\n  input S: float32[c, 1, 1] <= 1.0\n"
+                              "  source PRelu(X, S)\n  target Max(X, Mul(X, S))\n",
+                              "t.rules"),
+            /*both_directions=*/false);
+  auto prelu = [](const std::vector<float>& slope) {
+    GraphBuilder b(1);
+    ValueId x = b.Input("x", {1, 3, 4, 4});
+    ValueId s = slope.empty() ? b.Input("s", {3, 1, 1}) : b.Const(TensorData::FromFloat(slope, {3, 1, 1}));
+    return b.Build({b.Op("PRelu", {x, s})});
+  };
+  Graph within = prelu({0.25f, 1.0f, -0.5f});
+  std::vector<Match> found = m.FindAll(within);
+  ASSERT_EQ(found.size(), 1u);
+  Graph out = m.Apply(within, found[0]);
+  EXPECT_EQ(out.OpCounts()["Max"], 1);
+  EXPECT_EQ(Diff(within, out), 0.0);
+  EXPECT_TRUE(m.FindAll(prelu({0.25f, 1.5f, -0.5f})).empty());  // a slope above 1
+  EXPECT_TRUE(m.FindAll(prelu({0.25f, std::nanf(""), 0.5f})).empty());
+  EXPECT_TRUE(m.FindAll(prelu({})).empty());  // not a constant
 }
 
 TEST(Matcher, WholeDatabaseOnASmallNetwork) {

@@ -143,6 +143,14 @@ std::string ShapeToString(const rules::TensorVar& var) {
   return s + "]";
 }
 
+// " <= 1" for an input bounded above, else "": part of the canonical form.
+static std::string BoundText(const rules::TensorVar& var) {
+  if (!var.bounded_above()) return "";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, " <= %.17g", var.upper_bound());
+  return buf;
+}
+
 std::vector<int> DivisorInputs(const rules::Rule& rule) {
   std::set<int> out;
   for (const rules::Pattern* p : {&rule.source(), &rule.target()})
@@ -150,6 +158,13 @@ std::vector<int> DivisorInputs(const rules::Rule& rule) {
       if (n.op() == "Div" && n.inputs_size() == 2 && n.inputs(1).kind_case() == rules::Ref::kInput)
         out.insert(n.inputs(1).input());
   return {out.begin(), out.end()};
+}
+
+std::map<int, double> UpperBounds(const rules::Rule& rule) {
+  std::map<int, double> out;
+  for (int k = 0; k < rule.inputs_size(); ++k)
+    if (rule.inputs(k).bounded_above()) out[k] = rule.inputs(k).upper_bound();
+  return out;
 }
 
 std::vector<std::string> RuleSymbols(const rules::Rule& rule) {
@@ -410,7 +425,7 @@ std::string CanonicalPair(const rules::Rule& rule, const rules::Pattern& a, cons
   for (size_t k = 0; k < order.size(); ++k) {
     const auto& in = rule.inputs(order[k]);
     names[order[k]] = "$" + std::to_string(k);
-    types += names[order[k]] + ":" + std::to_string(in.dtype()) + ShapeToString(in) + ";";
+    types += names[order[k]] + ":" + std::to_string(in.dtype()) + ShapeToString(in) + BoundText(in) + ";";
   }
   return types + PatternText(a, names) + "=>" + PatternText(b, names);
 }
@@ -449,7 +464,7 @@ std::string CanonicalPattern(const rules::Rule& rule, const rules::Pattern& patt
   std::string types;
   for (size_t k = 0; k < order.size(); ++k) {
     names[order[k]] = "$" + std::to_string(k);
-    types += names[order[k]] + ShapeToString(rule.inputs(order[k])) + ";";
+    types += names[order[k]] + ShapeToString(rule.inputs(order[k])) + BoundText(rule.inputs(order[k])) + ";";
   }
   return types + PatternText(pattern, names);
 }

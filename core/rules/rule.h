@@ -20,9 +20,10 @@ constexpr char kGraphShardMagic[] = "rlflow.graphs";
 // rule that divides by one of its inputs holds where that input has no zero
 // element, and matchers must check it (DivisorInputs). 5: written rules
 // (Rule.written_name, Rule.tolerance) and floating constants
-// (Constant.float_values, fill_shape/fill_value). Files of version 4 are
-// read as they are (a subset).
-constexpr uint32_t kRuleFormatVersion = 5;
+// (Constant.float_values, fill_shape/fill_value). 6: inputs bounded above
+// (TensorVar.bounded_above, upper_bound), a premise matchers must check
+// (UpperBounds). Files of versions 4 and 5 are read as they are (subsets).
+constexpr uint32_t kRuleFormatVersion = 6;
 constexpr uint32_t kOldestRuleFormatVersion = 4;
 
 using SymbolBinding = std::map<std::string, int64_t>;
@@ -70,6 +71,11 @@ std::vector<std::string> RuleSymbols(const rules::Rule& rule);
 // where they have no zero element, so it applies only where each is a
 // constant without zeros.
 std::vector<int> DivisorInputs(const rules::Rule& rule);
+// The rule's inputs bounded above (TensorVar.bounded_above): input index ->
+// bound. The rule holds where each is a constant with every element at
+// most its bound; matchers check it, and random inputs for checking a
+// rule are clamped to it.
+std::map<int, double> UpperBounds(const rules::Rule& rule);
 
 // A rule attribute as an IR attribute; throws for an attribute variable.
 Attribute AttributeFromProto(const rules::Attribute& a);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -112,8 +113,9 @@ class Parser {
     if (tok_.kind != Token::kEnd) Fail(where_, ": unexpected '", tok_.text, "'");
   }
 
-  // "NAME: TYPE[DIMS]" after `input`.
-  void ParseInputDecl(std::string* name, std::string* type, std::vector<std::string>* dims) {
+  // "NAME: TYPE[DIMS]" after `input`, then optionally "<= BOUND".
+  void ParseInputDecl(std::string* name, std::string* type, std::vector<std::string>* dims,
+                      std::optional<double>* upper_bound) {
     *name = ExpectIdent("an input name");
     ExpectPunct(":");
     *type = ExpectIdent("an element type");
@@ -122,9 +124,15 @@ class Parser {
       dims->push_back("*");
       Advance();
       ExpectPunct("]");
-      return;
+    } else {
+      *dims = DimList();
     }
-    *dims = DimList();
+    if (tok_.kind == Token::kPunct && tok_.text == "<") {
+      Advance();
+      ExpectPunct("=");
+      *upper_bound = ParseNumber();
+      if (!std::isfinite(**upper_bound)) Fail(where_, ": a bound must be finite");
+    }
   }
 
   std::string ExpectIdent(const char* what) {
@@ -297,7 +305,8 @@ class Parser {
 // ---- rules ----
 struct InputDecl {
   std::string name, type;
-  std::vector<std::string> dims;  // {"*"}: rank-generic
+  std::vector<std::string> dims;      // {"*"}: rank-generic
+  std::optional<double> upper_bound;  // "<= BOUND": a constant, every element at most it
   int line = 0;
 };
 
@@ -454,6 +463,10 @@ rules::Rule MakeRule(const Spec& spec, const std::string& path, int rank) {
     } else {
       for (const auto& d : in.dims) *v->add_shape() = DimOf(d);
     }
+    if (in.upper_bound) {
+      v->set_bounded_above(true);
+      v->set_upper_bound(*in.upper_bound);
+    }
     if (!inputs.emplace(in.name, rule.inputs_size() - 1).second) Fail(where, ": input '", in.name, "' twice");
   }
   if (!spec.source || !spec.target) Fail(where, ": needs a source and a target");
@@ -516,7 +529,8 @@ std::vector<rules::Rule> ParseWrittenRules(const std::string& text, const std::s
     if (keyword == "input") {
       InputDecl d;
       d.line = number;
-      p.ParseInputDecl(&d.name, &d.type, &d.dims);
+      p.ParseInputDecl(&d.name, &d.type, &d.dims, &d.upper_bound);
+      p.ExpectEnd();
       s.inputs.push_back(d);
     } else if (keyword == "let") {
       std::string name = p.ExpectIdent("a name");

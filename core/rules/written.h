@@ -24,7 +24,10 @@
 // - `input NAME: TYPE[DIMS]`: DIMS are integers and symbols (identifiers);
 //   `[*]` makes the rule rank-generic: one rule per rank 1 to 4 (symbols
 //   d1, d2, ...), every `[*]` input of that shape. Names in later lines
-//   refer to inputs and lets.
+//   refer to inputs and lets. `input NAME: TYPE[DIMS] <= BOUND` is a
+//   premise: the input is a constant whose every element is at most BOUND
+//   (TensorVar.bounded_above); the verifier proves the rule under it and
+//   the matcher applies it only where the matched constant satisfies it.
 // - `let NAME = EXPR`: a shared subexpression (one node per side that uses
 //   it, however often).
 // - `source EXPR`, `target EXPR`: `Op(operand, ..., attr=value)`; an

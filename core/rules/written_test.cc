@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "core/op_registry.h"
 
@@ -118,6 +120,31 @@ rule plain
   // An operator of a domain the registry lacks is an error naming it.
   EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source com.example.Frob(X)\n  target X\n")
                 .find("'com.example.Frob' is not a registry operator"),
+            std::string::npos);
+}
+
+// `<= BOUND` after an input's type is a premise on it (TensorVar
+// bounded_above, upper_bound), part of the rule's identity.
+TEST(WrittenRules, InputsBoundedAbove) {
+  auto rule = [](const std::string& bound) {
+    return ParseWrittenRules("rule m\n  input X: float32[n, c]\n  input S: float32[c]" + bound +
+                                 "\n  source PRelu(X, S)\n  target Max(X, Mul(X, S))\n",
+                             "t.rules")
+        .at(0);
+  };
+  const rules::Rule one = rule(" <= 1.0"), none = rule(""), two = rule(" <= 2");
+  EXPECT_FALSE(one.inputs(0).bounded_above());
+  EXPECT_TRUE(one.inputs(1).bounded_above());
+  EXPECT_EQ(one.inputs(1).upper_bound(), 1.0);
+  EXPECT_EQ(UpperBounds(one), (std::map<int, double>{{1, 1.0}}));
+  EXPECT_TRUE(UpperBounds(none).empty());
+  EXPECT_NE(one.id(), none.id());
+  EXPECT_NE(one.id(), two.id());
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n] < 1.0\n  source X\n  target X\n").find("t.rules:2: expected '='"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n] <= one\n  source X\n  target X\n").find("expected a number"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[n] 1.0\n  source X\n  target X\n").find("unexpected '1.0'"),
             std::string::npos);
 }
 
