@@ -200,12 +200,7 @@ class CspDarknetMish(nn.Module):
         self.stem = cbm(3, 16, 3)
         self.stages = nn.Sequential(Csp(16, 32, 1), Csp(32, 64, 2), Csp(64, 128, 2))
         self.fc = nn.Linear(128, 10)
-        for m in self.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                nn.init.uniform_(m.weight, 0.5, 1.5)
-                nn.init.uniform_(m.bias, -0.2, 0.2)
-                m.running_mean.uniform_(-0.1, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
+        randomise(self)
 
     def forward(self, x):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.stages(self.stem(x)), 1), 1))
