@@ -164,6 +164,35 @@ class PReluFaceNet(nn.Module):
         return self.emb(torch.flatten(self.gdc(self.down(x)), 1))
 
 
+class SrResNetPRelu(nn.Module):
+    """SRGAN's generator (SRResNet) in miniature, as its PyTorch
+    implementations write it: nn.PReLU() with its one shared slope (exported
+    [1]) after the first conv, in each residual block (conv, batch norm,
+    PReLU, conv, batch norm, skip) and after the x2 pixel shuffle
+    (DepthToSpace); a global skip and a 9x9 output conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Conv2d(3, 32, 9, padding=4), nn.PReLU())
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.PReLU(),
+                          nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32)) for _ in range(3))
+        self.mid = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32))
+        self.up = nn.Sequential(nn.Conv2d(32, 128, 3, padding=1), nn.PixelShuffle(2), nn.PReLU())
+        self.tail = nn.Conv2d(32, 3, 9, padding=4)
+        randomise(self)
+        for m in self.modules():
+            if isinstance(m, nn.PReLU):
+                nn.init.uniform_(m.weight, 0.1, 0.3)
+
+    def forward(self, x):
+        h = self.head(x)
+        y = h
+        for b in self.blocks:
+            y = y + b(y)
+        return self.tail(self.up(h + self.mid(y)))
+
+
 class CspDarknetMish(nn.Module):
     """YOLOv4's CSPDarknet53 backbone in miniature: conv, batch norm and
     nn.Mish blocks (torch.onnx writes Mish below opset 18 as Softplus, Tanh
@@ -1576,6 +1605,8 @@ MODELS = {
     # networks), a fixed 112 x 112 face crop and a dynamic batch.
     "prelu_facenet_op13": (PReluFaceNet, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112",
                            False),
+    # PReLU with one shared slope (SRGAN's generator), dynamic batch and size.
+    "prelu_srresnet_op13": (SrResNetPRelu, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,48,40", False),
     # Mish after every conv (YOLOv4-style CSPDarknet), dynamic batch and size.
     "mish_cspdarknet_op13": (CspDarknetMish, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
                              False),

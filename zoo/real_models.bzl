@@ -35,6 +35,7 @@ REAL_MODELS = [
     "post_norm_encoder_op13",
     "post_norm_encoder_op17",
     "prelu_facenet_op13",
+    "prelu_srresnet_op13",
     "qdq_cnn_op13",
     "rotary_decoder_op14",
     "swin_tiny_op13",
