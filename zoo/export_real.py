@@ -193,6 +193,50 @@ class SrResNetPRelu(nn.Module):
         return self.tail(self.up(h + self.mid(y)))
 
 
+class ConvTasNetPRelu(nn.Module):
+    """Conv-TasNet's separator in miniature, as asteroid writes it: a
+    strided Conv1d encoder, global layer norms written out over channels
+    and time, temporal blocks (1x1 conv, nn.PReLU() with one shared slope,
+    exported [1, 1] after a Conv1d; dilated depthwise conv; 1x1 conv; skip),
+    a mask head with a per-channel nn.PReLU (slope [C, 1]) and a
+    ConvTranspose1d decoder."""
+
+    class GlobalLayerNorm(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.gamma = nn.Parameter(torch.empty(c, 1).uniform_(0.5, 1.5))
+            self.beta = nn.Parameter(torch.empty(c, 1).uniform_(-0.2, 0.2))
+
+        def forward(self, x):
+            mean = x.mean(dim=(1, 2), keepdim=True)
+            var = ((x - mean) ** 2).mean(dim=(1, 2), keepdim=True)
+            return self.gamma * (x - mean) / (var + 1e-8).sqrt() + self.beta
+
+    def __init__(self, n=64, b=32, h=64, blocks=4, sources=2):
+        super().__init__()
+        gln = ConvTasNetPRelu.GlobalLayerNorm
+        self.sources, self.n = sources, n
+        self.encoder = nn.Conv1d(1, n, 16, stride=8, bias=False)
+        self.bottleneck = nn.Sequential(gln(n), nn.Conv1d(n, b, 1))
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv1d(b, h, 1), nn.PReLU(), gln(h),
+                          nn.Conv1d(h, h, 3, padding=2 ** k, dilation=2 ** k, groups=h), nn.PReLU(), gln(h),
+                          nn.Conv1d(h, b, 1)) for k in range(blocks))
+        self.mask = nn.Sequential(nn.PReLU(b), nn.Conv1d(b, sources * n, 1), nn.Sigmoid())
+        self.decoder = nn.ConvTranspose1d(n, 1, 16, stride=8, bias=False)
+        for m in self.modules():
+            if isinstance(m, nn.PReLU):
+                nn.init.uniform_(m.weight, 0.1, 0.3)
+
+    def forward(self, x):
+        w = torch.relu(self.encoder(x))
+        y = self.bottleneck(w)
+        for blk in self.blocks:
+            y = y + blk(y)
+        m = self.mask(y).reshape(x.shape[0] * self.sources, self.n, -1)
+        return self.decoder(w.repeat(self.sources, 1, 1) * m)
+
+
 class CspDarknetMish(nn.Module):
     """YOLOv4's CSPDarknet53 backbone in miniature: conv, batch norm and
     nn.Mish blocks (torch.onnx writes Mish below opset 18 as Softplus, Tanh
@@ -1607,6 +1651,10 @@ MODELS = {
                            False),
     # PReLU with one shared slope (SRGAN's generator), dynamic batch and size.
     "prelu_srresnet_op13": (SrResNetPRelu, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,48,40", False),
+    # PReLU after Conv1d (speech separation: Conv-TasNet), dynamic batch and
+    # length (half a second at 16 kHz).
+    "prelu_convtasnet_op13": (ConvTasNetPRelu, (1, 1, 8000), 13, {"x": {0: "N", 2: "L"}}, "x:1,1,8000", "x:2,1,6400",
+                              False),
     # Mish after every conv (YOLOv4-style CSPDarknet), dynamic batch and size.
     "mish_cspdarknet_op13": (CspDarknetMish, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
                              False),

@@ -34,6 +34,7 @@ REAL_MODELS = [
     "mobilenet_v3_small_op13",
     "post_norm_encoder_op13",
     "post_norm_encoder_op17",
+    "prelu_convtasnet_op13",
     "prelu_facenet_op13",
     "prelu_srresnet_op13",
     "qdq_cnn_op13",
