@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -215,14 +216,15 @@ bool DimsHold(State& s) {
 
 // A rule that divides by an input holds where that input has no zero: it
 // applies only where the input is a constant without zeros.
-// Inputs bounded above (UpperBounds): each a constant with no element above
-// its bound (none NaN).
+// Inputs bounded above (UpperBounds): each a constant whose elements are
+// all finite (the verifier's premise is over the reals: an infinite slope
+// times 0 is NaN) and at most its bound.
 bool BoundsHold(const State& s, const std::map<int, double>& bounds) {
   for (const auto& [in, bound] : bounds) {
     ValueId v = s.inputs[in];
     if (!s.g.IsConstant(v)) return false;
     for (double x : s.g.value(v).initializer->ToDouble())
-      if (!(x <= bound)) return false;
+      if (!std::isfinite(x) || x > bound) return false;
   }
   return true;
 }

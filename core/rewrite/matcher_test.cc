@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "core/error.h"
@@ -321,8 +322,8 @@ TEST(Matcher, DivisionRulesNeedAConstantDivisorWithoutZeros) {
 }
 
 // A rule with an input bounded above (`S <= 1.0`, a premise) applies only
-// where that input is a constant with no element above the bound (nor NaN),
-// and computes what the source did there.
+// where that input is a constant with no element above the bound (all
+// finite), and computes what the source did there.
 TEST(Matcher, BoundedInputsNeedAConstantWithinTheBound) {
   Matcher m(ParseWrittenRules("rule prelu_max\n  input X: float32[n, c, h, w]\n  input S: float32[c, 1, 1] <= 1.0\n"
                               "  source PRelu(X, S)\n  target Max(X, Mul(X, S))\n",
@@ -342,6 +343,7 @@ TEST(Matcher, BoundedInputsNeedAConstantWithinTheBound) {
   EXPECT_EQ(Diff(within, out), 0.0);
   EXPECT_TRUE(m.FindAll(prelu({0.25f, 1.5f, -0.5f})).empty());  // a slope above 1
   EXPECT_TRUE(m.FindAll(prelu({0.25f, std::nanf(""), 0.5f})).empty());
+  EXPECT_TRUE(m.FindAll(prelu({0.25f, -std::numeric_limits<float>::infinity(), 0.5f})).empty());
   EXPECT_TRUE(m.FindAll(prelu({})).empty());  // not a constant
 }
 
