@@ -401,6 +401,44 @@ TEST(Verifier, AnUpperBoundIsAPremise) {
   EXPECT_NE(VerifyOne(prelu_max(""), Options{}).outcome, Outcome::kProved);  // the float64 check first
 }
 
+// Structural re-parameterisation (RepVGG): a 1x1 kernel is a 3x3 one with
+// zeros around its centre, and an identity branch scaled per channel is a
+// 3x3 kernel with the scale at the centre of its diagonal (EyeLike's
+// semantics: constants, whatever its input holds). Z3 alone refutes the 1x1
+// kernel padded into a corner, the scale on the wrong diagonal and the shift
+// left out of the bias.
+TEST(Verifier, ProvesRepVggBranchesMergeIntoOneKernel) {
+  const std::string one_by_one =
+      "rule r\n  input X: float32[n, ci, h, w]\n  input W3: float32[co, ci, 3, 3]\n  input B3: float32[co]\n"
+      "  input W1: float32[co, ci, 1, 1]\n  input B1: float32[co]\n"
+      "  source Add(Conv(X, W3, B3, pads=[1, 1, 1, 1]), Conv(X, W1, B1))\n"
+      "  target Conv(X, Add(W3, Pad(W1, %s)), Add(B3, B1), pads=[1, 1, 1, 1])\n";
+  auto padded = [&](const std::string& pads) {
+    std::string t = one_by_one;
+    t.replace(t.find("%s"), 2, pads);
+    return ParseWrittenRules(t, "t.rules").at(0);
+  };
+  EXPECT_EQ(VerifyOne(padded("[0, 0, 1, 1, 0, 0, 1, 1]"), Options{}).outcome, Outcome::kProved);
+  EXPECT_EQ(Prove(padded("[0, 0, 1, 1, 0, 0, 1, 1]")), Outcome::kProved);
+  EXPECT_EQ(Prove(padded("[0, 0, 0, 0, 0, 0, 2, 2]")), Outcome::kRefutedZ3);
+  const std::string identity =
+      "rule r\n  input X: float32[n, c, h, w]\n  input W: float32[c, c, 3, 3]\n  input B: float32[c]\n"
+      "  input S: float32[c, 1, 1]\n  input T: float32[c, 1, 1]\n"
+      "  let D = Mul(EyeLike(ReduceMean(W, axes=[2, 3], keepdims=0), k=%k), Reshape(S, [-1, 1]))\n"
+      "  source Add(Conv(X, W, B, pads=[1, 1, 1, 1]), Add(Mul(X, S), T))\n"
+      "  target Conv(X, Add(W, Pad(Unsqueeze(D, [2, 3]), [0, 0, 1, 1, 0, 0, 1, 1])), %b, pads=[1, 1, 1, 1])\n";
+  auto scaled = [&](const std::string& k, const std::string& bias) {
+    std::string t = identity;
+    t.replace(t.find("%k"), 2, k);
+    t.replace(t.find("%b"), 2, bias);
+    return ParseWrittenRules(t, "t.rules").at(0);
+  };
+  EXPECT_EQ(VerifyOne(scaled("0", "Add(B, Reshape(T, [-1]))"), Options{}).outcome, Outcome::kProved);
+  EXPECT_EQ(Prove(scaled("0", "Add(B, Reshape(T, [-1]))")), Outcome::kProved);
+  EXPECT_EQ(Prove(scaled("1", "Add(B, Reshape(T, [-1]))")), Outcome::kRefutedZ3);
+  EXPECT_EQ(Prove(scaled("0", "B")), Outcome::kRefutedZ3);
+}
+
 // Constants reach Z3 as exact rationals (decimal text in exponent form is
 // read by Z3 as 1/0).
 TEST(Verifier, ConstantsAreExactRationals) {

@@ -193,6 +193,50 @@ class SrResNetPRelu(nn.Module):
         return self.tail(self.up(h + self.mid(y)))
 
 
+class RepVggTrainForm(nn.Module):
+    """RepVGG (structural re-parameterisation) exported in its training form,
+    as a user gets it without calling the model's own switch-to-deploy step:
+    each block a 3x3 conv and a 1x1 conv (torch.onnx folds their batch norms
+    into them) and, where shapes allow, an identity batch norm, summed before
+    the ReLU; one stage of ACNet blocks (3x3, 1x3 and 3x1 convs summed)."""
+
+    class Block(nn.Module):
+        def __init__(self, ci, co, stride):
+            super().__init__()
+            self.k3 = nn.Sequential(nn.Conv2d(ci, co, 3, stride, 1, bias=False), nn.BatchNorm2d(co))
+            self.k1 = nn.Sequential(nn.Conv2d(ci, co, 1, stride, 0, bias=False), nn.BatchNorm2d(co))
+            self.identity = nn.BatchNorm2d(ci) if ci == co and stride == 1 else None
+
+        def forward(self, x):
+            y = self.k3(x) + self.k1(x)
+            return torch.relu(y if self.identity is None else y + self.identity(x))
+
+    class AcBlock(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.square = nn.Sequential(nn.Conv2d(c, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c))
+            self.hor = nn.Sequential(nn.Conv2d(c, c, (1, 3), 1, (0, 1), bias=False), nn.BatchNorm2d(c))
+            self.ver = nn.Sequential(nn.Conv2d(c, c, (3, 1), 1, (1, 0), bias=False), nn.BatchNorm2d(c))
+
+        def forward(self, x):
+            return torch.relu(self.square(x) + self.hor(x) + self.ver(x))
+
+    def __init__(self, widths=(32, 32, 64, 128), depths=(1, 2, 3, 3)):
+        super().__init__()
+        blocks, ci = [], 3
+        for w, d in zip(widths, depths):
+            for i in range(d):
+                blocks.append(self.Block(ci, w, 2 if i == 0 else 1))
+                ci = w
+        blocks += [self.AcBlock(ci), self.AcBlock(ci)]
+        self.features = nn.Sequential(*blocks)
+        self.fc = nn.Linear(ci, 100)
+        randomise(self)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 class ConvTasNetPRelu(nn.Module):
     """Conv-TasNet's separator in miniature, as asteroid writes it: a
     strided Conv1d encoder, global layer norms written out over channels
@@ -1658,6 +1702,10 @@ MODELS = {
     # Mish after every conv (YOLOv4-style CSPDarknet), dynamic batch and size.
     "mish_cspdarknet_op13": (CspDarknetMish, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
                              False),
+    # RepVGG and ACNet blocks in their training form (branches summed),
+    # dynamic batch and size.
+    "repvgg_train_form_op13": (RepVggTrainForm, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
+                               False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

@@ -38,6 +38,7 @@ REAL_MODELS = [
     "prelu_facenet_op13",
     "prelu_srresnet_op13",
     "qdq_cnn_op13",
+    "repvgg_train_form_op13",
     "rotary_decoder_op14",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",

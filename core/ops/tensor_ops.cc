@@ -850,6 +850,17 @@ OpDef EyeLikeDef() {
     if ((k >= 0 && k < x.size(1)) || (k < 0 && -k < x.size(0))) y.diagonal(k).fill_(1);
     c.outputs = {y};
   };
+  // Constants: 1 where column - row = k, else 0 (whatever the input holds).
+  d.symbolic = [](SymbolicContext& c) {
+    const SymTensor& x = c.in(0);
+    if (x.shape.size() != 2) c.Fail("input must be 2-D");
+    const int64_t k = c.Int("k");
+    SymTensor out;
+    out.shape = x.shape;
+    for (int64_t r = 0; r < x.shape[0]; ++r)
+      for (int64_t col = 0; col < x.shape[1]; ++col) out.v.push_back(c.Real(col - r == k ? 1.0 : 0.0));
+    c.outputs = {out};
+  };
   return d;
 }
 RLFLOW_REGISTER_OP(EyeLikeDef());
