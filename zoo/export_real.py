@@ -221,16 +221,16 @@ class RepVggTrainForm(nn.Module):
         def forward(self, x):
             return torch.relu(self.square(x) + self.hor(x) + self.ver(x))
 
-    def __init__(self, widths=(32, 32, 64, 128), depths=(1, 2, 3, 3)):
+    def __init__(self, widths=(32, 32, 64, 128), depths=(1, 2, 3, 3), ac_blocks=2, classes=100):
         super().__init__()
         blocks, ci = [], 3
         for w, d in zip(widths, depths):
             for i in range(d):
                 blocks.append(self.Block(ci, w, 2 if i == 0 else 1))
                 ci = w
-        blocks += [self.AcBlock(ci), self.AcBlock(ci)]
+        blocks += [self.AcBlock(ci) for _ in range(ac_blocks)]
         self.features = nn.Sequential(*blocks)
-        self.fc = nn.Linear(ci, 100)
+        self.fc = nn.Linear(ci, classes)
         randomise(self)
 
     def forward(self, x):
@@ -1604,6 +1604,17 @@ EXPORTED_MODELS = {
                             "input_ids:2,24;attention_mask:2,24"),
 }
 
+def export_repvgg_a0(path, opset, seed):
+    """RepVGG-A0 (its widths and depths: 48, 48, 96, 192, 1280 wide, 1, 2,
+    4, 14, 1 blocks) in its training form, 1000 classes, random weights. For
+    measurements."""
+    torch.manual_seed(seed)
+    model = RepVggTrainForm((48, 48, 96, 192, 1280), (1, 2, 4, 14, 1), ac_blocks=0, classes=1000).eval()
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), path, opset_version=opset, input_names=["x"],
+                          output_names=["y"], dynamic_axes=dict(DYN_IMAGE, y={0: "N"}))
+
+
 # Exported only when named in --models (measurements, not the corpus):
 # name -> as EXPORTED_MODELS.
 EXTRA_MODELS = {
@@ -1617,6 +1628,7 @@ EXTRA_MODELS = {
     "gpt_decoder_merged_gpt2_size_op14_external": (export_merged_decoder_gpt2_size, 14,
                                                    "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
                                                    "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
+    "repvgg_a0_train_form_op13": (export_repvgg_a0, 13, "x:1,3,224,224", "x:2,3,160,192"),
 }
 
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
