@@ -95,6 +95,21 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
   for (const std::string& f : families) EXPECT_GT(fired[f], 0) << f << " fires on no corpus model";
 }
 
+// The re-parameterisation rules write nothing an opset-11 model cannot hold
+// (RepVGG-style models come from exports at 9 and 11 too; the importer
+// writes opsets below 11 at 11): their kernels are computed with Reshape,
+// Pad's pads input (opset 11) and EyeLike, not Unsqueeze's axes input (13),
+// which had kept the identity-branch rule from every opset-11 model.
+TEST(WrittenRules, ReparameterisationRulesApplyFromOpset11) {
+  int found = 0;
+  for (const auto& r : testing::DefaultRules().rules()) {
+    if (Family(r.written_name()).rfind("repconv_", 0) != 0) continue;
+    ++found;
+    EXPECT_LE(RuleOpset(r), 11) << r.written_name();
+  }
+  EXPECT_EQ(found, 5);
+}
+
 // Where the two sides of a rank-generic unary rule (its rank-1 instance)
 // disagree on the executor in float32 at `x` (one line each): a NaN
 // against a number, or

@@ -426,7 +426,7 @@ TEST(Verifier, ProvesRepVggBranchesMergeIntoOneKernel) {
       "  input S: float32[c, 1, 1]\n  input T: float32[c, 1, 1]\n"
       "  let D = Mul(EyeLike(ReduceMean(W, axes=[2, 3], keepdims=0), k=%k), Reshape(S, [-1, 1]))\n"
       "  source Add(Conv(X, W, B, pads=[1, 1, 1, 1]), Add(Mul(X, S), T))\n"
-      "  target Conv(X, Add(W, Pad(Unsqueeze(D, [2, 3]), [0, 0, 1, 1, 0, 0, 1, 1])), %b, pads=[1, 1, 1, 1])\n";
+      "  target Conv(X, Add(W, Pad(Reshape(D, [0, 0, 1, 1]), [0, 0, 1, 1, 0, 0, 1, 1])), %b, pads=[1, 1, 1, 1])\n";
   auto scaled = [&](const std::string& k, const std::string& bias) {
     std::string t = identity;
     t.replace(t.find("%k"), 2, k);
