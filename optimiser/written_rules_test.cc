@@ -61,7 +61,7 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
     // The models written with such forms.
     if (name.find("formula") == std::string::npos && name.find("post_norm") == std::string::npos &&
         name.find("prelu") == std::string::npos && name.find("mish") == std::string::npos &&
-        name.find("repvgg") == std::string::npos)
+        name.find("repvgg") == std::string::npos && name.find("mobileone") == std::string::npos)
       continue;
     ++models;
     ImportOptions at;
@@ -72,7 +72,11 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
     // Every match of the model, and of what the written rules make of it
     // (a rule that completes another's result, such as a layer norm taking
     // in its scale, fires only there): each rewrite computes what the model
-    // did; then the first is applied and the rest found again, until none.
+    // did (run for the first four matches of each family in the model and
+    // for every applied one: a re-parameterised network has dozens of the
+    // same merge); then the first is applied and the rest found again,
+    // until none.
+    std::map<std::string, int> run;
     for (int steps = 0; steps < 200; ++steps) {
       std::vector<Match> matches = matcher.FindAll(g);
       if (matches.empty()) break;
@@ -80,6 +84,7 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
       for (const Match& m : matches) {
         const std::string family = Family(matcher.rules()[m.rule].written_name());
         ++fired[family];
+        if (next && run[family]++ >= 4) continue;
         Graph rewritten = matcher.Apply(g, m);
         std::vector<at::Tensor> got = Executor(rewritten).Run(inputs);
         ASSERT_EQ(got.size(), want.size());
@@ -91,7 +96,7 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
       g = std::move(*next);
     }
   }
-  EXPECT_GE(models, 5);
+  EXPECT_GE(models, 6);
   for (const std::string& f : families) EXPECT_GT(fired[f], 0) << f << " fires on no corpus model";
 }
 
@@ -107,7 +112,7 @@ TEST(WrittenRules, ReparameterisationRulesApplyFromOpset11) {
     ++found;
     EXPECT_LE(RuleOpset(r), 11) << r.written_name();
   }
-  EXPECT_EQ(found, 5);
+  EXPECT_EQ(found, 12);
 }
 
 // Where the two sides of a rank-generic unary rule (its rank-1 instance)

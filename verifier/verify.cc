@@ -539,7 +539,10 @@ Result VerifyOne(const rules::Rule& candidate, const Options& options) {
     }
     prov->set_proof_rlimit(rlimit);
     prov->set_proved_by_simplification(all_simplified);
+    // Written rules are kept as written (their ids name them in the
+    // database); generated ones generalise their window attributes.
     for (bool with_group : {true, false}) {
+      if (!candidate.written_name().empty()) break;
       if (std::optional<rules::Rule> g = Generalise(r.rule, with_group, options)) {
         r.rule = std::move(*g);
         r.generalised = true;

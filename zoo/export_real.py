@@ -237,6 +237,55 @@ class RepVggTrainForm(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
+class MobileOneTrainForm(nn.Module):
+    """MobileOne (timm's MobileOneBlock) in miniature, exported in its training
+    form: each depthwise block k parallel 3x3 depthwise convs, a 1x1
+    depthwise "scale" conv and (stride 1) an identity batch norm, summed in
+    that order; each pointwise block k parallel 1x1 convs and (where shapes
+    allow) an identity batch norm; k = 4 as in MobileOne-S0."""
+
+    class Block(nn.Module):
+        def __init__(self, ci, co, k, stride, groups, branches):
+            super().__init__()
+
+            def conv_bn(kernel):
+                return nn.Sequential(nn.Conv2d(ci, co, kernel, stride, kernel // 2, groups=groups, bias=False),
+                                     nn.BatchNorm2d(co))
+
+            self.identity = nn.BatchNorm2d(ci) if ci == co and stride == 1 else None
+            self.scale = conv_bn(1) if k > 1 else None
+            self.kxk = nn.ModuleList(conv_bn(k) for _ in range(branches))
+
+        def forward(self, x):
+            identity_out = 0
+            if self.identity is not None:
+                identity_out = self.identity(x)
+            scale_out = 0
+            if self.scale is not None:
+                scale_out = self.scale(x)
+            out = scale_out + identity_out
+            for conv in self.kxk:
+                out = out + conv(x)
+            return torch.relu(out)
+
+    def __init__(self, widths=(32, 64, 128), depths=(2, 2, 2), branches=4):
+        super().__init__()
+        blocks = [self.Block(3, widths[0], 3, 2, 1, 1)]
+        ci = widths[0]
+        for w, d in zip(widths, depths):
+            for i in range(d):
+                stride = 2 if i == 0 else 1
+                blocks.append(self.Block(ci, ci, 3, stride, ci, branches))
+                blocks.append(self.Block(ci, w, 1, 1, 1, branches))
+                ci = w
+        self.features = nn.Sequential(*blocks)
+        self.fc = nn.Linear(ci, 100)
+        randomise(self)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 class ConvTasNetPRelu(nn.Module):
     """Conv-TasNet's separator in miniature, as asteroid writes it: a
     strided Conv1d encoder, global layer norms written out over channels
@@ -1718,6 +1767,10 @@ MODELS = {
     # dynamic batch and size.
     "repvgg_train_form_op13": (RepVggTrainForm, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128", "x:2,3,96,112",
                                False),
+    # MobileOne blocks in their training form (depthwise and pointwise
+    # branches summed), dynamic batch and size.
+    "mobileone_train_form_op13": (MobileOneTrainForm, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128",
+                                  "x:2,3,96,112", False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

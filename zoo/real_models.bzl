@@ -32,6 +32,7 @@ REAL_MODELS = [
     "mobilenet_v3_formula_op13",
     "mobilenet_v3_formula_fp16_op13",
     "mobilenet_v3_small_op13",
+    "mobileone_train_form_op13",
     "post_norm_encoder_op13",
     "post_norm_encoder_op17",
     "prelu_convtasnet_op13",

@@ -29,9 +29,9 @@ const Attribute* Effective(const Node& n, const OpDef& def, const std::string& n
 // Attributes bound to variables (`vars`) are compared when bound, not here;
 // with a window variable, auto_pad too (its effect is in the effective pads).
 bool AttrsMatch(const Node& n, const OpDef& def, const AttributeMap& want,
-                const std::map<std::string, std::string>& vars) {
+                const std::map<std::string, std::string>& vars, const std::map<std::string, rules::Dim>& dims) {
   for (const AttrSpec& spec : def.attrs) {
-    if (vars.count(spec.name)) continue;
+    if (vars.count(spec.name) || dims.count(spec.name)) continue;
     if (spec.name == "auto_pad" && !vars.empty()) continue;
     if (spec.name == "kernel_shape" && !want.count(spec.name) && n.op == "Conv") continue;  // implied by W
     const Attribute* have = Effective(n, def, spec.name);
@@ -229,6 +229,25 @@ bool BoundsHold(const State& s, const std::map<int, double>& bounds) {
   return true;
 }
 
+// Attributes given by dimension expressions (a depthwise conv's group=c)
+// equal the matched nodes' effective values at the match's binding.
+bool AttrDimsHold(const State& s) {
+  for (size_t pn = 0; pn < s.compiled.size(); ++pn) {
+    const CompiledNode& cn = s.compiled[pn];
+    if (cn.attr_dims.empty()) continue;
+    const Node& n = s.g.node(s.nodes[pn]);
+    for (const auto& [name, dim] : cn.attr_dims) {
+      const Attribute* have = Effective(n, *cn.def, name);
+      if (have == nullptr || have->type != AttrType::kInt) return false;
+      for (const auto& t : dim.terms())
+        for (const std::string& f : SymbolFactors(t.symbol()))
+          if (!s.symbols.count(f)) return false;
+      if (have->i != EvalDim(dim, s.symbols)) return false;
+    }
+  }
+  return true;
+}
+
 bool NonzeroDivisors(const State& s, const std::vector<int>& divisors) {
   for (int in : divisors) {
     ValueId v = s.inputs[in];
@@ -253,7 +272,7 @@ bool MatchNode(State& s, int pn, NodeId gn, const std::function<bool()>& k) {
   if (static_cast<int>(n.inputs.size()) != pat.inputs_size() || static_cast<int>(n.outputs.size()) != pat.num_outputs())
     return false;
   const CompiledNode& cn = s.compiled[pn];
-  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars, cn.attr_dims)) return false;
   AttrBinding saved_attrs = s.attrs;
   for (const auto& [name, var] : cn.attr_vars) {
     std::optional<Attribute> value = EffectiveWindowAttribute(s.g, gn, name);
@@ -340,7 +359,7 @@ bool QuickCheck(const Graph& g, const rules::Pattern& p, const std::vector<Compi
   if (n.opaque() || !IsQualifiedOp(n.domain, n.op, cn.op)) return false;
   const int arity = static_cast<int>(cn.operands.size());
   if (static_cast<int>(n.inputs.size()) != arity || static_cast<int>(n.outputs.size()) != cn.num_outputs) return false;
-  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars)) return false;
+  if (cn.def == nullptr || !AttrsMatch(n, *cn.def, cn.attrs, cn.attr_vars, cn.attr_dims)) return false;
   auto operand = [&](int pi, int gi) {
     const CompiledNode::Operand& r = cn.operands[pi];
     ValueId v = n.inputs[gi];
@@ -509,6 +528,8 @@ Matcher::Matcher(const std::vector<rules::Rule>& rules, bool both_directions, st
         for (const auto& a : pn.attrs()) {
           if (IsAttributeVariable(a))
             cn.attr_vars[a.name()] = a.var();
+          else if (IsDimAttribute(a))
+            cn.attr_dims[a.name()] = a.dim();
           else
             cn.attrs[a.name()] = AttributeFromProto(a);
         }
@@ -586,6 +607,7 @@ std::string Matcher::QuickKey(const std::vector<CompiledNode>& compiled, int pn)
   std::string k = cn.op + "/" + std::to_string(cn.num_outputs) + "{";
   for (const auto& [name, a] : cn.attrs) k += name + "=" + std::to_string(a.Hash()) + ":" + a.ToString() + ";";
   for (const auto& [name, var] : cn.attr_vars) k += name + "=?;";
+  for (const auto& [name, dim] : cn.attr_dims) k += name + "=" + DimToString(dim) + ";";
   k += "}(";
   for (const CompiledNode::Operand& o : cn.operands) {
     k += std::to_string(o.kind);
@@ -657,8 +679,8 @@ void Matcher::FindRule(const Graph& g, const GraphIndex& index, int rule_index, 
         for (NodeId n : s.nodes)
           if (n == kNoNode) return false;  // a pattern node not reachable from outputs
         SymbolBinding bound = s.symbols;   // DimsHold may bind more; restored for the next candidate
-        bool ok = DimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) && BoundsHold(s, bounds_[rule_index]) &&
-                  Closed(s) && Convex(s) && seen.insert(s.nodes).second;
+        bool ok = DimsHold(s) && AttrDimsHold(s) && NonzeroDivisors(s, divisors_[rule_index]) &&
+                  BoundsHold(s, bounds_[rule_index]) && Closed(s) && Convex(s) && seen.insert(s.nodes).second;
         if (!ok) {
           s.symbols = std::move(bound);
           return false;
@@ -874,7 +896,7 @@ std::vector<ValueId> AddPattern(Graph& g, const rules::Rule& rule, const rules::
     AttributeMap attrs;
     for (const auto& a : pn.attrs()) {
       if (!IsAttributeVariable(a)) {
-        attrs[a.name()] = AttributeFromProto(a);
+        attrs[a.name()] = AttributeAt(a, symbols);
         continue;
       }
       auto it = bound.find(a.var());

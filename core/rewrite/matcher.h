@@ -33,6 +33,7 @@ struct CompiledNode {
   const struct OpDef* def = nullptr;             // registry entry (null: unknown op, never matches)
   AttributeMap attrs;                            // the pattern's attributes (not variables)
   std::map<std::string, std::string> attr_vars;  // attribute name -> variable
+  std::map<std::string, rules::Dim> attr_dims;   // attribute name -> dimension expression (checked once bound)
   // The pattern node's shape, copied out of the rule protos so that the
   // quick check of an anchor touches only this (dense) structure.
   std::string op;

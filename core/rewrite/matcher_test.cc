@@ -347,6 +347,41 @@ TEST(Matcher, BoundedInputsNeedAConstantWithinTheBound) {
   EXPECT_TRUE(m.FindAll(prelu({})).empty());  // not a constant
 }
 
+// An attribute given by a shape symbol (group=c) holds only where the
+// node's value equals that dimension at the match: a rule written with
+// group=h matches a depthwise conv only where h equals its channel count.
+TEST(Matcher, AttributesGivenBySymbolsEqualTheirDimension) {
+  auto rule = [](const std::string& group) {
+    return ParseWrittenRules(
+        "rule dw\n  input X: float32[n, c, h, w]\n  input W: float32[c, 1, 3, 3]\n"
+        "  input V: float32[c, 1, 3, 3]\n"
+        "  source Add(Conv(X, W, group=" +
+            group + ", pads=[1, 1, 1, 1]), Conv(X, V, group=" + group +
+            ", pads=[1, 1, 1, 1]))\n"
+            "  target Conv(X, Add(W, V), group=" +
+            group + ", pads=[1, 1, 1, 1])\n",
+        "t.rules");
+  };
+  auto depthwise = [](int64_t channels, int64_t height) {
+    GraphBuilder b(7);
+    ValueId x = b.Input("x", {1, channels, height, 5});
+    AttributeMap a = {{"group", Attribute::Int(channels)}, {"pads", Attribute::Ints({1, 1, 1, 1})}};
+    ValueId y1 = b.Op("Conv", {x, b.Weight("w", {channels, 1, 3, 3}, 0.5f)}, a);
+    ValueId y2 = b.Op("Conv", {x, b.Weight("v", {channels, 1, 3, 3}, 0.5f)}, a);
+    return b.Build({b.Op("Add", {y1, y2})});
+  };
+  Matcher by_c(rule("c"), /*both_directions=*/false);
+  Graph g = depthwise(4, 6);
+  std::vector<Match> found = by_c.FindAll(g);
+  ASSERT_EQ(found.size(), 2u);  // the two operand orders of the Add
+  Graph out = by_c.Apply(g, found[0]);
+  EXPECT_EQ(out.OpCounts()["Conv"], 1);
+  EXPECT_LT(Diff(g, out), 1e-5);
+  Matcher by_h(rule("h"), /*both_directions=*/false);
+  EXPECT_TRUE(by_h.FindAll(depthwise(4, 6)).empty());  // group 4, h 6
+  EXPECT_EQ(by_h.FindAll(depthwise(4, 4)).size(), 2u);
+}
+
 TEST(Matcher, WholeDatabaseOnASmallNetwork) {
   // Every match of every rule applies and preserves the outputs.
   GraphBuilder b(9);

@@ -186,8 +186,16 @@ Attribute AttributeFromProto(const rules::Attribute& a) {
     case rules::Attribute::kFloats: return Attribute::Floats({a.floats().values().begin(), a.floats().values().end()});
     case rules::Attribute::kVar:
       Fail("attribute '", a.name(), "' is the attribute variable $", a.var(), ": bind it first (BindAttributes)");
+    case rules::Attribute::kDim:
+      Fail("attribute '", a.name(), "' is the dimension expression ", DimToString(a.dim()),
+           ": evaluate it at a binding (AttributeAt)");
     default: Fail("attribute '", a.name(), "' has no value");
   }
+}
+
+Attribute AttributeAt(const rules::Attribute& a, const SymbolBinding& binding) {
+  if (IsDimAttribute(a)) return Attribute::Int(EvalDim(a.dim(), binding));
+  return AttributeFromProto(a);
 }
 
 rules::Attribute AttributeToProto(const std::string& name, const Attribute& a) {
@@ -245,6 +253,7 @@ AttrBinding InstanceAttributes(const rules::ShapeInstance& instance) {
 namespace {
 std::string AttrText(const rules::Attribute& a) {
   if (IsAttributeVariable(a)) return a.name() + "=$" + a.var();
+  if (IsDimAttribute(a)) return a.name() + "=" + DimToString(a.dim());
   return a.name() + "=" + AttributeFromProto(a).ToString();
 }
 
@@ -358,7 +367,7 @@ Graph InstantiatePattern(const rules::Rule& rule, const rules::Pattern& p, const
     std::vector<ValueId> ins;
     for (const auto& r : n.inputs()) ins.push_back(resolve(r));
     AttributeMap attrs;
-    for (const auto& a : n.attrs()) attrs[a.name()] = AttributeFromProto(a);
+    for (const auto& a : n.attrs()) attrs[a.name()] = AttributeAt(a, binding);
     NodeId id = g.AddNode(def->name, ins, n.num_outputs(), std::move(attrs), "n" + std::to_string(k));
     g.mutable_node(id).domain = def->domain;
     CheckNodeAgainstDef(g.node(id), *def);

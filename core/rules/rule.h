@@ -22,8 +22,11 @@ constexpr char kGraphShardMagic[] = "rlflow.graphs";
 // (Rule.written_name, Rule.tolerance) and floating constants
 // (Constant.float_values, fill_shape/fill_value). 6: inputs bounded above
 // (TensorVar.bounded_above, upper_bound), a premise matchers must check
-// (UpperBounds). Files of versions 4 and 5 are read as they are (subsets).
-constexpr uint32_t kRuleFormatVersion = 6;
+// (UpperBounds). 7: integer attributes given by a dimension expression
+// (Attribute.dim: a depthwise conv's group=c), which matchers must check at
+// the match's binding (AttributeAt). Files of versions 4 to 6 are read as
+// they are (subsets).
+constexpr uint32_t kRuleFormatVersion = 7;
 constexpr uint32_t kOldestRuleFormatVersion = 4;
 
 using SymbolBinding = std::map<std::string, int64_t>;
@@ -77,8 +80,14 @@ std::vector<int> DivisorInputs(const rules::Rule& rule);
 // rule are clamped to it.
 std::map<int, double> UpperBounds(const rules::Rule& rule);
 
-// A rule attribute as an IR attribute; throws for an attribute variable.
+// A rule attribute as an IR attribute; throws for an attribute variable
+// and for a dimension expression (AttributeAt).
 Attribute AttributeFromProto(const rules::Attribute& a);
+inline bool IsDimAttribute(const rules::Attribute& a) { return a.value_case() == rules::Attribute::kDim; }
+// A rule attribute as an IR attribute at a symbol binding: a dimension
+// expression evaluated there (throws naming an unbound symbol), any other
+// as AttributeFromProto.
+Attribute AttributeAt(const rules::Attribute& a, const SymbolBinding& binding);
 // An IR attribute as a rule attribute called `name`.
 rules::Attribute AttributeToProto(const std::string& name, const Attribute& a);
 inline bool IsAttributeVariable(const rules::Attribute& a) { return a.value_case() == rules::Attribute::kVar; }

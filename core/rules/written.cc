@@ -75,7 +75,7 @@ bool IsFloatText(const std::string& t) { return t.find_first_of(".eE") != std::s
 
 // ---- expressions ----
 struct AttrValue {
-  enum Kind { kInt, kFloat, kString, kInts, kFloats } kind = kInt;
+  enum Kind { kInt, kFloat, kString, kInts, kFloats, kSymbol } kind = kInt;
   int64_t i = 0;
   double f = 0;
   std::string s;
@@ -259,6 +259,12 @@ class Parser {
 
   AttrValue AttrValueHere() {
     AttrValue v;
+    if (tok_.kind == Token::kIdent) {  // a shape symbol: group=c
+      v.kind = AttrValue::kSymbol;
+      v.s = tok_.text;
+      Advance();
+      return v;
+    }
     if (tok_.kind == Token::kString) {
       v.kind = AttrValue::kString;
       v.s = tok_.text;
@@ -340,6 +346,7 @@ rules::Attribute AttrProto(const std::string& name, const AttrValue& v) {
     case AttrValue::kInt: a.set_i(v.i); break;
     case AttrValue::kFloat: a.set_f(static_cast<float>(v.f)); break;
     case AttrValue::kString: a.set_s(v.s); break;
+    case AttrValue::kSymbol: *a.mutable_dim() = DimSymbol(v.s); break;
     case AttrValue::kInts:
       for (int64_t x : v.ints) a.mutable_ints()->add_values(x);
       break;

@@ -36,8 +36,10 @@
 //   int64 constant: 2, [0, -1]), `fill(VALUE, [DIMS])` (a floating constant
 //   of a symbolic shape), or `_` (an omitted optional operand); `Op(...)#k`
 //   is output k. Attribute values: integers, floats (with a '.' or an
-//   exponent), "strings", [lists]. An operator outside the default ONNX
-//   domain is named with its domain: com.microsoft.SkipLayerNormalization(...)
+//   exponent), "strings", [lists], or a shape symbol (group=c: an integer
+//   attribute equal to that dimension at the match, a depthwise conv's).
+//   An operator outside the default ONNX domain is named with its domain:
+//   com.microsoft.SkipLayerNormalization(...)
 //   (such a rule is used only for targets that run it, OpDef::targets).
 // - `tolerance T` (optional): the sides agree within T * (1 + |source|)
 //   instead of exactly (a float32 attribute standing for a real number).

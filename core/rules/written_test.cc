@@ -148,6 +148,31 @@ TEST(WrittenRules, InputsBoundedAbove) {
             std::string::npos);
 }
 
+// group=c: an integer attribute given by a shape symbol (format 7), printed
+// as written, part of the id; a symbol the inputs do not have is an error.
+TEST(WrittenRules, AttributesGivenByShapeSymbols) {
+  auto rule = [](const std::string& group) {
+    return ParseWrittenRules(
+               "rule dw\n  input X: float32[n, c, h, w]\n  input W: float32[c, 1, 1, 1]\n"
+               "  source Conv(X, W, group=" +
+                   group + ")\n  target Mul(X, Reshape(W, [-1, 1, 1]))\n",
+               "t.rules")
+        .at(0);
+  };
+  const rules::Rule dw = rule("c");
+  const rules::Attribute& group = dw.source().nodes(0).attrs(0);
+  ASSERT_TRUE(IsDimAttribute(group));
+  EXPECT_EQ(DimToString(group.dim()), "c");
+  EXPECT_EQ(AttributeAt(group, {{"c", 6}}).i, 6);
+  EXPECT_THROW(AttributeFromProto(group), Error);
+  EXPECT_NE(RuleToString(dw).find("Conv[group=c](X,W)"), std::string::npos) << RuleToString(dw);
+  EXPECT_NE(dw.id(), rule("h").id());
+  EXPECT_NE(ErrorOf("rule dw\n  input X: float32[n, c, h, w]\n  input W: float32[c, 1, 1, 1]\n"
+                    "  source Conv(X, W, group=q)\n  target X\n")
+                .find("q"),
+            std::string::npos);
+}
+
 TEST(WrittenRules, ErrorsNameTheLine) {
   EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Frobnicate(X)\n  target X\n")
                 .find("t.rules:3: rule 'a' (source): 'Frobnicate' is not a registry operator"),
