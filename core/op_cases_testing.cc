@@ -546,6 +546,17 @@ std::vector<OpCase> OpCases() {
   c.push_back(
       conv("Conv_depthwise", {1, 4, 6, 6}, {4, 1, 3, 3}, A({{"group", I(4)}, {"pads", Is({1, 1, 1, 1})}}), true));
   c.push_back(conv("Conv_1d", {1, 3, 12}, {5, 3, 3}, A({{"pads", Is({1, 2})}, {"strides", Is({2})}}), true));
+  // 1x1 depthwise convolutions (the executor computes them as a per-channel
+  // product): bias, strides that leave a remainder, asymmetric pads (the
+  // border is the bias alone), a channel multiplier, 1-D and 3-D.
+  c.push_back(conv("Conv_depthwise_1x1", {2, 4, 5, 6}, {4, 1, 1, 1}, A({{"group", I(4)}}), true));
+  c.push_back(conv("Conv_depthwise_1x1_stride_pads", {1, 3, 7, 6}, {3, 1, 1, 1},
+                   A({{"group", I(3)}, {"pads", Is({1, 0, 0, 2})}, {"strides", Is({2, 3})}}), true));
+  c.push_back(conv("Conv_depthwise_1x1_multiplier", {1, 3, 4, 4}, {6, 1, 1, 1},
+                   A({{"group", I(3)}, {"strides", Is({1, 2})}}), false));
+  c.push_back(conv("Conv_depthwise_1x1_1d", {1, 5, 9}, {5, 1, 1}, A({{"group", I(5)}, {"strides", Is({2})}}), true));
+  c.push_back(conv("Conv_depthwise_1x1_3d", {1, 2, 3, 4, 5}, {2, 1, 1, 1, 1},
+                   A({{"group", I(2)}, {"pads", Is({0, 1, 0, 1, 0, 1})}}), true));
   // Transposed convolutions (decoders, FPN/U-Net upsampling): pads, output
   // padding, output_shape and SAME_* with odd total paddings (which side
   // gets the odd unit), groups, dilations, 1-D and 3-D.

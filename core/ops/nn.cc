@@ -90,6 +90,39 @@ void CanonicalWindowAttrs(const Window& w, bool keep_kernel, AttributeMap* a) {
   if (!all(pads, 0)) (*a)["pads"] = Attribute::Ints(pads);
 }
 
+// A 1x1 depthwise convolution (one input channel per group, a kernel of
+// ones in every spatial axis) is a per-channel scale of the strided input:
+// out[n, g*m + j, p] = x[n, g, p * stride - pad] * w[g*m + j] + b[g*m + j].
+// ATen runs it through its general grouped path, 3x to 13x slower than a
+// 3x3 depthwise convolution of the same size (MobileOne's scale branch,
+// [1, 64, 16, 16]: 349 us against 59 us), so the executor computes it
+// as that product.
+bool IsDepthwisePointwise(const at::Tensor& x, const at::Tensor& w, int64_t group, const Window& win) {
+  if (x.dim() < 3 || w.dim() != x.dim() || w.size(1) != 1 || group != x.size(1) || group <= 1) return false;
+  if (w.size(0) % group != 0) return false;
+  return std::all_of(win.kernel.begin(), win.kernel.end(), [](int64_t k) { return k == 1; }) &&
+         std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s >= 1; });
+}
+
+at::Tensor DepthwisePointwiseConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const Window& win) {
+  at::Tensor input = x;
+  if (std::any_of(win.pad_begin.begin(), win.pad_begin.end(), [](int64_t p) { return p != 0; }) ||
+      std::any_of(win.pad_end.begin(), win.pad_end.end(), [](int64_t p) { return p != 0; }))
+    input = PadSpatial(x, win, 0.0);
+  for (size_t k = 0; k < win.strides.size(); ++k) {
+    int64_t axis = static_cast<int64_t>(k) + 2;
+    if (win.strides[k] != 1 || input.size(axis) != win.out_spatial[k])
+      input = input.slice(axis, 0, win.out_spatial[k] * win.strides[k], win.strides[k]);
+  }
+  int64_t multiplier = w.size(0) / x.size(1);
+  if (multiplier != 1) input = input.repeat_interleave(multiplier, 1);
+  std::vector<int64_t> per_channel(static_cast<size_t>(x.dim()) - 1, 1);
+  per_channel[0] = w.size(0);
+  at::Tensor y = input * w.reshape(per_channel);
+  if (b.defined()) y.add_(b.reshape(per_channel));
+  return y.contiguous();
+}
+
 // Symbolic 2-D convolution: out[n,m,y,x] = b[m] + sum over the group's
 // channels and the kernel window of in-bounds x * w.
 void ConvSymbolic(SymbolicContext& c) {
@@ -162,6 +195,10 @@ OpDef ConvDef() {
     const at::Tensor& w = c.in(1);
     TensorType xt = Type(DType::kFloat32, AsVec(x.sizes())), wt = Type(DType::kFloat32, AsVec(w.sizes()));
     Window win = ConvWindow(c, xt, wt);
+    if (IsDepthwisePointwise(x, w, c.Int("group"), win)) {
+      c.outputs = {DepthwisePointwiseConv(x, w, c.has(2) ? c.in(2) : at::Tensor(), win)};
+      return;
+    }
     at::Tensor input = x;
     std::vector<int64_t> padding = win.pad_begin;
     if (!win.symmetric()) {
