@@ -24,6 +24,7 @@ one line per model, "name input_shape other_shape", where input_shape is the
 binding of the symbolic dimensions the written model must also be right at.
 """
 import argparse
+import itertools
 import math
 import multiprocessing
 import os
@@ -328,6 +329,87 @@ class ConvTasNetPRelu(nn.Module):
             y = y + blk(y)
         m = self.mask(y).reshape(x.shape[0] * self.sources, self.n, -1)
         return self.decoder(w.repeat(self.sources, 1, 1) * m)
+
+
+class NafNetLayerNorm2d(nn.Module):
+    """NAFNet (image restoration) in miniature: a U-Net of NAF blocks (a
+    channels-first layer norm, 1x1 conv, 3x3 depthwise conv, SimpleGate,
+    simplified channel attention, 1x1 conv, scaled residual; then a second
+    norm and gated 1x1 convs). Its LayerNorm2d normalises over the channels
+    of an NCHW tensor and is written out, as NAFNet, SAM's LayerNorm2d and
+    ConvNeXt's channels-first LayerNorm write it; the blocks' norms cycle
+    through the forms those write: epsilon 1e-6 or 1e-5, the square as
+    pow(2) or a product, the weight as weight.view(1, -1, 1, 1) or
+    weight[:, None, None]."""
+
+    class Norm(nn.Module):
+        def __init__(self, c, eps, square_by_pow, view):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(c).uniform_(0.5, 1.5))
+            self.bias = nn.Parameter(torch.empty(c).uniform_(-0.2, 0.2))
+            self.eps, self.square_by_pow, self.view = eps, square_by_pow, view
+
+        def forward(self, x):
+            mu = x.mean(1, keepdim=True)
+            d = x - mu
+            var = (d.pow(2) if self.square_by_pow else d * d).mean(1, keepdim=True)
+            y = d / (var + self.eps).sqrt()
+            if self.view:
+                return self.weight.view(1, -1, 1, 1) * y + self.bias.view(1, -1, 1, 1)
+            return self.weight[:, None, None] * y + self.bias[:, None, None]
+
+    FORMS = [(1e-6, True, True), (1e-6, False, False), (1e-5, True, False), (1e-5, False, True)]
+
+    class Block(nn.Module):
+        def __init__(self, c, forms):
+            super().__init__()
+            self.norm1 = NafNetLayerNorm2d.Norm(c, *next(forms))
+            self.norm2 = NafNetLayerNorm2d.Norm(c, *next(forms))
+            self.conv1, self.conv2 = nn.Conv2d(c, 2 * c, 1), nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c)
+            self.sca = nn.Conv2d(c, c, 1)
+            self.conv3, self.conv4, self.conv5 = nn.Conv2d(c, c, 1), nn.Conv2d(c, 2 * c, 1), nn.Conv2d(c, c, 1)
+            self.beta = nn.Parameter(torch.rand(1, c, 1, 1))
+            self.gamma = nn.Parameter(torch.rand(1, c, 1, 1))
+
+        @staticmethod
+        def gate(x):
+            a, b = x.chunk(2, dim=1)
+            return a * b
+
+        def forward(self, inp):
+            x = self.gate(self.conv2(self.conv1(self.norm1(inp))))
+            x = x * self.sca(F.adaptive_avg_pool2d(x, 1))
+            y = inp + self.conv3(x) * self.beta
+            return y + self.conv5(self.gate(self.conv4(self.norm2(y)))) * self.gamma
+
+    def __init__(self, width=8, levels=2):
+        super().__init__()
+        forms = itertools.cycle(self.FORMS)
+        self.intro, self.ending = nn.Conv2d(3, width, 3, padding=1), nn.Conv2d(width, 3, 3, padding=1)
+        self.encoders, self.downs = nn.ModuleList(), nn.ModuleList()
+        self.ups, self.decoders = nn.ModuleList(), nn.ModuleList()
+        c = width
+        for _ in range(levels):
+            self.encoders.append(self.Block(c, forms))
+            self.downs.append(nn.Conv2d(c, 2 * c, 2, 2))
+            c *= 2
+        self.middle = self.Block(c, forms)
+        for _ in range(levels):
+            self.ups.append(nn.Sequential(nn.Conv2d(c, 2 * c, 1, bias=False), nn.PixelShuffle(2)))
+            c //= 2
+            self.decoders.append(self.Block(c, forms))
+        randomise(self)
+
+    def forward(self, inp):
+        x, skips = self.intro(inp), []
+        for encoder, down in zip(self.encoders, self.downs):
+            x = encoder(x)
+            skips.append(x)
+            x = down(x)
+        x = self.middle(x)
+        for up, decoder, skip in zip(self.ups, self.decoders, skips[::-1]):
+            x = decoder(up(x) + skip)
+        return self.ending(x) + inp
 
 
 class CspDarknetMish(nn.Module):
@@ -1771,6 +1853,10 @@ MODELS = {
     # branches summed), dynamic batch and size.
     "mobileone_train_form_op13": (MobileOneTrainForm, (1, 3, 128, 128), 13, DYN_IMAGE, "x:1,3,128,128",
                                   "x:2,3,96,112", False),
+    # NAFNet-style restoration U-Net: layer norms over channels written out
+    # (NAFNet, SAM, ConvNeXt), dynamic batch and size.
+    "nafnet_layernorm2d_op13": (NafNetLayerNorm2d, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,48,40",
+                                False),
     # Weights in an external data file, as torch.onnx writes models over 2 GB
     # and onnx.save_model(save_as_external_data=True) writes any: here
     # "<name>.weights" beside the model (tensors of 1 KiB and more).

@@ -24,6 +24,7 @@ REAL_MODELS = [
     "keyword_gru_op13",
     "mish_cspdarknet_op13",
     "mobilenet_v3_small_op9",
+    "nafnet_layernorm2d_op13",
     "nms_detector_op11",
     "ort_transformers_bert_op12",
     "paddle_lcnet_op11",
