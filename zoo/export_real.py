@@ -382,9 +382,9 @@ class NafNetLayerNorm2d(nn.Module):
             y = inp + self.conv3(x) * self.beta
             return y + self.conv5(self.gate(self.conv4(self.norm2(y)))) * self.gamma
 
-    def __init__(self, width=8, levels=2):
+    def __init__(self, width=8, levels=2, forms=None):
         super().__init__()
-        forms = itertools.cycle(self.FORMS)
+        forms = itertools.cycle(forms or self.FORMS)
         self.intro, self.ending = nn.Conv2d(3, width, 3, padding=1), nn.Conv2d(width, 3, 3, padding=1)
         self.encoders, self.downs = nn.ModuleList(), nn.ModuleList()
         self.ups, self.decoders = nn.ModuleList(), nn.ModuleList()
@@ -1746,6 +1746,17 @@ def export_repvgg_a0(path, opset, seed):
                           output_names=["y"], dynamic_axes=dict(DYN_IMAGE, y={0: "N"}))
 
 
+def export_nafnet_width16(path, opset, seed):
+    """A NAFNet-style U-Net 16 wide with three levels, its norms in NAFNet's
+    own form only (epsilon 1e-6, pow(2), weight.view(1, -1, 1, 1)), random
+    weights. For measurements at 256 x 256."""
+    torch.manual_seed(seed)
+    model = NafNetLayerNorm2d(16, 3, forms=[(1e-6, True, True)]).eval()
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.randn(1, 3, 256, 256),), path, opset_version=opset, input_names=["x"],
+                          output_names=["y"], dynamic_axes=dict(DYN_IMAGE, y={0: "N"}))
+
+
 # Exported only when named in --models (measurements, not the corpus):
 # name -> as EXPORTED_MODELS.
 EXTRA_MODELS = {
@@ -1760,6 +1771,7 @@ EXTRA_MODELS = {
                                                    "ids:1,32;pk0:1,12,0,64;use_cache_branch:1",
                                                    "ids:1,1;pk0:1,12,64,64;use_cache_branch:1"),
     "repvgg_a0_train_form_op13": (export_repvgg_a0, 13, "x:1,3,224,224", "x:2,3,160,192"),
+    "nafnet_width16_op13": (export_nafnet_width16, 13, "x:1,3,256,256", "x:2,3,192,160"),
 }
 
 # Models built with onnx.helper at opsets torch 1.13 cannot export:
