@@ -100,6 +100,8 @@ void CanonicalWindowAttrs(const Window& w, bool keep_kernel, AttributeMap* a) {
 bool IsDepthwisePointwise(const at::Tensor& x, const at::Tensor& w, int64_t group, const Window& win) {
   if (x.dim() < 3 || w.dim() != x.dim() || w.size(1) != 1 || group != x.size(1) || group <= 1) return false;
   if (w.size(0) % group != 0) return false;
+  for (int64_t axis = 2; axis < w.dim(); ++axis)
+    if (w.size(axis) != 1) return false;
   return std::all_of(win.kernel.begin(), win.kernel.end(), [](int64_t k) { return k == 1; }) &&
          std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s >= 1; });
 }
