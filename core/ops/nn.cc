@@ -102,8 +102,7 @@ bool IsDepthwisePointwise(const at::Tensor& x, const at::Tensor& w, int64_t grou
   if (w.size(0) % group != 0) return false;
   for (int64_t axis = 2; axis < w.dim(); ++axis)
     if (w.size(axis) != 1) return false;
-  return std::all_of(win.kernel.begin(), win.kernel.end(), [](int64_t k) { return k == 1; }) &&
-         std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s >= 1; });
+  return std::all_of(win.kernel.begin(), win.kernel.end(), [](int64_t k) { return k == 1; });
 }
 
 at::Tensor DepthwisePointwiseConv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b, const Window& win) {
