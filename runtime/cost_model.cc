@@ -628,6 +628,32 @@ std::optional<double> TimeBase(const std::map<std::string, std::vector<NodeId>>&
   return std::nullopt;
 }
 
+// Cached / current time of a whole run, where the cache holds every key of
+// the graph and the per-node and per-run costs: the cache's estimate of the
+// run (its keys' in-context times, the per-node overhead, the per-run cost)
+// over the run timed now. Used where the cache keeps this model's own
+// timings (a context-sensitive backend after SetContext): there the
+// estimate of the model itself is the run measured when it was recorded,
+// while its keys' times are derived (ORT's profiler: its cost per kernel
+// event, measured once per process, is taken off each kernel of a few
+// microseconds, so on a 0.25 ms model the keys' time base moved from 1.0 to
+// 2.6 between processes over a run time that moved by 4%).
+std::optional<double> RunTimeBase(const std::map<std::string, std::vector<NodeId>>& by_key, int executed,
+                                  const InContextTimes& t, const std::map<std::string, double>& cache,
+                                  const std::string& ctx_prefix, const std::string& overhead_key,
+                                  const std::string& fixed_key) {
+  auto overhead = cache.find(overhead_key), fixed = cache.find(fixed_key);
+  if (overhead == cache.end() || fixed == cache.end() || !(t.run_ms > 0)) return std::nullopt;
+  double cached = overhead->second * executed + fixed->second;
+  for (const auto& [key, ids] : by_key) {
+    auto it = cache.find(ctx_prefix + key);
+    if (it == cache.end()) return std::nullopt;
+    cached += it->second * ids.size();
+  }
+  if (!(cached > 0)) return std::nullopt;
+  return cached / t.run_ms;
+}
+
 void RequireNoOpaque(const Graph& g, const char* what) {
   for (NodeId id = 0; id < g.num_nodes(); ++id)
     RLFLOW_CHECK(!g.node(id).opaque(), "Calibrate: the ", what, " has opaque nodes (cut them first)");
@@ -660,17 +686,26 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     // cached keys were timed (a shared VM drifts by 1.5x). New keys are
     // scaled by the ratio cached / now over the keys timed both times
     // (TimeBase), so that every cached timing compares with every other.
+    // Where the cache keeps this model's own timings, the whole run sets
+    // it (RunTimeBase): this graph's when all of it is cached, else the
+    // reference's (the original's) when that is.
     std::map<std::string, double> now;
     std::optional<double> base = TimeBase(by_key, t, cache_, ctx_prefix, &now);
-    if (!base && missing && reference != nullptr && reference->num_nodes() > 0) {
+    const bool per_model = !context_.empty();
+    if (per_model && !missing)
+      base = RunTimeBase(by_key, executed, t, cache_, ctx_prefix, overhead_key, fixed_key);
+    if ((!base || per_model) && missing && reference != nullptr && reference->num_nodes() > 0) {
       RequireNoOpaque(*reference, "reference graph");
       const std::map<std::string, std::vector<NodeId>> ref_keys = TimedKeys(*reference);
       bool all_cached = true;
       for (const auto& entry : ref_keys) all_cached &= cache_.count(ctx_prefix + entry.first) > 0;
       if (all_cached) {
         InContextTimes rt = backend_->TimeNodesInContext(*reference, std::max(runs, 3), options_);
-        base = TimeBase(ref_keys, rt, cache_, ctx_prefix);
-        report.time_base_from_reference = base.has_value();
+        std::optional<double> ref_base =
+            per_model ? RunTimeBase(ref_keys, reference->num_nodes(), rt, cache_, ctx_prefix, overhead_key, fixed_key)
+                      : TimeBase(ref_keys, rt, cache_, ctx_prefix);
+        if (ref_base) base = ref_base;
+        report.time_base_from_reference = ref_base.has_value();
       }
     }
     report.time_base_known = base.has_value();

@@ -274,7 +274,11 @@ struct CalibrationReport {
   int fused_keys = 0;      // keys the device ran fused into a neighbour's kernel (free only next to it)
   // Cached / current time of the keys this run timed that were cached
   // already (their total times), used where they are at least 3 keys and
-  // a fifth of the run's node time (else 1, time_base_known false): new
+  // a fifth of the run's node time (else 1, time_base_known false); where
+  // the cache keeps the model's own timings (a context-sensitive backend
+  // after SetContext), of the whole run (the cache's estimate of it over
+  // the run now), this graph's when all of it is cached, else the
+  // reference's: new
   // keys were scaled by it, and costs in ms divided by it are in the
   // machine's speed now (the estimates a report compares with measured
   // times).
@@ -331,7 +335,8 @@ class MeasuredCostModel : public CostModel {
   // now); nothing cached changes, so costs stay those of the cache.
   // Where new keys are timed and the graph's own cached keys cannot set the
   // time base (fewer than 3, or under a fifth of its node time: a graph
-  // the search rewrote, whose every long node has new neighbours),
+  // the search rewrote, whose every long node has new neighbours), or the
+  // cache keeps the model's own timings (then always, by its whole run),
   // `reference`, a graph whose keys are cached (the original), runs right
   // after it `runs` times and sets it. Without one the new keys are taken
   // at the machine's speed now, beside cached keys timed at another speed.

@@ -440,6 +440,70 @@ TEST(CostModel, CalibrationUsesInContextTimesRatiosAndOverhead) {
   EXPECT_DOUBLE_EQ(r6.time_base, 0.5);
 }
 
+// Where the cache keeps a model's own timings (a context-sensitive device
+// after SetContext), the time base of its cached timings is the whole
+// run's: the cache's estimate of the run over the run measured now. There
+// the node times are derived (ORT's profiler, less its cost per kernel
+// event, measured once per process) and move between processes more than
+// the run does: here the machine is 2x slower and this process's node
+// times come out 1.5x higher again, which the keys alone would take for
+// 3x.
+TEST(CostModel, PerModelTimeBaseIsTheWholeRuns) {
+  struct Derived : ScriptedBackend {
+    double per_node = 1.0, distortion = 1.0;
+    bool context_sensitive() const override { return true; }
+    double RunMsPerNode() override { return per_node; }
+    InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+      InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+      for (double& ms : t.node_ms) ms *= distortion;  // the run is timed plainly
+      return t;
+    }
+  };
+  Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only, run on every run here), Add
+  Derived then;
+  then.folds = false;
+  MeasuredCostModel model(&then);
+  model.SetContext(g);
+  model.Calibrate(g);
+  const std::string path = TempDir() + "/per_model_time_base_cache.txt";
+  model.SaveCache(path);
+
+  Derived now;
+  now.folds = false;
+  for (auto& [op, ms] : now.in_context) ms *= 2;
+  now.in_context["Sigmoid"] = 0.8;
+  now.per_node = 2.0;
+  now.distortion = 1.5;
+  MeasuredCostModel warm(&now);
+  warm.LoadCache(path);
+  warm.SetContext(g);
+  CalibrationReport r = warm.Calibrate(g, 7, 2);
+  EXPECT_EQ(r.new_keys, 0);
+  EXPECT_TRUE(r.time_base_known);
+  EXPECT_DOUBLE_EQ(r.time_base, 0.5);  // 9.5 ms then (4.5 of nodes, 5 x 1 ms per node), 19 now
+
+  // A rewrite of it with a new key (a Sigmoid after the Add), calibrated in
+  // the model's context with the original as reference: the reference runs
+  // (though the graph's own cached keys could set a time base) and its
+  // whole run sets it; the new key is taken to the cache's speed by it.
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {1, 4, 16, 16});
+  ValueId scaled = b.Op("Mul", {b.Weight("bias", {8, 1, 1}, 0.1f), b.Weight("s", {8, 1, 1}, 0.1f, 1.0f)});
+  ValueId a = b.Op("Relu", {b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)},
+                                 {{"pads", Attribute::Ints({1, 1, 1, 1})}})});
+  ValueId c = b.Op("Conv", {x, b.Weight("w2", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+  Graph rewritten = b.Build({a, b.Op("Sigmoid", {b.Op("Add", {c, scaled})})});
+  ASSERT_EQ(warm.UncalibratedKeys(rewritten), 1);
+  const int runs_before = now.context_runs;
+  CalibrationReport r2 = warm.Calibrate(rewritten, 7, 0, &g);
+  EXPECT_EQ(now.context_runs, runs_before + 2);  // the graph, then the reference
+  EXPECT_EQ(r2.new_keys, 1);
+  EXPECT_TRUE(r2.time_base_from_reference);
+  EXPECT_DOUBLE_EQ(r2.time_base, 0.5);
+  // 0.8 ms x 1.5 measured, x 0.5: 0.6 ms in the cache's speed, + 1 ms per node.
+  EXPECT_NEAR(warm.NodeMs(rewritten, Find(rewritten, "Sigmoid")), 0.6 + 1.0, 1e-9);
+}
+
 // On a device that runs weight-only nodes on every run (rlflow's executors),
 // the original model as the user has it pays for them: they are timed in
 // context with the rest, and RunCost (the estimate of a graph as it stands)
