@@ -692,8 +692,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     std::map<std::string, double> now;
     std::optional<double> base = TimeBase(by_key, t, cache_, ctx_prefix, &now);
     const bool per_model = !context_.empty();
-    if (per_model && !missing)
-      base = RunTimeBase(by_key, executed, t, cache_, ctx_prefix, overhead_key, fixed_key);
+    if (per_model && !missing) base = RunTimeBase(by_key, executed, t, cache_, ctx_prefix, overhead_key, fixed_key);
     if ((!base || per_model) && missing && reference != nullptr && reference->num_nodes() > 0) {
       RequireNoOpaque(*reference, "reference graph");
       const std::map<std::string, std::vector<NodeId>> ref_keys = TimedKeys(*reference);

@@ -489,8 +489,8 @@ TEST(CostModel, PerModelTimeBaseIsTheWholeRuns) {
   GraphBuilder b(3);
   ValueId x = b.Input("x", {1, 4, 16, 16});
   ValueId scaled = b.Op("Mul", {b.Weight("bias", {8, 1, 1}, 0.1f), b.Weight("s", {8, 1, 1}, 0.1f, 1.0f)});
-  ValueId a = b.Op("Relu", {b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)},
-                                 {{"pads", Attribute::Ints({1, 1, 1, 1})}})});
+  ValueId a =
+      b.Op("Relu", {b.Op("Conv", {x, b.Weight("w", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}})});
   ValueId c = b.Op("Conv", {x, b.Weight("w2", {8, 4, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}});
   Graph rewritten = b.Build({a, b.Op("Sigmoid", {b.Op("Add", {c, scaled})})});
   ASSERT_EQ(warm.UncalibratedKeys(rewritten), 1);
