@@ -19,6 +19,15 @@ double Quantile(std::vector<double> v, double q) {
   return v[i] + f * (v[i + 1] - v[i]);
 }
 
+double TrimmedMean(std::vector<double> v, double trim) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t drop = static_cast<size_t>(std::clamp(trim, 0.0, 0.49) * static_cast<double>(v.size()));
+  double sum = 0;
+  for (size_t k = drop; k < v.size() - drop; ++k) sum += v[k];
+  return sum / static_cast<double>(v.size() - 2 * drop);
+}
+
 double RelativeSpread(const std::vector<double>& v) {
   double m = Median(v);
   if (!(m > 0)) return 0;

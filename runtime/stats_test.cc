@@ -19,6 +19,29 @@ TEST(Stats, MedianQuantileSpread) {
   EXPECT_EQ(RelativeSpread({0, 0, 0}), 0);
 }
 
+// ORT's profiler events of a near-empty kernel: whole microseconds, most 2
+// to 4, and a few the machine preempted. The mean follows the outliers, the
+// median loses the fraction; the trimmed mean keeps it and drops them.
+TEST(Stats, TrimmedMeanDropsOutliersAndKeepsFractions) {
+  std::vector<double> events;
+  for (int k = 0; k < 100; ++k) events.push_back(k % 4 == 0 ? 4.0 : k % 4 == 1 ? 2.0 : 3.0);  // mean 3.0
+  EXPECT_DOUBLE_EQ(TrimmedMean(events, 0.1), 3.0);
+  for (int k = 0; k < 5; ++k) events[static_cast<size_t>(k) * 7] = 900.0;  // 5 preempted events
+  events.push_back(3.0);
+  events.push_back(3.0);
+  events.push_back(2.0);  // 103 values, 10 dropped from each end
+  double sum = 0;
+  for (double e : events) sum += e;
+  EXPECT_GT(sum / static_cast<double>(events.size()), 40.0);  // the plain mean
+  EXPECT_DOUBLE_EQ(TrimmedMean(events, 0.1), 252.0 / 83);     // 15 x 2, 50 x 3, 18 x 4 kept
+  std::vector<double> fraction = {3, 3, 3, 4, 3, 3, 4, 3, 3, 3};
+  EXPECT_DOUBLE_EQ(Median(fraction), 3.0);
+  EXPECT_DOUBLE_EQ(TrimmedMean(fraction, 0.0), 3.2);
+  EXPECT_DOUBLE_EQ(TrimmedMean(fraction, 0.1), 3.125);  // seven 3s and one 4 after dropping a 3 and a 4
+  EXPECT_DOUBLE_EQ(TrimmedMean({}, 0.1), 0.0);
+  EXPECT_DOUBLE_EQ(TrimmedMean({5.0}, 0.4), 5.0);
+}
+
 TEST(Stats, OrderStatisticInterval) {
   // 95%: at least 6 pairs (coverage 1 - 2/64 = 0.969 with the extremes).
   EXPECT_EQ(MinPairsFor(0.95), 6);
