@@ -64,6 +64,10 @@ struct PipelineOptions {
   std::string ort_level;       // --device=ort only; "": all (ORT's default)
   bool force_optimised = false;
   int measure_runs = 0;  // 0: auto (VerdictPairs: 10 to 40 pairs)
+  // The time base of the cached timings is read again right before the
+  // verdict where its last reading is older than this (s): a search ran in
+  // between (PipelineResult::TimeBaseNow).
+  double time_base_max_age_s = 5.0;
   // When the verdict does not find the optimised graph faster and its
   // rewrites come from several rules: searches again leaving out one
   // applied rule at a time (the least applied first), at most this many
@@ -254,6 +258,14 @@ struct VerdictRecord : Verdict {
   double before_ms = 0, after_ms = 0;  // measured (ms)
   double after_estimate = 0;           // the optimised graph's cost as it runs (ms, CostModel::RunCost)
   bool keep_original = false;          // the original is written
+  // The time base of the cached timings as last read before the
+  // measurement, where that was after the calibration: the original run
+  // again against its cached timings, by a search round that timed new
+  // keys, or right before the measurement where the last reading was more
+  // than a few seconds old (a search ran in between: the machine's speed
+  // drifts by 10-15% within a minute here). 0: not read again (the
+  // calibration's stands).
+  double time_base = 0;
   // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
   // when the verdict above found the result faster. `guarded`: measured;
   // `guard_note`: why it was not, or what failed.
@@ -313,11 +325,14 @@ struct PipelineResult {
   // The optimised time predicted from the original's measured time and the
   // estimated speedup.
   double PredictedAfterMs() const { return verdict.before_ms * verdict.after_estimate / search.before_estimate; }
+  // The time base of the cached timings at the verdict: read right before
+  // it where a search ran in between, else the calibration's (1 where it is
+  // unknown, e.g. a fresh cache).
+  double TimeBaseNow() const { return verdict.time_base > 0 ? verdict.time_base : calibrate.time_base; }
   // An estimate (ms, in the timing cache's time base, as the search costs
-  // graphs) in the machine's speed at calibration: divided by the time
-  // base of the cached timings (1 where it is unknown, e.g. a fresh cache).
+  // graphs) in the machine's speed at the verdict: divided by TimeBaseNow.
   // The estimates the summary and the report compare with measured times.
-  double EstimateNowMs(double estimate_ms) const { return estimate_ms / calibrate.time_base; }
+  double EstimateNowMs(double estimate_ms) const { return estimate_ms / TimeBaseNow(); }
   // The human-readable summary the optimiser prints (several lines).
   std::string Summary() const;
   // The JSON report.

@@ -719,6 +719,75 @@ TEST(Pipeline, NoRoundStartsThatTheDeadlineCannotHold) {
   }
 }
 
+// A backend that keeps its timings per model (as the executor's and ONNX
+// Runtime's do) on a machine that runs twice as slow from the first search
+// round's calibration on: the machine's speed moved between the
+// calibration and the verdict, not the cost model's error.
+class SlowsDownAfterCalibration : public testing::ScriptedBackend {
+ public:
+  SlowsDownAfterCalibration() : ScriptedBackend("scripted-slows-down", FusionNodeMs) {}
+  bool context_sensitive() const override { return true; }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+    for (double& ms : t.node_ms) ms *= factor_;
+    t.run_ms *= factor_;
+    factor_ = 2.0;  // the calibration ran at speed 1, everything after at half that
+    return t;
+  }
+  double TimeGraph(const Graph& g, const TimingOptions&) override { return factor_ * RunTime(g); }
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
+    PairedTimes t = ScriptedBackend::TimePaired(a, b, pairs, o);
+    for (auto* v : {&t.wall_a, &t.wall_b, &t.cpu_a, &t.cpu_b})
+      for (double& ms : *v) ms *= factor_;
+    return t;
+  }
+
+ private:
+  double factor_ = 1.0;
+};
+
+// The estimates reported against the measured times are at the machine's
+// speed at the verdict: the time base is read again before it where a
+// search ran since the calibration (more than time_base_max_age_s before).
+TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
+  std::string dir = testing::MakeTempDir("pipeline_time_base_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.force_optimised = true;
+  o.retries = 0;
+  o.make_backend = [] { return std::make_unique<SlowsDownAfterCalibration>(); };
+  // No search: the verdict follows the calibration within milliseconds,
+  // so every reading older than 0 s is read again.
+  o.search = "none";
+  o.time_base_max_age_s = 0;
+  PipelineResult r = RunPipeline(o);
+  EXPECT_DOUBLE_EQ(r.calibrate.time_base, 1.0);  // a fresh cache: timed at the calibration
+  EXPECT_DOUBLE_EQ(r.verdict.time_base, 0.5);
+  EXPECT_DOUBLE_EQ(r.TimeBaseNow(), 0.5);
+  EXPECT_NEAR(r.EstimateNowMs(r.search.before_estimate) / r.verdict.before_ms, 1.0, 0.02)
+      << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_at_verdict"].get<double>(), 0.5);
+  EXPECT_NE(r.Summary().find("0.500 read again before the verdict"), std::string::npos) << r.Summary();
+
+  // A reading younger than the limit is not read again: the calibration's
+  // time base stands, and the estimate is half the measured time.
+  o.time_base_max_age_s = 1e9;
+  PipelineResult stale = RunPipeline(o);
+  EXPECT_EQ(stale.verdict.time_base, 0.0);
+  EXPECT_DOUBLE_EQ(stale.TimeBaseNow(), 1.0);
+  EXPECT_NEAR(stale.EstimateNowMs(stale.search.before_estimate) / stale.verdict.before_ms, 0.5, 0.02);
+
+  // A search round that timed new keys read the time base from the
+  // original's run after them: that reading stands at the verdict.
+  o.search = "taso";
+  PipelineResult searched = RunPipeline(o);
+  ASSERT_GE(searched.search.rounds, 2);
+  EXPECT_DOUBLE_EQ(searched.verdict.time_base, 0.5);
+  EXPECT_NEAR(searched.EstimateNowMs(searched.search.before_estimate) / searched.verdict.before_ms, 1.0, 0.02);
+  EXPECT_NEAR(searched.EstimateNowMs(searched.verdict.after_estimate) / searched.verdict.after_ms, 1.0, 0.02);
+}
+
 TEST(Pipeline, RunsAGivenPassOrder) {
   std::string dir = testing::MakeTempDir("pipeline_passes_");
   std::string model = WriteModel(dir);

@@ -8,6 +8,7 @@
 //
 // Adding a stage: its function and its describe function in stages.cc, one
 // row in Stages(), its record (if it has one) in pipeline.h.
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,11 @@ struct OptimiseRun {
   // How long calibrating the original took (about what another search round's calibration costs).
   double calibration_s = 0;
   std::unique_ptr<Runner> runner;  // the search phase's one deadline, interrupt and progress
+  // When the time base of the cached timings was last read (the original
+  // run against its cached timings: the calibration, or a search round's
+  // reference run).
+  std::chrono::steady_clock::time_point time_base_read;
+  double time_base_since = 0;  // the last reading after the calibration's (0: none)
   // one attempt (search, finish, check, verdict): its rules and verdict level
   std::vector<char> mask;
   double level = 0.95;
