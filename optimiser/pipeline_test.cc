@@ -720,8 +720,8 @@ TEST(Pipeline, NoRoundStartsThatTheDeadlineCannotHold) {
 }
 
 // A backend that keeps its timings per model (as the executor's and ONNX
-// Runtime's do) on a machine that runs twice as slow from the first search
-// round's calibration on: the machine's speed moved between the
+// Runtime's do) on a machine that runs twice as slow once the calibration
+// has timed the original: the machine's speed moved between the
 // calibration and the verdict, not the cost model's error.
 class SlowsDownAfterCalibration : public testing::ScriptedBackend {
  public:
@@ -768,7 +768,7 @@ TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
       << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
   nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
   EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_at_verdict"].get<double>(), 0.5);
-  EXPECT_NE(r.Summary().find("0.500 read again before the verdict"), std::string::npos) << r.Summary();
+  EXPECT_NE(r.Summary().find("0.500 as last read before the verdict"), std::string::npos) << r.Summary();
 
   // A reading younger than the limit is not read again: the calibration's
   // time base stands, and the estimate is half the measured time.

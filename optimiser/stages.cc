@@ -1401,7 +1401,7 @@ void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
               static_cast<long long>(r.ops_timed), static_cast<long long>(r.cache_hits));
   if (p.verdict.time_base > 0)
     s += Format(
-        "; cached timings' time base %.3f at calibration, %.3f read again before the verdict: %s -> %s ms at "
+        "; cached timings' time base %.3f at calibration, %.3f as last read before the verdict: %s -> %s ms at "
         "the machine's speed then",
         p.calibrate.time_base, p.verdict.time_base, Ms(p.EstimateNowMs(p.search.before_estimate)).c_str(),
         Ms(p.EstimateNowMs(p.verdict.after_estimate)).c_str());

@@ -11,8 +11,10 @@
 # SOURCES=real (or cpp, torch; space-separated) limits the models swept.
 # Needs ./bazelw build //optimiser //zoo:real_models //zoo:torch_zoo first.
 # Prints: round source model estimate_ms measured_ms error error_after
-# written guard, where written is "optimised" or "original" and guard the
-# ONNX Runtime guard's speedup and interval ("-" where it did not run).
+# written guard time_base, where written is "optimised" or "original", guard the
+# ONNX Runtime guard's speedup and interval ("-" where it did not run), and
+# time_base the cached timings' time base at calibration, "->" the reading
+# before the verdict where it was read again ("-": unknown, a fresh cache).
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
@@ -37,7 +39,11 @@ for rep in $(seq "${ROUNDS:-3}"); do
     after=$(echo "$out" | grep -o "before, [-+0-9.]*% after" | head -1 | cut -d' ' -f2)
     written=$(echo "$out" | grep -qi "^written: .*(the original model" && echo original || echo optimised)
     guard=$(echo "$out" | grep -o "^guard: *in ort .*speedup [0-9.]*x \[[0-9.]*, [0-9.]*\]" | grep -o "[0-9.]*x \[.*\]" | tr -d ' ')
-    echo "$rep $src $m $est $meas $err $after $written ${guard:--}"
+    # The cached timings' time base at calibration and, where it was read
+    # again before the verdict, that reading ("-": unknown, a fresh cache).
+    bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* as last read" | awk '{print $3"->"$6}')
+    [ -n "$bases" ] || bases=$(echo "$out" | grep -o "cached timings' time base [0-9.]*" | awk '{print $5}')
+    echo "$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--}"
   done
 done
 echo done
