@@ -264,8 +264,12 @@ struct VerdictRecord : Verdict {
   // keys, or right before the measurement where the last reading was more
   // than a few seconds old (a search ran in between: the machine's speed
   // drifts by 10-15% within a minute here). 0: not read again (the
-  // calibration's stands).
+  // calibration's stands). Where it was read right before the measurement,
+  // it is read again right after it (a few runs each, either can fall in a
+  // slow moment of the host): `time_base` is then the geometric mean of
+  // the two readings, `time_base_before` and `time_base_after` (0: not read).
   double time_base = 0;
+  double time_base_before = 0, time_base_after = 0;
   // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
   // when the verdict above found the result faster. `guarded`: measured;
   // `guard_note`: why it was not, or what failed.

@@ -768,7 +768,10 @@ TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
       << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
   nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
   EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_at_verdict"].get<double>(), 0.5);
-  EXPECT_NE(r.Summary().find("0.500 as last read before the verdict"), std::string::npos) << r.Summary();
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_before, 0.5);
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_after, 0.5);  // read again after the measurement
+  EXPECT_NE(r.Summary().find("0.500 at the verdict (read before it 0.500, after it 0.500)"), std::string::npos)
+      << r.Summary();
 
   // A reading younger than the limit is not read again: the calibration's
   // time base stands, and the estimate is half the measured time.
@@ -786,6 +789,62 @@ TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
   EXPECT_DOUBLE_EQ(searched.verdict.time_base, 0.5);
   EXPECT_NEAR(searched.EstimateNowMs(searched.search.before_estimate) / searched.verdict.before_ms, 1.0, 0.02);
   EXPECT_NEAR(searched.EstimateNowMs(searched.verdict.after_estimate) / searched.verdict.after_ms, 1.0, 0.02);
+}
+
+// A machine whose speed moves within seconds: the original's runs right
+// before the verdict fall in a slow moment (4x the calibration's time),
+// the verdict runs at 2x, the runs right after it at 1x. The readings
+// bracket the measurement; their geometric mean is its speed (one reading
+// alone, the one before, had put the estimate at twice the measured time).
+class SlowMomentBeforeTheVerdict : public testing::ScriptedBackend {
+ public:
+  SlowMomentBeforeTheVerdict() : ScriptedBackend("scripted-slow-moment", FusionNodeMs) {}
+  bool context_sensitive() const override { return true; }
+  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
+    InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
+    // The calibration's runs (the original, its canonical form and the
+    // original again as the canonical form's reference) are the most; a
+    // reading of the time base runs half as many times. The first reading,
+    // before the verdict, falls in the slow moment; the second, after it,
+    // runs at the calibration's speed.
+    if (calibration_runs_ == 0) calibration_runs_ = runs;
+    const double factor = runs < calibration_runs_ && readings_++ == 0 ? 4.0 : 1.0;
+    for (double& ms : t.node_ms) ms *= factor;
+    t.run_ms *= factor;
+    return t;
+  }
+  double TimeGraph(const Graph& g, const TimingOptions&) override { return 2.0 * RunTime(g); }
+  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
+    PairedTimes t = ScriptedBackend::TimePaired(a, b, pairs, o);
+    for (auto* v : {&t.wall_a, &t.wall_b, &t.cpu_a, &t.cpu_b})
+      for (double& ms : *v) ms *= 2.0;
+    return t;
+  }
+
+ private:
+  int calibration_runs_ = 0, readings_ = 0;
+};
+
+TEST(Pipeline, TheTimeBaseReadingsBracketTheVerdict) {
+  std::string dir = testing::MakeTempDir("pipeline_time_base_bracket_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.force_optimised = true;
+  o.retries = 0;
+  o.search = "none";
+  o.time_base_max_age_s = 0;
+  o.make_backend = [] { return std::make_unique<SlowMomentBeforeTheVerdict>(); };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_DOUBLE_EQ(r.calibrate.time_base, 1.0);
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_before, 0.25);
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_after, 1.0);
+  EXPECT_DOUBLE_EQ(r.TimeBaseNow(), 0.5);
+  EXPECT_NEAR(r.EstimateNowMs(r.search.before_estimate) / r.verdict.before_ms, 1.0, 0.02)
+      << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_before_verdict"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_after_verdict"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_at_verdict"].get<double>(), 0.5);
 }
 
 TEST(Pipeline, RunsAGivenPassOrder) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -870,9 +871,19 @@ void Measure(OptimiseRun& r) {
   // calibration's runs, about half a second; its keys are cached, so
   // nothing is recorded). Read 20 s before, after a search, it had put a
   // model's estimate 13% under its measured time; read again, within 2%.
-  if (Seconds(r.time_base_read) > o.time_base_max_age_s && r.original_cut.num_nodes() > 0) {
+  // A reading is a few runs: one taken in a slow moment of a second (the
+  // host's, here up to 2x) had put a 200 ms model's estimate 16% over its
+  // measured time, the verdict's runs 6% slower than the calibration's and
+  // the reading 22%. So the reading taken here is taken again after the
+  // measurement too, and the two bracket it: their geometric mean is the
+  // time base at the verdict.
+  const auto read_time_base = [&r]() -> double {
     const CalibrationReport now = r.cost->Calibrate(r.original_cut, 0, std::max(3, r.cal_runs / 2));
-    if (now.time_base_known) r.time_base_since = now.time_base;
+    return now.time_base_known ? now.time_base : 0.0;
+  };
+  if (Seconds(r.time_base_read) > o.time_base_max_age_s && r.original_cut.num_nodes() > 0) {
+    rec.time_base_before = read_time_base();
+    if (rec.time_base_before > 0) r.time_base_since = rec.time_base_before;
     r.time_base_read = Clock::now();
   }
   rec.time_base = r.time_base_since;
@@ -900,6 +911,14 @@ void Measure(OptimiseRun& r) {
     rec.before_ms = rec.a_ms;
     rec.after_ms = rec.b_ms;
     r.info(rec.ToString());
+  }
+  if (rec.time_base_before > 0 && !r.runner->ShouldStop()) {
+    rec.time_base_after = read_time_base();
+    if (rec.time_base_after > 0) {
+      rec.time_base = std::sqrt(rec.time_base_before * rec.time_base_after);
+      r.time_base_since = rec.time_base;
+      r.time_base_read = Clock::now();
+    }
   }
   rec.after_estimate = r.cost->RunCost(r.optimised);
   rec.keep_original = check.unchanged || !check.general_ok || (!o.force_optimised && !rec.faster());
@@ -1157,6 +1176,8 @@ void DescribeCalibrate(const PipelineResult& p, std::string&, Json& j) {
                          {"time_base", c.time_base},
                          {"time_base_known", c.time_base_known},
                          {"time_base_at_verdict", p.TimeBaseNow()},
+                         {"time_base_before_verdict", p.verdict.time_base_before},
+                         {"time_base_after_verdict", p.verdict.time_base_after},
                          {"per_op", per_op}};
 }
 
@@ -1399,7 +1420,13 @@ void DescribeReport(const PipelineResult& p, std::string& s, Json& j) {
   s += Format("cost:       estimate %s -> %s ms (%s, %lld ops timed, %lld cache hits",
               Ms(p.search.before_estimate).c_str(), Ms(p.verdict.after_estimate).c_str(), p.configure.device.c_str(),
               static_cast<long long>(r.ops_timed), static_cast<long long>(r.cache_hits));
-  if (p.verdict.time_base > 0)
+  if (p.verdict.time_base > 0 && p.verdict.time_base_after > 0)
+    s += Format(
+        "; cached timings' time base %.3f at calibration, %.3f at the verdict (read before it %.3f, after it "
+        "%.3f): %s -> %s ms at the machine's speed then",
+        p.calibrate.time_base, p.verdict.time_base, p.verdict.time_base_before, p.verdict.time_base_after,
+        Ms(p.EstimateNowMs(p.search.before_estimate)).c_str(), Ms(p.EstimateNowMs(p.verdict.after_estimate)).c_str());
+  else if (p.verdict.time_base > 0)
     s += Format(
         "; cached timings' time base %.3f at calibration, %.3f as last read before the verdict: %s -> %s ms at "
         "the machine's speed then",

@@ -14,7 +14,8 @@
 # written guard time_base, where written is "optimised" or "original", guard the
 # ONNX Runtime guard's speedup and interval ("-" where it did not run), and
 # time_base the cached timings' time base at calibration, "->" the reading
-# before the verdict where it was read again ("-": unknown, a fresh cache).
+# before the verdict where it was read again, "B/A=V" the readings before and
+# after the verdict and their geometric mean ("-": unknown, a fresh cache).
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
@@ -41,7 +42,8 @@ for rep in $(seq "${ROUNDS:-3}"); do
     guard=$(echo "$out" | grep -o "^guard: *in ort .*speedup [0-9.]*x \[[0-9.]*, [0-9.]*\]" | grep -o "[0-9.]*x \[.*\]" | tr -d ' ')
     # The cached timings' time base at calibration and, where it was read
     # again before the verdict, that reading ("-": unknown, a fresh cache).
-    bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* as last read" | awk '{print $3"->"$6}')
+    bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* at the verdict (read before it [0-9.]*, after it [0-9.]*" | awk '{gsub(",", "", $13); print $3"->"$13"/"$16"="$6}')
+    [ -n "$bases" ] || bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* as last read" | awk '{print $3"->"$6}')
     [ -n "$bases" ] || bases=$(echo "$out" | grep -o "cached timings' time base [0-9.]*" | awk '{print $5}')
     echo "$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--}"
   done
