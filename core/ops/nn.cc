@@ -695,6 +695,21 @@ OpDef PadDef() {
       c.Fail("pads has " + std::to_string(pads.size()) + " values for rank " + std::to_string(r));
     std::string mode = c.String("mode");
     if (mode != "constant" && mode != "reflect" && mode != "edge") c.Fail("unknown pad mode '" + mode + "'");
+    // Reflect reads pads elements beyond the edge inside the axis, edge
+    // one at it: as ONNX Runtime checks them (an axis of 1 cannot be
+    // reflected; "Pad reflect requires axis length >= 2"), after the
+    // negative pads have cropped it.
+    if (mode != "constant")
+      for (int64_t k = 0; k < r; ++k) {
+        const int64_t before = pads[k], after = pads[k + r];
+        if (x.shape[k] < 0 || (before <= 0 && after <= 0)) continue;
+        const int64_t n = x.shape[k] + std::min<int64_t>(before, 0) + std::min<int64_t>(after, 0);
+        if (mode == "edge" && n <= 0)
+          c.Fail("edge pads of axis " + std::to_string(k) + ", which is empty (" + std::to_string(x.shape[k]) + ")");
+        if (mode == "reflect" && std::max(before, after) > n - 1)
+          c.Fail("reflect pads of " + std::to_string(std::max(before, after)) + " for axis " + std::to_string(k) +
+                 " of length " + std::to_string(n) + " (at most " + std::to_string(std::max<int64_t>(n - 1, 0)) + ")");
+      }
     Shape out = x.shape;
     for (int64_t k = 0; k < r; ++k)
       if (out[k] >= 0) {

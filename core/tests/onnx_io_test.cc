@@ -1990,6 +1990,55 @@ TEST(OnnxIo, FittingBindsDimensionsAfterTheFirstWhereTheFreeBindingFails) {
             (std::vector<int64_t>{2, 3, 12, 12}));
 }
 
+// Reflect padding reads inside the axis: an image bound to 1 x 1 cannot be
+// reflected (ONNX Runtime: "Pad reflect requires axis length >= 2"), nor
+// any axis by as many as its length. The shape rule says so, and the
+// importer fits the model as it does a detector (a model with
+// ReflectionPad2d had failed in its reference run at 1 x 1).
+TEST(OnnxIo, ReflectPaddingNeedsAnAxisLongerThanItsPads) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 4, -1, -1});
+  auto* dims = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_param("N");
+  dims->mutable_dim(2)->set_dim_param("H");
+  dims->mutable_dim(3)->set_dim_param("W");
+  Int64Init(m, "pads", {0, 0, 2, 2, 0, 0, 2, 2});
+  StrAttr(Node(m, "Pad", {"x", "pads"}, {"y"}), "mode", "reflect");
+  onnx::AttributeProto* mode = m.mutable_graph()->mutable_node(0)->mutable_attribute(0);
+  Info(m.mutable_graph()->add_output(), "y", {-1, 4, -1, -1});
+  std::string path = Save(m, "reflect.onnx");
+  try {
+    ImportOnnxFile(path);
+    FAIL() << "reflected an axis of 1";
+  } catch (const FreeDimsDoNotFit& e) {
+    EXPECT_NE(e.node_error.find("reflect pads of 2 for axis 2 of length 1 (at most 0)"), std::string::npos)
+        << e.node_error;
+  }
+  std::map<std::string, std::vector<int64_t>> fitted;
+  Graph g = ImportOnnxFileFitting(path, {}, nullptr, nullptr, &fitted);
+  EXPECT_EQ(fitted.at("x"), (std::vector<int64_t>{1, 4, 224, 224}));
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 4, 228, 228}));
+  // Pads as long as the axis less one fit; as long as the axis do not.
+  ImportOptions given;
+  given.input_shapes = ParseInputShapes("x:1,4,3,3");
+  EXPECT_EQ(ImportOnnxFile(path, given).value(g.FindValue("y")).type.shape, (Shape{1, 4, 7, 7}));
+  given.input_shapes = ParseInputShapes("x:1,4,2,3");
+  try {
+    ImportOnnxFile(path, given);
+    FAIL() << "reflected 2 of an axis of 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reflect pads of 2 for axis 2 of length 2 (at most 1)"), std::string::npos)
+        << e.what();
+  }
+  // Edge padding needs one element.
+  mode->set_s("edge");
+  path = Save(m, "edge.onnx");
+  given.input_shapes = ParseInputShapes("x:1,4,1,1");
+  EXPECT_EQ(ImportOnnxFile(path, given).value(g.FindValue("y")).type.shape, (Shape{1, 4, 5, 5}));
+  given.input_shapes = ParseInputShapes("x:1,4,0,3");
+  EXPECT_THROW(ImportOnnxFile(path, given), Error);
+}
+
 // --input_shape: named inputs bound to the given shapes, a dim_param shared
 // with another input follows, the written model keeps its symbolic names;
 // every kind of mismatch is an error naming the input.
