@@ -194,6 +194,41 @@ class SrResNetPRelu(nn.Module):
         return self.tail(self.up(h + self.mid(y)))
 
 
+class CycleGanReflect(nn.Module):
+    """CycleGAN's ResNet generator in miniature, as image-to-image and
+    style-transfer models write it: reflection padding (ReflectionPad2d: ONNX
+    Pad mode reflect) before the 7x7 convs and inside each residual block,
+    instance normalisation, two strided convs down and two transposed convs
+    up (output_padding 1), tanh. At 1 x 1 the reflect pads do not fit (ONNX
+    Runtime needs the axis longer than its pads): without --input_shape the
+    importer fits it."""
+
+    def __init__(self):
+        super().__init__()
+        w = 16
+
+        def block():
+            return nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(4 * w, 4 * w, 3), nn.InstanceNorm2d(4 * w),
+                                 nn.ReLU(), nn.ReflectionPad2d(1), nn.Conv2d(4 * w, 4 * w, 3),
+                                 nn.InstanceNorm2d(4 * w))
+
+        self.head = nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(3, w, 7), nn.InstanceNorm2d(w), nn.ReLU(),
+                                  nn.Conv2d(w, 2 * w, 3, stride=2, padding=1), nn.InstanceNorm2d(2 * w), nn.ReLU(),
+                                  nn.Conv2d(2 * w, 4 * w, 3, stride=2, padding=1), nn.InstanceNorm2d(4 * w),
+                                  nn.ReLU())
+        self.blocks = nn.ModuleList(block() for _ in range(2))
+        self.tail = nn.Sequential(
+            nn.ConvTranspose2d(4 * w, 2 * w, 3, stride=2, padding=1, output_padding=1), nn.InstanceNorm2d(2 * w),
+            nn.ReLU(), nn.ConvTranspose2d(2 * w, w, 3, stride=2, padding=1, output_padding=1), nn.InstanceNorm2d(w),
+            nn.ReLU(), nn.ReflectionPad2d(3), nn.Conv2d(w, 3, 7), nn.Tanh())
+
+    def forward(self, x):
+        y = self.head(x)
+        for b in self.blocks:
+            y = y + b(y)
+        return self.tail(y)
+
+
 class RepVggTrainForm(nn.Module):
     """RepVGG (structural re-parameterisation) exported in its training form,
     as a user gets it without calling the model's own switch-to-deploy step:
@@ -1849,6 +1884,7 @@ MODELS = {
     "prelu_facenet_op13": (PReluFaceNet, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112",
                            False),
     # PReLU with one shared slope (SRGAN's generator), dynamic batch and size.
+    "cyclegan_reflect_op13": (CycleGanReflect, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,48,40", False),
     "prelu_srresnet_op13": (SrResNetPRelu, (1, 3, 64, 64), 13, DYN_IMAGE, "x:1,3,64,64", "x:2,3,48,40", False),
     # PReLU after Conv1d (speech separation: Conv-TasNet), dynamic batch and
     # length (half a second at 16 kHz).

@@ -6,6 +6,7 @@ REAL_MODELS = [
     "control_flow_op13",
     "coreml_experimental_op7",
     "crnn_lstm_op9",
+    "cyclegan_reflect_op13",
     "csp_mish_gelu_op20",
     "csp_mish_op18",
     "encoder_formula_op13",
