@@ -1670,13 +1670,21 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
   for (const auto& vi : gp.input()) input_names.insert(vi.name());
   const bool inputs_override = model.ir_version() >= 4;
   if (inputs_override) {
+    // One warning, naming the first few in the inputs' order (a model
+    // exported so lists every weight: one line each had been hundreds).
     int overridable = 0;
-    for (const auto& [name, t] : init_protos) overridable += input_names.count(name) > 0;
+    std::string names;
+    for (const auto& vi : gp.input()) {
+      if (!init_protos.count(vi.name())) continue;
+      if (++overridable <= 3) names += (names.empty() ? "'" : ", '") + vi.name() + "'";
+    }
+    if (overridable > 3) names += ", ...";
     if (overridable > 0)
       rep.warnings.push_back(
-          std::to_string(overridable) +
-          " initializers are also graph inputs (IR >= 4: callers may override them): kept as inputs, so no rewrite "
-          "folds them; export without them as inputs (torch.onnx: keep_initializers_as_inputs=False) to let them fold");
+          std::to_string(overridable) + " initializers are also graph inputs (" + names +
+          "; IR >= 4: callers may override them): kept as inputs with their default values, not treated as "
+          "constants, so no rewrite folds them; export without them as inputs (torch.onnx: "
+          "keep_initializers_as_inputs=False) to let them fold");
   }
   // The weights' bytes move from the protobuf into the graph (held once).
   for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer())
@@ -1711,8 +1719,6 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
         Fail("graph input '", vi.name(), "' is ", DTypeName(t.dtype), " but its default value is ",
              DTypeName(default_value->dtype()));
       if (!t.rank_known) t = default_value->type();
-      rep.warnings.push_back("graph input '" + vi.name() +
-                             "' has a default value (initializer): it stays an input and is not treated as a constant");
     }
     if (!t.rank_known) {
       auto given = binding.given.find(vi.name());

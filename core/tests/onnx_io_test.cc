@@ -1214,9 +1214,13 @@ TEST(OnnxIo, LegacyInitializerInputsAndTypedFields) {
   EXPECT_FALSE(ir8.IsConstant(ir8.inputs()[1]));
   bool warned = false;
   for (const std::string& warning : report.warnings)
-    warned |= warning.find("1 initializers are also graph inputs") != std::string::npos &&
+    warned |= warning.find("1 initializers are also graph inputs ('w'; ") != std::string::npos &&
               warning.find("keep_initializers_as_inputs=False") != std::string::npos;
   EXPECT_TRUE(warned);
+  // One warning for them all, not one per input.
+  int mentions = 0;
+  for (const std::string& warning : report.warnings) mentions += warning.find("'w'") != std::string::npos;
+  EXPECT_EQ(mentions, 1);
 }
 
 // A declared shape that contradicts what the nodes compute (stale
