@@ -520,7 +520,34 @@ class NewerOpsets {
         n->add_input(x);
         n->add_input(sizes);
       } else if (op == "Pad" && v == 18) {
-        if (n->input_size() >= 4 && !n->input(3).empty()) return Keep(n, "pads on given axes");
+        if (n->input_size() >= 4 && !n->input(3).empty()) {
+          // Pads on given axes: as pads on every axis (0 on the others),
+          // where the axes and pads are constants and the input's rank is
+          // declared (a graph input's, or value_info's, as exporters write).
+          auto axes = consts.find(n->input(3));
+          auto pads = consts.find(n->input(1));
+          auto shape = shapes.find(n->input(0));
+          if (axes == consts.end() || pads == consts.end() || shape == shapes.end())
+            return Keep(n, "pads on given axes");
+          const int64_t rank = static_cast<int64_t>(shape->second.size());
+          const std::vector<int64_t>& ax = axes->second;
+          const int64_t k = static_cast<int64_t>(ax.size());
+          if (static_cast<int64_t>(pads->second.size()) != 2 * k) return Keep(n, "pads on given axes");
+          std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
+          std::vector<bool> seen(static_cast<size_t>(rank), false);
+          for (int64_t i = 0; i < k; ++i) {
+            const int64_t a = ax[i] < 0 ? ax[i] + rank : ax[i];
+            if (a < 0 || a >= rank || seen[a]) return Keep(n, "pads on given axes");
+            seen[a] = true;
+            full[a] = pads->second[i];
+            full[a + rank] = pads->second[i + k];
+          }
+          const std::string base = n->name().empty() ? n->output(0) : n->name();
+          n->set_input(1, Ints(base + "_pads", full));
+          n->mutable_input()->RemoveLast();
+          while (n->input_size() > 2 && n->input(n->input_size() - 1).empty()) n->mutable_input()->RemoveLast();
+          ++done_["Pad on given axes -> pads on every axis"];
+        }
       } else if (op == "Pad" && v == 19) {
         const auto* m = FindAttr(*n, "mode");
         if (m && m->s() == "wrap") return Keep(n, "mode wrap");

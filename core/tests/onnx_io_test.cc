@@ -570,6 +570,39 @@ TEST(OnnxIo, NewerOpsetSplitAlongASymbolicDimension) {
   }
 }
 
+// Pad-18 on given axes (negative ones too) of an input whose rank is
+// declared: pads on every axis, so the node is modelled (not opaque) and
+// the model computes the same in ONNX Runtime when written back at 18.
+TEST(OnnxIo, NewerOpsetPadOnGivenAxes) {
+  onnx::ModelProto m = Model(18);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3, 4, 5}, onnx::TensorProto::FLOAT, "N");
+  Int64Init(m, "pads", {1, 2, 0, 3});  // axis 2: 1 before, 0 after; axis 3 (-1): 2 before, 3 after
+  Int64Init(m, "axes", {2, -1});
+  StrAttr(Node(m, "Pad", {"x", "pads", "", "axes"}, {"p"}), "mode", "edge");
+  Node(m, "Relu", {"p"}, {"y"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 3, 5, 10}, onnx::TensorProto::FLOAT, "N");
+  const std::string path = Save(m, "opset18_pad_axes.onnx");
+  ImportReport report;
+  Graph g = ImportOnnxFile(path, {}, &report);
+  for (NodeId id = 0; id < g.num_nodes(); ++id) EXPECT_FALSE(g.node(id).opaque()) << g.node(id).Describe();
+  EXPECT_EQ(g.OpCounts()["Pad"], 1);
+  EXPECT_EQ(g.value(g.FindValue("y")).type.shape, (Shape{1, 3, 5, 10}));
+  onnx::ModelProto back;
+  int written = 0;
+  ASSERT_TRUE(back.ParseFromString(ExportOnnxBytesAtSourceOpset(g, nullptr, &written)));
+  EXPECT_EQ(written, 18);
+  const std::string back_path = Save(back, "opset18_pad_axes_back.onnx");
+  for (int64_t n : {1, 2}) {
+    at::Tensor x = at::randn({n, 3, 4, 5});
+    std::vector<at::Tensor> a = testing::RunOnnxRuntime(path, {{"x", x}});
+    std::vector<at::Tensor> b = testing::RunOnnxRuntime(back_path, {{"x", x}});
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].sizes(), (std::vector<int64_t>{n, 3, 5, 10}));
+    EXPECT_TRUE(at::equal(a[0], b[0])) << n;
+  }
+}
+
 // A node of opset 18+ with no opset-17 form (here a ReduceMin whose axes
 // are computed at run time, and an operator ONNX added after 17 that is not
 // a function of older ones) stays opaque and is written back unchanged.
