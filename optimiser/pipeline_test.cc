@@ -720,27 +720,48 @@ TEST(Pipeline, NoRoundStartsThatTheDeadlineCannotHold) {
 }
 
 // A backend that keeps its timings per model (as the executor's and ONNX
-// Runtime's do) on a machine that runs twice as slow once the calibration
-// has timed the original: the machine's speed moved between the
-// calibration and the verdict, not the cost model's error.
-class SlowsDownAfterCalibration : public testing::ScriptedBackend {
+// Runtime's do) on a machine whose speed a test scripts: the in-context
+// runs (calibrations and readings of the time base) at InContextFactor of
+// the scripted times, the measurements (TimeGraph, TimePaired) at
+// MeasureFactor.
+class ScriptedSpeedBackend : public testing::ScriptedBackend {
  public:
-  SlowsDownAfterCalibration() : ScriptedBackend("scripted-slows-down", FusionNodeMs) {}
+  explicit ScriptedSpeedBackend(const std::string& name) : ScriptedBackend(name, FusionNodeMs) {}
   bool context_sensitive() const override { return true; }
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
     InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
-    for (double& ms : t.node_ms) ms *= factor_;
-    t.run_ms *= factor_;
-    factor_ = 2.0;  // the calibration ran at speed 1, everything after at half that
+    const double factor = InContextFactor(runs);
+    for (double& ms : t.node_ms) ms *= factor;
+    t.run_ms *= factor;
     return t;
   }
-  double TimeGraph(const Graph& g, const TimingOptions&) override { return factor_ * RunTime(g); }
+  double TimeGraph(const Graph& g, const TimingOptions&) override { return MeasureFactor() * RunTime(g); }
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
     PairedTimes t = ScriptedBackend::TimePaired(a, b, pairs, o);
     for (auto* v : {&t.wall_a, &t.wall_b, &t.cpu_a, &t.cpu_b})
-      for (double& ms : *v) ms *= factor_;
+      for (double& ms : *v) ms *= MeasureFactor();
     return t;
   }
+
+ protected:
+  virtual double InContextFactor(int runs) = 0;
+  virtual double MeasureFactor() const = 0;
+};
+
+// A machine that runs twice as slow once the calibration has timed the
+// original: the machine's speed moved between the calibration and the
+// verdict, not the cost model's error.
+class SlowsDownAfterCalibration : public ScriptedSpeedBackend {
+ public:
+  SlowsDownAfterCalibration() : ScriptedSpeedBackend("scripted-slows-down") {}
+
+ protected:
+  double InContextFactor(int) override {
+    const double now = factor_;
+    factor_ = 2.0;  // the calibration ran at speed 1, everything after at half that
+    return now;
+  }
+  double MeasureFactor() const override { return factor_; }
 
  private:
   double factor_ = 1.0;
@@ -796,30 +817,21 @@ TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
 // the verdict runs at 2x, the runs right after it at 1x. The readings
 // bracket the measurement; their geometric mean is its speed (one reading
 // alone, the one before, had put the estimate at twice the measured time).
-class SlowMomentBeforeTheVerdict : public testing::ScriptedBackend {
+class SlowMomentBeforeTheVerdict : public ScriptedSpeedBackend {
  public:
-  SlowMomentBeforeTheVerdict() : ScriptedBackend("scripted-slow-moment", FusionNodeMs) {}
-  bool context_sensitive() const override { return true; }
-  InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
-    InContextTimes t = ScriptedBackend::TimeNodesInContext(g, runs, o);
-    // The calibration's runs (the original, its canonical form and the
-    // original again as the canonical form's reference) are the most; a
-    // reading of the time base runs half as many times. The first reading,
-    // before the verdict, falls in the slow moment; the second, after it,
-    // runs at the calibration's speed.
+  SlowMomentBeforeTheVerdict() : ScriptedSpeedBackend("scripted-slow-moment") {}
+
+ protected:
+  // The calibration's runs (the original, its canonical form and the
+  // original again as the canonical form's reference) are the most; a
+  // reading of the time base runs half as many times. The first reading,
+  // before the verdict, falls in the slow moment; the second, after it,
+  // runs at the calibration's speed.
+  double InContextFactor(int runs) override {
     if (calibration_runs_ == 0) calibration_runs_ = runs;
-    const double factor = runs < calibration_runs_ && readings_++ == 0 ? 4.0 : 1.0;
-    for (double& ms : t.node_ms) ms *= factor;
-    t.run_ms *= factor;
-    return t;
+    return runs < calibration_runs_ && readings_++ == 0 ? 4.0 : 1.0;
   }
-  double TimeGraph(const Graph& g, const TimingOptions&) override { return 2.0 * RunTime(g); }
-  PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
-    PairedTimes t = ScriptedBackend::TimePaired(a, b, pairs, o);
-    for (auto* v : {&t.wall_a, &t.wall_b, &t.cpu_a, &t.cpu_b})
-      for (double& ms : *v) ms *= 2.0;
-    return t;
-  }
+  double MeasureFactor() const override { return 2.0; }
 
  private:
   int calibration_runs_ = 0, readings_ = 0;
