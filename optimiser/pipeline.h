@@ -233,6 +233,7 @@ struct SearchRecord {
 struct FinishRecord {
   GraphSummary before, after;  // the original; the optimised graph (written unless the verdict kept the original)
   int folded = 0;              // weight-only nodes folded into initializers
+  int kept_weight_nodes = 0;   // the model's weight-only nodes kept: folded they would grow its weights
   int raised_batchnorm = 0;    // Mul/Add pairs raised back to BatchNormalization
   int64_t raised_opset = 0;    // the opset the optimised graph was raised to (0: not raised)
   int renamed_outputs = 0;     // graph outputs whose names were restored

@@ -672,6 +672,16 @@ void Finish(OptimiseRun& r) {
   optimised = result.applied.empty() ? imported : result.graph;
   for (const std::string& name : FinishPasses()) {
     if (name == "fold_constants" && !r.o.fold_weights) continue;
+    if (name == "fold_constants") {
+      // The model's own weight-only nodes that would store more weight data
+      // folded (float16 weights cast to float32) stay nodes (the pass).
+      const std::vector<char> kept = WeightGrowingNodes(optimised);
+      rec.kept_weight_nodes = static_cast<int>(std::count(kept.begin(), kept.end(), 1));
+      if (rec.kept_weight_nodes > 0)
+        r.info(Format("kept %d of the model's weight-only nodes as they are: folded, they would store more weight "
+                      "data than it holds (ONNX Runtime folds them at load)",
+                      rec.kept_weight_nodes));
+    }
     Graph next = optimised;
     const int nodes = optimised.num_nodes();
     if (!PassRegistry::Builtin().Make(name)->Run(next)) continue;
@@ -1242,7 +1252,7 @@ void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
   s += "before:     " + f.before.ToString();
   s += "after:      " + f.after.ToString();
   j["finish"] =
-      Json{{"folded", f.folded}, {"raised_batchnorm", f.raised_batchnorm}, {"renamed_outputs", f.renamed_outputs}};
+      Json{{"folded", f.folded}, {"kept_weight_nodes", f.kept_weight_nodes}, {"raised_batchnorm", f.raised_batchnorm}, {"renamed_outputs", f.renamed_outputs}};
   j["raised_opset"] = f.raised_opset;
 }
 

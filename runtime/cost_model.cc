@@ -61,23 +61,6 @@ class CostingScope {
 
 // ---------------------------------------------------------------- graphs
 
-std::vector<char> WeightOnlyNodes(const Graph& g) {
-  std::vector<char> weight_only(g.num_nodes(), 0);
-  std::vector<char> const_value(g.num_values(), 0);
-  for (ValueId v = 0; v < g.num_values(); ++v) const_value[v] = g.IsConstant(v);
-  for (NodeId id : g.TopologicalOrder()) {
-    const Node& n = g.node(id);
-    if (n.opaque() || n.inputs.empty()) continue;
-    bool all = true;
-    for (ValueId in : n.inputs)
-      if (in != kNoValue && !const_value[in]) all = false;
-    if (!all) continue;
-    weight_only[id] = 1;
-    for (ValueId out : n.outputs) const_value[out] = 1;
-  }
-  return weight_only;
-}
-
 double CostModel::GraphCost(const Graph& g) {
   CostingScope scope(g);
   std::vector<char> weight_only = WeightOnlyNodes(g);

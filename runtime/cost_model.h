@@ -22,6 +22,7 @@
 
 #include "core/graph.h"
 #include "core/node_key.h"
+#include "core/passes/fold_constants.h"  // WeightOnlyNodes
 
 namespace rlflow {
 
@@ -255,9 +256,6 @@ class CostModel {
     return estimate;
   }
 };
-
-// Nodes computed from weights only (folded before export); per node id.
-std::vector<char> WeightOnlyNodes(const Graph& graph);
 
 // A single-node graph computing `graph`'s node `id`: its non-constant inputs
 // become graph inputs, its constant inputs stay initializers.

@@ -199,11 +199,14 @@ class FoldConstants : public Pass {
  public:
   std::string Name() const override { return "fold_constants"; }
   std::string Description() const override {
-    return "constant folding: nodes whose inputs are all constants (weights included) become initializers";
+    return "constant folding: nodes whose inputs are all constants (weights included) become initializers, but "
+           "for those that would store more weight data than the model holds (WeightGrowingNodes)";
   }
   bool Run(Graph& g) const override {
     FoldOptions o;
     o.max_elements = std::numeric_limits<int64_t>::max();
+    const std::vector<char> keep = WeightGrowingNodes(g);
+    o.keep = &keep;
     return InferShapesAndFold(g, o) > 0;
   }
 };

@@ -10,6 +10,111 @@
 
 namespace rlflow {
 
+std::vector<char> WeightOnlyNodes(const Graph& g) {
+  std::vector<char> weight_only(g.num_nodes(), 0);
+  std::vector<char> const_value(g.num_values(), 0);
+  for (ValueId v = 0; v < g.num_values(); ++v) const_value[v] = g.IsConstant(v);
+  for (NodeId id : g.TopologicalOrder()) {
+    const Node& n = g.node(id);
+    if (n.opaque() || n.inputs.empty()) continue;
+    bool all = true;
+    for (ValueId in : n.inputs)
+      if (in != kNoValue && !const_value[in]) all = false;
+    if (!all) continue;
+    weight_only[id] = 1;
+    for (ValueId out : n.outputs) const_value[out] = 1;
+  }
+  return weight_only;
+}
+
+namespace {
+double ValueBytes(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.initializer) return static_cast<double>(val.initializer->NumElements()) * DTypeSize(val.initializer->dtype());
+  return static_cast<double>(std::max<int64_t>(val.type.NumElements(), 0)) * DTypeSize(val.type.dtype);
+}
+}  // namespace
+
+std::vector<char> WeightGrowingNodes(const Graph& g, const WeightGrowthBound& bound) {
+  const std::vector<char> weight_only = WeightOnlyNodes(g);
+  std::vector<char> keep(g.num_nodes(), 0);
+  if (std::none_of(weight_only.begin(), weight_only.end(), [](char c) { return c != 0; })) return keep;
+  const auto consumers = g.Consumers();
+  std::vector<NodeId> producer(g.num_values(), kNoNode);
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    for (ValueId out : g.node(id).outputs)
+      if (out != kNoValue) producer[out] = id;
+  std::vector<char> graph_output(g.num_values(), 0);
+  for (ValueId v : g.outputs()) graph_output[v] = 1;
+  // The tensors weight-only subgraphs hand on, each with its subgraph's
+  // nodes and the weights they read.
+  struct Region {
+    ValueId value;
+    std::vector<NodeId> nodes;
+    std::vector<ValueId> weights;
+  };
+  std::vector<Region> regions;
+  std::vector<int> regions_reading(g.num_values(), 0);  // per weight
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (!weight_only[id]) continue;
+    for (ValueId out : g.node(id).outputs) {
+      if (out == kNoValue) continue;
+      bool handed_on = graph_output[out] != 0;
+      for (const auto& [reader, slot] : consumers[out]) handed_on = handed_on || !weight_only[reader];
+      if (!handed_on) continue;
+      Region r{out, {}, {}};
+      std::vector<char> seen_node(g.num_nodes(), 0), seen_value(g.num_values(), 0);
+      std::vector<NodeId> stack = {id};
+      seen_node[id] = 1;
+      while (!stack.empty()) {
+        const NodeId n = stack.back();
+        stack.pop_back();
+        r.nodes.push_back(n);
+        for (ValueId in : g.node(n).inputs) {
+          if (in == kNoValue || seen_value[in]) continue;
+          seen_value[in] = 1;
+          if (g.IsConstant(in)) {
+            r.weights.push_back(in);
+            ++regions_reading[in];
+          } else if (const NodeId p = producer[in]; p != kNoNode && weight_only[p] && !seen_node[p]) {
+            seen_node[p] = 1;
+            stack.push_back(p);
+          }
+        }
+      }
+      regions.push_back(std::move(r));
+    }
+  }
+  // Which weights stay stored whatever is folded: those read by a node that
+  // runs, or that are graph outputs.
+  std::vector<char> stays(g.num_values(), 0);
+  for (ValueId v = 0; v < g.num_values(); ++v) {
+    if (!g.IsConstant(v)) continue;
+    stays[v] = graph_output[v];
+    for (const auto& [reader, slot] : consumers[v]) stays[v] = stays[v] || !weight_only[reader];
+  }
+  std::vector<char> grows(regions.size(), 0);
+  double growth = 0;
+  for (size_t k = 0; k < regions.size(); ++k) {
+    double in = 0;
+    for (ValueId w : regions[k].weights)
+      if (!stays[w]) in += ValueBytes(g, w) / regions_reading[w];
+    const double out = ValueBytes(g, regions[k].value);
+    // The model's own (every node imported, none a rewrite's).
+    const bool own = std::all_of(regions[k].nodes.begin(), regions[k].nodes.end(),
+                                 [&](NodeId n) { return g.node(n).source_proto != nullptr; });
+    grows[k] = own && out > bound.ratio * in && out - in > static_cast<double>(bound.region_bytes);
+    if (grows[k]) growth += out - in;
+  }
+  if (growth <= static_cast<double>(bound.bytes)) std::fill(grows.begin(), grows.end(), 0);
+  std::vector<char> folded(g.num_nodes(), 0);
+  for (size_t k = 0; k < regions.size(); ++k)
+    for (NodeId n : regions[k].nodes) (grows[k] ? keep : folded)[n] = 1;
+  for (NodeId id = 0; id < g.num_nodes(); ++id)
+    if (folded[id]) keep[id] = 0;
+  return keep;
+}
+
 int InferShapesAndFold(Graph& g, const FoldOptions& options) {
   const OpRegistry& reg = OpRegistry::Global();
   int folded = 0;
@@ -81,6 +186,9 @@ int InferShapesAndFold(Graph& g, const FoldOptions& options) {
       for (ValueId out : n.outputs) g.mutable_value(out).symbolic = false;
       symbolic = false;
     }
+    if (options.keep != nullptr && static_cast<size_t>(id) < options.keep->size() && (*options.keep)[id] && !symbolic &&
+        !static_value)
+      continue;
     bool compute = false;
     if (static_value) {
       compute = true;

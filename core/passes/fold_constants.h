@@ -43,7 +43,42 @@ struct FoldOptions {
   std::vector<std::string>* stale_shapes = nullptr;
   // Remove the nodes (and values) that folding made dead.
   bool remove_dead = true;
+  // Per node id: nodes never computed into constants, whatever their inputs
+  // (WeightGrowingNodes: the model's weights stay as it stores them).
+  const std::vector<char>* keep = nullptr;
 };
+
+// Nodes computed from weights only (every input a weight or computed from
+// weights only; opaque nodes never): folded before a graph is written, and
+// what every ONNX runtime folds at load. Per node id.
+std::vector<char> WeightOnlyNodes(const Graph& graph);
+
+// How much more weight data folding may store than the model holds.
+struct WeightGrowthBound {
+  // A weight-only subgraph grows the model where the tensor it computes is
+  // over `ratio` times the weights it reads and over `region_bytes` more
+  // than them. Growing subgraphs stay as nodes where, together, they would
+  // store over `bytes` more.
+  double ratio = 1.25;
+  int64_t region_bytes = int64_t{16} << 10;
+  int64_t bytes = int64_t{1} << 20;
+};
+
+// The model's own weight-only nodes whose folding would make it store more
+// weight data than it does: a Cast of float16 weights to float32 (2x), an
+// Expand or Tile of a weight, a ConstantOfShape. Each tensor that a
+// weight-only subgraph of imported nodes (Node::source_proto; none a
+// rewrite made) hands to the rest of the graph is compared with the weights
+// its subgraph reads (a weight read by several such subgraphs counted once,
+// shared between them; one the rest of the graph reads too not at all: it
+// stays stored either way). Where the tensors are larger by the bound,
+// their subgraphs' nodes are kept, but for those another folded subgraph
+// needs. Folding them gains nothing where the model runs (ONNX Runtime
+// folds them at load) and would undo the size the user chose
+// (onnx-simplifier's "--no-large-tensor" for Tile and ConstantOfShape).
+// Weights a rewrite computes (a 1x1 kernel padded to 3x3 and merged) fold:
+// the search costed them folded. Per node id.
+std::vector<char> WeightGrowingNodes(const Graph& graph, const WeightGrowthBound& bound = {});
 
 // One pass in topological order that infers each modelled node's output
 // types (as InferShapes does) and replaces foldable nodes' outputs by

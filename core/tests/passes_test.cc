@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/passes/fold_constants.h"
 #include "core/passes/pass.h"
 #include "core/strings.h"
 #include "runtime/executor.h"
@@ -328,6 +329,87 @@ TEST(Passes, LoweredBatchNormFoldsIntoConvInTwoSteps) {
   EXPECT_EQ(Count(h, "Add"), 0);
   EXPECT_EQ(Count(h, "Conv"), 1);
   EXPECT_LT(MaxDiff(g, h), 1e-5);
+}
+
+// A model that stores its weights in float16 and casts them to float32
+// (mixed-precision exports): folding the casts would double the weights it
+// stores and gains nothing where it runs (ONNX Runtime folds them at load),
+// so the model's own casts stay nodes; small ones fold, and so does what a
+// rewrite computed from weights (the search costed it folded).
+TEST(Passes, FoldingKeepsTheModelsOwnWeightsAtTheirSize) {
+  // Three [512, 512] float16 weights cast to float32 for MatMuls (512 KiB
+  // more each folded: 1.5 MiB together), a small one for a bias, a
+  // transposed weight (no growth).
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {2, 512});
+  std::vector<ValueId> half;
+  for (int k = 0; k < 3; ++k) half.push_back(b.Weight("w" + std::to_string(k), {512, 512}, 0.05f));
+  const ValueId bias = b.Weight("bias", {512}, 0.1f);
+  const ValueId t = b.Weight("t", {512, 512}, 0.05f);
+  ValueId h = x;
+  for (int k = 0; k < 3; ++k)
+    h = b.Op("MatMul", {h, b.Op("Cast", {half[k]}, {{"to", Attribute::Int(static_cast<int64_t>(DType::kFloat32))}})});
+  h = b.Op("Add", {h, b.Op("Cast", {bias}, {{"to", Attribute::Int(static_cast<int64_t>(DType::kFloat32))}})});
+  h = b.Op("MatMul", {h, b.Op("Transpose", {t}, {{"perm", Attribute::Ints({1, 0})}})});
+  Graph g = b.Build({h});
+  for (ValueId v : std::vector<ValueId>{half[0], half[1], half[2], bias}) {
+    const TensorData& d = *g.value(v).initializer;
+    g.MakeConstant(
+        v, std::make_shared<const TensorData>(TensorData::FromDouble(d.ToDouble(), d.shape(), DType::kFloat16)));
+    g.mutable_value(v).type.dtype = DType::kFloat16;
+  }
+  const auto imported = [](Graph graph) {
+    for (NodeId id = 0; id < graph.num_nodes(); ++id)
+      graph.mutable_node(id).source_proto = std::make_shared<const std::string>(graph.node(id).op);
+    return graph;
+  };
+  const auto stored_bytes = [](const Graph& graph) {
+    int64_t bytes = 0;
+    for (ValueId v : graph.initializers())
+      bytes += graph.value(v).initializer->NumElements() * DTypeSize(graph.value(v).initializer->dtype());
+    return bytes;
+  };
+  const auto fold = [](Graph graph) {
+    EXPECT_TRUE(PassRegistry::Builtin().Make("fold_constants")->Run(graph));
+    return graph;
+  };
+
+  // Imported: the three large casts kept, the bias's cast and the transpose folded.
+  const Graph own = imported(g);
+  std::vector<char> keep = WeightGrowingNodes(own);
+  EXPECT_EQ(std::count(keep.begin(), keep.end(), 1), 3);
+  for (NodeId id = 0; id < own.num_nodes(); ++id)
+    EXPECT_EQ(keep[id] != 0, own.node(id).op == "Cast" && own.value(own.node(id).inputs[0]).type.shape[0] == 512 &&
+                                 own.value(own.node(id).inputs[0]).type.rank() == 2)
+        << own.node(id).Describe();
+  const Graph folded_own = fold(own);
+  EXPECT_EQ(Count(folded_own, "Cast"), 3);
+  EXPECT_EQ(Count(folded_own, "Transpose"), 0);
+  EXPECT_EQ(stored_bytes(folded_own), stored_bytes(own) + 512 * 2) << "no more weight data but the bias's 1 KiB";
+  EXPECT_LT(MaxDiff(own, folded_own), 1e-6);
+
+  // Two of them (1 MiB more together, not over the bound): every cast folds.
+  {
+    GraphBuilder c(3);
+    ValueId y = c.Input("x", {2, 512});
+    for (int k = 0; k < 2; ++k)
+      y = c.Op("MatMul", {y, c.Op("Cast", {c.Weight("w" + std::to_string(k), {512, 512}, 0.05f)},
+                                  {{"to", Attribute::Int(static_cast<int64_t>(DType::kFloat32))}})});
+    Graph two = c.Build({y});
+    for (ValueId v : two.initializers()) {
+      const TensorData& d = *two.value(v).initializer;
+      two.MakeConstant(
+          v, std::make_shared<const TensorData>(TensorData::FromDouble(d.ToDouble(), d.shape(), DType::kFloat16)));
+      two.mutable_value(v).type.dtype = DType::kFloat16;
+    }
+    EXPECT_EQ(Count(fold(imported(two)), "Cast"), 0);
+  }
+
+  // Built by rewrites (no node imported): what they computed folds.
+  const Graph folded_rewritten = fold(g);
+  EXPECT_EQ(Count(folded_rewritten, "Cast"), 0);
+  EXPECT_GT(stored_bytes(folded_rewritten), stored_bytes(g));
+  EXPECT_LT(MaxDiff(g, folded_rewritten), 1e-6);
 }
 
 // The same in float16 (a model converted to half precision): lowered in
