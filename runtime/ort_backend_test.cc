@@ -278,6 +278,48 @@ TEST_F(Live, ANodeFusedIntoAKernelIsFreeOnlyNextToIt) {
   EXPECT_GT(model.GraphCost(broken.g), model.GraphCost(f.g));
 }
 
+// A Conv + Relu that ONNX Runtime runs in its blocked layout (level all,
+// 3x3 over 32 channels) is one kernel that writes a tensor of ORT's own
+// ("reorder_token_0"), named after the Relu's value with "_nchwc": the Relu
+// is found fused into the Conv, free next to it and priced as its own
+// kernel after another Relu. It was left "run by no kernel", so every Relu
+// of its key cost nothing and the search added Relus by the hundred
+// (Relu(x) => Relu(Relu(Relu(x))) at no cost: a Conformer's search 904 s).
+TEST_F(Live, AReluFusedIntoABlockedConvIsFreeOnlyNextToIt) {
+  const auto build = [](bool after_another_relu) {
+    GraphBuilder b(4, 13);
+    ValueId x = b.Input("x", {1, 32, 40, 40});
+    ValueId c = b.Op("Conv", {x, b.Weight("w", {32, 32, 3, 3}, 0.1f), b.Weight("b", {32}, 0.1f)},
+                     {{"pads", Attribute::Ints({1, 1, 1, 1})}});
+    if (after_another_relu) c = b.Op("Relu", {c});
+    ValueId y = b.Op("Relu", {c});
+    return b.Build(
+        {b.Op("Conv", {y, b.Weight("w2", {32, 32, 3, 3}, 0.1f)}, {{"pads", Attribute::Ints({1, 1, 1, 1})}})});
+  };
+  const Graph g = build(false), chained = build(true);
+  NodeId relu = kNoNode, conv = kNoNode;
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op == "Relu") relu = id;
+    if (g.node(id).op == "Conv" && conv == kNoNode) conv = id;
+  }
+  InContextTimes t = backend_->TimeNodesInContext(g, 5, TimingOptions{});
+  ASSERT_EQ(t.fused_into.size(), static_cast<size_t>(g.num_nodes()));
+  EXPECT_EQ(t.fused_into[relu], conv);
+  EXPECT_EQ(t.fused_distance[relu], -1);
+  MeasuredCostModel model(backend_);
+  model.SetContext(g);
+  EXPECT_GE(model.Calibrate(g).fused_keys, 1);
+  // The second Relu of the chain has the fused one's key but not its place.
+  NodeId second = kNoNode;
+  for (NodeId id = 0; id < chained.num_nodes(); ++id)
+    if (chained.node(id).op == "Relu" && chained.value(chained.node(id).inputs[0]).producer != kNoNode &&
+        chained.node(chained.value(chained.node(id).inputs[0]).producer).op == "Relu")
+      second = id;
+  ASSERT_NE(second, kNoNode);
+  ASSERT_EQ(NodeKeyText(g, relu), NodeKeyText(chained, second));
+  EXPECT_GT(model.NodeMs(chained, second), model.NodeMs(g, relu) + 5e-3) << "a 51,200-element Relu of its own";
+}
+
 // The cost per run grows with what the outputs hold: the same chain on a
 // 128x128 image hands back 16x the bytes of a 32x32 one (2 MB, 128 KB).
 // Each is measured seven times, interleaved (S L L S S L ...), and the
