@@ -352,12 +352,15 @@ TEST(Passes, FoldingKeepsTheModelsOwnWeightsAtTheirSize) {
   h = b.Op("Add", {h, b.Op("Cast", {bias}, {{"to", Attribute::Int(static_cast<int64_t>(DType::kFloat32))}})});
   h = b.Op("MatMul", {h, b.Op("Transpose", {t}, {{"perm", Attribute::Ints({1, 0})}})});
   Graph g = b.Build({h});
-  for (ValueId v : std::vector<ValueId>{half[0], half[1], half[2], bias}) {
-    const TensorData& d = *g.value(v).initializer;
-    g.MakeConstant(
-        v, std::make_shared<const TensorData>(TensorData::FromDouble(d.ToDouble(), d.shape(), DType::kFloat16)));
-    g.mutable_value(v).type.dtype = DType::kFloat16;
-  }
+  const auto to_half = [](Graph& graph, const std::vector<ValueId>& weights) {
+    for (ValueId v : weights) {
+      const TensorData& d = *graph.value(v).initializer;
+      graph.MakeConstant(
+          v, std::make_shared<const TensorData>(TensorData::FromDouble(d.ToDouble(), d.shape(), DType::kFloat16)));
+      graph.mutable_value(v).type.dtype = DType::kFloat16;
+    }
+  };
+  to_half(g, {half[0], half[1], half[2], bias});
   const auto imported = [](Graph graph) {
     for (NodeId id = 0; id < graph.num_nodes(); ++id)
       graph.mutable_node(id).source_proto = std::make_shared<const std::string>(graph.node(id).op);
@@ -396,12 +399,7 @@ TEST(Passes, FoldingKeepsTheModelsOwnWeightsAtTheirSize) {
       y = c.Op("MatMul", {y, c.Op("Cast", {c.Weight("w" + std::to_string(k), {512, 512}, 0.05f)},
                                   {{"to", Attribute::Int(static_cast<int64_t>(DType::kFloat32))}})});
     Graph two = c.Build({y});
-    for (ValueId v : two.initializers()) {
-      const TensorData& d = *two.value(v).initializer;
-      two.MakeConstant(
-          v, std::make_shared<const TensorData>(TensorData::FromDouble(d.ToDouble(), d.shape(), DType::kFloat16)));
-      two.mutable_value(v).type.dtype = DType::kFloat16;
-    }
+    to_half(two, two.initializers());
     EXPECT_EQ(Count(fold(imported(two)), "Cast"), 0);
   }
 
