@@ -678,9 +678,10 @@ void Finish(OptimiseRun& r) {
       const std::vector<char> kept = WeightGrowingNodes(optimised);
       rec.kept_weight_nodes = static_cast<int>(std::count(kept.begin(), kept.end(), 1));
       if (rec.kept_weight_nodes > 0)
-        r.info(Format("kept %d of the model's weight-only nodes as they are: folded, they would store more weight "
-                      "data than it holds (ONNX Runtime folds them at load)",
-                      rec.kept_weight_nodes));
+        r.info(
+            Format("kept %d of the model's weight-only nodes as they are: folded, they would store more weight "
+                   "data than it holds (ONNX Runtime folds them at load)",
+                   rec.kept_weight_nodes));
     }
     Graph next = optimised;
     const int nodes = optimised.num_nodes();
@@ -1251,8 +1252,10 @@ void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
   const FinishRecord& f = p.finish;
   s += "before:     " + f.before.ToString();
   s += "after:      " + f.after.ToString();
-  j["finish"] =
-      Json{{"folded", f.folded}, {"kept_weight_nodes", f.kept_weight_nodes}, {"raised_batchnorm", f.raised_batchnorm}, {"renamed_outputs", f.renamed_outputs}};
+  j["finish"] = Json{{"folded", f.folded},
+                     {"kept_weight_nodes", f.kept_weight_nodes},
+                     {"raised_batchnorm", f.raised_batchnorm},
+                     {"renamed_outputs", f.renamed_outputs}};
   j["raised_opset"] = f.raised_opset;
 }
 
