@@ -363,22 +363,7 @@ class OrtBackend : public TimingBackend {
       auto io = ort_nodes.find(name);
       if (node == kNoNode || io == ort_nodes.end() || layout_only.count(name)) continue;
       OrtNodeIO kernel_io = io->second;
-      // A kernel that writes only tensors of ORT's own (a Conv + Relu run in
-      // the blocked layout writes "reorder_token_0", and a ReorderOutput
-      // hands the value on) is named after the value it computes
-      // ("rlflow_v<id>_nchwc"): the walk starts there. Without it the Relu
-      // was left "run by no kernel", so every Relu of its key was costed
-      // free and the search added Relus of no cost by the hundred.
-      int id = -1;
-      const bool resolves =
-          std::any_of(kernel_io.outputs.begin(), kernel_io.outputs.end(), [&](const std::string& out) {
-            int v = -1;
-            return (FindTagged(out, "rlflow_v", &v) && v < named.num_values()) || named.FindValue(out) != kNoValue;
-          });
-      if (!resolves && FindTagged(name, "rlflow_v", &id) && id < named.num_values()) {
-        kernel_io.outputs = {"rlflow_v" + std::to_string(id)};
-        kernel_io.outputs_from_name = true;
-      }
+      kernel_io.name = name;
       fused.push_back({node, std::move(kernel_io)});
     }
     FindOrtFusions(named, ran, fused, &t.fused_into, &t.fused_distance);
@@ -643,6 +628,15 @@ void FindOrtFusions(const Graph& graph, const std::vector<char>& ran,
     for (const std::string& name : io.outputs)
       if (ValueId v = value_of(name); v != kNoValue && graph.value(v).producer != kNoNode)
         queue.push_back({graph.value(v).producer, 0});
+    // A kernel that writes only tensors of ORT's own (a Conv + Relu run in
+    // the blocked layout writes "reorder_token_0", and a ReorderOutput hands
+    // the value on): the walk starts from the value it is named after, and
+    // goes no further upstream than its node. Without it the Relu was left
+    // "run by no kernel", so every Relu of its key was costed free and the
+    // search added Relus of no cost by the hundred.
+    const ValueId named_value = queue.empty() ? value_of(io.name) : kNoValue;
+    const bool from_name = named_value != kNoValue && graph.value(named_value).producer != kNoNode;
+    if (from_name) queue.push_back({graph.value(named_value).producer, 0});
     while (!queue.empty()) {
       auto [u, depth] = queue.back();
       queue.pop_back();
@@ -653,7 +647,7 @@ void FindOrtFusions(const Graph& graph, const std::vector<char>& ran,
       }
       if (depth >= kMaxDepth) continue;
       // What such a kernel reads may not resolve: no walk beyond its node.
-      if (io.outputs_from_name && u == anchor) continue;
+      if (from_name && u == anchor) continue;
       for (ValueId v : graph.node(u).inputs)
         if (v != kNoValue && !inputs.count(v) && graph.value(v).producer != kNoNode)
           queue.push_back({graph.value(v).producer, depth + 1});

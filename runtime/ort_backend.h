@@ -67,10 +67,11 @@ NodeId AttributeOrtKernel(const Graph& graph, const OrtKernel& kernel);
 // names: the export's tags, graph inputs, initializers, or names of its own).
 struct OrtNodeIO {
   std::vector<std::string> inputs, outputs;
-  // The outputs are the value the kernel is named after, not what it writes
-  // (a kernel of the blocked layout writes tensors of ORT's own, and may
-  // read them too): its members are those between its node and that value.
-  bool outputs_from_name = false;
+  // The kernel's name (ORT names a kernel of the blocked layout after the
+  // value it computes, "rlflow_v<id>_nchwc"): where none of its outputs is
+  // a value of the graph (it writes tensors of ORT's own, and may read them
+  // too), its members are those between its node and that value.
+  std::string name = "";
 };
 // Which nodes ORT fused into another node's kernel (InContextTimes::
 // fused_into and fused_distance): for each kernel, charged to node `first`

@@ -55,6 +55,8 @@ std::vector<char> WeightGrowingNodes(const Graph& g, const WeightGrowthBound& bo
   };
   std::vector<Region> regions;
   std::vector<int> regions_reading(g.num_values(), 0);  // per weight
+  // Visited marks: the number of the region that saw a node or value.
+  std::vector<int> seen_node(g.num_nodes(), -1), seen_value(g.num_values(), -1);
   for (NodeId id = 0; id < g.num_nodes(); ++id) {
     if (!weight_only[id]) continue;
     for (ValueId out : g.node(id).outputs) {
@@ -62,22 +64,22 @@ std::vector<char> WeightGrowingNodes(const Graph& g, const WeightGrowthBound& bo
       bool handed_on = graph_output[out] != 0;
       for (const auto& [reader, slot] : consumers[out]) handed_on = handed_on || !weight_only[reader];
       if (!handed_on) continue;
+      const int mark = static_cast<int>(regions.size());
       Region r{out, {}, {}};
-      std::vector<char> seen_node(g.num_nodes(), 0), seen_value(g.num_values(), 0);
       std::vector<NodeId> stack = {id};
-      seen_node[id] = 1;
+      seen_node[id] = mark;
       while (!stack.empty()) {
         const NodeId n = stack.back();
         stack.pop_back();
         r.nodes.push_back(n);
         for (ValueId in : g.node(n).inputs) {
-          if (in == kNoValue || seen_value[in]) continue;
-          seen_value[in] = 1;
+          if (in == kNoValue || seen_value[in] == mark) continue;
+          seen_value[in] = mark;
           if (g.IsConstant(in)) {
             r.weights.push_back(in);
             ++regions_reading[in];
-          } else if (const NodeId p = producer[in]; p != kNoNode && weight_only[p] && !seen_node[p]) {
-            seen_node[p] = 1;
+          } else if (const NodeId p = producer[in]; p != kNoNode && weight_only[p] && seen_node[p] != mark) {
+            seen_node[p] = mark;
             stack.push_back(p);
           }
         }
