@@ -2,6 +2,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -20,12 +21,19 @@ namespace {
 // default action (terminate); outputs are written atomically, so no partial
 // output file is left, and the temporary file of a write in progress is
 // removed first.
+// The first is said at once (write(2) is async-signal-safe; the log is
+// not): the step in progress can run on for a while (a calibration of a
+// large model, a measurement), and a request that shows nothing reads as
+// ignored.
 void OnSignal(int sig) {
   if (interrupted.exchange(true)) {
     RemovePendingTemporaryFiles();
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
+  static const char kNote[] =
+      "interrupted: stopping after the step in progress and keeping what was done (interrupt again to abort)\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kNote, sizeof(kNote) - 1);
 }
 }  // namespace
 

@@ -1004,6 +1004,40 @@ TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
   EXPECT_EQ(ImportOnnxFile(out_).outputs().size(), 1u);
 }
 
+// Ctrl-C before the search has changed anything: the user is told at once,
+// the original is written as it came, and neither compared with itself nor
+// measured (a batch-16 ResNet-50 had kept the user waiting 25 s for that).
+TEST_F(OptimiserCli, InterruptedBeforeAnyRewriteWritesTheOriginalAtOnce) {
+  std::string model = TempDir() + "/interrupt_early.onnx";
+  WriteOnnxFile(zoo::Build("inception_v3", 2), model);
+  std::string report = TempDir() + "/interrupt_early.json";
+  ::unlink(out_.c_str());
+  std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
+  ProgramIo io;
+  io.out = TempDir() + "/int_early.out";
+  io.err = TempDir() + "/int_early.err";
+  const pid_t pid = testing::StartProcess(
+      {bin, "--model=" + model, "--output=" + out_, "--report=" + report, "--timing_cache=none"}, io);
+  // Interrupt once the model is loaded (the handler is installed before).
+  for (int i = 0; i < 400; ++i) {
+    if (FileExists(io.err) && ReadFile(io.err).find("loaded " + model) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGINT);
+  const int status = testing::WaitProcess(pid);
+  std::string err = ReadFile(io.err), out = ReadFile(io.out);
+  ASSERT_EQ(status, 0) << err;
+  EXPECT_NE(err.find("interrupted: stopping after the step in progress"), std::string::npos) << err;
+  EXPECT_EQ(err.find("measuring"), std::string::npos) << err;
+  EXPECT_NE(out.find("measured:   not measured (interrupted with the graph unchanged)"), std::string::npos) << out;
+  nlohmann::json json = ReadReport(report);
+  EXPECT_EQ(json["search"]["stop_reason"], "interrupted") << json;
+  EXPECT_EQ(json["unchanged"], true) << json;
+  EXPECT_EQ(json["check"]["compared"], false) << json;
+  EXPECT_EQ(json["verdict"]["measured"], false) << json;
+  EXPECT_EQ(ReadFile(out_), ReadFile(model));
+}
+
 // A wrong rule (a corrupted database entry that still validates) makes the
 // optimised graph differ: the optimiser must refuse, name the rule, write nothing.
 TEST_F(OptimiserCli, WrongRuleIsCaughtByTheNumericCheck) {

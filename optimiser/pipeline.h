@@ -245,6 +245,7 @@ struct CheckRecord {
   int outputs_compared = 0, opaque_nodes = 0;
   bool symbolic_dims = false;
   bool unchanged = false;  // the optimised graph is the original
+  bool skipped = false;    // not compared: interrupted with the graph unchanged
   bool general_ok = true;  // right at another binding of the symbolic dimensions
   std::string general_note;
   // What makes the comparison weaker (an output of the original holding NaN
@@ -259,6 +260,9 @@ struct VerdictRecord : Verdict {
   double before_ms = 0, after_ms = 0;  // measured (ms)
   double after_estimate = 0;           // the optimised graph's cost as it runs (ms, CostModel::RunCost)
   bool keep_original = false;          // the original is written
+  // Not measured: interrupted with the graph unchanged (nothing to decide;
+  // the original is written as it came). before_ms and after_ms stay 0.
+  bool skipped = false;
   // The time base of the cached timings as last read before the
   // measurement, where that was after the calibration: the original run
   // again against its cached timings, by a search round that timed new

@@ -483,6 +483,11 @@ void Canonicalise(OptimiseRun& r) {
   if (lowered > 0) r.info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
 }
 
+// "about 43 s": how long a step that runs the model will take.
+static std::string About(double s) {
+  return s < 1 ? std::string("under a second") : s < 120 ? Format("about %.0f s", s) : Format("about %.1f min", s / 60);
+}
+
 // Calibrates the cost model in context, and starts the runner that owns the
 // search phase's deadline.
 void Calibrate(OptimiseRun& r) {
@@ -498,6 +503,17 @@ void Calibrate(OptimiseRun& r) {
     // ONNX Runtime's in-context times belong to this model (its fusions):
     // kept apart from other models' in the timing cache.
     cost.SetContext(r.original_cut);
+    const std::atomic<bool>* interrupted = r.o.interrupted;
+    cost.set_stop([interrupted] { return interrupted != nullptr && interrupted->load(); });
+    // A calibration that runs the model for a while says so first (a
+    // batch-16 ResNet-50's took 25 s with no line): the runs in context,
+    // and the keys never timed alone, about 9 runs' worth for all of them
+    // (warm-up and samples).
+    const double run_s = r.res.reference_run.seconds;
+    double untimed_alone = 0;
+    cost.UncalibratedKeys(r.original_cut, &untimed_alone);
+    const double expected_s = (r.cal_runs + 2 + 9 * untimed_alone) * run_s;
+    if (expected_s >= 5) r.info("calibrating the cost model in context (" + About(expected_s) + ")");
     // With a warm cache the original still runs as many times, for the
     // time base of its cached timings: the machine's speed drifts (1.5x
     // within minutes on a shared VM), and the estimates reported against
@@ -741,6 +757,13 @@ void Check(OptimiseRun& r) {
   const Graph& original = r.model.AsGiven();
   const Graph& optimised = r.optimised;
   // Every optimised graph is checked against the original before it is written.
+  rec.symbolic_dims = original.info().symbolic_dims;
+  // Interrupted with nothing changed: the original is written as it came,
+  // and comparing it with itself would only keep the user waiting.
+  if (o.interrupted != nullptr && o.interrupted->load() && optimised.StructuralHash() == original.StructuralHash()) {
+    rec.unchanged = rec.skipped = true;
+    return;
+  }
   std::string applied_list;
   for (const auto& a : r.res.search.result.applied) applied_list += (applied_list.empty() ? "" : ", ") + a;
   if (applied_list.empty()) applied_list = "none";
@@ -751,7 +774,6 @@ void Check(OptimiseRun& r) {
   rec.allowed = check.allowed;
   rec.outputs_compared = check.outputs;
   rec.opaque_nodes = check.opaque_nodes;
-  rec.symbolic_dims = original.info().symbolic_dims;
   if (!check.within)
     Fail("the optimised graph differs from the original (relative error ", check.max_error, " > ", check.allowed,
          " at '", check.worst_output, "'); rules applied: ", applied_list, "; nothing was written");
@@ -873,6 +895,15 @@ void Measure(OptimiseRun& r) {
   // faster: paired interleaved runs, the speedup's 95% interval above 1.0
   // in wall and CPU time. Opaque nodes are the same in both graphs: the
   // parts around them are timed.
+  // Interrupted with nothing changed: nothing to decide, and the user asked
+  // to stop (a batch-16 ResNet-50 had measured its unchanged graph for 21 s
+  // after Ctrl-C).
+  if (check.unchanged && o.interrupted != nullptr && o.interrupted->load()) {
+    rec.skipped = rec.keep_original = true;
+    rec.after_estimate = r.cost->RunCost(r.optimised);
+    r.info("interrupted with the graph unchanged: not measured, the original is written as it came");
+    return;
+  }
   Graph optimised_cut = CutAtOpaque(r.optimised);
   rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds, *r.counted);
   TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
@@ -901,11 +932,7 @@ void Measure(OptimiseRun& r) {
   // How long the measurement will take, from the reference run: for a slow
   // model (a UNet at 20 s a run) it is minutes, also after an interrupt.
   const double run_s = r.res.reference_run.seconds;
-  const auto about = [](double s) {
-    return s < 1     ? std::string("under a second")
-           : s < 120 ? Format("about %.0f s", s)
-                     : Format("about %.1f min", s / 60);
-  };
+  const auto about = About;
   if (check.unchanged) {
     r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
            about(rec.pairs * run_s) + ")");
@@ -1261,14 +1288,18 @@ void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
 
 void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
   const CheckRecord& c = p.check;
-  s += Format("check:      max relative error %.3g%s over %d outputs (seed %llu)%s\n", c.max_error,
-              c.allowed > p.options.tolerance ? Format(" (%.3g allowed: half precision)", c.allowed).c_str() : "",
-              c.outputs_compared, static_cast<unsigned long long>(p.options.seed),
-              c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
+  if (c.skipped)
+    s += "check:      none (interrupted with the graph unchanged: the original is written as it came)\n";
+  else
+    s += Format("check:      max relative error %.3g%s over %d outputs (seed %llu)%s\n", c.max_error,
+                c.allowed > p.options.tolerance ? Format(" (%.3g allowed: half precision)", c.allowed).c_str() : "",
+                c.outputs_compared, static_cast<unsigned long long>(p.options.seed),
+                c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
   if (!c.general_note.empty()) s += Format("            %s\n", c.general_note.c_str());
   // The written model is the input file's (not where If branches were optimised).
   j["unchanged"] = c.unchanged && p.branches.optimised() == 0;
-  j["check"] = Json{{"max_relative_error", c.max_error},
+  j["check"] = Json{{"compared", !c.skipped},
+                    {"max_relative_error", c.max_error},
                     {"outputs_compared", c.outputs_compared},
                     {"opaque_nodes", c.opaque_nodes},
                     {"symbolic_dims", c.symbolic_dims},
@@ -1296,6 +1327,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   const bool nothing_run = p.finish.before.nodes == p.finish.before.opaque_nodes && p.options.device != "ort";
   if (unchanged && nothing_run)
     s += "measured:   nothing (every node is opaque: the executor runs none of them)\n";
+  else if (v.skipped)
+    s += "measured:   not measured (interrupted with the graph unchanged)\n";
   else if (unchanged)
     s += Format("measured:   %s ms (median of %d runs)\n", Ms(v.before_ms).c_str(), v.pairs);
   else {
@@ -1318,6 +1351,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
       nothing_estimated || v.after_ms <= 0 ? 0.0 : (p.PredictedAfterMs() - v.after_ms) / v.after_ms;
   if (nothing_estimated)
     s += "estimate:   none (every node is opaque: no operator to time)\n";
+  else if (v.skipped)
+    s += Format("estimate:   %s ms (nothing measured to compare it with)\n", Ms(before_estimate).c_str());
   else
     s += Format(
         "estimate:   error %+.1f%% before, %+.1f%% after (estimate vs measured); predicted speedup %.3fx, "
@@ -1334,6 +1369,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   j["after"] = SummaryJson(p.finish.after, after_estimate, v.after_ms);
   j["speedup"] = unchanged ? 1.0 : v.wall.median;
   j["verdict"] = Json{{"outcome", unchanged ? std::string("unchanged") : v.OutcomeName()},
+                      {"measured", !v.skipped},
                       {"pairs", unchanged ? 0 : v.wall.n},
                       {"level", unchanged ? 0.95 : v.wall.level},
                       {"wall", interval(v.wall)},
@@ -1390,7 +1426,8 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
         "around them)\n",
         output.c_str(), branches);
   else if (p.check.unchanged)
-    s += Format("written:    %s (the original model: no rewrite improved it)\n", output.c_str());
+    s += Format("written:    %s (the original model: %s)\n", output.c_str(),
+                v.skipped ? "interrupted, no rewrite found that improved it" : "no rewrite improved it");
   else if (!p.check.general_ok)
     s += Format(
         "written:    %s (the ORIGINAL model: the optimised graph is not right at other values of the "

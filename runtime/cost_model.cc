@@ -571,13 +571,17 @@ std::map<std::string, std::vector<NodeId>> MeasuredCostModel::TimedKeys(const Gr
   return by_key;
 }
 
-int MeasuredCostModel::UncalibratedKeys(const Graph& g) {
+int MeasuredCostModel::UncalibratedKeys(const Graph& g, double* alone) {
   const std::map<std::string, std::vector<NodeId>> by_key = TimedKeys(g);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string ctx_prefix = ContextKey("|ctx|");
-  int missing = 0;
-  for (const auto& entry : by_key) missing += cache_.count(ctx_prefix + entry.first) ? 0 : 1;
+  int missing = 0, missing_alone = 0;
+  for (const auto& entry : by_key) {
+    missing += cache_.count(ctx_prefix + entry.first) ? 0 : 1;
+    missing_alone += cache_.count(fingerprint_ + "|" + entry.first) ? 0 : 1;
+  }
+  if (alone != nullptr) *alone = by_key.empty() ? 0.0 : static_cast<double>(missing_alone) / by_key.size();
   return missing;
 }
 
@@ -695,7 +699,10 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
     if (missing) RecordInContext(g, by_key, now, t, executed, report);
   }
   // Isolated times of the same keys, for the in-context / isolated ratios.
-  for (const auto& [key, ids] : by_key) IsolatedTime(g, ids.front(), key);
+  for (const auto& [key, ids] : by_key) {
+    if (stop_ && stop_()) break;
+    IsolatedTime(g, ids.front(), key);
+  }
   Derive();
   fast_.clear();
   fast_spread_.clear();

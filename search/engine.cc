@@ -65,14 +65,19 @@ std::vector<Candidate> RewriteState::Candidates() const {
   std::vector<Candidate> out;
   out.reserve(matches.size());
   const double started = o.runner != nullptr ? o.runner->Elapsed() : 0.0;
+  double polled = started;
   for (size_t i = 0; i < matches.size(); ++i) {
     // Long steps (a graph with thousands of matches) stay interruptible, and
     // one whose costing alone outlasts the progress interval says so (every
     // graph's line would take the place of the search's own: a user saw
     // "costing rewrites (255 of 520)" every 2 s and never the search's).
-    if ((i & 255) == 255 && o.runner != nullptr) {
+    // Polled by the clock as well as by count: a match whose new keys are
+    // timed can take a second (ResNet-50 at batch 16: the first graph's 255
+    // matches took 60 s, no line shown and Ctrl-C unanswered).
+    if (o.runner != nullptr && ((i & 255) == 255 || o.runner->Elapsed() - polled >= 0.25)) {
+      polled = o.runner->Elapsed();
       if (o.runner->ShouldStop()) break;
-      if (o.runner->Elapsed() - started >= o.runner->progress_interval_s())
+      if (polled - started >= o.runner->progress_interval_s())
         o.runner->Report(
             [&] { return "costing rewrites (" + std::to_string(i) + " of " + std::to_string(matches.size()) + ")"; });
     }

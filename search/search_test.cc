@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "core/error.h"
 #include "core/graph_builder.h"
@@ -356,6 +359,48 @@ TEST(Search, InterruptedInsideAStep) {
     EXPECT_EQ(r.stop_reason, StopReason::kInterrupted) << name;
     EXPECT_LE(r.graphs_explored, 1) << name;
     EXPECT_GE(progress_lines, 1) << name;
+    EXPECT_LE(MaxDiff(g, r.graph), 1e-6) << name;
+  }
+}
+
+// A step whose rewrites are slow to cost (each new key timed: a second
+// apiece at batch 16) answers an interrupt within an estimate or two, not
+// at the next 256th: the clock is polled too.
+TEST(Search, ASlowStepAnswersAnInterruptAtOnce) {
+  class SlowCost : public TableCost {
+   public:
+    std::atomic<bool>* stop = nullptr;
+    int calls = 0;
+    OpCost NodeCost(const Graph& g, NodeId id) override {
+      // Well into the first step's costing (the first graph's own 300
+      // nodes are costed before it, then one call per rewrite): one slow
+      // estimate, and Ctrl-C during it.
+      if (++calls == 340) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        *stop = true;
+      }
+      return TableCost::NodeCost(g, id);
+    }
+  };
+  Graph g = ReluChain(300);
+  Matcher m(RuleList(Db()));
+  for (const std::string name : {"taso", "greedy"}) {
+    std::atomic<bool> stop{false};
+    SlowCost cost;
+    cost.stop = &stop;
+    RunnerLimits limits;
+    limits.interrupted = &stop;
+    Runner runner(limits);
+    SearchOptions o;
+    o.matcher = &m;
+    o.cost = &cost;
+    o.runner = &runner;
+    SearchResult r = MakeSearch(name)->Run(g, o);
+    ASSERT_GE(cost.calls, 340) << name;
+    EXPECT_EQ(r.stop_reason, StopReason::kInterrupted) << name;
+    // About 40 rewrites costed when the interrupt came; polled every 256
+    // rewrites alone, the step went on to the 256th.
+    EXPECT_LE(r.rewrites_costed, 50) << name;
     EXPECT_LE(MaxDiff(g, r.graph), 1e-6) << name;
   }
 }
