@@ -483,6 +483,10 @@ void Canonicalise(OptimiseRun& r) {
   if (lowered > 0) r.info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
 }
 
+// Ctrl-C (or SIGTERM) came: the search stops, and what follows writes the
+// best graph found.
+static bool Interrupted(const PipelineOptions& o) { return o.interrupted != nullptr && o.interrupted->load(); }
+
 // "about 43 s": how long a step that runs the model will take.
 static std::string About(double s) {
   return s < 1 ? std::string("under a second") : s < 120 ? Format("about %.0f s", s) : Format("about %.1f min", s / 60);
@@ -503,8 +507,7 @@ void Calibrate(OptimiseRun& r) {
     // ONNX Runtime's in-context times belong to this model (its fusions):
     // kept apart from other models' in the timing cache.
     cost.SetContext(r.original_cut);
-    const std::atomic<bool>* interrupted = r.o.interrupted;
-    cost.set_stop([interrupted] { return interrupted != nullptr && interrupted->load(); });
+    cost.set_stop([&o = r.o] { return Interrupted(o); });
     // A calibration that runs the model for a while says so first (a
     // batch-16 ResNet-50's took 25 s with no line): the runs in context,
     // and the keys never timed alone, about 9 runs' worth for all of them
@@ -760,7 +763,7 @@ void Check(OptimiseRun& r) {
   rec.symbolic_dims = original.info().symbolic_dims;
   // Interrupted with nothing changed: the original is written as it came,
   // and comparing it with itself would only keep the user waiting.
-  if (o.interrupted != nullptr && o.interrupted->load() && optimised.StructuralHash() == original.StructuralHash()) {
+  if (Interrupted(o) && optimised.StructuralHash() == original.StructuralHash()) {
     rec.unchanged = rec.skipped = true;
     return;
   }
@@ -898,7 +901,7 @@ void Measure(OptimiseRun& r) {
   // Interrupted with nothing changed: nothing to decide, and the user asked
   // to stop (a batch-16 ResNet-50 had measured its unchanged graph for 21 s
   // after Ctrl-C).
-  if (check.unchanged && o.interrupted != nullptr && o.interrupted->load()) {
+  if (check.unchanged && Interrupted(o)) {
     rec.skipped = rec.keep_original = true;
     rec.after_estimate = r.cost->RunCost(r.optimised);
     r.info("interrupted with the graph unchanged: not measured, the original is written as it came");
