@@ -763,7 +763,14 @@ InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, con
   }
   for (const auto& [name, shape] : b.given) {
     auto it = inputs.find(name);
-    if (it == inputs.end()) Fail("--input_shape names '", name, "', which is not a graph input (inputs: ", names, ")");
+    if (it == inputs.end()) {
+      // "a:1,3,8,8,b:1,5": shapes of several inputs joined by a comma (the
+      // name is what comes before the last colon: tf2onnx's names hold one).
+      const size_t colon = name.find(':');
+      const bool joined_by_comma = colon != std::string::npos && inputs.count(name.substr(0, colon)) > 0;
+      Fail("--input_shape names '", name, "', which is not a graph input (inputs: ", names, ")",
+           joined_by_comma ? "; the shapes of several inputs are separated by ';' (NAME:D1,D2;NAME2:D1,...)" : "");
+    }
     const onnx::TypeProto& type = it->second->type();
     for (size_t k = 0; k < shape.size(); ++k)
       if (shape[k] < 0)

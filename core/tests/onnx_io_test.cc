@@ -2139,6 +2139,11 @@ TEST(OnnxIo, InputShapesBindSymbolicDimensions) {
   EXPECT_NE(e.find("'image', which is not a graph input (inputs: 'images' [N,3,H,W], 'mask' [N,5], 'other' [M,2])"),
             std::string::npos)
       << e;
+  // Two inputs' shapes joined by a comma: the separator is named.
+  e = error("images:1,3,8,8,mask:1,5");
+  EXPECT_NE(e.find("'images:1,3,8,8,mask', which is not a graph input"), std::string::npos) << e;
+  EXPECT_NE(e.find("; the shapes of several inputs are separated by ';'"), std::string::npos) << e;
+  EXPECT_EQ(error("image:1,3,8,8").find("separated by"), std::string::npos);
   e = error("images:1,3,8");
   EXPECT_NE(e.find("input 'images' gives 3 dimensions; the input has rank 4 [N,3,H,W]"), std::string::npos) << e;
   e = error("images:1,4,8,8");
