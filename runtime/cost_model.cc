@@ -164,12 +164,13 @@ class CpuBackend : public TimingBackend {
       for (int r = 0; r < reps; ++r) exec.Run(inputs);
       return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     };
-    double first = 0;
-    for (int k = 0; k < std::max(o.warmup, 1); ++k) first = run_ms(1);
+    double first = run_ms(1);
+    const int n = SamplesWithin(o, first);
+    for (int k = 1; k < std::max(o.warmup, 1) && n == std::max(o.samples, 1); ++k) first = run_ms(1);
     int reps = 1;
     if (first > 0 && first < o.min_sample_ms) reps = std::min(1000, static_cast<int>(o.min_sample_ms / first) + 1);
     std::vector<double> samples;
-    for (int k = 0; k < std::max(o.samples, 1); ++k) samples.push_back(run_ms(reps) / reps);
+    for (int k = 0; k < n; ++k) samples.push_back(run_ms(reps) / reps);
     return Median(samples);
   }
 
@@ -222,6 +223,18 @@ class CpuBackend : public TimingBackend {
 };
 
 }  // namespace
+
+TimingOptions NodeTiming() {
+  TimingOptions o;
+  o.max_total_ms = 150;
+  return o;
+}
+
+int SamplesWithin(const TimingOptions& o, double first_ms) {
+  const int samples = std::max(o.samples, 1);
+  if (!(o.max_total_ms > 0) || !(first_ms * samples > o.max_total_ms)) return samples;
+  return std::min(samples, std::max(3, static_cast<int>(std::ceil(o.max_total_ms / first_ms))));
+}
 
 int CalibrationRuns(double run_seconds) {
   return std::max(3, std::min(2000, static_cast<int>(1.0 / std::max(run_seconds, 1e-4))));
@@ -755,8 +768,15 @@ double MeasuredCostModel::NodeNoiseMs(const Graph& g, NodeId id) {
   return std::max(spread, 0.01) * ms;
 }
 
+int ResolvePairs(int pairs, double side_ms, int min_pairs) {
+  if (!(side_ms > 0)) return pairs;
+  const int within = static_cast<int>(std::ceil(kResolveBudgetMs / (2 * side_ms)));
+  return std::max(std::min(pairs, std::max(within, 20)), min_pairs);
+}
+
 double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, const std::string& key,
                                       double estimate) {
+  const std::map<std::string, std::vector<NodeId>> before_keys = TimedKeys(before), after_keys = TimedKeys(after);
   std::lock_guard<std::mutex> lock(mu_);
   if (fingerprint_.empty()) fingerprint_ = backend_->fingerprint();
   const std::string k = fingerprint_ + "|ab|" + key;
@@ -768,7 +788,21 @@ double MeasuredCostModel::ResolveGain(const Graph& before, const Graph& after, c
   } else {
     TimingOptions o = options_;
     o.min_sample_ms = std::max(o.min_sample_ms, 1.0);  // small subgraphs: repeated to >= 1 ms per sample
-    PairedTimes t = backend_->TimePaired(before, after, resolve_pairs_, o);
+    // Where the two sides run long (a conv at batch 16: 60 pairs of 40 ms
+    // runs, 5 s, and such timings were most of a search's time), fewer
+    // pairs: their time from what the cache holds of their nodes.
+    const auto cached_ms = [&](const std::map<std::string, std::vector<NodeId>>& keys) {
+      double ms = 0;
+      for (const auto& [key, ids] : keys) {
+        auto c = cache_.find(ContextKey("|ctx|") + key);
+        if (c == cache_.end()) c = cache_.find(fingerprint_ + "|" + key);
+        if (c != cache_.end()) ms += c->second * ids.size();
+      }
+      return ms;
+    };
+    const int pairs = ResolvePairs(resolve_pairs_, std::max(cached_ms(before_keys), cached_ms(after_keys)),
+                                   backend_->min_paired_pairs());
+    PairedTimes t = backend_->TimePaired(before, after, pairs, o);
     // One compute thread: the thread's CPU time is free of the machine's
     // other load and steal time, the more precise clock.
     bool cpu = t.cpu_clock == "thread" && t.cpu_a.size() == t.wall_a.size();

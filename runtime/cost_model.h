@@ -31,7 +31,28 @@ struct TimingOptions {
   int samples = 7;             // timed samples; the median is reported
   double min_sample_ms = 0.2;  // a sample repeats the run until it lasts this long (short ops)
   uint64_t seed = 1;           // random inputs
+  // > 0: TimeGraph of a graph whose warm-up run is slower than
+  // max_total_ms / samples takes no second warm-up and fewer samples (at
+  // least 3), about max_total_ms in all. A node of a model at a large
+  // batch (a ResNet-50 conv at batch 16: 40 ms) was run 9 times each time
+  // a rewrite gave it a new key, and such timings were most of the
+  // search's time. 0: always warmup + samples runs (the verdict's timings).
+  double max_total_ms = 0;
 };
+
+// The pairs MeasuredCostModel::ResolveGain times two sides of `side_ms`
+// each in: `pairs`, or fewer where they would take over kResolveBudgetMs
+// (never fewer than 20, nor than the backend's `min_pairs`); side_ms 0
+// (unknown): `pairs`.
+inline constexpr double kResolveBudgetMs = 2000;
+int ResolvePairs(int pairs, double side_ms, int min_pairs);
+
+// The timings MeasuredCostModel takes of single nodes: TimingOptions'
+// defaults with max_total_ms = 150.
+TimingOptions NodeTiming();
+// The samples TimeGraph takes after a warm-up run of `first_ms` (see
+// max_total_ms; runtime/ort_run.js's samplesWithin is the same rule).
+int SamplesWithin(const TimingOptions& options, double first_ms);
 
 // Paired end-to-end timings of two graphs: pair i is (a[i], b[i]), run one
 // after the other in alternating order (a b, b a, ...).
@@ -319,7 +340,7 @@ TimingOptions VerdictTiming(int pairs, uint64_t seed);
 // warm cache cost every graph identically.
 class MeasuredCostModel : public CostModel {
  public:
-  MeasuredCostModel(TimingBackend* backend, TimingOptions options = {});
+  MeasuredCostModel(TimingBackend* backend, TimingOptions options = NodeTiming());
   OpCost NodeCost(const Graph& graph, NodeId id) override;
   double NodeMs(const Graph& graph, NodeId id) override { return NodeTime(graph, id); }  // hashed fast path
 
@@ -350,9 +371,9 @@ class MeasuredCostModel : public CostModel {
   double NodeNoiseMs(const Graph& graph, NodeId id) override;
   double RunFixedMs() override;
   double RunCost(const Graph& graph) override;
-  // Times `before` and `after` in 60 interleaved pairs (each sample >= 1
-  // ms; thread CPU time with one compute thread, else wall time), cached in
-  // the timing cache under `key`.
+  // Times `before` and `after` in 60 interleaved pairs (fewer where they
+  // run long: ResolvePairs; each sample >= 1 ms; thread CPU time with one
+  // compute thread, else wall time), cached in the timing cache under `key`.
   double ResolveGain(const Graph& before, const Graph& after, const std::string& key, double estimate) override;
   int64_t gains_resolved() const { return resolved_; }
   void set_resolve_pairs(int pairs) { resolve_pairs_ = pairs; }  // pairs timed against each other by this model

@@ -276,16 +276,19 @@ class ScriptedBackend : public TimingBackend {
   virtual double Isolated(const Graph& g, NodeId id) { return isolated.at(g.node(id).op); }
   virtual double InContext(const Graph& g, NodeId id) { return in_context.at(g.node(id).op); }
   virtual double RunMsPerNode() { return 1.0; }
-  double TimeGraph(const Graph& g, const TimingOptions&) override {
+  double last_max_total_ms = -1;  // TimeGraph's last options.max_total_ms
+  double TimeGraph(const Graph& g, const TimingOptions& o) override {
     ++graphs_timed;
+    last_max_total_ms = o.max_total_ms;
     double ms = 0;
     for (NodeId id = 0; id < g.num_nodes(); ++id) ms += Isolated(g, id);
     return ms;
   }
   double pair_ratio = 1.0;  // TimePaired: a's time / b's time
-  int pairs_timed = 0;
+  int pairs_timed = 0, last_pairs = 0;
   PairedTimes TimePaired(const Graph&, const Graph&, int pairs, const TimingOptions&) override {
     ++pairs_timed;
+    last_pairs = pairs;
     PairedTimes t;
     for (int i = 0; i < pairs; ++i) {
       double jitter = 1.0 + 0.01 * ((i * 7) % 5 - 2);
@@ -926,6 +929,66 @@ TEST(TimingSettings, SpanTheirTimeWithinBounds) {
   EXPECT_EQ(t.seed, 7u);
   EXPECT_DOUBLE_EQ(t.min_sample_ms, 25.0);
   EXPECT_DOUBLE_EQ(VerdictTiming(10000, 1).min_sample_ms, TimingOptions{}.min_sample_ms);
+}
+
+// A node that runs long alone (a conv at batch 16) is sampled fewer times
+// (at least 3, about max_total_ms in all); the verdict's timings are not.
+TEST(Timing, SlowNodesAloneAreSampledFewerTimes) {
+  TimingOptions node = NodeTiming();
+  ASSERT_EQ(node.samples, 7);
+  EXPECT_DOUBLE_EQ(node.max_total_ms, 150.0);
+  EXPECT_EQ(SamplesWithin(node, 0.05), 7);
+  EXPECT_EQ(SamplesWithin(node, 20.0), 7);   // 140 ms in all
+  EXPECT_EQ(SamplesWithin(node, 25.0), 6);   // 175 > 150: 6 of 25 ms
+  EXPECT_EQ(SamplesWithin(node, 40.0), 4);   // 3.75 -> 4
+  EXPECT_EQ(SamplesWithin(node, 500.0), 3);  // never fewer than 3
+  for (const TimingOptions& o : {TimingOptions{}, VerdictTiming(20, 1)}) {
+    EXPECT_DOUBLE_EQ(o.max_total_ms, 0.0);
+    EXPECT_EQ(SamplesWithin(o, 500.0), o.samples);
+  }
+  // The cost model times nodes alone so.
+  ScriptedBackend backend;
+  MeasuredCostModel cost(&backend);
+  GraphBuilder b;
+  ValueId x = b.Input("x", {1, 8});
+  Graph g = b.Build({b.Op("Relu", {x})});
+  cost.NodeCost(g, 0);
+  EXPECT_DOUBLE_EQ(backend.last_max_total_ms, 150.0);
+}
+
+// The noise rule's A/B timing of two sides that run long (a conv at batch
+// 16) takes fewer pairs: about 2 s of runs, at least 20.
+TEST(Timing, LongSidesAreTimedAgainstEachOtherInFewerPairs) {
+  EXPECT_EQ(ResolvePairs(60, 0.0, 0), 60);  // unknown
+  EXPECT_EQ(ResolvePairs(60, 1.0, 0), 60);
+  EXPECT_EQ(ResolvePairs(60, 40.0, 0), 25);
+  EXPECT_EQ(ResolvePairs(60, 200.0, 0), 20);
+  EXPECT_EQ(ResolvePairs(60, 200.0, 24), 24);  // the backend's own minimum
+  ScriptedBackend backend;
+  MeasuredCostModel cost(&backend);
+  GraphBuilder b;
+  ValueId x = b.Input("x", {1, 8});
+  Graph relu = b.Build({b.Op("Relu", {x})});
+  GraphBuilder b2;
+  ValueId y = b2.Input("x", {1, 8});
+  Graph sigmoid = b2.Build({b2.Op("Sigmoid", {y})});
+  // Timed alone first (as the search's estimates do): 0.1 and 0.3 ms.
+  cost.NodeCost(relu, 0);
+  cost.NodeCost(sigmoid, 0);
+  cost.ResolveGain(relu, sigmoid, "short", 0.01);
+  EXPECT_EQ(backend.last_pairs, 60);
+  backend.isolated["Relu"] = 150.0;
+  backend.isolated["Sigmoid"] = 160.0;
+  GraphBuilder b3;
+  ValueId z = b3.Input("x", {16, 8});  // other keys: timed at the new times
+  Graph relu_long = b3.Build({b3.Op("Relu", {z})});
+  GraphBuilder b4;
+  ValueId w = b4.Input("x", {16, 8});
+  Graph sigmoid_long = b4.Build({b4.Op("Sigmoid", {w})});
+  cost.NodeCost(relu_long, 0);
+  cost.NodeCost(sigmoid_long, 0);
+  cost.ResolveGain(relu_long, sigmoid_long, "long", 0.01);
+  EXPECT_EQ(backend.last_pairs, 20);
 }
 
 }  // namespace

@@ -263,7 +263,8 @@ class OrtBackend : public TimingBackend {
                                {"inputs", inputs},
                                {"warmup", std::max(o.warmup, 1)},
                                {"samples", std::max(o.samples, 1)},
-                               {"min_ms", o.min_sample_ms}},
+                               {"min_ms", o.min_sample_ms},
+                               {"max_ms", o.max_total_ms}},
                               "timing a graph");
     return r.at("ms").get<double>();
   }

@@ -18,8 +18,10 @@
 // answers one JSON request per stdin line with one JSON line on stdout
 // (sessions with THREADS intra-op threads (0: ORT's default) and graph
 // optimisation LEVEL: basic, extended or all):
-//   {"op":"time","model":M,"inputs":DIR,"warmup":W,"samples":S,"min_ms":T}
-//     -> {"ms": median ms per run}
+//   {"op":"time","model":M,"inputs":DIR,"warmup":W,"samples":S,"min_ms":T[,"max_ms":X]}
+//     -> {"ms": median ms per run} (a first run slower than X / S: no
+//        second warm-up, and at least 3 samples of about X ms in all;
+//        SamplesWithin in runtime/cost_model.h)
 //   {"op":"paired","a":A,"b":B,"inputs":DIR,"pairs":N,"warmup":W,"min_ms":T,"blocks":K}
 //     -> {"wall_a":[..],"wall_b":[..],"cpu_a":[..],"cpu_b":[..],"blocks":[..]}
 //        (ms per run; CPU = the process's user + system time; the pairs
@@ -110,15 +112,22 @@ async function serve(threads, level) {
     return [wall, (c.user + c.system) / 1e3 / reps];
   };
   const repsFor = (ms, minMs) => (ms > 0 && ms < minMs ? Math.min(1000, Math.floor(minMs / ms) + 1) : 1);
+  const samplesWithin = (q, first) => {
+    const samples = Math.max(1, q.samples);
+    if (!(q.max_ms > 0) || !(first * samples > q.max_ms)) return samples;
+    return Math.min(samples, Math.max(3, Math.ceil(q.max_ms / first)));
+  };
   const handlers = {
     async time(q) {
       const s = await ort.InferenceSession.create(q.model, base);
       const feeds = feedsOf(q.inputs);
-      let first = 0;
-      for (let k = 0; k < Math.max(1, q.warmup); ++k) first = (await timeRun(s, feeds, 1))[0];
+      let first = (await timeRun(s, feeds, 1))[0];
+      const n = samplesWithin(q, first);
+      for (let k = 1; k < Math.max(1, q.warmup) && n === Math.max(1, q.samples); ++k)
+        first = (await timeRun(s, feeds, 1))[0];
       const reps = repsFor(first, q.min_ms);
       const v = [];
-      for (let k = 0; k < Math.max(1, q.samples); ++k) v.push((await timeRun(s, feeds, reps))[0]);
+      for (let k = 0; k < n; ++k) v.push((await timeRun(s, feeds, reps))[0]);
       await s.release();
       return {ms: median(v)};
     },
