@@ -974,6 +974,23 @@ TEST_F(OptimiserCli, OnnxRuntimeDevice) {
   EXPECT_NE(ReadFile(cache).find("\tort"), std::string::npos);
 }
 
+// Runs the optimiser with `flags`, its output in `io`, and interrupts it
+// once (SIGINT) `delay` after its log first holds `ready` (or after 40 s);
+// returns its exit status.
+int RunInterrupted(const std::vector<std::string>& flags, const ProgramIo& io, const std::string& ready,
+                   std::chrono::milliseconds delay) {
+  std::vector<std::string> argv = {std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  const pid_t pid = testing::StartProcess(argv, io);
+  for (int i = 0; i < 800; ++i) {
+    if (FileExists(io.err) && ReadFile(io.err).find(ready) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGINT);
+  return testing::WaitProcess(pid);
+}
+
 // Ctrl-C during the search keeps the best graph so far: it is checked,
 // measured and written, and the report says the search was interrupted.
 TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
@@ -981,21 +998,13 @@ TEST_F(OptimiserCli, InterruptedSearchStillWrites) {
   WriteOnnxFile(zoo::Build("inception_v3", 2), model);
   std::string report = TempDir() + "/interrupt.json";
   ::unlink(out_.c_str());
-  std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
   ProgramIo io;
   io.out = TempDir() + "/int.out";
   io.err = TempDir() + "/int.err";
-  const pid_t pid = testing::StartProcess({bin, "--model=" + model, "--output=" + out_, "--report=" + report,
-                                           "--timing_cache=none", "--measure_runs=3", "--budget=1000000"},
-                                          io);
-  // Interrupt once the search has started (or after 40 s).
-  for (int i = 0; i < 400; ++i) {
-    if (FileExists(io.err) && ReadFile(io.err).find("searching") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  std::this_thread::sleep_for(std::chrono::seconds(2));
-  ::kill(pid, SIGINT);
-  const int status = testing::WaitProcess(pid);
+  // Interrupt 2 s into the search.
+  const int status = RunInterrupted({"--model=" + model, "--output=" + out_, "--report=" + report,
+                                     "--timing_cache=none", "--measure_runs=3", "--budget=1000000"},
+                                    io, "searching", std::chrono::seconds(2));
   std::string err = ReadFile(io.err);
   ASSERT_EQ(status, 0) << err;
   EXPECT_NE(err.find("search interrupted"), std::string::npos) << err;
@@ -1012,19 +1021,13 @@ TEST_F(OptimiserCli, InterruptedBeforeAnyRewriteWritesTheOriginalAtOnce) {
   WriteOnnxFile(zoo::Build("inception_v3", 2), model);
   std::string report = TempDir() + "/interrupt_early.json";
   ::unlink(out_.c_str());
-  std::string bin = std::string(std::getenv("TEST_SRCDIR")) + "/rlflow/optimiser/optimiser";
   ProgramIo io;
   io.out = TempDir() + "/int_early.out";
   io.err = TempDir() + "/int_early.err";
-  const pid_t pid = testing::StartProcess(
-      {bin, "--model=" + model, "--output=" + out_, "--report=" + report, "--timing_cache=none"}, io);
   // Interrupt once the model is loaded (the handler is installed before).
-  for (int i = 0; i < 400; ++i) {
-    if (FileExists(io.err) && ReadFile(io.err).find("loaded " + model) != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGINT);
-  const int status = testing::WaitProcess(pid);
+  const int status =
+      RunInterrupted({"--model=" + model, "--output=" + out_, "--report=" + report, "--timing_cache=none"}, io,
+                     "loaded " + model, std::chrono::milliseconds(0));
   std::string err = ReadFile(io.err), out = ReadFile(io.out);
   ASSERT_EQ(status, 0) << err;
   EXPECT_NE(err.find("interrupted: stopping after the step in progress"), std::string::npos) << err;

@@ -966,12 +966,12 @@ TEST(Timing, LongSidesAreTimedAgainstEachOtherInFewerPairs) {
   EXPECT_EQ(ResolvePairs(60, 200.0, 24), 24);  // the backend's own minimum
   ScriptedBackend backend;
   MeasuredCostModel cost(&backend);
-  GraphBuilder b;
-  ValueId x = b.Input("x", {1, 8});
-  Graph relu = b.Build({b.Op("Relu", {x})});
-  GraphBuilder b2;
-  ValueId y = b2.Input("x", {1, 8});
-  Graph sigmoid = b2.Build({b2.Op("Sigmoid", {y})});
+  const auto one_node = [](const char* op, int64_t rows) {
+    GraphBuilder b;
+    ValueId x = b.Input("x", {rows, 8});
+    return b.Build({b.Op(op, {x})});
+  };
+  Graph relu = one_node("Relu", 1), sigmoid = one_node("Sigmoid", 1);
   // Timed alone first (as the search's estimates do): 0.1 and 0.3 ms.
   cost.NodeCost(relu, 0);
   cost.NodeCost(sigmoid, 0);
@@ -979,12 +979,7 @@ TEST(Timing, LongSidesAreTimedAgainstEachOtherInFewerPairs) {
   EXPECT_EQ(backend.last_pairs, 60);
   backend.isolated["Relu"] = 150.0;
   backend.isolated["Sigmoid"] = 160.0;
-  GraphBuilder b3;
-  ValueId z = b3.Input("x", {16, 8});  // other keys: timed at the new times
-  Graph relu_long = b3.Build({b3.Op("Relu", {z})});
-  GraphBuilder b4;
-  ValueId w = b4.Input("x", {16, 8});
-  Graph sigmoid_long = b4.Build({b4.Op("Sigmoid", {w})});
+  Graph relu_long = one_node("Relu", 16), sigmoid_long = one_node("Sigmoid", 16);  // other keys: timed now
   cost.NodeCost(relu_long, 0);
   cost.NodeCost(sigmoid_long, 0);
   cost.ResolveGain(relu_long, sigmoid_long, "long", 0.01);
