@@ -935,10 +935,9 @@ void Measure(OptimiseRun& r) {
   // How long the measurement will take, from the reference run: for a slow
   // model (a UNet at 20 s a run) it is minutes, also after an interrupt.
   const double run_s = r.res.reference_run.seconds;
-  const auto about = About;
   if (check.unchanged) {
     r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
-           about(rec.pairs * run_s) + ")");
+           About(rec.pairs * run_s) + ")");
     timing.samples = rec.pairs;
     rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
   } else {
@@ -947,7 +946,7 @@ void Measure(OptimiseRun& r) {
              "% interval (at least " + std::to_string(MinPairsFor(level)) +
              "): the verdict can only be 'within noise'");
     r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) + " interleaved pairs, " +
-           about(2 * rec.pairs * run_s) + ")");
+           About(2 * rec.pairs * run_s) + ")");
     static_cast<Verdict&>(rec) = Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
     rec.before_ms = rec.a_ms;
     rec.after_ms = rec.b_ms;
