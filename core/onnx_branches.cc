@@ -19,8 +19,10 @@ using onnx_detail::InferValueInfo;
 using onnx_detail::IsDefault;
 using onnx_detail::SameTensorBytes;
 
-bool IsBranch(const onnx::AttributeProto& a) {
-  return (a.name() == "then_branch" || a.name() == "else_branch") && a.has_g();
+// The subgraph attributes the stage takes: an If's branches, a Loop's body.
+bool IsSubgraph(const std::string& op, const onnx::AttributeProto& a) {
+  if (!a.has_g()) return false;
+  return op == "If" ? a.name() == "then_branch" || a.name() == "else_branch" : op == "Loop" && a.name() == "body";
 }
 
 bool IsExternal(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
@@ -71,7 +73,7 @@ void Rename(onnx::GraphProto* g, const std::map<std::string, std::string>& to) {
 
 }  // namespace
 
-std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
+std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
   const onnx::GraphProto& g = model.graph();
   std::map<std::string, const onnx::TensorProto*> inits;
   std::map<std::string, const onnx::NodeProto*> constants;  // Constant nodes, by their output
@@ -97,15 +99,16 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
   };
   for (const auto& n : g.node())
     if (n.op_type() == "Constant" && IsDefault(n.domain()) && n.output_size() == 1) constants[n.output(0)] = &n;
-  std::vector<IfBranch> out;
+  std::vector<Subgraph> out;
   for (int k = 0; k < g.node_size(); ++k) {
     const onnx::NodeProto& np = g.node(k);
-    if (np.op_type() != "If" || !IsDefault(np.domain())) continue;
+    if ((np.op_type() != "If" && np.op_type() != "Loop") || !IsDefault(np.domain())) continue;
     for (const auto& a : np.attribute()) {
-      if (!IsBranch(a)) continue;
-      IfBranch b;
+      if (!IsSubgraph(np.op_type(), a)) continue;
+      Subgraph b;
       b.node = k;
-      b.node_name = np.name().empty() ? "If_" + std::to_string(k) : np.name();
+      b.op = np.op_type();
+      b.node_name = np.name().empty() ? b.op + "_" + std::to_string(k) : np.name();
       b.attribute = a.name();
       b.nodes = a.g().node_size();
       std::set<std::string> reads;
@@ -114,13 +117,24 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
       m.set_ir_version(model.ir_version());
       *m.mutable_opset_import() = model.opset_import();
       *m.mutable_functions() = model.functions();
-      m.set_producer_name("rlflow (the " + b.attribute + " of If '" + b.node_name + "')");
+      m.set_producer_name("rlflow (the " + b.attribute + " of " + b.op + " '" + b.node_name + "')");
       onnx::GraphProto* mg = m.mutable_graph();
       mg->set_name(a.g().name());
+      // A Loop body's own inputs first (an If branch has none), as declared:
+      // each must be a typed tensor for the body to be a model.
+      for (const auto& vi : a.g().input()) {
+        if (!vi.type().has_tensor_type() || vi.type().tensor_type().elem_type() == 0) {
+          b.why_not = "its input '" + vi.name() + "' is not a typed tensor (a sequence, or no declared type)";
+          break;
+        }
+        *mg->add_input() = vi;
+        b.formal_inputs.push_back(vi.name());
+      }
       // Outer inputs in the model's order, then the weights and constants.
       for (const auto& vi : g.input())
         if (reads.count(vi.name())) *mg->add_input() = vi;
       for (const std::string& name : reads) {
+        if (!b.why_not.empty()) break;
         if (inputs.count(name)) {
           if (inits.count(name)) *mg->add_initializer() = *inits[name];  // its default value
         } else if (inits.count(name)) {
@@ -153,16 +167,16 @@ std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model) {
   return out;
 }
 
-void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised,
+void ReplaceSubgraph(onnx::ModelProto* model, const Subgraph& branch, const onnx::ModelProto& optimised,
                      const std::string* data_dir) {
   onnx::GraphProto* g = model->mutable_graph();
-  if (branch.node < 0 || branch.node >= g->node_size() || g->node(branch.node).op_type() != "If")
-    Fail("node ", branch.node, " of the model is not an If");
+  if (branch.node < 0 || branch.node >= g->node_size() || g->node(branch.node).op_type() != branch.op)
+    Fail("node ", branch.node, " of the model is not a", branch.op == "If" ? "n " : " ", branch.op);
   onnx::AttributeProto* attr = nullptr;
   for (auto& a : *g->mutable_node(branch.node)->mutable_attribute())
-    if (a.name() == branch.attribute && IsBranch(a)) attr = &a;
-  if (attr == nullptr) Fail("If '", branch.node_name, "' has no ", branch.attribute);
-  const std::string what = "the optimised " + branch.attribute + " of If '" + branch.node_name + "'";
+    if (a.name() == branch.attribute && IsSubgraph(branch.op, a)) attr = &a;
+  if (attr == nullptr) Fail(branch.op, " '", branch.node_name, "' has no ", branch.attribute);
+  const std::string what = "the optimised " + branch.attribute + " of " + branch.op + " '" + branch.node_name + "'";
   // The interface: inputs by name, outputs in order.
   const std::set<std::string> in_before(branch.inputs.begin(), branch.inputs.end());
   std::set<std::string> in_after;
@@ -189,7 +203,12 @@ void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx
   }
   for (const auto* op : missing) *model->add_opset_import() = *op;
   onnx::GraphProto ng = optimised.graph();
+  // The formal inputs stay the subgraph's, in their order; the others are
+  // read from the outer graph again.
+  std::map<std::string, const onnx::ValueInfoProto*> declared;
+  for (const auto& vi : optimised.graph().input()) declared[vi.name()] = &vi;
   ng.clear_input();
+  for (const std::string& name : branch.formal_inputs) *ng.add_input() = *declared.at(name);
   ng.set_name(attr->g().name());
   // What the outer graph defines: a subgraph reads it, never redefines it.
   std::set<std::string> outer;

@@ -1,13 +1,16 @@
 #pragma once
-// The branches of a model's If nodes as models of their own, and back.
-// Exporters that put a model's whole computation inside control flow leave
-// nothing outside it for a graph optimiser: Hugging Face Optimum's merged
-// decoders ("decoder_model_merged.onnx") are one If on a `use_cache_branch`
-// input whose two branches are the decoder with and without its key/value
-// cache, the weights they share stored once in the outer graph. rlflow keeps
-// an If opaque (rewrites never cross it); the optimiser instead optimises
-// each branch as a model (ExtractIfBranches), checks and measures it like
-// any model, and puts the result back (ReplaceIfBranch).
+// The subgraphs of a model's control flow (the branches of its If nodes,
+// the bodies of its Loops) as models of their own, and back. Exporters that
+// put a model's whole computation inside control flow leave nothing outside
+// it for a graph optimiser: Hugging Face Optimum's merged decoders
+// ("decoder_model_merged.onnx") are one If on a `use_cache_branch` input
+// whose two branches are the decoder with and without its key/value cache,
+// the weights they share stored once in the outer graph; a generation loop
+// exported from a script is a Loop whose body runs the decoder once per new
+// token. rlflow keeps an If or a Loop opaque (rewrites never cross it); the
+// optimiser instead optimises each branch or body as a model
+// (ExtractSubgraphs), checks and measures it like any model, and puts the
+// result back (ReplaceSubgraph).
 #include <string>
 #include <vector>
 
@@ -17,41 +20,48 @@ class ModelProto;
 
 namespace rlflow {
 
-struct IfBranch {
-  int node = -1;          // the If node's index in model.graph().node()
-  std::string node_name;  // its name, or "If_<index>" if it has none
-  std::string attribute;  // "then_branch" or "else_branch"
-  int nodes = 0;          // the branch's nodes (its own, not those of its subgraphs)
-  // The branch as a model (a serialised ModelProto), "" when it cannot be
-  // one (`why_not` says why): its graph inputs are the outer graph's inputs
-  // that it reads (their declared types), the outer initializers and
-  // Constant nodes it reads are copied in, its outputs are the branch's;
-  // the model's IR version, opsets and local functions.
+struct Subgraph {
+  int node = -1;          // the If or Loop node's index in model.graph().node()
+  std::string op;         // "If" or "Loop"
+  std::string node_name;  // its name, or "<op>_<index>" if it has none
+  std::string attribute;  // "then_branch" or "else_branch" (If), "body" (Loop)
+  int nodes = 0;          // the subgraph's nodes (its own, not those of its subgraphs)
+  // The subgraph as a model (a serialised ModelProto), "" when it cannot be
+  // one (`why_not` says why): its graph inputs are the subgraph's own inputs
+  // (a Loop body's iteration number, condition and loop-carried values, as
+  // the body declares them) and then the outer graph's inputs that it reads
+  // (their declared types); the outer initializers and Constant nodes it
+  // reads are copied in, its outputs are the subgraph's; the model's IR
+  // version, opsets and local functions.
   std::string model;
-  std::vector<std::string> inputs;   // the model's graph inputs
-  std::vector<std::string> outputs;  // and outputs (what ReplaceIfBranch checks; `model` may be freed)
+  std::vector<std::string> formal_inputs;  // the subgraph's own inputs, in order (none for an If branch)
+  std::vector<std::string> inputs;         // the model's graph inputs
+  std::vector<std::string> outputs;        // and outputs (what ReplaceSubgraph checks; `model` may be freed)
   std::string why_not;
 };
 
-// The branches of the top-level If nodes of `model` (then, else), in order.
-// A branch that reads a value computed in the outer graph (other than by a
-// Constant node) whose type neither the model's value_info nor ONNX's shape
-// inference (run on a copy when needed) gives is not made a model.
-std::vector<IfBranch> ExtractIfBranches(const onnx::ModelProto& model);
+// The branches of the top-level If nodes of `model` (then, else) and the
+// bodies of its top-level Loop nodes, in node order. A subgraph that reads a
+// value computed in the outer graph (other than by a Constant node) whose
+// type neither the model's value_info nor ONNX's shape inference (run on a
+// copy when needed) gives is not made a model; nor is a Loop body with an
+// input that is not a typed tensor (a sequence carried from step to step).
+std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model);
 
 // Puts the graph of `optimised`, a model with the interface of the
-// branch's model (`branch.inputs` by name, `branch.outputs` in order), in
-// place of the branch: its inputs become reads of the outer graph again;
-// its initializers that the outer graph holds alike (name, type, shape and
+// subgraph's model (`sub.inputs` by name, `sub.outputs` in order), in place
+// of the subgraph: its formal inputs become the subgraph's inputs again, in
+// their order; its other inputs become reads of the outer graph again; its
+// initializers that the outer graph holds alike (name, type, shape and
 // data) are dropped (read from there); a name it defines that the outer
-// graph defines too is renamed (a subgraph may not redefine one). An
-// opset import the model lacks is added. Throws rlflow::Error (one line)
-// if the interface differs or an opset differs from the model's.
+// graph defines too is renamed (a subgraph may not redefine one). An opset
+// import the model lacks is added. Throws rlflow::Error (one line) if the
+// interface differs or an opset differs from the model's.
 // `data_dir`: the directory that the external data locations of both
 // models are relative to (their tensors are compared by the bytes there);
 // without it, a tensor in an external data file is alike only one at the
 // same place in the same file.
-void ReplaceIfBranch(onnx::ModelProto* model, const IfBranch& branch, const onnx::ModelProto& optimised,
+void ReplaceSubgraph(onnx::ModelProto* model, const Subgraph& sub, const onnx::ModelProto& optimised,
                      const std::string* data_dir = nullptr);
 
 // Removes the top-level initializers no node reads (subgraphs included)

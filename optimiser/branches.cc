@@ -1,8 +1,9 @@
-// The branches stage: each branch of the model's top-level If nodes
-// optimised as a model of its own, by this same pipeline (RunPipeline: its
+// The branches stage: each branch of the model's top-level If nodes and
+// each body of its top-level Loops optimised as a model of its own, by this same pipeline (RunPipeline: its
 // search, check, verdict and guard), and put back where its run wrote an
 // optimised graph (core/onnx_branches.h). The rest of the pipeline then runs
-// on the model with its optimised branches: the If stays opaque there.
+// on the model with its optimised branches and bodies: the If and the Loop
+// stay opaque there.
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +26,7 @@
 namespace rlflow {
 namespace {
 
-// Branches of branches are optimised to this depth.
+// Subgraphs of subgraphs are optimised to this depth.
 constexpr int kMaxBranchDepth = 3;
 
 int64_t DefaultOpset(const onnx::ModelProto& m) {
@@ -64,7 +65,7 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
     ort = GuardBackend(r, &why);
     if (ort == nullptr) {
       rec.check_note = "not measured in " + r.guard_device + " (" + why + ")";
-      r.warn("the optimised If branches are not checked in ONNX Runtime: " + rec.check_note);
+      r.warn("the optimised subgraphs are not checked in ONNX Runtime: " + rec.check_note);
       return;
     }
     rec.check_device = r.guard_device;
@@ -97,7 +98,7 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
       }
       check.condition += (check.condition.empty() ? "" : ", ") + c.name + "=" + (value ? "1" : "0");
     }
-    r.info("measuring the model with its optimised If branches against the model as it came in " + rec.check_device +
+    r.info("measuring the model with its optimised subgraphs against the model as it came in " + rec.check_device +
            (check.condition.empty() ? "" : " (" + check.condition + ")") + ", " + std::to_string(pairs) +
            " interleaved pairs");
     try {
@@ -117,7 +118,7 @@ void CheckInModel(OptimiseRun& r, LoadedModel before) {
   if (slower.empty()) return;
   r.model = std::move(before);
   PutBack(rec, slower);
-  r.warn("the optimised If branches are put back as they were: " + slower);
+  r.warn("the optimised subgraphs are put back as they were: " + slower);
 }
 
 // Links each external data file the model reads (`locations`, relative to
@@ -167,16 +168,16 @@ void Branches(OptimiseRun& r) {
   bool any = false;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& n = graph.node(id);
-    any = any || (n.opaque() && n.op == "If" && n.domain.empty());
+    any = any || (n.opaque() && (n.op == "If" || n.op == "Loop") && n.domain.empty());
   }
   if (!any) return;
   if (o.branch_depth >= kMaxBranchDepth) {
-    rec.note = Format("not optimised: If nodes nested deeper than %d", kMaxBranchDepth);
+    rec.note = Format("not optimised: If and Loop nodes nested deeper than %d", kMaxBranchDepth);
   } else if (r.model.file.empty()) {
     rec.note = "not optimised: the model is not written back as its file is (its nodes are out of order)";
   }
   if (!rec.note.empty()) {
-    r.info("If branches " + rec.note);
+    r.info("If branches and Loop bodies " + rec.note);
     return;
   }
   onnx::ModelProto model;
@@ -196,11 +197,11 @@ void Branches(OptimiseRun& r) {
     LinkExternalData(r.model.graph.info().external_files, DirName(r.model.file), r.branches_dir, &why);
     if (!why.empty()) {
       rec.note = "not optimised: " + why;
-      r.info("If branches " + rec.note);
+      r.info("If branches and Loop bodies " + rec.note);
       return;
     }
   }
-  std::vector<IfBranch> branches = ExtractIfBranches(model);
+  std::vector<Subgraph> branches = ExtractSubgraphs(model);
   // Each branch's model to its file now, its bytes freed (a model's weights
   // would otherwise be held once per branch during the branches' runs).
   for (size_t k = 0; k < branches.size(); ++k) {
@@ -212,14 +213,15 @@ void Branches(OptimiseRun& r) {
   // --time_limit bounds the searches of the whole run: each branch's run
   // gets an equal share of what is left, the model around them the rest.
   int runs_left = 0;
-  for (const IfBranch& b : branches) runs_left += b.why_not.empty() && b.nodes > 0 ? 1 : 0;
+  for (const Subgraph& b : branches) runs_left += b.why_not.empty() && b.nodes > 0 ? 1 : 0;
   for (size_t k = 0; k < branches.size(); ++k) {
-    const IfBranch& b = branches[k];
+    const Subgraph& b = branches[k];
     BranchRecord br;
+    br.op = b.op;
     br.node = b.node_name;
     br.attribute = b.attribute;
     br.nodes_before = b.nodes;
-    const std::string label = "If '" + b.node_name + "' " + b.attribute;
+    const std::string label = b.op + " '" + b.node_name + "' " + b.attribute;
     if (o.interrupted != nullptr && o.interrupted->load()) {
       br.outcome = "not optimised";
       br.note = "interrupted";
@@ -252,7 +254,31 @@ void Branches(OptimiseRun& r) {
       // it had been passed on as -1 and the branch not optimised.
       sub.input_shapes.clear();
       sub.input_data.clear();
+      // A Loop body's own inputs: the iteration number and the condition are
+      // scalars; each loop-carried value at the shape the Loop's initial
+      // value has in the model (a body declares such shapes symbolic where
+      // they change from step to step, as torch.onnx does: the check's
+      // second binding then moves them).
+      const onnx::NodeProto& np = model.graph().node(b.node);
+      const onnx::GraphProto* body = nullptr;
+      for (const auto& a : np.attribute())
+        if (a.name() == b.attribute && a.has_g()) body = &a.g();
+      for (size_t f = 0; f < b.formal_inputs.size() && body != nullptr; ++f) {
+        if (f < 2) {  // declared without a shape: a scalar, as ONNX says
+          if (!body->input(static_cast<int>(f)).type().tensor_type().has_shape())
+            sub.input_shapes[b.formal_inputs[f]] = {};
+          continue;
+        }
+        const ValueId v =
+            static_cast<int>(f) < np.input_size() ? graph.FindValue(np.input(static_cast<int>(f))) : kNoValue;
+        if (v == kNoValue || !graph.value(v).type.rank_known) continue;
+        Shape shape = graph.value(v).type.shape;
+        for (int64_t& d : shape)
+          if (d < 0) d = o.free_dim;
+        sub.input_shapes[b.formal_inputs[f]] = shape;
+      }
       for (const std::string& name : b.inputs) {
+        if (sub.input_shapes.count(name)) continue;  // a body's own
         const ValueId v = graph.FindValue(name);
         if (v == kNoValue || !graph.value(v).type.rank_known) continue;
         Shape shape = graph.value(v).type.shape;
@@ -284,10 +310,10 @@ void Branches(OptimiseRun& r) {
           onnx::ModelProto optimised;
           if (!optimised.ParseFromString(ReadFile(out, "the optimised branch")))
             Fail("the optimised branch '", out, "' does not parse");
-          ReplaceIfBranch(&model, b, optimised, &r.branches_dir);
+          ReplaceSubgraph(&model, b, optimised, &r.branches_dir);
           br.outcome = "optimised";
           if (s.branches.optimised() > 0)
-            br.note = "with " + std::to_string(s.branches.optimised()) + " optimised If branches inside it";
+            br.note = "with " + std::to_string(s.branches.optimised()) + " optimised subgraphs inside it";
         }
       } catch (const ModelFileChanged&) {
         throw;
@@ -315,8 +341,8 @@ void Branches(OptimiseRun& r) {
     r.model = std::move(with);
   } catch (const Error& e) {
     PutBack(rec, std::string("the model with it does not import: ") + e.what());
-    r.warn(std::string("the model with its optimised If branches does not import (") + e.what() +
-           "): the branches are kept as they were");
+    r.warn(std::string("the model with its optimised subgraphs does not import (") + e.what() +
+           "): the subgraphs are kept as they were");
     return;
   }
   CheckInModel(r, std::move(before));
@@ -327,13 +353,15 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
   if (!rec.note.empty()) s += "branches:   " + rec.note + "\n";
   auto list = nlohmann::ordered_json::array();
   for (const BranchRecord& b : rec.branches) {
-    std::string line = Format("branch:     If '%s' %s: %s", b.node.c_str(), b.attribute.c_str(), b.outcome.c_str());
+    std::string line =
+        Format("branch:     %s '%s' %s: %s", b.op.c_str(), b.node.c_str(), b.attribute.c_str(), b.outcome.c_str());
     if (b.outcome == "optimised") line += Format(", %d -> %d nodes", b.nodes_before, b.nodes_after);
     if (b.measured) line += ", " + b.verdict.ToString();
     if (!b.guard.empty()) line += ", " + b.guard;
     if (!b.note.empty()) line += " (" + b.note + ")";
     s += line + "\n";
-    nlohmann::ordered_json one = {{"node", b.node},
+    nlohmann::ordered_json one = {{"op", b.op},
+                                  {"node", b.node},
                                   {"attribute", b.attribute},
                                   {"outcome", b.outcome},
                                   {"nodes_before", b.nodes_before},

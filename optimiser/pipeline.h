@@ -164,11 +164,13 @@ struct LoadRecord {
   int static_dims = 0;
 };
 
-// The branches of the model's top-level If nodes, each optimised as a model
-// of its own by this pipeline (its inputs the outer values it reads), put
-// back where its run wrote an optimised graph (Branches in stages.h).
+// The branches of the model's top-level If nodes and the bodies of its
+// top-level Loops, each optimised as a model of its own by this pipeline
+// (its inputs a body's own and the outer values it reads), put back where
+// its run wrote an optimised graph (Branches in stages.h).
 struct BranchRecord {
-  std::string node, attribute;  // the If node's name; "then_branch" or "else_branch"
+  std::string op;               // "If" or "Loop"
+  std::string node, attribute;  // the node's name; "then_branch" or "else_branch", or "body"
   int nodes_before = 0, nodes_after = 0;
   // "optimised" (put back), "unchanged" (its run wrote it as it was: nothing
   // faster), "not optimised" (`note` says why: it could not be made a

@@ -138,15 +138,17 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   EXPECT_TRUE(json["check"]["notes"].empty()) << json["check"];
   // Every operator of the corpus is modelled (an opaque node is optimised
   // around, but no rewrite crosses it and the estimate does not charge it),
-  // except control flow (If, Loop; a merged decoder's If branches are
-  // optimised as models of their own; the detector's NMS is inside the If
+  // except control flow (If, Loop; a merged decoder's If branches and a
+  // generation loop's body are optimised as models of their own; the
+  // detector's NMS is inside the If
   // torchvision's batched_nms exports, its guard for no boxes) and a QDQ
   // model's quantized units, kept opaque by design; and ONNX Runtime's
   // contrib operators but SkipLayerNormalization (two Attention, two
   // BiasGelu, an EmbedLayerNormalization, the default-domain LayerNormalization
   // ONNX Runtime runs before opset 17).
   const bool opaque_by_design = c.name.find("control_flow") != std::string::npos ||
-                                c.name.find("_merged") != std::string::npos || c.name.find("qdq_") == 0 ||
+                                c.name.find("_merged") != std::string::npos ||
+                                c.name.find("_loop") != std::string::npos || c.name.find("qdq_") == 0 ||
                                 c.name.find("nms_") == 0 || c.name.find("ort_transformers_") == 0;
   if (c.name.find("nms_") == 0) {
     EXPECT_EQ(json["check"]["opaque_nodes"].get<int>(), 1) << json["check"];
@@ -157,13 +159,13 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
   if (!opaque_by_design) {
     EXPECT_EQ(json["check"]["opaque_nodes"].get<int>(), 0) << json["check"];
   }
-  // Every If branch goes through the optimiser (the NMS detector's, which
-  // reads the boxes NonZero left, of a length only the values set, had not:
-  // "dimension 0 is -1").
+  // Every If branch and Loop body goes through the optimiser (the NMS
+  // detector's If branch, which reads the boxes NonZero left, of a length
+  // only the values set, had not: "dimension 0 is -1").
   for (const auto& b : json["branches"]) EXPECT_NE(b["outcome"], "not optimised") << b;
-  // A merged decoder's If branches are optimised as models of their own
-  // (its weights in an external data file too).
-  if (c.name.find("_merged") != std::string::npos) {
+  // A merged decoder's If branches (its weights in an external data file
+  // too) and a generation loop's body are optimised as models of their own.
+  if (c.name.find("_merged") != std::string::npos || c.name.find("_loop") != std::string::npos) {
     int optimised = 0;
     for (const auto& b : json["branches"]) optimised += b["outcome"] == "optimised" ? 1 : 0;
     EXPECT_GT(optimised, 0) << json["branches_note"] << "\n" << json["branches"];

@@ -1424,7 +1424,8 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   const int branches = p.branches.optimised();
   if (p.check.unchanged && branches > 0)
     s += Format(
-        "written:    %s (with its %d optimised If branches, branch: above; no rewrite improved the graph "
+        "written:    %s (with its %d optimised subgraphs (If branches, Loop bodies), branch: above; no rewrite "
+        "improved the graph "
         "around them)\n",
         output.c_str(), branches);
   else if (p.check.unchanged)
@@ -1448,7 +1449,7 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   else
     s += Format("written:    %s\n", output.c_str());
   if (branches > 0 && !p.check.unchanged)
-    s += Format("            with its %d optimised If branches (branch: above)%s\n", branches,
+    s += Format("            with its %d optimised subgraphs (If branches, Loop bodies; branch: above)%s\n", branches,
                 v.keep_original ? "; the graph around them as it was" : "");
   if (!w.opset_note.empty()) s += Format("            %s\n", w.opset_note.c_str());
   if (p.finish.raised_opset > 0 && !v.keep_original)

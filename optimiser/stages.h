@@ -46,7 +46,7 @@ struct OptimiseRun {
   std::unique_ptr<TimingBackend> guard_backend;        // made when first needed
   // load
   LoadedModel model;  // model.graph: the original
-  // branches: where the model with its optimised If branches is (removed
+  // branches: where the model with its optimised subgraphs is (removed
   // with the run; "": none were optimised)
   std::string branches_dir;
   double branch_search_s = 0;  // the branches' runs' searches (and retries), against --time_limit

@@ -846,6 +846,73 @@ def export_merged_decoder(path, opset, seed, **size):
     onnx.save(merged, path)
 
 
+class LogitsOnly(nn.Module):
+    """The decoder's prompt step, its logits only."""
+
+    def __init__(self, decoder):
+        super().__init__()
+        self.prompt = PromptDecoder(decoder)
+
+    def forward(self, ids):
+        return self.prompt(ids)[0]
+
+
+def export_greedy_decode_loop(path, opset, seed):
+    """Greedy generation inside the model, as scripted generation loops are
+    exported (e.g. the BART beam-search export of transformers' research
+    projects): a Loop of 8 steps whose body runs the whole decoder on the
+    tokens so far (no cache), takes the most likely next token and appends
+    it; the outputs are the tokens and each step's scores (the logits at the
+    last position). The tokens grow by one each step, so nothing in the body may be
+    folded at one length. Everything the model computes is in the body; the
+    weights are in the outer graph, read by name."""
+    import tempfile
+
+    import onnx
+    from onnx import helper, TensorProto
+    torch.manual_seed(seed)
+    model = Decoder().eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        with torch.no_grad():
+            torch.onnx.export(LogitsOnly(model), (torch.randint(0, 100, (1, 3)),), tmp + "/step.onnx",
+                              opset_version=opset, input_names=["ids"], output_names=["logits"],
+                              dynamic_axes={"ids": {1: "tokens"}, "logits": {1: "tokens"}},
+                              do_constant_folding=False)
+        step = onnx.load(tmp + "/step.onnx")
+    g = step.graph
+    renamed = {"ids": "step/ids"}
+    for node in g.node:
+        node.input[:] = [renamed.get(v, v) for v in node.input]
+    body_nodes = list(g.node) + [
+        helper.make_node("Constant", [], ["step/last"], value=helper.make_tensor("", TensorProto.INT64, [], [-1])),
+        helper.make_node("Gather", ["logits", "step/last"], ["step/last_logits"], axis=1),
+        helper.make_node("ArgMax", ["step/last_logits"], ["step/next"], axis=-1, keepdims=1),
+        helper.make_node("Concat", ["step/ids", "step/next"], ["step/ids_out"], axis=1),
+        helper.make_node("Identity", ["step/cond"], ["step/cond_out"]),
+    ]
+    body = helper.make_graph(
+        body_nodes, "decode_step",
+        [helper.make_tensor_value_info("step/i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("step/cond", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("step/ids", TensorProto.INT64, [1, "length"])],
+        [helper.make_tensor_value_info("step/cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("step/ids_out", TensorProto.INT64, [1, "length_plus_1"]),
+         helper.make_tensor_value_info("step/last_logits", TensorProto.FLOAT, [1, 100])])
+    inits = list(g.initializer) + [helper.make_tensor("max_new_tokens", TensorProto.INT64, [], [8]),
+                                   helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])]
+    loop = helper.make_node("Loop", ["max_new_tokens", "keep_going", "ids"], ["tokens", "scores"], body=body,
+                            name="generate")
+    graph = helper.make_graph([loop], "greedy_decode", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                                                        [1, "prompt"])],
+                              [helper.make_tensor_value_info("tokens", TensorProto.INT64, [1, "total"]),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, [8, 1, 100])],
+                              initializer=inits)
+    out = helper.make_model(graph, opset_imports=list(step.opset_import), producer_name="rlflow-zoo")
+    out.ir_version = step.ir_version
+    onnx.checker.check_model(out, full_check=True)
+    onnx.save(out, path)
+
+
 def export_merged_decoder_big(path, opset, seed):
     """The merged decoder at a larger size (width 256, 8 heads, 4 blocks,
     vocabulary 1000; 14 MB): for measurements, not in the test corpus."""
@@ -1766,6 +1833,8 @@ EXPORTED_MODELS = {
                                      "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
     # Detection post-processing in the graph (NonZero, NonMaxSuppression).
     "nms_detector_op11": (export_nms_detector, 11, "x:1,3,128,160", "x:1,3,96,96"),
+    # Generation inside the model: a Loop whose body is the decoder.
+    "greedy_decode_loop_op14": (export_greedy_decode_loop, 14, "ids:1,8", "ids:1,3"),
     "rotary_decoder_op14": (export_rotary_decoder, 14, "input_ids:1,64;attention_mask:1,64",
                             "input_ids:2,24;attention_mask:2,24"),
 }

@@ -1,11 +1,12 @@
-// If branches as models of their own and back (core/onnx_branches.h): what a
-// branch model holds, that it computes what the branch computes (in ONNX
+// If branches and Loop bodies as models of their own and back
+// (core/onnx_branches.h): what a branch model holds, that it computes what the branch computes (in ONNX
 // Runtime, against the whole model), and that a branch put back reads the
 // outer weights, never redefines an outer name, and keeps the model valid
 // and computing the same.
 #include "core/onnx_branches.h"
 
 #include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
@@ -13,6 +14,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -122,10 +124,10 @@ onnx::ModelProto Parse(const std::string& bytes) {
 
 TEST(IfBranches, EachBranchIsAModelOfTheOuterValuesItReads) {
   const onnx::ModelProto m = Model();
-  const std::vector<IfBranch> branches = ExtractIfBranches(m);
+  const std::vector<Subgraph> branches = ExtractSubgraphs(m);
   ASSERT_EQ(branches.size(), 2u);
-  const IfBranch& then_b = branches[0];
-  const IfBranch& else_b = branches[1];
+  const Subgraph& then_b = branches[0];
+  const Subgraph& else_b = branches[1];
   EXPECT_EQ(then_b.node, 2);
   EXPECT_EQ(then_b.node_name, "switch");
   EXPECT_EQ(then_b.attribute, "then_branch");
@@ -158,14 +160,14 @@ TEST(IfBranches, AnOuterValueIsTypedByShapeInferenceOrTheBranchIsNoModel) {
   // h = Relu(x) with no value_info: ONNX's shape inference types it.
   onnx::ModelProto m = Model();
   m.mutable_graph()->clear_value_info();
-  std::vector<IfBranch> branches = ExtractIfBranches(m);
+  std::vector<Subgraph> branches = ExtractSubgraphs(m);
   ASSERT_EQ(branches.size(), 2u);
   ASSERT_EQ(branches[1].why_not, "");
   EXPECT_EQ(Parse(branches[1].model).graph().input(0).type().SerializeAsString(),
             Model().graph().value_info(0).type().SerializeAsString());
   EXPECT_EQ(m.graph().value_info_size(), 0);  // the model itself is left as it was
   // h from an operator nothing knows: the else branch is no model.
-  branches = ExtractIfBranches(Model(/*typed=*/false));
+  branches = ExtractSubgraphs(Model(/*typed=*/false));
   ASSERT_EQ(branches.size(), 2u);
   EXPECT_EQ(branches[0].why_not, "");
   EXPECT_EQ(branches[1].model, "");
@@ -175,7 +177,7 @@ TEST(IfBranches, AnOuterValueIsTypedByShapeInferenceOrTheBranchIsNoModel) {
 // The then branch as an optimiser might write it: k folded into an
 // initializer named "h" (a name the outer graph defines), w written back
 // unchanged, the product by 2 as x*2 + w*2.
-onnx::ModelProto OptimisedThen(const IfBranch& b) {
+onnx::ModelProto OptimisedThen(const Subgraph& b) {
   onnx::ModelProto o = Parse(b.model);
   auto* g = o.mutable_graph();
   g->clear_node();
@@ -194,8 +196,8 @@ TEST(IfBranches, ABranchPutBackReadsOuterWeightsAndRenamesWhatClashes) {
   ASSERT_EQ(w->name(), "w");
   w->clear_raw_data();
   for (float v : {1.f, 2.f, 3.f}) w->add_float_data(v);
-  const std::vector<IfBranch> branches = ExtractIfBranches(m);
-  ReplaceIfBranch(&m, branches[0], OptimisedThen(branches[0]));
+  const std::vector<Subgraph> branches = ExtractSubgraphs(m);
+  ReplaceSubgraph(&m, branches[0], OptimisedThen(branches[0]));
   onnx::checker::check_model(m);
   const onnx::GraphProto& tg = m.graph().node(2).attribute(0).g();
   EXPECT_EQ(tg.name(), "then");
@@ -235,17 +237,17 @@ TEST(IfBranches, WeightsInExternalDataFilesAreComparedByTheirBytes) {
   // same values) and its folded h in the file its run wrote.
   onnx::ModelProto m = Model();
   ToDataFile(m.mutable_graph()->mutable_initializer(0), "model.weights", 0);
-  const std::vector<IfBranch> branches = ExtractIfBranches(m);
+  const std::vector<Subgraph> branches = ExtractSubgraphs(m);
   onnx::ModelProto o = OptimisedThen(branches[0]);
   ToDataFile(o.mutable_graph()->mutable_initializer(0), "then.data", 4096);
   ToDataFile(o.mutable_graph()->mutable_initializer(1), "then.data", 8192);
   // Without the directory they are not known to be alike: the branch keeps
   // its w.
   onnx::ModelProto blind = m;
-  ReplaceIfBranch(&blind, branches[0], o);
+  ReplaceSubgraph(&blind, branches[0], o);
   EXPECT_EQ(blind.graph().node(2).attribute(0).g().initializer_size(), 2);
   const std::string dir = DirName(Save(onnx::ModelProto(), "probe.onnx"));
-  ReplaceIfBranch(&m, branches[0], o, &dir);
+  ReplaceSubgraph(&m, branches[0], o, &dir);
   const onnx::GraphProto& tg = m.graph().node(2).attribute(0).g();
   ASSERT_EQ(tg.initializer_size(), 1);
   EXPECT_EQ(tg.node(0).input(1), "w");
@@ -258,17 +260,17 @@ TEST(IfBranches, WeightsInExternalDataFilesAreComparedByTheirBytes) {
 
 TEST(IfBranches, ABranchWithAnotherInterfaceOrOpsetIsNotPutBack) {
   onnx::ModelProto m = Model();
-  const std::vector<IfBranch> branches = ExtractIfBranches(m);
+  const std::vector<Subgraph> branches = ExtractSubgraphs(m);
   onnx::ModelProto extra = OptimisedThen(branches[0]);
   Info(extra.mutable_graph()->add_input(), "z", onnx::TensorProto::FLOAT, {1});
-  EXPECT_THROW(ReplaceIfBranch(&m, branches[0], extra), Error);
+  EXPECT_THROW(ReplaceSubgraph(&m, branches[0], extra), Error);
   onnx::ModelProto renamed = OptimisedThen(branches[0]);
   renamed.mutable_graph()->mutable_output(0)->set_name("t1");
-  EXPECT_THROW(ReplaceIfBranch(&m, branches[0], renamed), Error);
+  EXPECT_THROW(ReplaceSubgraph(&m, branches[0], renamed), Error);
   onnx::ModelProto newer = OptimisedThen(branches[0]);
   newer.mutable_opset_import(0)->set_version(17);
   try {
-    ReplaceIfBranch(&m, branches[0], newer);
+    ReplaceSubgraph(&m, branches[0], newer);
     ADD_FAILURE() << "an optimised branch at opset 17 was put into an opset 14 model";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("opset 17"), std::string::npos) << e.what();
@@ -288,14 +290,154 @@ TEST(IfBranches, WeightsNoNodeReadsAreDropped) {
   EXPECT_TRUE(RunModel(m, false, "dropped.onnx").equal(kX.relu() - at::tensor({1.f, 2.f, 3.f})));
   // Once the else branch no longer reads w (put back without it), w goes
   // too only when the then branch does not read it either.
-  const std::vector<IfBranch> branches = ExtractIfBranches(m);
+  const std::vector<Subgraph> branches = ExtractSubgraphs(m);
   onnx::ModelProto e = Parse(branches[1].model);
   e.mutable_graph()->clear_initializer();
   e.mutable_graph()->clear_node();
   AddNode(e.mutable_graph(), "Neg", {"h"}, {"else_out"});
-  ReplaceIfBranch(&m, branches[1], e);
+  ReplaceSubgraph(&m, branches[1], e);
   EXPECT_EQ(DropUnreadInitializers(&m), 0);
   EXPECT_TRUE(RunModel(m, false, "dropped2.onnx").equal(-kX.relu()));
+}
+
+// x [2,3]; Loop "steps" (3 times, cond true) carrying s from x: a = s + w,
+// s' = a * k (k a Constant of the outer graph), and each step's -a as its
+// scan output; w an outer initializer. When `sequence`, the body carries a
+// sequence too (as torch.onnx writes a list appended to in a loop).
+onnx::ModelProto LoopModel(bool sequence = false) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  auto* g = m.mutable_graph();
+  g->set_name("main");
+  Info(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  Floats(g->add_initializer(), "w", {1, 2, 3});
+  auto* n = g->add_initializer();
+  n->set_name("n");
+  n->set_data_type(onnx::TensorProto::INT64);
+  n->add_int64_data(3);
+  auto* go = g->add_initializer();
+  go->set_name("go");
+  go->set_data_type(onnx::TensorProto::BOOL);
+  go->add_int32_data(1);
+  auto* k = AddNode(g, "Constant", {}, {"k"});
+  auto* a = k->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  Floats(a->mutable_t(), "k", {0.5f, 0.5f, 0.5f});
+  std::vector<std::string> in = {"n", "go", "x"}, out = {"y", "ys"};
+  if (sequence) {
+    AddNode(g, "SequenceEmpty", {}, {"empty"});
+    in.push_back("empty");
+    out.insert(out.begin() + 1, "list");
+  }
+  auto* loop = AddNode(g, "Loop", in, out);
+  loop->set_name("steps");
+  auto* body_attr = loop->add_attribute();
+  body_attr->set_name("body");
+  body_attr->set_type(onnx::AttributeProto::GRAPH);
+  auto* b = body_attr->mutable_g();
+  b->set_name("step");
+  Info(b->add_input(), "i", onnx::TensorProto::INT64, {});
+  Info(b->add_input(), "c", onnx::TensorProto::BOOL, {});
+  Info(b->add_input(), "s", onnx::TensorProto::FLOAT, {2, 3});
+  if (sequence) b->add_input()->set_name("l");  // no declared type
+  AddNode(b, "Add", {"s", "w"}, {"a"});
+  AddNode(b, "Mul", {"a", "k"}, {"s_out"});
+  AddNode(b, "Identity", {"c"}, {"c_out"});
+  AddNode(b, "Neg", {"a"}, {"scan"});
+  Info(b->add_output(), "c_out", onnx::TensorProto::BOOL, {});
+  Info(b->add_output(), "s_out", onnx::TensorProto::FLOAT, {2, 3});
+  if (sequence) {
+    AddNode(b, "SequenceInsert", {"l", "s_out"}, {"l_out"});
+    b->add_output()->set_name("l_out");
+  }
+  Info(b->add_output(), "scan", onnx::TensorProto::FLOAT, {2, 3});
+  Info(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+  Info(g->add_output(), "ys", onnx::TensorProto::FLOAT, {3, 2, 3});
+  return m;
+}
+
+// y and ys computed by hand: three steps of s = (s + w) / 2 from kX.
+std::pair<at::Tensor, at::Tensor> LoopByHand() {
+  const at::Tensor w = at::tensor({1.f, 2.f, 3.f});
+  at::Tensor s = kX;
+  std::vector<at::Tensor> scans;
+  for (int k = 0; k < 3; ++k) {
+    scans.push_back(-(s + w).unsqueeze(0));
+    s = (s + w) * 0.5;
+  }
+  return {s, at::cat(scans, 0)};
+}
+
+TEST(LoopBodies, ABodyIsAModelOfItsOwnInputsAndTheOuterValuesItReads) {
+  const onnx::ModelProto m = LoopModel();
+  const std::vector<Subgraph> subs = ExtractSubgraphs(m);
+  ASSERT_EQ(subs.size(), 1u);
+  const Subgraph& b = subs[0];
+  ASSERT_EQ(b.why_not, "");
+  EXPECT_EQ(b.op, "Loop");
+  EXPECT_EQ(b.node_name, "steps");
+  EXPECT_EQ(b.attribute, "body");
+  EXPECT_EQ(b.nodes, 4);
+  EXPECT_EQ(b.formal_inputs, std::vector<std::string>({"i", "c", "s"}));
+  EXPECT_EQ(b.inputs, std::vector<std::string>({"i", "c", "s"}));  // w and k are copied in
+  EXPECT_EQ(b.outputs, std::vector<std::string>({"c_out", "s_out", "scan"}));
+  const onnx::ModelProto bm = Parse(b.model);
+  onnx::checker::check_model(bm);
+  // One step, in ONNX Runtime.
+  const std::vector<at::Tensor> step = testing::RunOnnxRuntime(
+      Save(bm, "body.onnx"), {{"i", at::zeros({}, at::kLong)}, {"c", at::ones({}, at::kBool)}, {"s", kX}});
+  ASSERT_EQ(step.size(), 3u);
+  const at::Tensor w = at::tensor({1.f, 2.f, 3.f});
+  EXPECT_TRUE(step[1].equal((kX + w) * 0.5));
+  EXPECT_TRUE(step[2].equal(-(kX + w)));
+  // A body that carries a sequence is no model.
+  const std::vector<Subgraph> seq = ExtractSubgraphs(LoopModel(/*sequence=*/true));
+  ASSERT_EQ(seq.size(), 1u);
+  EXPECT_EQ(seq[0].model, "");
+  EXPECT_NE(seq[0].why_not.find("'l' is not a typed tensor"), std::string::npos) << seq[0].why_not;
+}
+
+TEST(LoopBodies, ABodyPutBackKeepsItsOwnInputsInTheirOrder) {
+  onnx::ModelProto m = LoopModel();
+  const auto [y, ys] = LoopByHand();
+  const std::vector<at::Tensor> before = testing::RunOnnxRuntime(Save(m, "loop.onnx"), {{"x", kX}});
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_TRUE(before[0].allclose(y));
+  EXPECT_TRUE(before[1].allclose(ys));
+  const std::vector<Subgraph> subs = ExtractSubgraphs(m);
+  // As an optimiser might write it: k folded into an initializer named
+  // "x" (an outer name), (s + w) * k as s * k + w * k, its inputs listed in
+  // another order.
+  onnx::ModelProto o = Parse(subs[0].model);
+  auto* g = o.mutable_graph();
+  g->clear_node();
+  g->clear_initializer();
+  std::reverse(g->mutable_input()->begin(), g->mutable_input()->end());
+  Floats(g->add_initializer(), "x", {0.5f, 0.5f, 0.5f});
+  Floats(g->add_initializer(), "wk", {0.5f, 1.f, 1.5f});
+  Floats(g->add_initializer(), "w", {1, 2, 3});
+  AddNode(g, "Mul", {"s", "x"}, {"sk"});
+  AddNode(g, "Add", {"sk", "wk"}, {"s_out"});
+  AddNode(g, "Identity", {"c"}, {"c_out"});
+  AddNode(g, "Add", {"s", "w"}, {"a"});
+  AddNode(g, "Neg", {"a"}, {"scan"});
+  ReplaceSubgraph(&m, subs[0], o);
+  onnx::checker::check_model(m);
+  const onnx::GraphProto& body = m.graph().node(1).attribute(0).g();
+  ASSERT_EQ(body.input_size(), 3);
+  EXPECT_EQ(body.input(0).name(), "i");
+  EXPECT_EQ(body.input(1).name(), "c");
+  EXPECT_EQ(body.input(2).name(), "s");
+  EXPECT_EQ(body.input(2).type().SerializeAsString(),
+            LoopModel().graph().node(1).attribute(0).g().input(2).type().SerializeAsString());
+  ASSERT_EQ(body.initializer_size(), 2);  // w read from the outer graph again, "x" renamed
+  EXPECT_NE(body.initializer(0).name(), "x");
+  const std::vector<at::Tensor> after = testing::RunOnnxRuntime(Save(m, "loop_replaced.onnx"), {{"x", kX}});
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_TRUE(after[0].allclose(y));
+  EXPECT_TRUE(after[1].allclose(ys));
 }
 
 }  // namespace
