@@ -127,6 +127,14 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
           b.why_not = "its input '" + vi.name() + "' is not a typed tensor (a sequence, or no declared type)";
           break;
         }
+        // A loop-carried value declared without a shape may change shape
+        // from step to step, and a model's input needs one (its dimensions
+        // symbolic where they may change, so that nothing is folded at the
+        // first step's).
+        if (b.formal_inputs.size() >= 2 && !vi.type().tensor_type().has_shape()) {
+          b.why_not = "its loop-carried input '" + vi.name() + "' declares no shape";
+          break;
+        }
         *mg->add_input() = vi;
         b.formal_inputs.push_back(vi.name());
       }

@@ -45,7 +45,8 @@ struct Subgraph {
 // value computed in the outer graph (other than by a Constant node) whose
 // type neither the model's value_info nor ONNX's shape inference (run on a
 // copy when needed) gives is not made a model; nor is a Loop body with an
-// input that is not a typed tensor (a sequence carried from step to step).
+// input that is not a typed tensor (a sequence carried from step to step)
+// or a loop-carried input declared without a shape.
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model);
 
 // Puts the graph of `optimised`, a model with the interface of the

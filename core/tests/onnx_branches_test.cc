@@ -397,6 +397,15 @@ TEST(LoopBodies, ABodyIsAModelOfItsOwnInputsAndTheOuterValuesItReads) {
   ASSERT_EQ(seq.size(), 1u);
   EXPECT_EQ(seq[0].model, "");
   EXPECT_NE(seq[0].why_not.find("'l' is not a typed tensor"), std::string::npos) << seq[0].why_not;
+  // Nor is one whose carried value declares no shape (it may change from
+  // step to step); the iteration number and the condition need none.
+  onnx::ModelProto no_shape = LoopModel();
+  auto* body = no_shape.mutable_graph()->mutable_node(1)->mutable_attribute(0)->mutable_g();
+  body->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  body->mutable_input(1)->mutable_type()->mutable_tensor_type()->clear_shape();
+  EXPECT_EQ(ExtractSubgraphs(no_shape)[0].why_not, "");
+  body->mutable_input(2)->mutable_type()->mutable_tensor_type()->clear_shape();
+  EXPECT_EQ(ExtractSubgraphs(no_shape)[0].why_not, "its loop-carried input 's' declares no shape");
 }
 
 TEST(LoopBodies, ABodyPutBackKeepsItsOwnInputsInTheirOrder) {
