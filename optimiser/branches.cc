@@ -313,7 +313,8 @@ void Branches(OptimiseRun& r) {
           ReplaceSubgraph(&model, b, optimised, &r.branches_dir);
           br.outcome = "optimised";
           if (s.branches.optimised() > 0)
-            br.note = "with " + std::to_string(s.branches.optimised()) + " optimised subgraphs inside it";
+            br.note = Format("with %d optimised subgraph%s inside it", s.branches.optimised(),
+                             s.branches.optimised() == 1 ? "" : "s");
         }
       } catch (const ModelFileChanged&) {
         throw;

@@ -1422,12 +1422,11 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   const std::string& output = p.load.output;
   const VerdictRecord& v = p.verdict;
   const int branches = p.branches.optimised();
+  // "1 optimised subgraph" (an If branch or a Loop body; branch: lines)
+  const std::string subgraphs = Format("%d optimised subgraph%s", branches, branches == 1 ? "" : "s");
   if (p.check.unchanged && branches > 0)
-    s += Format(
-        "written:    %s (with its %d optimised subgraphs (If branches, Loop bodies), branch: above; no rewrite "
-        "improved the graph "
-        "around them)\n",
-        output.c_str(), branches);
+    s += Format("written:    %s (with %s, branch: above; no rewrite improved the graph around them)\n", output.c_str(),
+                subgraphs.c_str());
   else if (p.check.unchanged)
     s += Format("written:    %s (the original model: %s)\n", output.c_str(),
                 v.skipped ? "interrupted, no rewrite found that improved it" : "no rewrite improved it");
@@ -1449,7 +1448,7 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   else
     s += Format("written:    %s\n", output.c_str());
   if (branches > 0 && !p.check.unchanged)
-    s += Format("            with its %d optimised subgraphs (If branches, Loop bodies; branch: above)%s\n", branches,
+    s += Format("            with %s (branch: above)%s\n", subgraphs.c_str(),
                 v.keep_original ? "; the graph around them as it was" : "");
   if (!w.opset_note.empty()) s += Format("            %s\n", w.opset_note.c_str());
   if (p.finish.raised_opset > 0 && !v.keep_original)
