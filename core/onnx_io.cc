@@ -253,6 +253,24 @@ TensorDataPtr InitializerData(const onnx::TensorProto& t, const std::string* ext
   return std::make_shared<const TensorData>(FromTensorProto(t, external_dir, take));
 }
 
+// ONNX's checker requires a shape field on each input and output of the
+// main graph; ONNX Runtime runs models whose interface declares none for
+// one (any shape), and rlflow writes the interface as the model declared
+// it. The model checked gives each such input or output an empty shape
+// (the checker without full_check compares it with nothing); returns their
+// types, whose shapes the caller clears after the check.
+std::vector<onnx::TypeProto_Tensor*> ShapeTheInterfaceForTheChecker(onnx::ModelProto* model) {
+  std::vector<onnx::TypeProto_Tensor*> given;
+  auto* g = model->mutable_graph();
+  for (auto* list : {g->mutable_input(), g->mutable_output()})
+    for (auto& vi : *list)
+      if (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape()) {
+        given.push_back(vi.mutable_type()->mutable_tensor_type());
+        given.back()->mutable_shape();
+      }
+  return given;
+}
+
 // onnx::checker on an exported model (throws as it does). Weights exported
 // by reference have no data to check: the copy checked has them as graph
 // inputs of their types (small: the large weights are not in it).
@@ -262,12 +280,17 @@ void CheckExported(const onnx::ModelProto& model) {
   bool by_reference = false;
   for (const auto& t : model.graph().initializer()) by_reference = by_reference || IsByReference(t);
   const bool ort_operators = HasOrtOnnxDomainOperators(model);
-  if (!by_reference && !ort_operators) {
+  bool shapeless = false;
+  for (const auto* list : {&model.graph().input(), &model.graph().output()})
+    for (const auto& vi : *list)
+      shapeless = shapeless || (vi.type().has_tensor_type() && !vi.type().tensor_type().has_shape());
+  if (!by_reference && !ort_operators && !shapeless) {
     onnx::checker::check_model(model);
     return;
   }
   onnx::ModelProto copy = model;
   MoveOrtOnnxDomainOperatorsForChecker(&copy);
+  ShapeTheInterfaceForTheChecker(&copy);
   auto* inits = copy.mutable_graph()->mutable_initializer();
   for (int k = inits->size() - 1; k >= 0; --k) {
     const onnx::TensorProto& t = inits->Get(k);
@@ -1727,12 +1750,17 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
              DTypeName(default_value->dtype()));
       if (!t.rank_known) t = default_value->type();
     }
+    // An input that declares no shape takes any: the shape given is a
+    // binding of dimensions that are all symbolic (the written model keeps
+    // the input as declared, so nothing may be folded at that shape).
+    bool any_shape = false;
     if (!t.rank_known) {
       auto given = binding.given.find(vi.name());
       if (given == binding.given.end())
         Fail("graph input '", vi.name(), "' has no shape (give it with --input_shape=", vi.name(), ":D1,D2,...)");
-      t.shape = given->second;
+      t.shape.assign(given->second.size(), -1);
       t.rank_known = true;
+      any_shape = true;
     }
     std::vector<int> dims;
     std::string bound, bound_names;
@@ -1742,16 +1770,20 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
           t.shape[k] = default_value->shape()[k];
           continue;
         }
-        const auto& dim = declared_type.tensor_type().shape().dim(static_cast<int>(k));
-        t.shape[k] = binding.Value(vi.name(), static_cast<int>(k), dim.dim_param());
+        const std::string param =
+            any_shape ? "" : declared_type.tensor_type().shape().dim(static_cast<int>(k)).dim_param();
+        t.shape[k] = binding.Value(vi.name(), static_cast<int>(k), param);
         dims.push_back(static_cast<int>(k));
-        probe_values.push_back(binding.Probe(vi.name(), static_cast<int>(k), dim.dim_param()));
+        probe_values.push_back(binding.Probe(vi.name(), static_cast<int>(k), param));
         bound += (bound.empty() ? "" : ", ") + std::to_string(t.shape[k]);
-        bound_names += (bound_names.empty() ? "" : ", ") +
-                       (dim.dim_param().empty() ? "axis " + std::to_string(k) : dim.dim_param());
+        bound_names += (bound_names.empty() ? "" : ", ") + (param.empty() ? "axis " + std::to_string(k) : param);
       }
     }
-    if (!dims.empty())
+    if (any_shape)
+      rep.warnings.push_back("graph input '" + vi.name() + "' declares no shape: bound to [" + bound +
+                             "] (--input_shape) for the optimisation, every dimension symbolic (it keeps no shape "
+                             "in the written model)");
+    else if (!dims.empty())
       rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " + bound + " (" +
                              bound_names + (binding.given.count(vi.name()) ? "; --input_shape" : "") + ")" +
                              " for the optimisation (kept symbolic in the written model)");
@@ -2612,12 +2644,14 @@ void WriteWithExternalData(onnx::ModelProto* model, const std::string& given, si
     };
     relocate(location, BaseName(data_tmp));
     const bool ort_operators = MoveOrtOnnxDomainOperatorsForChecker(model) > 0;
+    const std::vector<onnx::TypeProto_Tensor*> shaped = ShapeTheInterfaceForTheChecker(model);
     WriteFileAtomically(model_tmp, SerializeModel(*model));
     try {
       onnx::checker::check_model(model_tmp);
     } catch (const std::exception& e) {
       Fail("the written model fails onnx::checker: ", FirstLine(e.what()));
     }
+    for (onnx::TypeProto_Tensor* t : shaped) t->clear_shape();
     if (ort_operators) RestoreOrtOnnxDomainOperators(model);
     relocate(BaseName(data_tmp), location);
     WriteFileAtomically(model_tmp, SerializeModel(*model));

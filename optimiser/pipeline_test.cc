@@ -1170,6 +1170,59 @@ std::string WriteLoopModel(const std::string& dir) {
   return path;
 }
 
+// An input and an output that declare no shape (ONNX Runtime runs such a
+// model at any shape; ONNX's checker wants a shape field on the main
+// graph's interface): y = Reshape(Relu(x) + Relu(x), Shape(x)), x given at
+// [4, 8] with --input_shape. The written model keeps the interface as
+// declared and is right at any shape: the Shape is not folded at [4, 8].
+TEST(Pipeline, AnInterfaceWithoutShapesIsKeptAndNothingIsFoldedAtTheGivenShape) {
+  std::string dir = testing::MakeTempDir("pipeline_shapeless_");
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  auto* g = m.mutable_graph();
+  g->set_name("shapeless");
+  g->add_input()->set_name("x");
+  g->add_output()->set_name("y");
+  for (auto* vi : {g->mutable_input(0), g->mutable_output(0)})
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto node = [g](const std::string& op, std::vector<std::string> in, std::string out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    for (auto& s : in) n->add_input(s);
+    n->add_output(out);
+  };
+  node("Relu", {"x"}, "r1");
+  node("Relu", {"x"}, "r2");
+  node("Add", {"r1", "r2"}, "t");
+  node("Shape", {"x"}, "s");
+  node("Reshape", {"t", "s"}, "y");
+  const std::string model = dir + "/shapeless.onnx";
+  WriteFileAtomically(model, m.SerializeAsString());
+  PipelineOptions o = Options(dir, model);
+  o.input_shapes["x"] = {4, 8};
+  o.search = "passes";
+  o.search_params.Set("passes", "cse, dce");
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("shapeless", [](const Graph&, NodeId) { return 1.0; });
+  };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_TRUE(r.verdict.faster());
+  ASSERT_FALSE(r.verdict.keep_original) << r.Summary();
+  onnx::ModelProto out;
+  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+  EXPECT_EQ(out.graph().input(0).SerializeAsString(), m.graph().input(0).SerializeAsString());
+  EXPECT_EQ(out.graph().output(0).SerializeAsString(), m.graph().output(0).SerializeAsString());
+  EXPECT_EQ(out.graph().node_size(), 4);  // one Relu fewer, the Shape still there
+  for (const int64_t rows : {4, 2, 7}) {
+    const at::Tensor x = at::randn({rows, 8});
+    const at::Tensor want = testing::RunOnnxRuntime(model, {{"x", x}})[0];
+    const at::Tensor got = testing::RunOnnxRuntime(o.output, {{"x", x}})[0];
+    ASSERT_EQ(got.sizes(), want.sizes()) << rows;
+    EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << rows;
+  }
+}
+
 TEST(Pipeline, LoopBodiesAreOptimisedAsModelsOfTheirOwn) {
   std::string dir = testing::MakeTempDir("pipeline_loop_body_");
   std::string model = WriteLoopModel(dir);
