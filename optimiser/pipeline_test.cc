@@ -77,6 +77,44 @@ PipelineOptions Options(const std::string& dir, const std::string& model) {
   return o;
 }
 
+// A node of `op` reading `in`, writing `out`, added to `g`.
+onnx::NodeProto* AddOnnxNode(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
+                             const std::string& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& s : in) n->add_input(s);
+  n->add_output(out);
+  return n;
+}
+
+// Options of the control-flow and interface tests: x run at [4, 8], the
+// cse and dce passes as the search, each node costing 1 ms on a scripted
+// backend (fewer nodes are measured faster).
+PipelineOptions CseOptions(const std::string& dir, const std::string& model) {
+  PipelineOptions o = Options(dir, model);
+  o.input_shapes["x"] = {4, 8};
+  o.search = "passes";
+  o.search_params.Set("passes", "cse, dce");
+  o.make_backend = [] {
+    return std::make_unique<testing::ScriptedBackend>("cse", [](const Graph&, NodeId) { return 1.0; });
+  };
+  return o;
+}
+
+// `written` computes what `model` computes in ONNX Runtime for x of 4, 2
+// and 7 rows of 8 (the first the rows optimised at); `grown`: the rows the
+// output has beyond x's.
+void ExpectTheSameInOrtAtOtherRows(const std::string& model, const std::string& written, int64_t grown = 0) {
+  for (const int64_t rows : {4, 2, 7}) {
+    const at::Tensor x = at::randn({rows, 8});
+    const at::Tensor want = testing::RunOnnxRuntime(model, {{"x", x}})[0];
+    const at::Tensor got = testing::RunOnnxRuntime(written, {{"x", x}})[0];
+    ASSERT_EQ(got.sizes(), want.sizes()) << rows;
+    EXPECT_EQ(want.size(0), rows + grown);
+    EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << rows;
+  }
+}
+
 TEST(Pipeline, WritesACheckedDropInModelAndItsReport) {
   std::string dir = testing::MakeTempDir("pipeline_");
   std::string model = WriteModel(dir);
@@ -971,13 +1009,6 @@ std::string WriteIfModel(const std::string& dir) {
         dim->set_dim_value(d);
     }
   };
-  auto node = [](onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (auto& s : in) n->add_input(s);
-    n->add_output(out);
-    return n;
-  };
   info(g->add_input(), "x", onnx::TensorProto::FLOAT, {-1, 8});
   info(g->add_input(), "c", onnx::TensorProto::BOOL, {});
   info(g->add_output(), "y", onnx::TensorProto::FLOAT, {-1, 520});
@@ -987,26 +1018,26 @@ std::string WriteIfModel(const std::string& dir) {
   w->add_dims(520);  // over 4096 elements: a weight, not folded at import
   w->add_dims(8);
   for (int k = 0; k < 520 * 8; ++k) w->add_float_data(0.01f * static_cast<float>(k % 7) - 0.03f);
-  node(g, "Relu", {"x"}, "h");
-  auto* n = node(g, "If", {"c"}, "y");
+  AddOnnxNode(g, "Relu", {"x"}, "h");
+  auto* n = AddOnnxNode(g, "If", {"c"}, "y");
   n->set_name("switch");
   auto* a = n->add_attribute();
   a->set_name("then_branch");
   a->set_type(onnx::AttributeProto::GRAPH);
   a->mutable_g()->set_name("then");
-  node(a->mutable_g(), "Relu", {"x"}, "r1");
-  node(a->mutable_g(), "Relu", {"x"}, "r2");
-  node(a->mutable_g(), "Add", {"r1", "r2"}, "s");
-  node(a->mutable_g(), "Transpose", {"w"}, "wt");
-  node(a->mutable_g(), "MatMul", {"s", "wt"}, "then_y");
+  AddOnnxNode(a->mutable_g(), "Relu", {"x"}, "r1");
+  AddOnnxNode(a->mutable_g(), "Relu", {"x"}, "r2");
+  AddOnnxNode(a->mutable_g(), "Add", {"r1", "r2"}, "s");
+  AddOnnxNode(a->mutable_g(), "Transpose", {"w"}, "wt");
+  AddOnnxNode(a->mutable_g(), "MatMul", {"s", "wt"}, "then_y");
   info(a->mutable_g()->add_output(), "then_y", onnx::TensorProto::FLOAT, {-1, 520});
   a = n->add_attribute();
   a->set_name("else_branch");
   a->set_type(onnx::AttributeProto::GRAPH);
   a->mutable_g()->set_name("else");
-  node(a->mutable_g(), "Neg", {"h"}, "n");
-  node(a->mutable_g(), "Transpose", {"w"}, "else_wt");
-  node(a->mutable_g(), "MatMul", {"n", "else_wt"}, "else_y");
+  AddOnnxNode(a->mutable_g(), "Neg", {"h"}, "n");
+  AddOnnxNode(a->mutable_g(), "Transpose", {"w"}, "else_wt");
+  AddOnnxNode(a->mutable_g(), "MatMul", {"n", "else_wt"}, "else_y");
   info(a->mutable_g()->add_output(), "else_y", onnx::TensorProto::FLOAT, {-1, 520});
   const std::string path = dir + "/if.onnx";
   WriteFileAtomically(path, m.SerializeAsString());
@@ -1016,15 +1047,8 @@ std::string WriteIfModel(const std::string& dir) {
 TEST(Pipeline, IfBranchesAreOptimisedAsModelsOfTheirOwn) {
   std::string dir = testing::MakeTempDir("pipeline_branches_");
   std::string model = WriteIfModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.input_shapes["x"] = {4, 8};
+  PipelineOptions o = CseOptions(dir, model);
   o.time_limit_s = 30;  // shared: each branch's run an equal share of what is left
-  o.search = "passes";
-  o.search_params.Set("passes", "cse, dce");
-  // Each node costs 1 ms: fewer nodes are measured faster.
-  o.make_backend = [] {
-    return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
-  };
   std::vector<std::string> lines;
   o.log = [&](bool, const std::string& line) { lines.push_back(line); };
   PipelineResult r = RunPipeline(o);
@@ -1120,13 +1144,6 @@ std::string WriteLoopModel(const std::string& dir) {
         dim->set_dim_param(d);
     }
   };
-  auto node = [](onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (auto& s : in) n->add_input(s);
-    n->add_output(out);
-    return n;
-  };
   auto int64s = [](onnx::TensorProto* t, const std::string& name, std::vector<int64_t> dims, int64_t v) {
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::INT64);
@@ -1141,7 +1158,7 @@ std::string WriteLoopModel(const std::string& dir) {
   go->set_name("go");
   go->set_data_type(onnx::TensorProto::BOOL);
   go->add_int32_data(1);
-  auto* loop = node(g, "Loop", {"n", "go", "x"}, "y");
+  auto* loop = AddOnnxNode(g, "Loop", {"n", "go", "x"}, "y");
   loop->set_name("grow");
   auto* a = loop->add_attribute();
   a->set_name("body");
@@ -1151,18 +1168,18 @@ std::string WriteLoopModel(const std::string& dir) {
   info(b->add_input(), "i", onnx::TensorProto::INT64, {});
   info(b->add_input(), "c", onnx::TensorProto::BOOL, {});
   info(b->add_input(), "s", onnx::TensorProto::FLOAT, {"rows", "8"});
-  node(b, "Relu", {"s"}, "r1");
-  node(b, "Relu", {"s"}, "r2");
-  node(b, "Add", {"r1", "r2"}, "t");
-  node(b, "ReduceSum", {"t", "axis0"}, "row");
-  node(b, "Concat", {"s", "row"}, "s_out")->add_attribute()->CopyFrom([] {
+  AddOnnxNode(b, "Relu", {"s"}, "r1");
+  AddOnnxNode(b, "Relu", {"s"}, "r2");
+  AddOnnxNode(b, "Add", {"r1", "r2"}, "t");
+  AddOnnxNode(b, "ReduceSum", {"t", "axis0"}, "row");
+  AddOnnxNode(b, "Concat", {"s", "row"}, "s_out")->add_attribute()->CopyFrom([] {
     onnx::AttributeProto axis;
     axis.set_name("axis");
     axis.set_type(onnx::AttributeProto::INT);
     axis.set_i(0);
     return axis;
   }());
-  node(b, "Identity", {"c"}, "c_out");
+  AddOnnxNode(b, "Identity", {"c"}, "c_out");
   info(b->add_output(), "c_out", onnx::TensorProto::BOOL, {});
   info(b->add_output(), "s_out", onnx::TensorProto::FLOAT, {"rows_plus_1", "8"});
   const std::string path = dir + "/loop.onnx";
@@ -1186,26 +1203,14 @@ TEST(Pipeline, AnInterfaceWithoutShapesIsKeptAndNothingIsFoldedAtTheGivenShape) 
   g->add_output()->set_name("y");
   for (auto* vi : {g->mutable_input(0), g->mutable_output(0)})
     vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  auto node = [g](const std::string& op, std::vector<std::string> in, std::string out) {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    for (auto& s : in) n->add_input(s);
-    n->add_output(out);
-  };
-  node("Relu", {"x"}, "r1");
-  node("Relu", {"x"}, "r2");
-  node("Add", {"r1", "r2"}, "t");
-  node("Shape", {"x"}, "s");
-  node("Reshape", {"t", "s"}, "y");
+  AddOnnxNode(g, "Relu", {"x"}, "r1");
+  AddOnnxNode(g, "Relu", {"x"}, "r2");
+  AddOnnxNode(g, "Add", {"r1", "r2"}, "t");
+  AddOnnxNode(g, "Shape", {"x"}, "s");
+  AddOnnxNode(g, "Reshape", {"t", "s"}, "y");
   const std::string model = dir + "/shapeless.onnx";
   WriteFileAtomically(model, m.SerializeAsString());
-  PipelineOptions o = Options(dir, model);
-  o.input_shapes["x"] = {4, 8};
-  o.search = "passes";
-  o.search_params.Set("passes", "cse, dce");
-  o.make_backend = [] {
-    return std::make_unique<testing::ScriptedBackend>("shapeless", [](const Graph&, NodeId) { return 1.0; });
-  };
+  PipelineOptions o = CseOptions(dir, model);
   PipelineResult r = RunPipeline(o);
   EXPECT_TRUE(r.verdict.faster());
   ASSERT_FALSE(r.verdict.keep_original) << r.Summary();
@@ -1214,26 +1219,13 @@ TEST(Pipeline, AnInterfaceWithoutShapesIsKeptAndNothingIsFoldedAtTheGivenShape) 
   EXPECT_EQ(out.graph().input(0).SerializeAsString(), m.graph().input(0).SerializeAsString());
   EXPECT_EQ(out.graph().output(0).SerializeAsString(), m.graph().output(0).SerializeAsString());
   EXPECT_EQ(out.graph().node_size(), 4);  // one Relu fewer, the Shape still there
-  for (const int64_t rows : {4, 2, 7}) {
-    const at::Tensor x = at::randn({rows, 8});
-    const at::Tensor want = testing::RunOnnxRuntime(model, {{"x", x}})[0];
-    const at::Tensor got = testing::RunOnnxRuntime(o.output, {{"x", x}})[0];
-    ASSERT_EQ(got.sizes(), want.sizes()) << rows;
-    EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << rows;
-  }
+  ExpectTheSameInOrtAtOtherRows(model, o.output);
 }
 
 TEST(Pipeline, LoopBodiesAreOptimisedAsModelsOfTheirOwn) {
   std::string dir = testing::MakeTempDir("pipeline_loop_body_");
   std::string model = WriteLoopModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.input_shapes["x"] = {4, 8};
-  o.search = "passes";
-  o.search_params.Set("passes", "cse, dce");
-  // Each node costs 1 ms: fewer nodes are measured faster.
-  o.make_backend = [] {
-    return std::make_unique<testing::ScriptedBackend>("loop", [](const Graph&, NodeId) { return 1.0; });
-  };
+  PipelineOptions o = CseOptions(dir, model);
   std::vector<std::string> lines;
   o.log = [&](bool, const std::string& line) { lines.push_back(line); };
   PipelineResult r = RunPipeline(o);
@@ -1261,14 +1253,7 @@ TEST(Pipeline, LoopBodiesAreOptimisedAsModelsOfTheirOwn) {
   ASSERT_EQ(written.input_size(), 3);
   for (int k = 0; k < 3; ++k)
     EXPECT_EQ(written.input(k).SerializeAsString(), in.graph().node(0).attribute(0).g().input(k).SerializeAsString());
-  for (const int64_t rows : {4, 2, 7}) {
-    const at::Tensor x = at::randn({rows, 8});
-    const at::Tensor want = testing::RunOnnxRuntime(model, {{"x", x}})[0];
-    const at::Tensor got = testing::RunOnnxRuntime(o.output, {{"x", x}})[0];
-    ASSERT_EQ(got.sizes(), want.sizes()) << rows;
-    EXPECT_EQ(want.size(0), rows + 3);
-    EXPECT_TRUE(got.allclose(want, 1e-5, 1e-6)) << rows;
-  }
+  ExpectTheSameInOrtAtOtherRows(model, o.output, /*grown=*/3);
   const std::string summary = r.Summary();
   EXPECT_NE(summary.find("branch:     Loop 'grow' body: optimised, 6 -> 5 nodes"), std::string::npos) << summary;
   nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
@@ -1285,14 +1270,8 @@ TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
   std::string model = WriteIfModel(dir);
   for (const bool slower : {true, false}) {
     SCOPED_TRACE(slower);
-    PipelineOptions o = Options(dir, model);
-    o.input_shapes["x"] = {4, 8};
-    o.search = "passes";
-    o.search_params.Set("passes", "cse, dce");
+    PipelineOptions o = CseOptions(dir, model);
     o.guard = "ort";
-    o.make_backend = [] {
-      return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
-    };
     // As ONNX Runtime might: a branch alone costs its nodes; the model with
     // an If whose then branch was optimised (fewer than 5 nodes) costs 2 ms
     // (or 0.5 ms), as it came 1 ms.
@@ -1385,13 +1364,7 @@ TEST(Pipeline, IfBranchesInsideBranchesAreOptimisedToo) {
   const std::string model = dir + "/nested.onnx";
   WriteFileAtomically(model, m.SerializeAsString());
 
-  PipelineOptions o = Options(dir, model);
-  o.input_shapes["x"] = {4, 8};
-  o.search = "passes";
-  o.search_params.Set("passes", "cse, dce");
-  o.make_backend = [] {
-    return std::make_unique<testing::ScriptedBackend>("branches", [](const Graph&, NodeId) { return 1.0; });
-  };
+  PipelineOptions o = CseOptions(dir, model);
   PipelineResult r = RunPipeline(o);
   ASSERT_EQ(r.branches.branches.size(), 2u);
   EXPECT_EQ(r.branches.branches[0].attribute, "then_branch");

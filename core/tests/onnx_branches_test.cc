@@ -51,25 +51,35 @@ onnx::NodeProto* AddNode(onnx::GraphProto* g, const std::string& op, std::vector
   return n;
 }
 
+// A model at opset 14 (IR 8) whose graph "main" has the input x [2,3].
+onnx::ModelProto MainWithX() {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  m.mutable_graph()->set_name("main");
+  Info(m.mutable_graph()->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  return m;
+}
+
+// A Constant node of `g` whose output `name` holds `values`.
+void AddConstant(onnx::GraphProto* g, const std::string& name, std::vector<float> values) {
+  auto* a = AddNode(g, "Constant", {}, {name})->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  Floats(a->mutable_t(), name, std::move(values));
+}
+
 // x [2,3], c (bool) -> h = Relu(x) (typed by value_info when `typed`, else
 // a custom operator that nothing can type);
 // If(c): then (x + w) * k, else h - w; w an initializer, k a Constant node,
 // u an initializer nothing reads.
 onnx::ModelProto Model(bool typed = true) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(14);
+  onnx::ModelProto m = MainWithX();
   auto* g = m.mutable_graph();
-  g->set_name("main");
-  Info(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
   Info(g->add_input(), "c", onnx::TensorProto::BOOL, {});
   Floats(g->add_initializer(), "w", {1, 2, 3});
   Floats(g->add_initializer(), "u", {7});
-  auto* k = AddNode(g, "Constant", {}, {"k"});
-  auto* a = k->add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  Floats(a->mutable_t(), "k", {2, 2, 2});
+  AddConstant(g, "k", {2, 2, 2});
   // h = Relu(x); untyped, an operator ONNX does not know (no inference).
   if (typed) {
     AddNode(g, "Relu", {"x"}, {"h"});
@@ -305,12 +315,8 @@ TEST(IfBranches, WeightsNoNodeReadsAreDropped) {
 // scan output; w an outer initializer. When `sequence`, the body carries a
 // sequence too (as torch.onnx writes a list appended to in a loop).
 onnx::ModelProto LoopModel(bool sequence = false) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.add_opset_import()->set_version(14);
+  onnx::ModelProto m = MainWithX();
   auto* g = m.mutable_graph();
-  g->set_name("main");
-  Info(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
   Floats(g->add_initializer(), "w", {1, 2, 3});
   auto* n = g->add_initializer();
   n->set_name("n");
@@ -320,11 +326,7 @@ onnx::ModelProto LoopModel(bool sequence = false) {
   go->set_name("go");
   go->set_data_type(onnx::TensorProto::BOOL);
   go->add_int32_data(1);
-  auto* k = AddNode(g, "Constant", {}, {"k"});
-  auto* a = k->add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  Floats(a->mutable_t(), "k", {0.5f, 0.5f, 0.5f});
+  AddConstant(g, "k", {0.5f, 0.5f, 0.5f});
   std::vector<std::string> in = {"n", "go", "x"}, out = {"y", "ys"};
   if (sequence) {
     AddNode(g, "SequenceEmpty", {}, {"empty"});
