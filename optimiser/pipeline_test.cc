@@ -1260,6 +1260,27 @@ TEST(Pipeline, LoopBodiesAreOptimisedAsModelsOfTheirOwn) {
   ASSERT_EQ(j["branches"].size(), 1u);
   EXPECT_EQ(j["branches"][0]["op"], "Loop");
   EXPECT_EQ(j["branches"][0]["outcome"], "optimised");
+  // Interrupted once the body's run has measured it: the body is kept, the
+  // graph around it (unchanged) is neither compared nor measured, and the
+  // summary says what is written.
+  std::atomic<bool> interrupted{false};
+  o.interrupted = &interrupted;
+  o.log = [&](bool, const std::string& line) {
+    if (line.rfind("[Loop 'grow' body] speedup", 0) == 0) interrupted = true;
+  };
+  r = RunPipeline(o);
+  ASSERT_TRUE(interrupted.load());
+  EXPECT_EQ(r.branches.optimised(), 1);
+  EXPECT_TRUE(r.check.skipped);
+  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+  EXPECT_EQ(out.graph().node(0).attribute(0).g().node_size(), 5);
+  const std::string interrupted_summary = r.Summary();
+  EXPECT_NE(interrupted_summary.find("check:      none (interrupted with the graph around the optimised subgraphs "
+                                     "unchanged: it is written as it came)"),
+            std::string::npos)
+      << interrupted_summary;
+  EXPECT_NE(interrupted_summary.find("(with 1 optimised subgraph, branch: above;"), std::string::npos)
+      << interrupted_summary;
 }
 
 // The model with its optimised branches is timed against the model as it

@@ -904,7 +904,9 @@ void Measure(OptimiseRun& r) {
   if (check.unchanged && Interrupted(o)) {
     rec.skipped = rec.keep_original = true;
     rec.after_estimate = r.cost->RunCost(r.optimised);
-    r.info("interrupted with the graph unchanged: not measured, the original is written as it came");
+    r.info(r.res.branches.optimised() > 0
+               ? "interrupted with the graph around the optimised subgraphs unchanged: not measured, written as it came"
+               : "interrupted with the graph unchanged: not measured, the original is written as it came");
     return;
   }
   Graph optimised_cut = CutAtOpaque(r.optimised);
@@ -1291,7 +1293,10 @@ void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
 void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
   const CheckRecord& c = p.check;
   if (c.skipped)
-    s += "check:      none (interrupted with the graph unchanged: the original is written as it came)\n";
+    s += p.branches.optimised() > 0
+             ? "check:      none (interrupted with the graph around the optimised subgraphs unchanged: it is written "
+               "as it came)\n"
+             : "check:      none (interrupted with the graph unchanged: the original is written as it came)\n";
   else
     s += Format("check:      max relative error %.3g%s over %d outputs (seed %llu)%s\n", c.max_error,
                 c.allowed > p.options.tolerance ? Format(" (%.3g allowed: half precision)", c.allowed).c_str() : "",
