@@ -2,6 +2,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -71,6 +72,87 @@ void Rename(onnx::GraphProto* g, const std::map<std::string, std::string>& to) {
   }
 }
 
+// Operators that make a sequence (or an optional) from no sequence.
+bool MakesSequence(const onnx::NodeProto& n) {
+  static const std::set<std::string> kOps = {"SequenceEmpty", "SequenceConstruct", "SplitToSequence", "Optional"};
+  return IsDefault(n.domain()) && kOps.count(n.op_type());
+}
+
+// Splits the nodes of a Loop body that carries a sequence off `body` (see
+// Subgraph::outside_nodes): the nodes that read a sequence input, make a
+// sequence or read what such nodes compute go to `sub->outside_nodes`, and
+// the body's outputs they compute are dropped from `body`. `bridges`: the
+// values they read from the rest of the body that are not outputs of it
+// (the caller makes them outputs).
+void SplitOffSequences(onnx::GraphProto* body, Subgraph* sub, std::vector<std::string>* bridges) {
+  std::set<std::string> outside;  // values computed from sequences, and the sequences
+  for (int k = 2; k < body->input_size(); ++k) {
+    const auto& type = body->input(k).type();
+    if (!type.has_tensor_type() || type.tensor_type().elem_type() == 0) outside.insert(body->input(k).name());
+  }
+  std::set<std::string> defined;  // by the body's own inputs and kept nodes
+  for (const auto& vi : body->input())
+    if (!outside.count(vi.name())) defined.insert(vi.name());
+  for (const auto& t : body->initializer()) defined.insert(t.name());
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  std::vector<std::string> read_by_outside;
+  for (const auto& n : body->node()) {
+    std::set<std::string> reads(n.input().begin(), n.input().end());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) onnx_detail::CollectOuterReads(a.g(), {}, &reads);
+      for (const auto& sub_graph : a.graphs()) onnx_detail::CollectOuterReads(sub_graph, {}, &reads);
+    }
+    const bool out = MakesSequence(n) || std::any_of(reads.begin(), reads.end(),
+                                                     [&](const std::string& r) { return outside.count(r) > 0; });
+    if (!out) {
+      *kept.Add() = n;
+      for (const auto& o : n.output()) defined.insert(o);
+      continue;
+    }
+    sub->outside_nodes.push_back(n.SerializeAsString());
+    for (const auto& o : n.output()) outside.insert(o);
+    for (const std::string& r : reads)
+      if (defined.count(r) && std::find(read_by_outside.begin(), read_by_outside.end(), r) == read_by_outside.end())
+        read_by_outside.push_back(r);
+  }
+  body->mutable_node()->Swap(&kept);
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> outputs;
+  std::set<std::string> listed;
+  for (const auto& vi : body->output())
+    if (!outside.count(vi.name()) && listed.insert(vi.name()).second) *outputs.Add() = vi;
+  body->mutable_output()->Swap(&outputs);
+  for (const std::string& name : read_by_outside)
+    if (!listed.count(name)) bridges->push_back(name);
+}
+
+// Makes `names` (values of the model's graph) outputs of `model`, typed as
+// `declared` (the subgraph as it came) states them or else as ONNX's shape
+// inference on the model gives them; returns why not where neither does.
+std::string AddTypedOutputs(const onnx::GraphProto& declared, const std::vector<std::string>& names,
+                            onnx::ModelProto* model) {
+  std::map<std::string, onnx::ValueInfoProto> types;
+  const auto add = [&types](const onnx::GraphProto& from) {
+    for (const auto* list : {&from.value_info(), &from.output(), &from.input()})
+      for (const auto& vi : *list)
+        if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) types.emplace(vi.name(), vi);
+  };
+  add(declared);
+  add(model->graph());
+  if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return !types.count(n); })) {
+    onnx::ModelProto copy = *model;
+    std::string why;
+    InferValueInfo(&copy, &why);
+    add(copy.graph());
+  }
+  for (const std::string& name : names) {
+    auto it = types.find(name);
+    if (it == types.end())
+      return "the sequence nodes of its body read '" + name + "', whose type ONNX's shape inference does not know";
+    *model->mutable_graph()->add_output() = it->second;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
@@ -111,8 +193,25 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
       b.node_name = np.name().empty() ? b.op + "_" + std::to_string(k) : np.name();
       b.attribute = a.name();
       b.nodes = a.g().node_size();
+      onnx::GraphProto interface;
+      *interface.mutable_input() = a.g().input();
+      *interface.mutable_output() = a.g().output();
+      b.interface = interface.SerializeAsString();
+      // A Loop body that carries a sequence: its model is the body without
+      // its sequence nodes (a copy made only then; a branch is read in place).
+      bool sequences = false;
+      for (int f = 2; b.op == "Loop" && f < a.g().input_size(); ++f)
+        sequences = sequences || !a.g().input(f).type().has_tensor_type() ||
+                    a.g().input(f).type().tensor_type().elem_type() == 0;
+      onnx::GraphProto split;
+      std::vector<std::string> bridges;  // outputs the model gets for its sequence nodes
+      if (sequences) {
+        split = a.g();
+        SplitOffSequences(&split, &b, &bridges);
+      }
+      const onnx::GraphProto& body = sequences ? split : a.g();
       std::set<std::string> reads;
-      CollectOuterReads(a.g(), {}, &reads);
+      CollectOuterReads(body, {}, &reads);
       onnx::ModelProto m;
       m.set_ir_version(model.ir_version());
       *m.mutable_opset_import() = model.opset_import();
@@ -122,9 +221,15 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
       mg->set_name(a.g().name());
       // A Loop body's own inputs first (an If branch has none), as declared:
       // each must be a typed tensor for the body to be a model.
-      for (const auto& vi : a.g().input()) {
-        if (!vi.type().has_tensor_type() || vi.type().tensor_type().elem_type() == 0) {
-          b.why_not = "its input '" + vi.name() + "' is not a typed tensor (a sequence, or no declared type)";
+      for (const auto& vi : body.input()) {
+        if (!b.why_not.empty()) break;
+        const bool tensor = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0;
+        if (!tensor && b.formal_inputs.size() >= 2) {  // a carried sequence: not the model's
+          b.formal_inputs.push_back(vi.name());
+          continue;
+        }
+        if (!tensor) {
+          b.why_not = "its input '" + vi.name() + "' is not a typed tensor";
           break;
         }
         // A loop-carried value declared without a shape may change shape
@@ -160,14 +265,15 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
         }
       }
       if (b.why_not.empty()) {
-        for (const auto& n : a.g().node()) *mg->add_node() = n;
-        for (const auto& t : a.g().initializer()) *mg->add_initializer() = t;
-        for (const auto& t : a.g().sparse_initializer()) *mg->add_sparse_initializer() = t;
-        for (const auto& vi : a.g().value_info()) *mg->add_value_info() = vi;
-        for (const auto& vi : a.g().output()) *mg->add_output() = vi;
+        for (const auto& n : body.node()) *mg->add_node() = n;
+        for (const auto& t : body.initializer()) *mg->add_initializer() = t;
+        for (const auto& t : body.sparse_initializer()) *mg->add_sparse_initializer() = t;
+        for (const auto& vi : body.value_info()) *mg->add_value_info() = vi;
+        for (const auto& vi : body.output()) *mg->add_output() = vi;
+        if (!bridges.empty()) b.why_not = AddTypedOutputs(a.g(), bridges, &m);
         for (const auto& vi : mg->input()) b.inputs.push_back(vi.name());
         for (const auto& vi : mg->output()) b.outputs.push_back(vi.name());
-        b.model = m.SerializeAsString();
+        if (b.why_not.empty()) b.model = m.SerializeAsString();
       }
       out.push_back(std::move(b));
     }
@@ -211,12 +317,12 @@ void ReplaceSubgraph(onnx::ModelProto* model, const Subgraph& branch, const onnx
   }
   for (const auto* op : missing) *model->add_opset_import() = *op;
   onnx::GraphProto ng = optimised.graph();
-  // The formal inputs stay the subgraph's, in their order; the others are
-  // read from the outer graph again.
-  std::map<std::string, const onnx::ValueInfoProto*> declared;
-  for (const auto& vi : optimised.graph().input()) declared[vi.name()] = &vi;
+  // The subgraph's own inputs and outputs as it declared them (the model's
+  // other inputs are read from the outer graph again).
+  onnx::GraphProto interface;
+  if (!interface.ParseFromString(branch.interface)) Fail(what, ": the subgraph's interface does not parse");
   ng.clear_input();
-  for (const std::string& name : branch.formal_inputs) *ng.add_input() = *declared.at(name);
+  for (const auto& vi : interface.input()) *ng.add_input() = vi;
   ng.set_name(attr->g().name());
   // What the outer graph defines: a subgraph reads it, never redefines it.
   std::set<std::string> outer;
@@ -244,6 +350,11 @@ void ReplaceSubgraph(onnx::ModelProto* model, const Subgraph& branch, const onnx
   for (const auto& n : ng.node())
     for (const auto& o : n.output()) define(o);
   Rename(&ng, to);
+  for (const std::string& bytes : branch.outside_nodes)
+    if (!ng.add_node()->ParseFromString(bytes)) Fail(what, ": a node kept outside it does not parse");
+  *ng.mutable_output() = interface.output();
+  for (auto& vi : *ng.mutable_output())  // renamed with what defines it
+    if (auto it = to.find(vi.name()); it != to.end()) vi.set_name(it->second);
   *attr->mutable_g() = std::move(ng);
 }
 

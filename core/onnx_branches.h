@@ -35,8 +35,15 @@ struct Subgraph {
   // version, opsets and local functions.
   std::string model;
   std::vector<std::string> formal_inputs;  // the subgraph's own inputs, in order (none for an If branch)
-  std::vector<std::string> inputs;         // the model's graph inputs
-  std::vector<std::string> outputs;        // and outputs (what ReplaceSubgraph checks; `model` may be freed)
+  // A Loop body that carries a sequence (a list appended to in a loop): the
+  // nodes that read a sequence or what is computed from one stay outside
+  // the model (serialised NodeProtos, put back after its nodes), the
+  // sequences are not among its inputs and outputs, and the tensors those
+  // nodes read from the rest of the body are outputs of the model too.
+  std::vector<std::string> outside_nodes;
+  std::string interface;             // the subgraph's inputs and outputs as declared (a serialised GraphProto)
+  std::vector<std::string> inputs;   // the model's graph inputs
+  std::vector<std::string> outputs;  // and outputs (what ReplaceSubgraph checks; `model` may be freed)
   std::string why_not;
 };
 
@@ -44,15 +51,18 @@ struct Subgraph {
 // bodies of its top-level Loop nodes, in node order. A subgraph that reads a
 // value computed in the outer graph (other than by a Constant node) whose
 // type neither the model's value_info nor ONNX's shape inference (run on a
-// copy when needed) gives is not made a model; nor is a Loop body with an
-// input that is not a typed tensor (a sequence carried from step to step)
-// or a loop-carried input declared without a shape.
+// copy when needed) gives is not made a model; nor is a Loop body whose
+// iteration number or condition is not a typed tensor, or with a
+// loop-carried tensor declared without a shape. A Loop body that carries a
+// sequence is made a model without its sequence nodes (Subgraph::
+// outside_nodes).
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model);
 
 // Puts the graph of `optimised`, a model with the interface of the
 // subgraph's model (`sub.inputs` by name, `sub.outputs` in order), in place
-// of the subgraph: its formal inputs become the subgraph's inputs again, in
-// their order; its other inputs become reads of the outer graph again; its
+// of the subgraph: the subgraph's own inputs and outputs are as it declared
+// them again (the nodes kept outside the model put back after its nodes);
+// its other inputs become reads of the outer graph again; its
 // initializers that the outer graph holds alike (name, type, shape and
 // data) are dropped (read from there); a name it defines that the outer
 // graph defines too is renamed (a subgraph may not redefine one). An opset

@@ -298,7 +298,8 @@ void Branches(OptimiseRun& r) {
         // Its run wrote the branch as it came unless its graph was written,
         // or If branches inside it were optimised.
         const bool as_it_came = (s.check.unchanged || s.verdict.keep_original) && s.branches.optimised() == 0;
-        br.nodes_after = as_it_came ? b.nodes : s.finish.after.nodes;
+        // (with the nodes a Loop body's model left outside it)
+        br.nodes_after = as_it_came ? b.nodes : s.finish.after.nodes + static_cast<int>(b.outside_nodes.size());
         br.measured = !s.check.unchanged && s.verdict.pairs > 0;
         br.verdict = s.verdict;
         if (s.verdict.guarded)

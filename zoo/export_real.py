@@ -857,7 +857,7 @@ class LogitsOnly(nn.Module):
         return self.prompt(ids)[0]
 
 
-def export_greedy_decode_loop(path, opset, seed):
+def export_greedy_decode_loop(path, opset, seed, list_scores=False):
     """Greedy generation inside the model, as scripted generation loops are
     exported (e.g. the BART beam-search export of transformers' research
     projects): a Loop of 8 steps whose body runs the whole decoder on the
@@ -865,7 +865,11 @@ def export_greedy_decode_loop(path, opset, seed):
     it; the outputs are the tokens and each step's scores (the logits at the
     last position). The tokens grow by one each step, so nothing in the body may be
     folded at one length. Everything the model computes is in the body; the
-    weights are in the outer graph, read by name."""
+    weights are in the outer graph, read by name. With `list_scores`, each
+    step's scores are also appended to a list the Loop carries (as
+    torch.onnx writes `scores.append(logits)` in a scripted loop: an untyped
+    sequence, a SequenceInsert in the body) and concatenated after it as a
+    third output."""
     import tempfile
 
     import onnx
@@ -890,27 +894,42 @@ def export_greedy_decode_loop(path, opset, seed):
         helper.make_node("Concat", ["step/ids", "step/next"], ["step/ids_out"], axis=1),
         helper.make_node("Identity", ["step/cond"], ["step/cond_out"]),
     ]
-    body = helper.make_graph(
-        body_nodes, "decode_step",
-        [helper.make_tensor_value_info("step/i", TensorProto.INT64, []),
-         helper.make_tensor_value_info("step/cond", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("step/ids", TensorProto.INT64, [1, "length"])],
-        [helper.make_tensor_value_info("step/cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("step/ids_out", TensorProto.INT64, [1, "length_plus_1"]),
-         helper.make_tensor_value_info("step/last_logits", TensorProto.FLOAT, [1, 100])])
+    body_inputs = [helper.make_tensor_value_info("step/i", TensorProto.INT64, []),
+                   helper.make_tensor_value_info("step/cond", TensorProto.BOOL, []),
+                   helper.make_tensor_value_info("step/ids", TensorProto.INT64, [1, "length"])]
+    body_outputs = [helper.make_tensor_value_info("step/cond_out", TensorProto.BOOL, []),
+                    helper.make_tensor_value_info("step/ids_out", TensorProto.INT64, [1, "length_plus_1"])]
+    if list_scores:
+        body_nodes.append(helper.make_node("SequenceInsert", ["step/list", "step/last_logits"], ["step/list_out"]))
+        body_inputs.append(onnx.ValueInfoProto(name="step/list"))
+        body_outputs.append(onnx.ValueInfoProto(name="step/list_out"))
+    body_outputs.append(helper.make_tensor_value_info("step/last_logits", TensorProto.FLOAT, [1, 100]))
+    body = helper.make_graph(body_nodes, "decode_step", body_inputs, body_outputs)
     inits = list(g.initializer) + [helper.make_tensor("max_new_tokens", TensorProto.INT64, [], [8]),
                                    helper.make_tensor("keep_going", TensorProto.BOOL, [], [True])]
-    loop = helper.make_node("Loop", ["max_new_tokens", "keep_going", "ids"], ["tokens", "scores"], body=body,
-                            name="generate")
-    graph = helper.make_graph([loop], "greedy_decode", [helper.make_tensor_value_info("ids", TensorProto.INT64,
-                                                                                        [1, "prompt"])],
-                              [helper.make_tensor_value_info("tokens", TensorProto.INT64, [1, "total"]),
-                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, [8, 1, 100])],
-                              initializer=inits)
+    loop_in, loop_out = ["max_new_tokens", "keep_going", "ids"], ["tokens", "scores"]
+    outputs = [helper.make_tensor_value_info("tokens", TensorProto.INT64, [1, "total"]),
+               helper.make_tensor_value_info("scores", TensorProto.FLOAT, [8, 1, 100])]
+    nodes = []
+    if list_scores:
+        nodes.append(helper.make_node("SequenceEmpty", [], ["no_scores"], dtype=TensorProto.FLOAT))
+        loop_in.append("no_scores")
+        loop_out.insert(1, "score_list")
+        outputs.append(helper.make_tensor_value_info("listed_scores", TensorProto.FLOAT, [8, 100]))
+    nodes.append(helper.make_node("Loop", loop_in, loop_out, body=body, name="generate"))
+    if list_scores:
+        nodes.append(helper.make_node("ConcatFromSequence", ["score_list"], ["listed_scores"], axis=0))
+    graph = helper.make_graph(nodes, "greedy_decode", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                                                    [1, "prompt"])],
+                              outputs, initializer=inits)
     out = helper.make_model(graph, opset_imports=list(step.opset_import), producer_name="rlflow-zoo")
     out.ir_version = step.ir_version
     onnx.checker.check_model(out, full_check=True)
     onnx.save(out, path)
+
+
+def export_greedy_decode_list_loop(path, opset, seed):
+    export_greedy_decode_loop(path, opset, seed, list_scores=True)
 
 
 def export_merged_decoder_big(path, opset, seed):
@@ -1835,6 +1854,8 @@ EXPORTED_MODELS = {
     "nms_detector_op11": (export_nms_detector, 11, "x:1,3,128,160", "x:1,3,96,96"),
     # Generation inside the model: a Loop whose body is the decoder.
     "greedy_decode_loop_op14": (export_greedy_decode_loop, 14, "ids:1,8", "ids:1,3"),
+    # The same appending each step's scores to a list, as a scripted loop does.
+    "greedy_decode_list_loop_op14": (export_greedy_decode_list_loop, 14, "ids:1,8", "ids:1,3"),
     "rotary_decoder_op14": (export_rotary_decoder, 14, "input_ids:1,64;attention_mask:1,64",
                             "input_ids:2,24;attention_mask:2,24"),
 }

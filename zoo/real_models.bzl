@@ -19,6 +19,7 @@ REAL_MODELS = [
     "gpt_decoder_kv_cache_op14",
     "gpt_decoder_merged_op14",
     "gpt_decoder_merged_op14_external",
+    "greedy_decode_list_loop_op14",
     "greedy_decode_loop_op14",
     "hardswish_scale_first_op13",
     "hf_bert_classifier_op14",

@@ -313,7 +313,8 @@ TEST(IfBranches, WeightsNoNodeReadsAreDropped) {
 // x [2,3]; Loop "steps" (3 times, cond true) carrying s from x: a = s + w,
 // s' = a * k (k a Constant of the outer graph), and each step's -a as its
 // scan output; w an outer initializer. When `sequence`, the body carries a
-// sequence too (as torch.onnx writes a list appended to in a loop).
+// list too (untyped, as torch.onnx writes a list appended to in a loop) to
+// which it appends a, stacked after the loop as the output "stack".
 onnx::ModelProto LoopModel(bool sequence = false) {
   onnx::ModelProto m = MainWithX();
   auto* g = m.mutable_graph();
@@ -351,12 +352,22 @@ onnx::ModelProto LoopModel(bool sequence = false) {
   Info(b->add_output(), "c_out", onnx::TensorProto::BOOL, {});
   Info(b->add_output(), "s_out", onnx::TensorProto::FLOAT, {2, 3});
   if (sequence) {
-    AddNode(b, "SequenceInsert", {"l", "s_out"}, {"l_out"});
+    AddNode(b, "SequenceInsert", {"l", "a"}, {"l_out"});
     b->add_output()->set_name("l_out");
   }
   Info(b->add_output(), "scan", onnx::TensorProto::FLOAT, {2, 3});
   Info(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
   Info(g->add_output(), "ys", onnx::TensorProto::FLOAT, {3, 2, 3});
+  if (sequence) {
+    auto* stack = AddNode(g, "ConcatFromSequence", {"list"}, {"stack"});
+    for (const auto& [name, value] : std::vector<std::pair<std::string, int>>{{"axis", 0}, {"new_axis", 1}}) {
+      auto* attr = stack->add_attribute();
+      attr->set_name(name);
+      attr->set_type(onnx::AttributeProto::INT);
+      attr->set_i(value);
+    }
+    Info(g->add_output(), "stack", onnx::TensorProto::FLOAT, {3, 2, 3});
+  }
   return m;
 }
 
@@ -394,13 +405,9 @@ TEST(LoopBodies, ABodyIsAModelOfItsOwnInputsAndTheOuterValuesItReads) {
   const at::Tensor w = at::tensor({1.f, 2.f, 3.f});
   EXPECT_TRUE(step[1].equal((kX + w) * 0.5));
   EXPECT_TRUE(step[2].equal(-(kX + w)));
-  // A body that carries a sequence is no model.
-  const std::vector<Subgraph> seq = ExtractSubgraphs(LoopModel(/*sequence=*/true));
-  ASSERT_EQ(seq.size(), 1u);
-  EXPECT_EQ(seq[0].model, "");
-  EXPECT_NE(seq[0].why_not.find("'l' is not a typed tensor"), std::string::npos) << seq[0].why_not;
-  // Nor is one whose carried value declares no shape (it may change from
-  // step to step); the iteration number and the condition need none.
+  // A body whose carried value declares no shape is no model (it may
+  // change from step to step); the iteration number and the condition need
+  // none.
   onnx::ModelProto no_shape = LoopModel();
   auto* body = no_shape.mutable_graph()->mutable_node(1)->mutable_attribute(0)->mutable_g();
   body->mutable_input(0)->mutable_type()->mutable_tensor_type()->clear_shape();
@@ -449,6 +456,47 @@ TEST(LoopBodies, ABodyPutBackKeepsItsOwnInputsInTheirOrder) {
   ASSERT_EQ(after.size(), 2u);
   EXPECT_TRUE(after[0].allclose(y));
   EXPECT_TRUE(after[1].allclose(ys));
+}
+
+// A body that carries a list: its model is the body without the list and
+// the SequenceInsert, with the value appended (a, computed in the body) an
+// output of it, typed by ONNX's shape inference; put back, the list and its
+// node are there again and the whole Loop computes what it did.
+TEST(LoopBodies, ABodyCarryingAListIsAModelWithoutItsSequenceNodes) {
+  onnx::ModelProto m = LoopModel(/*sequence=*/true);
+  const auto [y, ys] = LoopByHand();
+  const std::vector<at::Tensor> before = testing::RunOnnxRuntime(Save(m, "list.onnx"), {{"x", kX}});
+  ASSERT_EQ(before.size(), 3u);
+  EXPECT_TRUE(before[2].allclose(-ys));  // the list: each step's a
+  const std::vector<Subgraph> subs = ExtractSubgraphs(m);
+  ASSERT_EQ(subs.size(), 1u);
+  const Subgraph& b = subs[0];
+  ASSERT_EQ(b.why_not, "");
+  EXPECT_EQ(b.formal_inputs, std::vector<std::string>({"i", "c", "s", "l"}));
+  EXPECT_EQ(b.inputs, std::vector<std::string>({"i", "c", "s"}));
+  EXPECT_EQ(b.outputs, std::vector<std::string>({"c_out", "s_out", "scan", "a"}));
+  ASSERT_EQ(b.outside_nodes.size(), 1u);
+  const onnx::ModelProto bm = Parse(b.model);
+  onnx::checker::check_model(bm);
+  EXPECT_EQ(bm.graph().output(3).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT);
+  EXPECT_EQ(bm.graph().node_size(), 5);  // the Constant k and the body's four
+  // Optimised as a model (the inputs reordered), put back.
+  onnx::ModelProto o = bm;
+  std::reverse(o.mutable_graph()->mutable_input()->begin(), o.mutable_graph()->mutable_input()->end());
+  ReplaceSubgraph(&m, b, o);
+  onnx::checker::check_model(m);
+  const onnx::GraphProto& body = m.graph().node(2).attribute(0).g();
+  ASSERT_EQ(body.input_size(), 4);
+  EXPECT_EQ(body.input(3).name(), "l");
+  EXPECT_FALSE(body.input(3).has_type());  // as declared
+  ASSERT_EQ(body.output_size(), 4);
+  EXPECT_EQ(body.output(2).name(), "l_out");
+  EXPECT_EQ(body.node(body.node_size() - 1).op_type(), "SequenceInsert");
+  const std::vector<at::Tensor> after = testing::RunOnnxRuntime(Save(m, "list_replaced.onnx"), {{"x", kX}});
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_TRUE(after[0].allclose(y));
+  EXPECT_TRUE(after[1].allclose(ys));
+  EXPECT_TRUE(after[2].allclose(-ys));
 }
 
 }  // namespace
