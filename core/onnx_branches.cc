@@ -26,6 +26,12 @@ bool IsSubgraph(const std::string& op, const onnx::AttributeProto& a) {
   return op == "If" ? a.name() == "then_branch" || a.name() == "else_branch" : op == "Loop" && a.name() == "body";
 }
 
+// A value declared as a tensor of a known element type (torch.onnx declares
+// a list a Loop carries with no type at all).
+bool IsTypedTensor(const onnx::ValueInfoProto& vi) {
+  return vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0;
+}
+
 bool IsExternal(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
 
 // The same tensor up to its name: type, shape and data (in any of the
@@ -86,10 +92,8 @@ bool MakesSequence(const onnx::NodeProto& n) {
 // (the caller makes them outputs).
 void SplitOffSequences(onnx::GraphProto* body, Subgraph* sub, std::vector<std::string>* bridges) {
   std::set<std::string> outside;  // values computed from sequences, and the sequences
-  for (int k = 2; k < body->input_size(); ++k) {
-    const auto& type = body->input(k).type();
-    if (!type.has_tensor_type() || type.tensor_type().elem_type() == 0) outside.insert(body->input(k).name());
-  }
+  for (int k = 2; k < body->input_size(); ++k)
+    if (!IsTypedTensor(body->input(k))) outside.insert(body->input(k).name());
   std::set<std::string> defined;  // by the body's own inputs and kept nodes
   for (const auto& vi : body->input())
     if (!outside.count(vi.name())) defined.insert(vi.name());
@@ -134,7 +138,7 @@ std::string AddTypedOutputs(const onnx::GraphProto& declared, const std::vector<
   const auto add = [&types](const onnx::GraphProto& from) {
     for (const auto* list : {&from.value_info(), &from.output(), &from.input()})
       for (const auto& vi : *list)
-        if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) types.emplace(vi.name(), vi);
+        if (IsTypedTensor(vi)) types.emplace(vi.name(), vi);
   };
   add(declared);
   add(model->graph());
@@ -165,7 +169,7 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
   for (const auto& vi : g.input()) inputs.insert(vi.name());
   const auto typed_from = [&typed](const onnx::GraphProto& from) {
     for (const auto& vi : from.value_info())
-      if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0) typed[vi.name()] = &vi;
+      if (IsTypedTensor(vi)) typed[vi.name()] = &vi;
   };
   typed_from(g);
   // Values of the outer graph a branch reads that the model does not type:
@@ -201,8 +205,7 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
       // its sequence nodes (a copy made only then; a branch is read in place).
       bool sequences = false;
       for (int f = 2; b.op == "Loop" && f < a.g().input_size(); ++f)
-        sequences = sequences || !a.g().input(f).type().has_tensor_type() ||
-                    a.g().input(f).type().tensor_type().elem_type() == 0;
+        sequences = sequences || !IsTypedTensor(a.g().input(f));
       onnx::GraphProto split;
       std::vector<std::string> bridges;  // outputs the model gets for its sequence nodes
       if (sequences) {
@@ -223,7 +226,7 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
       // each must be a typed tensor for the body to be a model.
       for (const auto& vi : body.input()) {
         if (!b.why_not.empty()) break;
-        const bool tensor = vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0;
+        const bool tensor = IsTypedTensor(vi);
         if (!tensor && b.formal_inputs.size() >= 2) {  // a carried sequence: not the model's
           b.formal_inputs.push_back(vi.name());
           continue;

@@ -29,4 +29,14 @@ inline void FloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
   a->set_f(v);
 }
 
+// A graph attribute `name` of `n` (an If's branch, a Loop's body), named
+// `graph_name`: the graph to build.
+inline onnx::GraphProto* GraphAttr(onnx::NodeProto* n, const std::string& name, const std::string& graph_name) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  a->mutable_g()->set_name(graph_name);
+  return a->mutable_g();
+}
+
 }  // namespace rlflow::testing

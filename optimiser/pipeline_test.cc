@@ -25,6 +25,7 @@
 #include "core/file_util.h"
 #include "core/graph_builder.h"
 #include "core/onnx_io.h"
+#include "core/onnx_proto_testing.h"
 #include "core/passes/pass.h"
 #include "core/rules/rule.h"
 #include "optimiser/scripted_backend.h"
@@ -1021,24 +1022,18 @@ std::string WriteIfModel(const std::string& dir) {
   AddOnnxNode(g, "Relu", {"x"}, "h");
   auto* n = AddOnnxNode(g, "If", {"c"}, "y");
   n->set_name("switch");
-  auto* a = n->add_attribute();
-  a->set_name("then_branch");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  a->mutable_g()->set_name("then");
-  AddOnnxNode(a->mutable_g(), "Relu", {"x"}, "r1");
-  AddOnnxNode(a->mutable_g(), "Relu", {"x"}, "r2");
-  AddOnnxNode(a->mutable_g(), "Add", {"r1", "r2"}, "s");
-  AddOnnxNode(a->mutable_g(), "Transpose", {"w"}, "wt");
-  AddOnnxNode(a->mutable_g(), "MatMul", {"s", "wt"}, "then_y");
-  info(a->mutable_g()->add_output(), "then_y", onnx::TensorProto::FLOAT, {-1, 520});
-  a = n->add_attribute();
-  a->set_name("else_branch");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  a->mutable_g()->set_name("else");
-  AddOnnxNode(a->mutable_g(), "Neg", {"h"}, "n");
-  AddOnnxNode(a->mutable_g(), "Transpose", {"w"}, "else_wt");
-  AddOnnxNode(a->mutable_g(), "MatMul", {"n", "else_wt"}, "else_y");
-  info(a->mutable_g()->add_output(), "else_y", onnx::TensorProto::FLOAT, {-1, 520});
+  onnx::GraphProto* then_g = testing::GraphAttr(n, "then_branch", "then");
+  AddOnnxNode(then_g, "Relu", {"x"}, "r1");
+  AddOnnxNode(then_g, "Relu", {"x"}, "r2");
+  AddOnnxNode(then_g, "Add", {"r1", "r2"}, "s");
+  AddOnnxNode(then_g, "Transpose", {"w"}, "wt");
+  AddOnnxNode(then_g, "MatMul", {"s", "wt"}, "then_y");
+  info(then_g->add_output(), "then_y", onnx::TensorProto::FLOAT, {-1, 520});
+  onnx::GraphProto* else_g = testing::GraphAttr(n, "else_branch", "else");
+  AddOnnxNode(else_g, "Neg", {"h"}, "n");
+  AddOnnxNode(else_g, "Transpose", {"w"}, "else_wt");
+  AddOnnxNode(else_g, "MatMul", {"n", "else_wt"}, "else_y");
+  info(else_g->add_output(), "else_y", onnx::TensorProto::FLOAT, {-1, 520});
   const std::string path = dir + "/if.onnx";
   WriteFileAtomically(path, m.SerializeAsString());
   return path;
@@ -1160,11 +1155,7 @@ std::string WriteLoopModel(const std::string& dir) {
   go->add_int32_data(1);
   auto* loop = AddOnnxNode(g, "Loop", {"n", "go", "x"}, "y");
   loop->set_name("grow");
-  auto* a = loop->add_attribute();
-  a->set_name("body");
-  a->set_type(onnx::AttributeProto::GRAPH);
-  auto* b = a->mutable_g();
-  b->set_name("step");
+  auto* b = testing::GraphAttr(loop, "body", "step");
   info(b->add_input(), "i", onnx::TensorProto::INT64, {});
   info(b->add_input(), "c", onnx::TensorProto::BOOL, {});
   info(b->add_input(), "s", onnx::TensorProto::FLOAT, {"rows", "8"});
@@ -1172,13 +1163,7 @@ std::string WriteLoopModel(const std::string& dir) {
   AddOnnxNode(b, "Relu", {"s"}, "r2");
   AddOnnxNode(b, "Add", {"r1", "r2"}, "t");
   AddOnnxNode(b, "ReduceSum", {"t", "axis0"}, "row");
-  AddOnnxNode(b, "Concat", {"s", "row"}, "s_out")->add_attribute()->CopyFrom([] {
-    onnx::AttributeProto axis;
-    axis.set_name("axis");
-    axis.set_type(onnx::AttributeProto::INT);
-    axis.set_i(0);
-    return axis;
-  }());
+  testing::IntAttr(AddOnnxNode(b, "Concat", {"s", "row"}, "s_out"), "axis", 0);
   AddOnnxNode(b, "Identity", {"c"}, "c_out");
   info(b->add_output(), "c_out", onnx::TensorProto::BOOL, {});
   info(b->add_output(), "s_out", onnx::TensorProto::FLOAT, {"rows_plus_1", "8"});

@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/file_util.h"
+#include "core/onnx_proto_testing.h"
 #include "runtime/ort_testing.h"
 
 namespace rlflow {
@@ -92,19 +93,11 @@ onnx::ModelProto Model(bool typed = true) {
   }
   auto* node = AddNode(g, "If", {"c"}, {"y"});
   node->set_name("switch");
-  auto* then_attr = node->add_attribute();
-  then_attr->set_name("then_branch");
-  then_attr->set_type(onnx::AttributeProto::GRAPH);
-  auto* tg = then_attr->mutable_g();
-  tg->set_name("then");
+  auto* tg = testing::GraphAttr(node, "then_branch", "then");
   AddNode(tg, "Add", {"x", "w"}, {"t1"});
   AddNode(tg, "Mul", {"t1", "k"}, {"then_out"});
   Info(tg->add_output(), "then_out", onnx::TensorProto::FLOAT, {2, 3});
-  auto* else_attr = node->add_attribute();
-  else_attr->set_name("else_branch");
-  else_attr->set_type(onnx::AttributeProto::GRAPH);
-  auto* eg = else_attr->mutable_g();
-  eg->set_name("else");
+  auto* eg = testing::GraphAttr(node, "else_branch", "else");
   AddNode(eg, "Sub", {"h", "w"}, {"else_out"});
   Info(eg->add_output(), "else_out", onnx::TensorProto::FLOAT, {2, 3});
   Info(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
@@ -336,11 +329,7 @@ onnx::ModelProto LoopModel(bool sequence = false) {
   }
   auto* loop = AddNode(g, "Loop", in, out);
   loop->set_name("steps");
-  auto* body_attr = loop->add_attribute();
-  body_attr->set_name("body");
-  body_attr->set_type(onnx::AttributeProto::GRAPH);
-  auto* b = body_attr->mutable_g();
-  b->set_name("step");
+  auto* b = testing::GraphAttr(loop, "body", "step");
   Info(b->add_input(), "i", onnx::TensorProto::INT64, {});
   Info(b->add_input(), "c", onnx::TensorProto::BOOL, {});
   Info(b->add_input(), "s", onnx::TensorProto::FLOAT, {2, 3});
@@ -360,12 +349,8 @@ onnx::ModelProto LoopModel(bool sequence = false) {
   Info(g->add_output(), "ys", onnx::TensorProto::FLOAT, {3, 2, 3});
   if (sequence) {
     auto* stack = AddNode(g, "ConcatFromSequence", {"list"}, {"stack"});
-    for (const auto& [name, value] : std::vector<std::pair<std::string, int>>{{"axis", 0}, {"new_axis", 1}}) {
-      auto* attr = stack->add_attribute();
-      attr->set_name(name);
-      attr->set_type(onnx::AttributeProto::INT);
-      attr->set_i(value);
-    }
+    testing::IntAttr(stack, "axis", 0);
+    testing::IntAttr(stack, "new_axis", 1);
     Info(g->add_output(), "stack", onnx::TensorProto::FLOAT, {3, 2, 3});
   }
   return m;
