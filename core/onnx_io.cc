@@ -769,6 +769,79 @@ std::string DeclaredShapeText(const onnx::TypeProto& type) {
   return out + "]";
 }
 
+// The second bindings the import and the check try, in order, for a
+// dimension bound to `first` (moved to `probe`): moved, doubled, smaller
+// (see the import's probe).
+std::vector<int64_t> SecondValuesOf(int64_t first, int64_t probe) {
+  return {probe, first > 0 ? 2 * first : 2, SmallerBindingOf(first)};
+}
+
+// An input that declares no shape has every dimension symbolic, but the
+// model may fix some: a CNN's channels, read by a Conv whose weight has 3.
+// Such an axis (the graph infers at none of its second values with the
+// other dimensions at their first, though it does at the first) is no
+// symbolic dimension: it is bound at the given value for every binding,
+// recorded in ModelInfo::fixed_axes and its input's warning, and dropped
+// from `dims` and `probe` (per dims entry; `shapeless` says which entries
+// belong to such an input). `bound(value)`: the graph with its symbolic
+// dimensions bound to value(k), per dims entry; `first(k)`: the first
+// binding's value.
+void FixShapelessAxes(Graph& g, const std::function<Graph(const std::function<int64_t(size_t)>&)>& bound,
+                      const std::function<int64_t(size_t)>& first, std::vector<std::pair<ValueId, int>>* dims,
+                      std::vector<int64_t>* probe, const std::vector<bool>& shapeless,
+                      const std::map<std::string, size_t>& warnings, ImportReport* rep) {
+  if (std::none_of(shapeless.begin(), shapeless.end(), [](bool b) { return b; })) return;
+  FoldOptions quiet;
+  std::vector<std::string> stale;
+  quiet.stale_shapes = &stale;
+  auto infers = [&](const std::function<int64_t(size_t)>& value) {
+    Graph p = bound(value);
+    try {
+      InferShapesAndFold(p, quiet);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  if (!infers(first)) return;  // the import's probe reports it
+  std::vector<bool> fixed(dims->size(), false);
+  for (size_t k = 0; k < dims->size(); ++k) {
+    if (!shapeless[k]) continue;
+    bool moves = false;
+    for (int64_t second : SecondValuesOf(first(k), (*probe)[k]))
+      if (second != first(k) && infers([&](size_t j) { return j == k ? second : first(j); })) {
+        moves = true;
+        break;
+      }
+    fixed[k] = !moves;
+  }
+  std::vector<std::pair<ValueId, int>> kept;
+  std::vector<int64_t> kept_probe;
+  std::map<std::string, std::string> fixed_text;
+  for (size_t k = 0; k < dims->size(); ++k) {
+    if (!fixed[k]) {
+      kept.push_back((*dims)[k]);
+      kept_probe.push_back((*probe)[k]);
+      continue;
+    }
+    const auto [id, axis] = (*dims)[k];
+    const std::string& name = g.value(id).name;
+    g.info().fixed_axes[name].push_back(axis);
+    std::string& text = fixed_text[name];
+    text += (text.empty() ? "" : ", ") + ("axis " + std::to_string(axis) + " at " + std::to_string(first(k)));
+  }
+  for (const auto& [name, text] : fixed_text)
+    if (auto w = warnings.find(name); w != warnings.end()) {
+      std::string& line = rep->warnings[w->second];
+      const std::string every = ", every dimension symbolic";
+      if (size_t at = line.find(every); at != std::string::npos)
+        line.replace(at, every.size(),
+                     ", symbolic but for what the model fixes (" + text + ": its nodes infer at no other value)");
+    }
+  *dims = std::move(kept);
+  *probe = std::move(kept_probe);
+}
+
 InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, const ImportOptions& options) {
   InputBinding b;
   b.free = options.free_dim_value;
@@ -1724,7 +1797,9 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
   std::vector<std::pair<ValueId, int>> symbolic_dims;
-  std::vector<int64_t> probe_values;  // per symbolic_dims entry
+  std::vector<int64_t> probe_values;                // per symbolic_dims entry
+  std::vector<bool> shapeless;                      // per symbolic_dims entry: of an input that declares no shape
+  std::map<std::string, size_t> shapeless_warning;  // such an input -> its warning in rep.warnings
   for (const auto& vi : gp.input()) {
     auto init = init_protos.find(vi.name());
     if (init != init_protos.end() && !inputs_override) continue;
@@ -1779,18 +1854,22 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
         bound_names += (bound_names.empty() ? "" : ", ") + (param.empty() ? "axis " + std::to_string(k) : param);
       }
     }
-    if (any_shape)
+    if (any_shape) {
+      shapeless_warning[vi.name()] = rep.warnings.size();
       rep.warnings.push_back("graph input '" + vi.name() + "' declares no shape: bound to [" + bound +
                              "] (--input_shape) for the optimisation, every dimension symbolic (it keeps no shape "
                              "in the written model)");
-    else if (!dims.empty())
+    } else if (!dims.empty())
       rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " + bound + " (" +
                              bound_names + (binding.given.count(vi.name()) ? "; --input_shape" : "") + ")" +
                              " for the optimisation (kept symbolic in the written model)");
     CheckTensorFits(t, "graph input '" + vi.name() + "'");
     ValueId id = g.AddInput(vi.name(), t);
     g.mutable_value(id).default_value = default_value;
-    for (int d : dims) symbolic_dims.push_back({id, d});
+    for (int d : dims) {
+      symbolic_dims.push_back({id, d});
+      shapeless.push_back(any_shape);
+    }
     info.interface_types[vi.name()] = declared_interface[vi.name()];
   }
   info.symbolic_dims = !symbolic_dims.empty();
@@ -1937,6 +2016,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       return p;
     };
     auto first = [&](size_t k) { return g.value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second]; };
+    FixShapelessAxes(g, bound, first, &symbolic_dims, &probe_values, shapeless, shapeless_warning, &rep);
     Graph a = g, b;
     // A third binding, far from both, for the static dimensions below.
     Graph c = bound([&](size_t k) { return 2 * std::max(probe_values[k], first(k)) + 61; });
@@ -1953,13 +2033,10 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       // given 224 does not fit 112); else smaller (a model given its
       // largest size: a position table of 77 rows, a text encoder given 77
       // tokens). None fitting: the first one's error.
-      const std::function<int64_t(size_t)> seconds[] = {[&](size_t k) { return probe_values[k]; },
-                                                        [&](size_t k) { return first(k) > 0 ? 2 * first(k) : 2; },
-                                                        [&](size_t k) { return SmallerBindingOf(first(k)); }};
       std::exception_ptr first_error;
       bool fits = false;
-      for (const auto& value : seconds) {
-        b = bound(value);
+      for (size_t kind = 0; kind < 3; ++kind) {
+        b = bound([&](size_t k) { return SecondValuesOf(first(k), probe_values[k])[kind]; });
         try {
           InferShapesAndFold(b, probe);
           fits = true;
@@ -2895,6 +2972,8 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, S
     auto it = imported.info().interface_types.find(name);
     if (fresh && it != imported.info().interface_types.end()) t->second.ParseFromString(it->second);
     const onnx::TypeProto& type = t->second;
+    if (auto fixed = imported.info().fixed_axes.find(name); fixed != imported.info().fixed_axes.end())
+      if (std::count(fixed->second.begin(), fixed->second.end(), axis) > 0) return false;
     if (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
         type.tensor_type().shape().dim_size() != static_cast<int>(first.input_shapes.at(name).size()))
       return true;
