@@ -20,11 +20,18 @@ using onnx_detail::InferValueInfo;
 using onnx_detail::IsDefault;
 using onnx_detail::SameTensorBytes;
 
-// The subgraph attributes the stage takes: an If's branches, a Loop's body.
+// The subgraph attributes the stage takes: an If's branches, a Loop's or a
+// Scan's body.
 bool IsSubgraph(const std::string& op, const onnx::AttributeProto& a) {
   if (!a.has_g()) return false;
-  return op == "If" ? a.name() == "then_branch" || a.name() == "else_branch" : op == "Loop" && a.name() == "body";
+  return op == "If" ? a.name() == "then_branch" || a.name() == "else_branch"
+                    : (op == "Loop" || op == "Scan") && a.name() == "body";
 }
+
+// The body's own inputs before its carried values: a Loop's iteration
+// number and condition; none for a Scan (its state variables, then its
+// scan inputs' elements).
+int FirstCarried(const std::string& op) { return op == "Loop" ? 2 : 0; }
 
 // A value declared as a tensor of a known element type (torch.onnx declares
 // a list a Loop carries with no type at all).
@@ -161,6 +168,9 @@ std::string AddTypedOutputs(const onnx::GraphProto& declared, const std::vector<
 
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
   const onnx::GraphProto& g = model.graph();
+  int64_t opset = 0;  // of the default domain
+  for (const auto& op : model.opset_import())
+    if (IsDefault(op.domain())) opset = op.version();
   std::map<std::string, const onnx::TensorProto*> inits;
   std::map<std::string, const onnx::NodeProto*> constants;  // Constant nodes, by their output
   std::map<std::string, const onnx::ValueInfoProto*> typed;
@@ -188,7 +198,10 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
   std::vector<Subgraph> out;
   for (int k = 0; k < g.node_size(); ++k) {
     const onnx::NodeProto& np = g.node(k);
-    if ((np.op_type() != "If" && np.op_type() != "Loop") || !IsDefault(np.domain())) continue;
+    if ((np.op_type() != "If" && np.op_type() != "Loop" && np.op_type() != "Scan") || !IsDefault(np.domain())) continue;
+    // Scan-8 (a batch axis, sequence lengths) is upgraded at import; its
+    // body is left as it is.
+    if (np.op_type() == "Scan" && opset < 9) continue;
     for (const auto& a : np.attribute()) {
       if (!IsSubgraph(np.op_type(), a)) continue;
       Subgraph b;
@@ -222,12 +235,13 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
       m.set_producer_name("rlflow (the " + b.attribute + " of " + b.op + " '" + b.node_name + "')");
       onnx::GraphProto* mg = m.mutable_graph();
       mg->set_name(a.g().name());
-      // A Loop body's own inputs first (an If branch has none), as declared:
+      // A body's own inputs first (an If branch has none), as declared:
       // each must be a typed tensor for the body to be a model.
+      const size_t first_carried = FirstCarried(b.op);
       for (const auto& vi : body.input()) {
         if (!b.why_not.empty()) break;
         const bool tensor = IsTypedTensor(vi);
-        if (!tensor && b.formal_inputs.size() >= 2) {  // a carried sequence: not the model's
+        if (!tensor && b.op == "Loop" && b.formal_inputs.size() >= first_carried) {  // a carried sequence
           b.formal_inputs.push_back(vi.name());
           continue;
         }
@@ -238,9 +252,10 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
         // A loop-carried value declared without a shape may change shape
         // from step to step, and a model's input needs one (its dimensions
         // symbolic where they may change, so that nothing is folded at the
-        // first step's).
-        if (b.formal_inputs.size() >= 2 && !vi.type().tensor_type().has_shape()) {
-          b.why_not = "its loop-carried input '" + vi.name() + "' declares no shape";
+        // first step's). A Scan's alike: its rank at least.
+        if (b.formal_inputs.size() >= first_carried && !vi.type().tensor_type().has_shape()) {
+          b.why_not = "its " + std::string(b.op == "Loop" ? "loop-carried" : "scan") + " input '" + vi.name() +
+                      "' declares no shape";
           break;
         }
         *mg->add_input() = vi;

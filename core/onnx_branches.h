@@ -1,6 +1,6 @@
 #pragma once
 // The subgraphs of a model's control flow (the branches of its If nodes,
-// the bodies of its Loops) as models of their own, and back. Exporters that
+// the bodies of its Loops and Scans) as models of their own, and back. Exporters that
 // put a model's whole computation inside control flow leave nothing outside
 // it for a graph optimiser: Hugging Face Optimum's merged decoders
 // ("decoder_model_merged.onnx") are one If on a `use_cache_branch` input
@@ -22,14 +22,15 @@ namespace rlflow {
 
 struct Subgraph {
   int node = -1;          // the If or Loop node's index in model.graph().node()
-  std::string op;         // "If" or "Loop"
+  std::string op;         // "If", "Loop" or "Scan"
   std::string node_name;  // its name, or "<op>_<index>" if it has none
-  std::string attribute;  // "then_branch" or "else_branch" (If), "body" (Loop)
+  std::string attribute;  // "then_branch" or "else_branch" (If), "body" (Loop, Scan)
   int nodes = 0;          // the subgraph's nodes (its own, not those of its subgraphs)
   // The subgraph as a model (a serialised ModelProto), "" when it cannot be
   // one (`why_not` says why): its graph inputs are the subgraph's own inputs
-  // (a Loop body's iteration number, condition and loop-carried values, as
-  // the body declares them) and then the outer graph's inputs that it reads
+  // (a Loop body's iteration number, condition and loop-carried values, a
+  // Scan body's state variables and scan inputs' elements, as the body
+  // declares them) and then the outer graph's inputs that it reads
   // (their declared types); the outer initializers and Constant nodes it
   // reads are copied in, its outputs are the subgraph's; the model's IR
   // version, opsets and local functions.
@@ -48,12 +49,14 @@ struct Subgraph {
 };
 
 // The branches of the top-level If nodes of `model` (then, else) and the
-// bodies of its top-level Loop nodes, in node order. A subgraph that reads a
+// bodies of its top-level Loop and Scan nodes (Scan from opset 9), in node
+// order. A subgraph that reads a
 // value computed in the outer graph (other than by a Constant node) whose
 // type neither the model's value_info nor ONNX's shape inference (run on a
 // copy when needed) gives is not made a model; nor is a Loop body whose
 // iteration number or condition is not a typed tensor, or with a
-// loop-carried tensor declared without a shape. A Loop body that carries a
+// loop-carried tensor (or a Scan's state or scan input) declared without a
+// shape. A Loop body that carries a
 // sequence is made a model without its sequence nodes (Subgraph::
 // outside_nodes).
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model);

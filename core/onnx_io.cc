@@ -776,21 +776,22 @@ std::vector<int64_t> SecondValuesOf(int64_t first, int64_t probe) {
   return {probe, first > 0 ? 2 * first : 2, SmallerBindingOf(first)};
 }
 
-// An input that declares no shape has every dimension symbolic, but the
-// model may fix some: a CNN's channels, read by a Conv whose weight has 3.
-// Such an axis (the graph infers at none of its second values with the
-// other dimensions at their first, though it does at the first) is no
-// symbolic dimension: it is bound at the given value for every binding,
-// recorded in ModelInfo::fixed_axes and its input's warning, and dropped
-// from `dims` and `probe` (per dims entry; `shapeless` says which entries
-// belong to such an input). `bound(value)`: the graph with its symbolic
-// dimensions bound to value(k), per dims entry; `first(k)`: the first
-// binding's value.
-void FixShapelessAxes(Graph& g, const std::function<Graph(const std::function<int64_t(size_t)>&)>& bound,
-                      const std::function<int64_t(size_t)>& first, std::vector<std::pair<ValueId, int>>* dims,
-                      std::vector<int64_t>* probe, const std::vector<bool>& shapeless,
-                      const std::map<std::string, size_t>& warnings, ImportReport* rep) {
-  if (std::none_of(shapeless.begin(), shapeless.end(), [](bool b) { return b; })) return;
+// A symbolic dimension the model itself fixes: a CNN's channels declared
+// symbolic (an input that declares no shape, or tf2onnx's `unk__` names),
+// read by a Conv whose weight has 3. Asked only where the graph infers at
+// none of the joint second bindings (see the import's probe), per group
+// of dimensions (those of one name move together, an unnamed one alone):
+// a group the graph infers at none of its second values with the rest at
+// their first values (though it does at the first) is bound at its first
+// value for every binding, recorded in ModelInfo::fixed_axes and a
+// warning, and dropped from `dims` and `probe` (per dims entry; `group`
+// names each entry's group), provided the rest moves (see below).
+// `bound(value)`: the graph with its symbolic dimensions bound to
+// value(k), per dims entry; `first(k)`: the first binding's value. Returns
+// whether any was fixed.
+bool FixAxesTheModelFixes(Graph& g, const std::function<Graph(const std::function<int64_t(size_t)>&)>& bound,
+                          const std::function<int64_t(size_t)>& first, std::vector<std::pair<ValueId, int>>* dims,
+                          std::vector<int64_t>* probe, std::vector<std::string>* group, ImportReport* rep) {
   FoldOptions quiet;
   std::vector<std::string> stale;
   quiet.stale_shapes = &stale;
@@ -803,43 +804,56 @@ void FixShapelessAxes(Graph& g, const std::function<Graph(const std::function<in
       return false;
     }
   };
-  if (!infers(first)) return;  // the import's probe reports it
-  std::vector<bool> fixed(dims->size(), false);
+  if (!infers(first)) return false;  // the import's probe reports it
+  std::set<std::string> fixed;
   for (size_t k = 0; k < dims->size(); ++k) {
-    if (!shapeless[k]) continue;
+    const std::string& name = (*group)[k];
+    if (fixed.count(name) || std::find(group->begin(), group->begin() + k, name) != group->begin() + k) continue;
     bool moves = false;
-    for (int64_t second : SecondValuesOf(first(k), (*probe)[k]))
-      if (second != first(k) && infers([&](size_t j) { return j == k ? second : first(j); })) {
-        moves = true;
-        break;
-      }
-    fixed[k] = !moves;
+    for (size_t kind = 0; kind < 3 && !moves; ++kind)
+      moves = infers(
+          [&](size_t j) { return (*group)[j] == name ? SecondValuesOf(first(j), (*probe)[j])[kind] : first(j); });
+    if (!moves) fixed.insert(name);
   }
+  // Every group fixed, the model is known to run at one binding only (a
+  // Reshape to a constant shape): nothing is taken as fixed, and its shape
+  // computations are folded at the first binding (the check then writes
+  // the original). Nor where the rest does not move together.
+  const size_t groups = std::set<std::string>(group->begin(), group->end()).size();
+  if (fixed.empty() || fixed.size() == groups) return false;
+  bool rest_moves = false;
+  for (size_t kind = 0; kind < 3 && !rest_moves; ++kind)
+    rest_moves = infers(
+        [&](size_t j) { return fixed.count((*group)[j]) ? first(j) : SecondValuesOf(first(j), (*probe)[j])[kind]; });
+  if (!rest_moves) return false;
   std::vector<std::pair<ValueId, int>> kept;
   std::vector<int64_t> kept_probe;
-  std::map<std::string, std::string> fixed_text;
+  std::vector<std::string> kept_group;
+  std::map<std::string, std::string> text;  // input -> its fixed axes
   for (size_t k = 0; k < dims->size(); ++k) {
-    if (!fixed[k]) {
+    if (!fixed.count((*group)[k])) {
       kept.push_back((*dims)[k]);
       kept_probe.push_back((*probe)[k]);
+      kept_group.push_back((*group)[k]);
       continue;
     }
     const auto [id, axis] = (*dims)[k];
-    const std::string& name = g.value(id).name;
-    g.info().fixed_axes[name].push_back(axis);
-    std::string& text = fixed_text[name];
-    text += (text.empty() ? "" : ", ") + ("axis " + std::to_string(axis) + " at " + std::to_string(first(k)));
+    const std::string& input = g.value(id).name;
+    g.info().fixed_axes[input].push_back(axis);
+    const std::string& name = (*group)[k];
+    std::string& t = text[input];
+    t += (t.empty() ? "" : ", ") +
+         ("axis " + std::to_string(axis) + (name.find('#') == std::string::npos ? " (" + name + ")" : "") + " at " +
+          std::to_string(first(k)));
   }
-  for (const auto& [name, text] : fixed_text)
-    if (auto w = warnings.find(name); w != warnings.end()) {
-      std::string& line = rep->warnings[w->second];
-      const std::string every = ", every dimension symbolic";
-      if (size_t at = line.find(every); at != std::string::npos)
-        line.replace(at, every.size(),
-                     ", symbolic but for what the model fixes (" + text + ": its nodes infer at no other value)");
-    }
+  for (const auto& [input, axes] : text)
+    rep->warnings.push_back("graph input '" + input + "': the model fixes " + axes +
+                            " (its nodes infer at no other value with the rest as bound): bound there for every "
+                            "binding, the check's second one too");
   *dims = std::move(kept);
   *probe = std::move(kept_probe);
+  *group = std::move(kept_group);
+  return true;
 }
 
 InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, const ImportOptions& options) {
@@ -1797,9 +1811,10 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
   // Symbolic dimensions are bound to free_dim_value; a second binding
   // (probe) finds what depends on them.
   std::vector<std::pair<ValueId, int>> symbolic_dims;
-  std::vector<int64_t> probe_values;                // per symbolic_dims entry
-  std::vector<bool> shapeless;                      // per symbolic_dims entry: of an input that declares no shape
-  std::map<std::string, size_t> shapeless_warning;  // such an input -> its warning in rep.warnings
+  std::vector<int64_t> probe_values;  // per symbolic_dims entry
+  // Per symbolic_dims entry: its group, the dimensions that move together
+  // (its name; input#axis if it has none).
+  std::vector<std::string> dim_group;
   for (const auto& vi : gp.input()) {
     auto init = init_protos.find(vi.name());
     if (init != init_protos.end() && !inputs_override) continue;
@@ -1838,6 +1853,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       any_shape = true;
     }
     std::vector<int> dims;
+    std::vector<std::string> dim_names;  // per dims entry: its name (dim_param), if any
     std::string bound, bound_names;
     for (size_t k = 0; k < t.shape.size(); ++k) {
       if (t.shape[k] < 0) {
@@ -1849,26 +1865,26 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
             any_shape ? "" : declared_type.tensor_type().shape().dim(static_cast<int>(k)).dim_param();
         t.shape[k] = binding.Value(vi.name(), static_cast<int>(k), param);
         dims.push_back(static_cast<int>(k));
+        dim_names.push_back(param);
         probe_values.push_back(binding.Probe(vi.name(), static_cast<int>(k), param));
         bound += (bound.empty() ? "" : ", ") + std::to_string(t.shape[k]);
         bound_names += (bound_names.empty() ? "" : ", ") + (param.empty() ? "axis " + std::to_string(k) : param);
       }
     }
-    if (any_shape) {
-      shapeless_warning[vi.name()] = rep.warnings.size();
+    if (any_shape)
       rep.warnings.push_back("graph input '" + vi.name() + "' declares no shape: bound to [" + bound +
-                             "] (--input_shape) for the optimisation, every dimension symbolic (it keeps no shape "
+                             "] (--input_shape) for the optimisation, its dimensions symbolic (it keeps no shape "
                              "in the written model)");
-    } else if (!dims.empty())
+    else if (!dims.empty())
       rep.warnings.push_back("graph input '" + vi.name() + "': symbolic dimension(s) bound to " + bound + " (" +
                              bound_names + (binding.given.count(vi.name()) ? "; --input_shape" : "") + ")" +
                              " for the optimisation (kept symbolic in the written model)");
     CheckTensorFits(t, "graph input '" + vi.name() + "'");
     ValueId id = g.AddInput(vi.name(), t);
     g.mutable_value(id).default_value = default_value;
-    for (int d : dims) {
-      symbolic_dims.push_back({id, d});
-      shapeless.push_back(any_shape);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      symbolic_dims.push_back({id, dims[k]});
+      dim_group.push_back(dim_names[k].empty() ? vi.name() + "#" + std::to_string(dims[k]) : dim_names[k]);
     }
     info.interface_types[vi.name()] = declared_interface[vi.name()];
   }
@@ -2016,10 +2032,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       return p;
     };
     auto first = [&](size_t k) { return g.value(symbolic_dims[k].first).type.shape[symbolic_dims[k].second]; };
-    FixShapelessAxes(g, bound, first, &symbolic_dims, &probe_values, shapeless, shapeless_warning, &rep);
     Graph a = g, b;
-    // A third binding, far from both, for the static dimensions below.
-    Graph c = bound([&](size_t k) { return 2 * std::max(probe_values[k], first(k)) + 61; });
     try {
       // Dead folded values are kept, so that every intermediate step of a
       // folded computation is compared, not only its result.
@@ -2033,16 +2046,22 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       // given 224 does not fit 112); else smaller (a model given its
       // largest size: a position table of 77 rows, a text encoder given 77
       // tokens). None fitting: the first one's error.
+      // None fitting, the dimensions the model fixes are bound (see
+      // FixAxesTheModelFixes) and the second bindings tried again.
       std::exception_ptr first_error;
       bool fits = false;
-      for (size_t kind = 0; kind < 3; ++kind) {
-        b = bound([&](size_t k) { return SecondValuesOf(first(k), probe_values[k])[kind]; });
-        try {
-          InferShapesAndFold(b, probe);
-          fits = true;
+      for (int attempt = 0; attempt < 2 && !fits; ++attempt) {
+        if (attempt == 1 && !FixAxesTheModelFixes(g, bound, first, &symbolic_dims, &probe_values, &dim_group, &rep))
           break;
-        } catch (const Error&) {
-          if (!first_error) first_error = std::current_exception();
+        for (size_t kind = 0; kind < 3; ++kind) {
+          b = bound([&](size_t k) { return SecondValuesOf(first(k), probe_values[k])[kind]; });
+          try {
+            InferShapesAndFold(b, probe);
+            fits = true;
+            break;
+          } catch (const Error&) {
+            if (!first_error) first_error = std::current_exception();
+          }
         }
       }
       if (!fits) std::rethrow_exception(first_error);
@@ -2062,6 +2081,8 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       // too, and the runtime can fuse what reads it (ORT fuses a MatMul
       // and a constant scale, not a computed one).
       bool third = options.fold_static_dims;
+      // A third binding, far from both.
+      Graph c = bound([&](size_t k) { return 2 * std::max(probe_values[k], first(k)) + 61; });
       try {
         if (third) InferShapesAndFold(c, probe);
       } catch (const Error&) {

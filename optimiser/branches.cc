@@ -1,5 +1,5 @@
 // The branches stage: each branch of the model's top-level If nodes and
-// each body of its top-level Loops optimised as a model of its own, by this
+// each body of its top-level Loops and Scans optimised as a model of its own, by this
 // same pipeline (RunPipeline: its search, check, verdict and guard), and put
 // back where its run wrote an optimised graph (core/onnx_branches.h). The rest of the pipeline then runs
 // on the model with its optimised branches and bodies: the If and the Loop
@@ -168,16 +168,16 @@ void Branches(OptimiseRun& r) {
   bool any = false;
   for (NodeId id = 0; id < graph.num_nodes(); ++id) {
     const Node& n = graph.node(id);
-    any = any || (n.opaque() && (n.op == "If" || n.op == "Loop") && n.domain.empty());
+    any = any || (n.opaque() && (n.op == "If" || n.op == "Loop" || n.op == "Scan") && n.domain.empty());
   }
   if (!any) return;
   if (o.branch_depth >= kMaxBranchDepth) {
-    rec.note = Format("not optimised: If and Loop nodes nested deeper than %d", kMaxBranchDepth);
+    rec.note = Format("not optimised: If, Loop and Scan nodes nested deeper than %d", kMaxBranchDepth);
   } else if (r.model.file.empty()) {
     rec.note = "not optimised: the model is not written back as its file is (its nodes are out of order)";
   }
   if (!rec.note.empty()) {
-    r.info("If branches and Loop bodies " + rec.note);
+    r.info("If branches and Loop and Scan bodies " + rec.note);
     return;
   }
   onnx::ModelProto model;
@@ -197,7 +197,7 @@ void Branches(OptimiseRun& r) {
     LinkExternalData(r.model.graph.info().external_files, DirName(r.model.file), r.branches_dir, &why);
     if (!why.empty()) {
       rec.note = "not optimised: " + why;
-      r.info("If branches and Loop bodies " + rec.note);
+      r.info("If branches and Loop and Scan bodies " + rec.note);
       return;
     }
   }
@@ -258,13 +258,22 @@ void Branches(OptimiseRun& r) {
       // scalars; each loop-carried value at the shape the Loop's initial
       // value has in the model (a body declares such shapes symbolic where
       // they change from step to step, as torch.onnx does: the check's
-      // second binding then moves them).
+      // second binding then moves them). A Scan body's: each state
+      // variable at its initial value's shape, each scan input's element
+      // at the scan input's shape without its scan axis.
       const onnx::NodeProto& np = model.graph().node(b.node);
       const onnx::GraphProto* body = nullptr;
-      for (const auto& a : np.attribute())
+      int64_t num_scan_inputs = 0;
+      std::vector<int64_t> scan_axes;
+      for (const auto& a : np.attribute()) {
         if (a.name() == b.attribute && a.has_g()) body = &a.g();
+        if (a.name() == "num_scan_inputs") num_scan_inputs = a.i();
+        if (a.name() == "scan_input_axes") scan_axes.assign(a.ints().begin(), a.ints().end());
+      }
+      const size_t first_carried = b.op == "Loop" ? 2 : 0;
+      const int64_t first_scanned = b.op == "Scan" ? np.input_size() - num_scan_inputs : np.input_size();
       for (size_t f = 0; f < b.formal_inputs.size() && body != nullptr; ++f) {
-        if (f < 2) {  // declared without a shape: a scalar, as ONNX says
+        if (f < first_carried) {  // declared without a shape: a scalar, as ONNX says
           if (!body->input(static_cast<int>(f)).type().tensor_type().has_shape())
             sub.input_shapes[b.formal_inputs[f]] = {};
           continue;
@@ -275,6 +284,13 @@ void Branches(OptimiseRun& r) {
         Shape shape = graph.value(v).type.shape;
         for (int64_t& d : shape)
           if (d < 0) d = o.free_dim;
+        if (static_cast<int64_t>(f) >= first_scanned) {  // a scan input's element
+          const size_t j = f - static_cast<size_t>(first_scanned);
+          int64_t axis = j < scan_axes.size() ? scan_axes[j] : 0;
+          if (axis < 0) axis += static_cast<int64_t>(shape.size());
+          if (axis < 0 || axis >= static_cast<int64_t>(shape.size())) continue;
+          shape.erase(shape.begin() + axis);
+        }
         sub.input_shapes[b.formal_inputs[f]] = shape;
       }
       for (const std::string& name : b.inputs) {

@@ -155,6 +155,9 @@ struct LoadRecord {
     // Not named in --input_shape, but every symbolic dimension it has is
     // named in an input that is (dim_param "batch" in two inputs).
     bool by_dim_name = false;
+    // Its symbolic axes that the model fixes (ModelInfo::fixed_axes): bound
+    // for the check's second binding too.
+    std::vector<int> fixed_axes;
     std::string filled;  // how the check and the timings filled it (reference_run)
   };
   std::vector<Input> inputs;

@@ -1172,12 +1172,97 @@ std::string WriteLoopModel(const std::string& dir) {
   return path;
 }
 
+// A model whose computation is a Scan over x's rows (x [N, 8], as
+// keras2onnx wrote recurrent layers): its body reads a row x_t [8] and the
+// running sum s [8], y_t = Relu(x_t) + Relu(x_t), s_out = s + y_t; the
+// Scan's outputs are y [N, 8] (the y_t stacked) and the last sum.
+std::string WriteScanModel(const std::string& dir) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  auto* g = m.mutable_graph();
+  g->set_name("scan");
+  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
+    vi->set_name(name);
+    auto* t = vi->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape();
+    for (const std::string& d : dims) {
+      auto* dim = t->mutable_shape()->add_dim();
+      if (std::isdigit(static_cast<unsigned char>(d[0])))
+        dim->set_dim_value(std::stoll(d));
+      else
+        dim->set_dim_param(d);
+    }
+  };
+  info(g->add_input(), "x", {"N", "8"});
+  info(g->add_output(), "y", {"N", "8"});
+  info(g->add_output(), "sum", {"8"});
+  auto* zero = g->add_initializer();
+  zero->set_name("zero");
+  zero->set_data_type(onnx::TensorProto::FLOAT);
+  zero->add_dims(8);
+  for (int k = 0; k < 8; ++k) zero->add_float_data(0.0f);
+  auto* scan = AddOnnxNode(g, "Scan", {"zero", "x"}, "sum");
+  scan->add_output("y");
+  scan->set_name("rows");
+  testing::IntAttr(scan, "num_scan_inputs", 1);
+  auto* b = testing::GraphAttr(scan, "body", "row");
+  info(b->add_input(), "s", {"8"});
+  info(b->add_input(), "x_t", {"8"});
+  AddOnnxNode(b, "Relu", {"x_t"}, "r1");
+  AddOnnxNode(b, "Relu", {"x_t"}, "r2");
+  AddOnnxNode(b, "Add", {"r1", "r2"}, "t");
+  AddOnnxNode(b, "Add", {"s", "t"}, "s_out");
+  AddOnnxNode(b, "Identity", {"t"}, "y_t");
+  info(b->add_output(), "s_out", {"8"});
+  info(b->add_output(), "y_t", {"8"});
+  const std::string path = dir + "/scan.onnx";
+  WriteFileAtomically(path, m.SerializeAsString());
+  return path;
+}
+
+TEST(Pipeline, ScanBodiesAreOptimisedAsModelsOfTheirOwn) {
+  std::string dir = testing::MakeTempDir("pipeline_scan_body_");
+  std::string model = WriteScanModel(dir);
+  PipelineOptions o = CseOptions(dir, model);
+  PipelineResult r = RunPipeline(o);
+  ASSERT_EQ(r.branches.branches.size(), 1u);
+  const BranchRecord& body = r.branches.branches[0];
+  EXPECT_EQ(body.op, "Scan");
+  EXPECT_EQ(body.node, "rows");
+  EXPECT_EQ(body.attribute, "body");
+  EXPECT_EQ(body.outcome, "optimised") << body.note;
+  EXPECT_EQ(body.nodes_before, 5);
+  EXPECT_EQ(body.nodes_after, 4);
+  // The written body: one Relu, its own inputs and outputs as they were;
+  // the model computes what it did in ONNX Runtime at the rows it was
+  // optimised at and at others.
+  onnx::ModelProto in, out;
+  ASSERT_TRUE(in.ParseFromString(ReadFile(model)));
+  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+  ASSERT_EQ(out.graph().node_size(), 1);
+  const onnx::GraphProto& written = out.graph().node(0).attribute(1).g();
+  const onnx::GraphProto& given = in.graph().node(0).attribute(1).g();
+  EXPECT_EQ(written.node_size(), 4);
+  ASSERT_EQ(written.input_size(), 2);
+  ASSERT_EQ(written.output_size(), 2);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(written.input(k).SerializeAsString(), given.input(k).SerializeAsString());
+    EXPECT_EQ(written.output(k).SerializeAsString(), given.output(k).SerializeAsString());
+  }
+  ExpectTheSameInOrtAtOtherRows(model, o.output);
+  const std::string summary = r.Summary();
+  EXPECT_NE(summary.find("branch:     Scan 'rows' body: optimised, 5 -> 4 nodes"), std::string::npos) << summary;
+}
+
 // An input and an output that declare no shape (ONNX Runtime runs such a
 // model at any shape; ONNX's checker wants a shape field on the main
 // graph's interface): y = Reshape(Relu(x) + Relu(x), Shape(x)), x given at
 // [4, 8] with --input_shape; with `weight`, Relu(x) + Relu(x) is multiplied
-// by an 8 x 8 matrix before the Reshape, so that x's columns are fixed at 8.
-std::string WriteShapelessModel(const std::string& dir, bool weight) {
+// by an 8 x 8 matrix before the Reshape, so that x's columns are fixed at 8;
+// with `named`, x declares two dimensions named as tf2onnx names them.
+std::string WriteShapelessModel(const std::string& dir, bool weight, bool named = false) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(14);
@@ -1187,6 +1272,9 @@ std::string WriteShapelessModel(const std::string& dir, bool weight) {
   g->add_output()->set_name("y");
   for (auto* vi : {g->mutable_input(0), g->mutable_output(0)})
     vi->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  if (named)
+    for (const char* dim : {"unk__0", "unk__1"})
+      g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(dim);
   AddOnnxNode(g, "Relu", {"x"}, "r1");
   AddOnnxNode(g, "Relu", {"x"}, "r2");
   AddOnnxNode(g, "Add", {"r1", "r2"}, weight ? "sum" : "t");
@@ -1201,7 +1289,7 @@ std::string WriteShapelessModel(const std::string& dir, bool weight) {
   }
   AddOnnxNode(g, "Shape", {"x"}, "s");
   AddOnnxNode(g, "Reshape", {"t", "s"}, "y");
-  const std::string model = dir + (weight ? "/shapeless_weight.onnx" : "/shapeless.onnx");
+  const std::string model = dir + (weight ? "/shapeless_weight" : "/shapeless") + (named ? "_named" : "") + ".onnx";
   WriteFileAtomically(model, m.SerializeAsString());
   return model;
 }
@@ -1225,30 +1313,42 @@ TEST(Pipeline, AnInterfaceWithoutShapesIsKeptAndNothingIsFoldedAtTheGivenShape) 
   ExpectTheSameInOrtAtOtherRows(model, o.output);
 }
 
-// Where the model fixes a dimension of such an input (x's columns, read by
-// an 8 x 8 MatMul), the check's second binding keeps it: moved, the model
-// would not run, and the optimised one would never be written (every
+// Where the model fixes a symbolic dimension of an input (x's columns, read
+// by an 8 x 8 MatMul; x declaring no shape, or two dimensions named as
+// tf2onnx names them), the check's second binding keeps it: moved, the
+// model would not run, and the optimised one would never be written (every
 // CNN's channels). The rows stay symbolic: the Shape is not folded.
-TEST(Pipeline, AnAxisOfAShapelessInputThatTheModelFixesStaysBound) {
+TEST(Pipeline, ASymbolicAxisThatTheModelFixesStaysBound) {
   std::string dir = testing::MakeTempDir("pipeline_shapeless_fixed_");
-  const std::string model = WriteShapelessModel(dir, /*weight=*/true);
-  ImportOptions io;
-  io.input_shapes["x"] = {4, 8};
-  ImportReport rep;
-  Graph g = ImportOnnxFile(model, io, &rep);
-  EXPECT_EQ(g.info().fixed_axes, (std::map<std::string, std::vector<int>>{{"x", {1}}}));
-  bool said = false;
-  for (const std::string& w : rep.warnings) said |= w.find("fixes (axis 1 at 8") != std::string::npos;
-  EXPECT_TRUE(said);
-  EXPECT_EQ(SecondBinding(g, io).input_shapes.at("x"), (std::vector<int64_t>{2, 8}));
-  PipelineOptions o = CseOptions(dir, model);
-  PipelineResult r = RunPipeline(o);
-  EXPECT_TRUE(r.check.general_ok) << r.check.general_note;
-  ASSERT_FALSE(r.verdict.keep_original) << r.Summary();
-  onnx::ModelProto out;
-  ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
-  EXPECT_EQ(out.graph().node_size(), 5);  // one Relu fewer, the Shape still there
-  ExpectTheSameInOrtAtOtherRows(model, o.output);
+  for (const bool named : {false, true}) {
+    SCOPED_TRACE(named ? "unk__0, unk__1" : "no shape");
+    const std::string model = WriteShapelessModel(dir, /*weight=*/true, named);
+    ImportOptions io;
+    io.input_shapes["x"] = {4, 8};
+    ImportReport rep;
+    Graph g = ImportOnnxFile(model, io, &rep);
+    EXPECT_EQ(g.info().fixed_axes, (std::map<std::string, std::vector<int>>{{"x", {1}}}));
+    bool said = false;
+    for (const std::string& w : rep.warnings)
+      said |= w.find(named ? "fixes axis 1 (unk__1) at 8" : "fixes axis 1 at 8") != std::string::npos;
+    EXPECT_TRUE(said);
+    EXPECT_FALSE(rep.folded_at_binding);
+    EXPECT_EQ(SecondBinding(g, io).input_shapes.at("x"), (std::vector<int64_t>{2, 8}));
+    PipelineOptions o = CseOptions(dir, model);
+    PipelineResult r = RunPipeline(o);
+    EXPECT_TRUE(r.check.general_ok) << r.check.general_note;
+    ASSERT_FALSE(r.verdict.keep_original) << r.Summary();
+    onnx::ModelProto out;
+    ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+    EXPECT_EQ(out.graph().node_size(), 5);  // one Relu fewer, the Shape still there
+    ExpectTheSameInOrtAtOtherRows(model, o.output);
+    const std::string summary = r.Summary();
+    EXPECT_NE(summary.find("run at [4,8] (--input_shape); the model fixes axis 1: bound there for the check too\n"),
+              std::string::npos)
+        << summary;
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    EXPECT_EQ(j["inputs"][0]["fixed_axes"], nlohmann::json({1}));
+  }
 }
 
 TEST(Pipeline, LoopBodiesAreOptimisedAsModelsOfTheirOwn) {

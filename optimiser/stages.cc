@@ -389,6 +389,8 @@ void Load(OptimiseRun& r) {
     input.given = o.input_shapes.count(v.name) > 0 || o.input_data.count(v.name) > 0;
     input.fitted = model.fitted.count(v.name) > 0;
     input.by_dim_name = !input.given && !input.fitted && !o.input_shapes.empty() && !model.free_axes.count(v.name);
+    if (auto fixed = model.graph.info().fixed_axes.find(v.name); fixed != model.graph.info().fixed_axes.end())
+      input.fixed_axes = fixed->second;
     rec.inputs.push_back(input);
   }
   // An image's height and width, a text's length bound to --free_dim's 1:
@@ -1180,6 +1182,11 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
                   : in.fitted      ? " (fitted: the model does not fit at --free_dim; give --input_shape)"
                   : in.by_dim_name ? " (--input_shape: its dimensions' names are bound there)"
                                    : " (--free_dim)");
+    if (bound && !in.fixed_axes.empty()) {
+      std::string axes;
+      for (int a : in.fixed_axes) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
+      s.insert(s.size() - 1, Format("; the model fixes axis %s: bound there for the check too", axes.c_str()));
+    }
     auto filled = p.reference_run.filled.find(in.name);
     inputs.push_back(Json{{"name", in.name},
                           {"declared", in.declared},
@@ -1189,6 +1196,7 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
                                        : in.fitted      ? "fitted"
                                        : in.by_dim_name ? "input_shape_dim_names"
                                                         : "free_dim"},
+                          {"fixed_axes", in.fixed_axes},
                           {"filled", filled == p.reference_run.filled.end() ? "" : filled->second}});
   }
   j["inputs"] = inputs;
