@@ -254,7 +254,7 @@ std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model) {
         // symbolic where they may change, so that nothing is folded at the
         // first step's). A Scan's alike: its rank at least.
         if (b.formal_inputs.size() >= first_carried && !vi.type().tensor_type().has_shape()) {
-          b.why_not = "its " + std::string(b.op == "Loop" ? "loop-carried" : "scan") + " input '" + vi.name() +
+          b.why_not = std::string(b.op == "Loop" ? "its loop-carried input '" : "its input '") + vi.name() +
                       "' declares no shape";
           break;
         }

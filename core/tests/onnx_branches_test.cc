@@ -402,6 +402,63 @@ TEST(LoopBodies, ABodyIsAModelOfItsOwnInputsAndTheOuterValuesItReads) {
   EXPECT_EQ(ExtractSubgraphs(no_shape)[0].why_not, "its loop-carried input 's' declares no shape");
 }
 
+// A Scan over x's rows: the body's state s [3] (a running sum, from the
+// weight w) and element x_t [3]; it reads the outer weight k.
+// s_out = s + x_t * k, y_t = s_out. At `opset`.
+onnx::ModelProto ScanModel(int64_t opset = 14) {
+  onnx::ModelProto m = MainWithX();
+  m.mutable_opset_import(0)->set_version(opset);
+  onnx::GraphProto* g = m.mutable_graph();
+  Floats(g->add_initializer(), "w", {1.f, 2.f, 3.f});
+  Floats(g->add_initializer(), "k", {0.5f, 0.5f, 0.5f});
+  auto* scan = AddNode(g, "Scan", {"w", "x"}, {"last", "ys"});
+  scan->set_name("rows");
+  testing::IntAttr(scan, "num_scan_inputs", 1);
+  onnx::GraphProto* body = testing::GraphAttr(scan, "body", "row");
+  Info(body->add_input(), "s", onnx::TensorProto::FLOAT, {3});
+  Info(body->add_input(), "x_t", onnx::TensorProto::FLOAT, {3});
+  AddNode(body, "Mul", {"x_t", "k"}, {"xk"});
+  AddNode(body, "Add", {"s", "xk"}, {"s_out"});
+  AddNode(body, "Identity", {"s_out"}, {"y_t"});
+  Info(body->add_output(), "s_out", onnx::TensorProto::FLOAT, {3});
+  Info(body->add_output(), "y_t", onnx::TensorProto::FLOAT, {3});
+  Info(g->add_output(), "ys", onnx::TensorProto::FLOAT, {2, 3});
+  return m;
+}
+
+TEST(ScanBodies, ABodyIsAModelOfItsStateElementsAndTheOuterValuesItReads) {
+  const std::vector<Subgraph> subs = ExtractSubgraphs(ScanModel());
+  ASSERT_EQ(subs.size(), 1u);
+  const Subgraph& b = subs[0];
+  ASSERT_EQ(b.why_not, "");
+  EXPECT_EQ(b.op, "Scan");
+  EXPECT_EQ(b.node_name, "rows");
+  EXPECT_EQ(b.attribute, "body");
+  EXPECT_EQ(b.nodes, 3);
+  EXPECT_EQ(b.formal_inputs, std::vector<std::string>({"s", "x_t"}));
+  EXPECT_EQ(b.inputs, std::vector<std::string>({"s", "x_t"}));  // k is copied in
+  EXPECT_EQ(b.outputs, std::vector<std::string>({"s_out", "y_t"}));
+  const onnx::ModelProto bm = Parse(b.model);
+  onnx::checker::check_model(bm);
+  const std::vector<at::Tensor> step = testing::RunOnnxRuntime(
+      Save(bm, "scan_body.onnx"), {{"s", at::tensor({1.f, 2.f, 3.f})}, {"x_t", at::tensor({2.f, 4.f, 6.f})}});
+  ASSERT_EQ(step.size(), 2u);
+  EXPECT_TRUE(step[0].equal(at::tensor({2.f, 4.f, 6.f})));
+  // An element declared without a shape is no model; nor is a Scan-8's
+  // body (Scan-8 has a batch axis and sequence lengths).
+  onnx::ModelProto no_shape = ScanModel();
+  no_shape.mutable_graph()
+      ->mutable_node(0)
+      ->mutable_attribute(1)
+      ->mutable_g()
+      ->mutable_input(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->clear_shape();
+  EXPECT_EQ(ExtractSubgraphs(no_shape)[0].why_not, "its input 'x_t' declares no shape");
+  EXPECT_TRUE(ExtractSubgraphs(ScanModel(8)).empty());
+}
+
 TEST(LoopBodies, ABodyPutBackKeepsItsOwnInputsInTheirOrder) {
   onnx::ModelProto m = LoopModel();
   const auto [y, ys] = LoopByHand();
