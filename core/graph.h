@@ -103,10 +103,11 @@ struct ModelInfo {
   // Some graph input has a symbolic dimension (bound to a value for the
   // optimisation, see ImportOptions::free_dim_value).
   bool symbolic_dims = false;
-  // Axes of graph inputs that declare no shape which the model itself fixes
-  // (a CNN's channels, read by a Conv whose weight has 3: its nodes infer
-  // at the given value only), by input name: bound at the given value for
-  // every binding, the check's second one included.
+  // Symbolic axes of graph inputs that the model itself fixes (a CNN's
+  // channels where the input declares no shape or names every dimension,
+  // read by a Conv whose weight has 3: its nodes infer at the bound value
+  // only), by input name: bound at that value for every binding, the
+  // check's second one included (see ImportOnnxModel's probe).
   std::map<std::string, std::vector<int>> fixed_axes;
   // The imported file kept tensors in external data files: the written model
   // keeps its weights external too (WriteOptions::external).

@@ -1,8 +1,8 @@
 #pragma once
 // The subgraphs of a model's control flow (the branches of its If nodes,
-// the bodies of its Loops and Scans) as models of their own, and back. Exporters that
-// put a model's whole computation inside control flow leave nothing outside
-// it for a graph optimiser: Hugging Face Optimum's merged decoders
+// the bodies of its Loops and Scans) as models of their own, and back.
+// Exporters that put a model's whole computation inside control flow leave
+// nothing outside it for a graph optimiser: Hugging Face Optimum's merged decoders
 // ("decoder_model_merged.onnx") are one If on a `use_cache_branch` input
 // whose two branches are the decoder with and without its key/value cache,
 // the weights they share stored once in the outer graph; a generation loop
@@ -21,7 +21,7 @@ class ModelProto;
 namespace rlflow {
 
 struct Subgraph {
-  int node = -1;          // the If or Loop node's index in model.graph().node()
+  int node = -1;          // the If, Loop or Scan node's index in model.graph().node()
   std::string op;         // "If", "Loop" or "Scan"
   std::string node_name;  // its name, or "<op>_<index>" if it has none
   std::string attribute;  // "then_branch" or "else_branch" (If), "body" (Loop, Scan)
@@ -50,13 +50,12 @@ struct Subgraph {
 
 // The branches of the top-level If nodes of `model` (then, else) and the
 // bodies of its top-level Loop and Scan nodes (Scan from opset 9), in node
-// order. A subgraph that reads a
-// value computed in the outer graph (other than by a Constant node) whose
-// type neither the model's value_info nor ONNX's shape inference (run on a
-// copy when needed) gives is not made a model; nor is a Loop body whose
-// iteration number or condition is not a typed tensor, or with a
-// loop-carried tensor (or a Scan's state or scan input) declared without a
-// shape. A Loop body that carries a
+// order. A subgraph that reads a value computed in the outer graph (other
+// than by a Constant node) whose type neither the model's value_info nor
+// ONNX's shape inference (run on a copy when needed) gives is not made a
+// model; nor is a Loop body whose iteration number or condition is not a
+// typed tensor, or with a loop-carried tensor (or a Scan's state variable
+// or element) declared without a shape. A Loop body that carries a
 // sequence is made a model without its sequence nodes (Subgraph::
 // outside_nodes).
 std::vector<Subgraph> ExtractSubgraphs(const onnx::ModelProto& model);

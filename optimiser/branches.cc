@@ -1,9 +1,10 @@
 // The branches stage: each branch of the model's top-level If nodes and
-// each body of its top-level Loops and Scans optimised as a model of its own, by this
-// same pipeline (RunPipeline: its search, check, verdict and guard), and put
-// back where its run wrote an optimised graph (core/onnx_branches.h). The rest of the pipeline then runs
-// on the model with its optimised branches and bodies: the If and the Loop
-// stay opaque there.
+// each body of its top-level Loops and Scans optimised as a model of its
+// own, by this same pipeline (RunPipeline: its search, check, verdict and
+// guard), and put back where its run wrote an optimised graph
+// (core/onnx_branches.h). The rest of the pipeline then runs on the model
+// with its optimised branches and bodies: the If, Loop and Scan nodes stay
+// opaque there.
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1185,7 +1185,8 @@ void DescribeLoad(const PipelineResult& p, std::string& s, Json& j) {
     if (bound && !in.fixed_axes.empty()) {
       std::string axes;
       for (int a : in.fixed_axes) axes += (axes.empty() ? "" : ", ") + std::to_string(a);
-      s.insert(s.size() - 1, Format("; the model fixes axis %s: bound there for the check too", axes.c_str()));
+      s.insert(s.size() - 1, Format("; the model fixes %s %s: bound there for the check too",
+                                    in.fixed_axes.size() == 1 ? "axis" : "axes", axes.c_str()));
     }
     auto filled = p.reference_run.filled.find(in.name);
     inputs.push_back(Json{{"name", in.name},
