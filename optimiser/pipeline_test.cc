@@ -102,6 +102,23 @@ PipelineOptions CseOptions(const std::string& dir, const std::string& model) {
   return o;
 }
 
+// `vi` declared a tensor of `type` with `dims`: digits a fixed dimension,
+// anything else a dimension of that name.
+void DeclareTensor(onnx::ValueInfoProto* vi, const std::string& name, int32_t type,
+                   const std::vector<std::string>& dims) {
+  vi->set_name(name);
+  auto* t = vi->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  t->mutable_shape();
+  for (const std::string& d : dims) {
+    auto* dim = t->mutable_shape()->add_dim();
+    if (std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else
+      dim->set_dim_param(d);
+  }
+}
+
 // `written` computes what `model` computes in ONNX Runtime for x of 4, 2
 // and 7 rows of 8 (the first the rows optimised at); `grown`: the rows the
 // output has beyond x's.
@@ -1126,19 +1143,7 @@ std::string WriteLoopModel(const std::string& dir) {
   m.add_opset_import()->set_version(14);
   auto* g = m.mutable_graph();
   g->set_name("grow");
-  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, int32_t type, std::vector<std::string> dims) {
-    vi->set_name(name);
-    auto* t = vi->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(type);
-    t->mutable_shape();
-    for (const std::string& d : dims) {
-      auto* dim = t->mutable_shape()->add_dim();
-      if (std::isdigit(static_cast<unsigned char>(d[0])))
-        dim->set_dim_value(std::stoll(d));
-      else
-        dim->set_dim_param(d);
-    }
-  };
+  const auto info = DeclareTensor;
   auto int64s = [](onnx::TensorProto* t, const std::string& name, std::vector<int64_t> dims, int64_t v) {
     t->set_name(name);
     t->set_data_type(onnx::TensorProto::INT64);
@@ -1182,18 +1187,8 @@ std::string WriteScanModel(const std::string& dir) {
   m.add_opset_import()->set_version(14);
   auto* g = m.mutable_graph();
   g->set_name("scan");
-  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, std::vector<std::string> dims) {
-    vi->set_name(name);
-    auto* t = vi->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape();
-    for (const std::string& d : dims) {
-      auto* dim = t->mutable_shape()->add_dim();
-      if (std::isdigit(static_cast<unsigned char>(d[0])))
-        dim->set_dim_value(std::stoll(d));
-      else
-        dim->set_dim_param(d);
-    }
+  auto info = [](onnx::ValueInfoProto* vi, const std::string& name, const std::vector<std::string>& dims) {
+    DeclareTensor(vi, name, onnx::TensorProto::FLOAT, dims);
   };
   info(g->add_input(), "x", {"N", "8"});
   info(g->add_output(), "y", {"N", "8"});
