@@ -776,22 +776,20 @@ std::vector<int64_t> SecondValuesOf(int64_t first, int64_t probe) {
   return {probe, first > 0 ? 2 * first : 2, SmallerBindingOf(first)};
 }
 
-// A symbolic dimension the model itself fixes: a CNN's channels declared
+// Symbolic dimensions the model itself fixes: a CNN's channels declared
 // symbolic (an input that declares no shape, or tf2onnx's `unk__` names),
 // read by a Conv whose weight has 3. Asked only where the graph infers at
-// none of the joint second bindings (see the import's probe), per group
-// of dimensions (those of one name move together, an unnamed one alone):
-// a group the graph infers at none of its second values with the rest at
-// their first values (though it does at the first) is bound at its first
-// value for every binding, recorded in ModelInfo::fixed_axes and a
-// warning, and dropped from `dims` and `probe` (per dims entry; `group`
-// names each entry's group), provided the rest moves (see below).
-// `bound(value)`: the graph with its symbolic dimensions bound to
-// value(k), per dims entry; `first(k)`: the first binding's value. Returns
-// whether any was fixed.
-bool FixAxesTheModelFixes(Graph& g, const std::function<Graph(const std::function<int64_t(size_t)>&)>& bound,
-                          const std::function<int64_t(size_t)>& first, std::vector<std::pair<ValueId, int>>* dims,
-                          std::vector<int64_t>* probe, std::vector<std::string>* group, ImportReport* rep) {
+// its first binding but at none of the joint second bindings (see the
+// import's probe), per group of dimensions (those of one name move
+// together, an unnamed one alone; `group` names each dims entry's): the
+// groups the graph infers at none of the second values of, with the rest
+// at their first values. None where every group is so (the model runs at
+// one binding only: a Reshape to a constant shape). `bound(value)`: the
+// graph with its symbolic dimensions bound to value(k), per dims entry;
+// `first(k)`: the first binding's value; `probe`: the moved one's.
+std::set<std::string> GroupsTheModelFixes(const std::function<Graph(const std::function<int64_t(size_t)>&)>& bound,
+                                          const std::function<int64_t(size_t)>& first,
+                                          const std::vector<int64_t>& probe, const std::vector<std::string>& group) {
   FoldOptions quiet;
   std::vector<std::string> stale;
   quiet.stale_shapes = &stale;
@@ -804,28 +802,24 @@ bool FixAxesTheModelFixes(Graph& g, const std::function<Graph(const std::functio
       return false;
     }
   };
-  if (!infers(first)) return false;  // the import's probe reports it
+  const std::set<std::string> groups(group.begin(), group.end());
   std::set<std::string> fixed;
-  for (size_t k = 0; k < dims->size(); ++k) {
-    const std::string& name = (*group)[k];
-    if (fixed.count(name) || std::find(group->begin(), group->begin() + k, name) != group->begin() + k) continue;
+  for (const std::string& name : groups) {
     bool moves = false;
     for (size_t kind = 0; kind < 3 && !moves; ++kind)
-      moves = infers(
-          [&](size_t j) { return (*group)[j] == name ? SecondValuesOf(first(j), (*probe)[j])[kind] : first(j); });
+      moves = infers([&](size_t j) { return group[j] == name ? SecondValuesOf(first(j), probe[j])[kind] : first(j); });
     if (!moves) fixed.insert(name);
   }
-  // Every group fixed, the model is known to run at one binding only (a
-  // Reshape to a constant shape): nothing is taken as fixed, and its shape
-  // computations are folded at the first binding (the check then writes
-  // the original). Nor where the rest does not move together.
-  const size_t groups = std::set<std::string>(group->begin(), group->end()).size();
-  if (fixed.empty() || fixed.size() == groups) return false;
-  bool rest_moves = false;
-  for (size_t kind = 0; kind < 3 && !rest_moves; ++kind)
-    rest_moves = infers(
-        [&](size_t j) { return fixed.count((*group)[j]) ? first(j) : SecondValuesOf(first(j), (*probe)[j])[kind]; });
-  if (!rest_moves) return false;
+  if (fixed.size() == groups.size()) fixed.clear();
+  return fixed;
+}
+
+// Binds the dimensions of the `fixed` groups at their first values for
+// good: recorded in ModelInfo::fixed_axes and a warning per input, and
+// dropped from `dims`, `probe` and `group` (per dims entry).
+void DropFixedAxes(Graph& g, const std::set<std::string>& fixed, const std::function<int64_t(size_t)>& first,
+                   std::vector<std::pair<ValueId, int>>* dims, std::vector<int64_t>* probe,
+                   std::vector<std::string>* group, ImportReport* rep) {
   std::vector<std::pair<ValueId, int>> kept;
   std::vector<int64_t> kept_probe;
   std::vector<std::string> kept_group;
@@ -853,7 +847,6 @@ bool FixAxesTheModelFixes(Graph& g, const std::function<Graph(const std::functio
   *dims = std::move(kept);
   *probe = std::move(kept_probe);
   *group = std::move(kept_group);
-  return true;
 }
 
 InputBinding BindInputShapes(const onnx::GraphProto& gp, int64_t ir_version, const ImportOptions& options) {
@@ -2046,15 +2039,18 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
       // given 224 does not fit 112); else smaller (a model given its
       // largest size: a position table of 77 rows, a text encoder given 77
       // tokens). None fitting: the first one's error.
-      // None fitting, the dimensions the model fixes are bound (see
-      // FixAxesTheModelFixes) and the second bindings tried again.
+      // None fitting, the dimensions the model fixes (GroupsTheModelFixes)
+      // stay at their first values and the second bindings are tried
+      // again; fitting so, they are bound there for good (DropFixedAxes).
       std::exception_ptr first_error;
       bool fits = false;
+      std::set<std::string> fixed;
       for (int attempt = 0; attempt < 2 && !fits; ++attempt) {
-        if (attempt == 1 && !FixAxesTheModelFixes(g, bound, first, &symbolic_dims, &probe_values, &dim_group, &rep))
-          break;
+        if (attempt == 1 && (fixed = GroupsTheModelFixes(bound, first, probe_values, dim_group)).empty()) break;
         for (size_t kind = 0; kind < 3; ++kind) {
-          b = bound([&](size_t k) { return SecondValuesOf(first(k), probe_values[k])[kind]; });
+          b = bound([&](size_t k) {
+            return fixed.count(dim_group[k]) ? first(k) : SecondValuesOf(first(k), probe_values[k])[kind];
+          });
           try {
             InferShapesAndFold(b, probe);
             fits = true;
@@ -2065,6 +2061,7 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
         }
       }
       if (!fits) std::rethrow_exception(first_error);
+      if (!fixed.empty()) DropFixedAxes(g, fixed, first, &symbolic_dims, &probe_values, &dim_group, &rep);
       auto same = [](const Graph& other, const Value& va) {
         ValueId w = other.FindValue(va.name);
         return w != kNoValue && other.value(w).initializer && *other.value(w).initializer == *va.initializer;
