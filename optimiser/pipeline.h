@@ -65,9 +65,12 @@ struct PipelineOptions {
   bool force_optimised = false;
   int measure_runs = 0;  // 0: auto (VerdictPairs: 10 to 40 pairs)
   // The time base of the cached timings is read again right before the
-  // verdict where its last reading is older than this (s): a search ran in
-  // between (PipelineResult::TimeBaseNow).
-  double time_base_max_age_s = 5.0;
+  // verdict (and right after it) where its last reading is older than this
+  // (s; PipelineResult::TimeBaseNow). 0: always. The machine's speed moves
+  // 2x within a second here: with 5 s, a small model (calibration and search
+  // under 5 s) kept the calibration's reading, and a cold-cache default run
+  // missed 10% in 11 of 65 runs (3 of 66 read always; +1 s a run).
+  double time_base_max_age_s = 0.0;
   // When the verdict does not find the optimised graph faster and its
   // rewrites come from several rules: searches again leaving out one
   // applied rule at a time (the least applied first), at most this many

@@ -915,11 +915,12 @@ void Measure(OptimiseRun& r) {
   rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds, *r.counted);
   TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
   // The estimates are reported against the measured times at the machine's
-  // speed now: where a search ran since the time base of the cached
-  // timings was last read, the original runs again first (half the
-  // calibration's runs, about half a second; its keys are cached, so
-  // nothing is recorded). Read 20 s before, after a search, it had put a
-  // model's estimate 13% under its measured time; read again, within 2%.
+  // speed now: the original runs again first (half the calibration's runs,
+  // about half a second; its keys are cached, so nothing is recorded),
+  // unless the time base was read less than time_base_max_age_s ago (by
+  // default always). Read 20 s before, after a search, it had put a
+  // model's estimate 13% under its measured time; read again, within 2%;
+  // read 2 s before (a small model's calibration), up to 32% off.
   // A reading is a few runs: one taken in a slow moment of a second (the
   // host's, here up to 2x) had put a 200 ms model's estimate 16% over its
   // measured time, the verdict's runs 6% slower than the calibration's and
@@ -956,7 +957,7 @@ void Measure(OptimiseRun& r) {
     rec.after_ms = rec.b_ms;
     r.info(rec.ToString());
   }
-  if (rec.time_base_before > 0 && !r.runner->ShouldStop()) {
+  if (rec.time_base_before > 0 && !(r.runner && r.runner->ShouldStop())) {  // no runner: a stage run alone
     rec.time_base_after = read_time_base();
     if (rec.time_base_after > 0) {
       rec.time_base = std::sqrt(rec.time_base_before * rec.time_base_after);
