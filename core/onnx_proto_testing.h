@@ -39,4 +39,41 @@ inline onnx::GraphProto* GraphAttr(onnx::NodeProto* n, const std::string& name, 
   return a->mutable_g();
 }
 
+// `vi` declared as a tensor `name` of element type `type` and shape `dims`
+// (a negative dimension: a symbolic one, named "d<index>").
+inline void DeclareTensor(onnx::ValueInfoProto* vi, const std::string& name, int32_t type,
+                          const std::vector<int64_t>& dims) {
+  vi->set_name(name);
+  auto* t = vi->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(type);
+  t->mutable_shape();
+  for (size_t k = 0; k < dims.size(); ++k) {
+    auto* d = t->mutable_shape()->add_dim();
+    if (dims[k] < 0)
+      d->set_dim_param("d" + std::to_string(k));
+    else
+      d->set_dim_value(dims[k]);
+  }
+}
+
+// `t` as the float tensor `name` of shape `dims` holding `values` (raw data).
+inline void FloatTensor(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& dims,
+                        const std::vector<float>& values) {
+  t->Clear();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+}
+
+// A node of `g` running `op` on `in`, writing `out`.
+inline onnx::NodeProto* AddNodeTo(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
+                                  const std::vector<std::string>& out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (const auto& s : in) n->add_input(s);
+  for (const auto& s : out) n->add_output(s);
+  return n;
+}
+
 }  // namespace rlflow::testing

@@ -11,17 +11,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/file_util.h"
 #include "core/onnx_branches.h"
+#include "core/onnx_hoist.h"
 #include "core/tensor.h"
 #include "optimiser/stages.h"
+#include "runtime/executor.h"
+#include "runtime/ort_backend.h"
 #include "runtime/verdict.h"
 
 namespace rlflow {
@@ -43,6 +48,72 @@ void PutBack(BranchesRecord& rec, const std::string& why) {
       b.outcome = "not optimised";
       b.note = why;
     }
+  if (!rec.hoisted.empty()) {
+    rec.hoisted.clear();
+    rec.hoist_note = why;
+  }
+}
+
+// `model` with its graph inputs declared at the shapes `graph` binds them
+// to (ONNX Runtime runs it there).
+void BindInputShapes(onnx::ModelProto* model, const Graph& graph) {
+  for (auto& vi : *model->mutable_graph()->mutable_input()) {
+    const ValueId v = graph.FindValue(vi.name());
+    if (v == kNoValue || !graph.value(v).is_graph_input || !graph.value(v).type.rank_known) continue;
+    auto* shape = vi.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : graph.value(v).type.shape) shape->add_dim()->set_dim_value(d);
+  }
+}
+
+// Moves loop-invariant products out of the model's Scan and Loop bodies
+// (core/onnx_hoist.h) where the result computes what `model` computes in
+// ONNX Runtime, on the run's inputs (RandomInputs) at their bound shapes;
+// `model` is left as it is otherwise (`rec.hoist_note` says why). True if
+// something was moved out.
+bool Hoist(OptimiseRun& r, onnx::ModelProto* model) {
+  BranchesRecord& rec = r.res.branches;
+  onnx::ModelProto moved = *model;
+  const std::vector<HoistedLoop> hoisted = HoistLoopInvariantProducts(&moved);
+  if (hoisted.empty()) return false;
+  const Graph& graph = r.model.graph;
+  try {
+    onnx::ModelProto a = *model, b = moved;
+    BindInputShapes(&a, graph);
+    BindInputShapes(&b, graph);
+    const std::string pa = r.branches_dir + "/rlflow-hoist-before.onnx",
+                      pb = r.branches_dir + "/rlflow-hoist-after.onnx";
+    WriteFileAtomically(pa, a.SerializeAsString());
+    WriteFileAtomically(pb, b.SerializeAsString());
+    a.Clear(), b.Clear();
+    const std::vector<at::Tensor> values = RandomInputs(graph, r.o.seed);
+    std::vector<std::pair<std::string, at::Tensor>> inputs;
+    for (size_t k = 0; k < graph.inputs().size() && k < values.size(); ++k)
+      inputs.push_back({graph.value(graph.inputs()[k]).name, values[k]});
+    const std::vector<at::Tensor> want = OrtOutputs(pa, inputs), got = OrtOutputs(pb, inputs);
+    std::remove(pa.c_str()), std::remove(pb.c_str());
+    if (want.size() != got.size()) Fail("it has ", got.size(), " outputs, not ", want.size());
+    double worst = 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (!want[k].sizes().equals(got[k].sizes()) || want[k].scalar_type() != got[k].scalar_type())
+        Fail("its output ", k, " differs in type or shape");
+      worst = std::max(worst, RelativeError(got[k], want[k]));
+    }
+    if (!(worst <= 1e-4)) Fail(Format("its outputs differ (relative error %.3g)", worst));
+    rec.hoist_error = worst;
+  } catch (const Error& e) {
+    rec.hoist_note = std::string("not kept: ") + e.what();
+    r.warn("loop-invariant products moved out of the Scan and Loop bodies are not kept: " + std::string(e.what()));
+    return false;
+  }
+  for (const HoistedLoop& h : hoisted) {
+    HoistRecord one{h.op, h.node_name, h.nodes, h.matmuls, h.new_inputs, h.ops};
+    rec.hoisted.push_back(one);
+    r.info(Format("%s '%s': %d body nodes (%d MatMul or Gemm) computed once over the sequence before it", h.op.c_str(),
+                  h.node_name.c_str(), h.nodes, h.matmuls));
+  }
+  *model = std::move(moved);
+  return true;
 }
 
 // A verdict in the report: its outcome and wall-time speedup with interval.
@@ -156,6 +227,12 @@ void LinkExternalData(const std::vector<std::string>& locations, const std::stri
 
 }  // namespace
 
+int BranchesRecord::hoisted_nodes() const {
+  int n = 0;
+  for (const HoistRecord& h : hoisted) n += h.nodes;
+  return n;
+}
+
 int BranchesRecord::optimised() const {
   int n = 0;
   for (const BranchRecord& b : branches) n += b.outcome == "optimised" ? 1 : 0;
@@ -165,10 +242,9 @@ int BranchesRecord::optimised() const {
 void Branches(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   BranchesRecord& rec = r.res.branches;
-  const Graph& graph = r.model.graph;
   bool any = false;
-  for (NodeId id = 0; id < graph.num_nodes(); ++id) {
-    const Node& n = graph.node(id);
+  for (NodeId id = 0; id < r.model.graph.num_nodes(); ++id) {
+    const Node& n = r.model.graph.node(id);
     any = any || (n.opaque() && (n.op == "If" || n.op == "Loop" || n.op == "Scan") && n.domain.empty());
   }
   if (!any) return;
@@ -202,6 +278,27 @@ void Branches(OptimiseRun& r) {
       return;
     }
   }
+  // The model as it came, where the bodies' products were moved out (the
+  // run then goes on with the model that computes them before the loops, as
+  // imported from its file: the bodies read the values it computes at the
+  // shapes it computes them).
+  std::optional<LoadedModel> as_it_came;
+  if (Hoist(r, &model)) {
+    const std::string path = r.branches_dir + "/rlflow-hoisted.onnx";
+    WriteFileAtomically(path, model.SerializeAsString());
+    try {
+      LoadedModel with = ImportModelFile(r, path);
+      with.source = r.model.source;
+      as_it_came = std::move(r.model);
+      r.model = std::move(with);
+    } catch (const Error& e) {
+      rec.hoisted.clear();
+      rec.hoist_note = std::string("not kept: the model with them does not import: ") + e.what();
+      r.warn("loop-invariant products moved out of the Scan and Loop bodies are not kept: " + rec.hoist_note);
+      if (!model.ParseFromString(ReadFile(r.model.file, "the input model"))) Fail("the input model no longer parses");
+    }
+  }
+  const Graph& graph = r.model.graph;
   std::vector<Subgraph> branches = ExtractSubgraphs(model);
   // Each branch's model to its file now, its bytes freed (a model's weights
   // would otherwise be held once per branch during the branches' runs).
@@ -347,7 +444,7 @@ void Branches(OptimiseRun& r) {
   // The branches' runs added to the timing cache file; the run's own cost
   // model takes their entries in before it writes the file.
   if (!cache.empty()) r.cost->LoadCache(cache);
-  if (rec.optimised() == 0) return;
+  if (rec.optimised() == 0 && rec.hoisted.empty()) return;
   rec.dropped_initializers = DropUnreadInitializers(&model);
   const std::string path = r.branches_dir + "/rlflow-model.onnx";
   WriteFileAtomically(path, model.SerializeAsString());
@@ -356,9 +453,10 @@ void Branches(OptimiseRun& r) {
   try {
     LoadedModel with = ImportModelFile(r, path);
     with.source = r.model.source;
-    before = std::move(r.model);
+    before = std::move(as_it_came ? *as_it_came : r.model);
     r.model = std::move(with);
   } catch (const Error& e) {
+    if (as_it_came) r.model = std::move(*as_it_came);
     PutBack(rec, std::string("the model with it does not import: ") + e.what());
     r.warn(std::string("the model with its optimised subgraphs does not import (") + e.what() +
            "): the subgraphs are kept as they were");
@@ -370,6 +468,20 @@ void Branches(OptimiseRun& r) {
 void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered_json& j) {
   const BranchesRecord& rec = p.branches;
   if (!rec.note.empty()) s += "branches:   " + rec.note + "\n";
+  auto hoisted = nlohmann::ordered_json::array();
+  for (const HoistRecord& h : rec.hoisted) {
+    s += Format("hoisted:    %s '%s': %d body nodes (%d MatMul or Gemm) computed once before it, %d read by row\n",
+                h.op.c_str(), h.node.c_str(), h.nodes, h.matmuls, h.new_inputs);
+    hoisted.push_back({{"op", h.op},
+                       {"node", h.node},
+                       {"nodes", h.nodes},
+                       {"matmuls", h.matmuls},
+                       {"read_by_row", h.new_inputs},
+                       {"ops", h.ops}});
+  }
+  if (!rec.hoist_note.empty()) s += "hoisted:    " + rec.hoist_note + "\n";
+  if (!rec.hoisted.empty() || !rec.hoist_note.empty())
+    j["hoisted"] = {{"loops", hoisted}, {"max_relative_error", rec.hoist_error}, {"note", rec.hoist_note}};
   auto list = nlohmann::ordered_json::array();
   for (const BranchRecord& b : rec.branches) {
     std::string line =

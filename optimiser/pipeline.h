@@ -188,7 +188,21 @@ struct BranchRecord {
   std::string guard;  // the guard's outcome on it ("": not guarded)
   std::string note;
 };
+// Loop-invariant products moved out of one Scan or Loop body
+// (core/onnx_hoist.h).
+struct HoistRecord {
+  std::string op, node;
+  int nodes = 0, matmuls = 0, new_inputs = 0;
+  std::vector<std::string> ops;
+};
 struct BranchesRecord {
+  // What was moved out of the bodies before they were optimised, kept only
+  // where the model computes the same in ONNX Runtime (`hoist_error`: the
+  // largest relative error of its outputs there, against the model as it
+  // came) and, with the branches, is not slower there (`checks`).
+  std::vector<HoistRecord> hoisted;
+  double hoist_error = 0;
+  std::string hoist_note;  // why nothing moved out was kept ("": it was, or nothing could be)
   std::vector<BranchRecord> branches;
   // The model with its optimised branches against the model as it came,
   // in ONNX Runtime (the device, or the guard's runtime), once per value of
@@ -205,6 +219,7 @@ struct BranchesRecord {
   int dropped_initializers = 0;  // outer weights no branch reads any more
   std::string note;              // why the branches were not looked at ("": they were, or there are none)
   int optimised() const;
+  int hoisted_nodes() const;
 };
 
 struct ReferenceRunRecord {

@@ -1437,10 +1437,18 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   const std::string& output = p.load.output;
   const VerdictRecord& v = p.verdict;
   const int branches = p.branches.optimised();
-  // "1 optimised subgraph" (an If branch or a Loop body; branch: lines)
-  const std::string subgraphs = Format("%d optimised subgraph%s", branches, branches == 1 ? "" : "s");
-  if (p.check.unchanged && branches > 0)
-    s += Format("written:    %s (with %s, branch: above; no rewrite improved the graph around them)\n", output.c_str(),
+  const int hoisted = static_cast<int>(p.branches.hoisted.size());
+  // "1 optimised subgraph" (an If branch or a Loop body; branch: lines), and
+  // the loop bodies whose products are computed before them (hoisted: lines)
+  std::string subgraphs = Format("%d optimised subgraph%s", branches, branches == 1 ? "" : "s");
+  if (hoisted > 0)
+    subgraphs = (branches > 0 ? subgraphs + ", branch: above, and " : std::string()) +
+                Format("%d loop bod%s' products computed before %s, hoisted: above", hoisted,
+                       hoisted == 1 ? "y" : "ies", hoisted == 1 ? "it" : "them");
+  else
+    subgraphs += ", branch: above";
+  if (p.check.unchanged && (branches > 0 || hoisted > 0))
+    s += Format("written:    %s (with %s; no rewrite improved the graph around them)\n", output.c_str(),
                 subgraphs.c_str());
   else if (p.check.unchanged)
     s += Format("written:    %s (the original model: %s)\n", output.c_str(),
@@ -1462,8 +1470,8 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
                 v.OutcomeName().c_str());
   else
     s += Format("written:    %s\n", output.c_str());
-  if (branches > 0 && !p.check.unchanged)
-    s += Format("            with %s (branch: above)%s\n", subgraphs.c_str(),
+  if ((branches > 0 || hoisted > 0) && !p.check.unchanged)
+    s += Format("            with %s%s\n", subgraphs.c_str(),
                 v.keep_original ? "; the graph around them as it was" : "");
   if (!w.opset_note.empty()) s += Format("            %s\n", w.opset_note.c_str());
   if (p.finish.raised_opset > 0 && !v.keep_original)
@@ -1473,7 +1481,7 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
               static_cast<long long>(w.real_steps), static_cast<long long>(w.real_measurements),
               p.configure.device.c_str(), static_cast<long long>(p.search.measurements));
   j["output"] = output;
-  j["wrote_original"] = v.keep_original && branches == 0;
+  j["wrote_original"] = v.keep_original && branches == 0 && hoisted == 0;
   j["opset_note"] = w.opset_note;
   j["external_data"] = w.external_data;
   j["real_work"] = Json{{"steps", w.real_steps},

@@ -1,6 +1,7 @@
 #include "runtime/ort_backend.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <fcntl.h>
@@ -684,6 +685,47 @@ void FindOrtFusions(const Graph& graph, const std::vector<char>& ran,
   }
 }
 
+namespace {
+
+const std::map<std::string, int32_t> kOrtTypeCodes = {
+    {"float32", 1}, {"uint8", 2}, {"int8", 3},     {"uint16", 4},   {"int16", 5},   {"int32", 6},  {"int64", 7},
+    {"string", 8},  {"bool", 9},  {"float16", 10}, {"float64", 11}, {"uint32", 12}, {"uint64", 13}};
+
+struct OrtOutput {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;  // read only where asked
+};
+
+// One run of the model at `model_path` in ONNX Runtime (ort_run.js, one
+// thread) on `inputs`, through `dir`: its outputs in order.
+std::vector<OrtOutput> RunOrtOnce(const std::string& model_path,
+                                  const std::vector<std::pair<std::string, at::Tensor>>& inputs, const std::string& dir,
+                                  bool read_bytes) {
+  WriteOrtInputs(dir, inputs);
+  ProgramIo io;
+  io.out = dir + "/log.txt";
+  io.env["NODE_PATH"] = OrtNodeModules();
+  const int status = RunProgram({"node", OrtRunScript(), model_path, dir}, io);
+  if (status != 0) {
+    std::string log = FileExists(dir + "/log.txt") ? ReadFile(dir + "/log.txt") : "";
+    size_t at = log.rfind("ort_run: ");
+    Fail("ONNX Runtime could not run the model (", FirstLine(at == std::string::npos ? log : log.substr(at + 9)), ")");
+  }
+  std::vector<OrtOutput> outputs;
+  for (const auto& o : Json::parse(ReadFile(dir + "/outputs.json"))) {
+    OrtOutput out;
+    out.name = o.at("name").get<std::string>();
+    out.dtype = o.at("dtype").get<std::string>();
+    out.shape = o.at("shape").get<std::vector<int64_t>>();
+    if (read_bytes) out.bytes = ReadFile(dir + "/" + o.at("file").get<std::string>());
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace
+
 std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(const std::string& model_bytes,
                                                                                const std::vector<std::string>& names,
                                                                                uint64_t seed) {
@@ -740,27 +782,11 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
   std::string error;
   try {
     WriteFileAtomically(dir + "/model.onnx", model.SerializeAsString());
-    WriteOrtInputs(dir, inputs);
-    ProgramIo io;
-    io.out = dir + "/log.txt";
-    io.env["NODE_PATH"] = OrtNodeModules();
-    const int status = RunProgram({"node", OrtRunScript(), dir + "/model.onnx", dir}, io);
-    if (status != 0) {
-      std::string log = FileExists(dir + "/log.txt") ? ReadFile(dir + "/log.txt") : "";
-      size_t at = log.rfind("ort_run: ");
-      Fail("ONNX Runtime could not run the model (", FirstLine(at == std::string::npos ? log : log.substr(at + 9)),
-           ")");
-    }
-    static const std::map<std::string, int32_t> codes = {
-        {"float32", 1}, {"uint8", 2}, {"int8", 3},     {"uint16", 4},   {"int16", 5},   {"int32", 6},  {"int64", 7},
-        {"string", 8},  {"bool", 9},  {"float16", 10}, {"float64", 11}, {"uint32", 12}, {"uint64", 13}};
-    Json got = Json::parse(ReadFile(dir + "/outputs.json"));
     std::set<std::string> wanted(names.begin(), names.end());
-    for (const auto& o : got) {
-      std::string name = o.at("name").get<std::string>();
-      auto code = codes.find(o.at("dtype").get<std::string>());
-      if (!wanted.count(name) || code == codes.end()) continue;
-      types[name] = {code->second, o.at("shape").get<std::vector<int64_t>>()};
+    for (const auto& o : RunOrtOnce(dir + "/model.onnx", inputs, dir, false)) {
+      auto code = kOrtTypeCodes.find(o.dtype);
+      if (!wanted.count(o.name) || code == kOrtTypeCodes.end()) continue;
+      types[o.name] = {code->second, o.shape};
     }
   } catch (const Error& e) {
     error = e.what();
@@ -770,6 +796,33 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
   RemoveDir(dir);
   if (!error.empty()) Fail(error);
   return types;
+}
+
+std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
+                                   const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  const std::string dir = MakeTempDir("rlflow-outputs-");
+  std::vector<at::Tensor> outputs;
+  std::string error;
+  try {
+    for (const OrtOutput& o : RunOrtOnce(model_path, inputs, dir, true)) {
+      auto code = kOrtTypeCodes.find(o.dtype);
+      const DType dtype = code == kOrtTypeCodes.end() ? DType::kUndefined : DTypeFromCode(code->second);
+      if (dtype == DType::kUndefined || dtype == DType::kString)
+        Fail("output '", o.name, "' of element type ", o.dtype, " cannot be read");
+      at::Tensor t = at::empty(o.shape, at::TensorOptions().dtype(ToAtenType(dtype)));
+      if (static_cast<size_t>(t.numel() * t.element_size()) != o.bytes.size())
+        Fail("output '", o.name, "' has ", o.bytes.size(), " bytes for its shape");
+      if (!o.bytes.empty()) std::memcpy(t.data_ptr(), o.bytes.data(), o.bytes.size());
+      outputs.push_back(t);
+    }
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  RemoveDir(dir);
+  if (!error.empty()) Fail(error);
+  return outputs;
 }
 
 std::unique_ptr<TimingBackend> MakeOrtBackend(const OrtOptions& options) {

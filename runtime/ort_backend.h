@@ -92,4 +92,12 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
                                                                                const std::vector<std::string>& names,
                                                                                uint64_t seed);
 
+// The outputs of the model at `model_path` (its external data files beside
+// it), in order, from one run in ONNX Runtime (CPU, one thread, level all)
+// on `inputs` (by graph input name). Throws rlflow::Error (one line) if
+// ONNX Runtime cannot run the model or an output is not a tensor of a type
+// rlflow holds.
+std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
+                                   const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+
 }  // namespace rlflow

@@ -1343,6 +1343,111 @@ class KeywordGru(nn.Module):
         return self.fc(y[:, -1] + h[-1])
 
 
+class ScriptedElman(nn.Module):
+    """An Elman RNN written as a loop over time (torch.jit.script; torch.onnx
+    writes a Loop whose body gathers row t of the input, multiplies it by the
+    input weights and adds the recurrent product), then a classifier over the
+    last state."""
+
+    def __init__(self, features=40, hidden=128, classes=12):
+        super().__init__()
+        self.wx = nn.Linear(features, hidden)
+        self.wh = nn.Linear(hidden, hidden, bias=False)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        x = x.transpose(0, 1)  # [T, N, F]
+        h = torch.zeros(x.size(1), self.wh.in_features)
+        for t in range(x.size(0)):
+            h = torch.tanh(self.wx(x[t]) + self.wh(h))
+        return self.fc(h)
+
+
+def scan_gru(opset, seed):
+    """A keyword spotter whose two GRU layers are Scan bodies, as keras2onnx
+    and CNTK write recurrent layers they do not map to ONNX's GRU: per step
+    three products of the step's input with the gate weights and three of
+    the state, Keras's gates (reset after the recurrent product); the second
+    layer runs backwards over the first's outputs (scan_input_directions);
+    the initial state from the input's batch size, a classifier over the last
+    frame."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    features, hidden, classes = 40, 128, 12
+
+    def w(*shape, scale=None):
+        scale = scale or 1.0 / np.sqrt(shape[0])
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    inits = []
+
+    def init(name, value):
+        inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def body(layer, inputs):
+        p = "gru%d/" % layer
+        nodes = []
+        for gate in "zrh":
+            nodes.append(helper.make_node("MatMul", ["x_t", p + "W" + gate], [p + "x" + gate], name=p + "MatMul_x" + gate))
+            nodes.append(helper.make_node("Add", [p + "x" + gate, p + "b" + gate], [p + "xb" + gate], name=p + "Add_x" + gate))
+            nodes.append(helper.make_node("MatMul", ["h", p + "U" + gate], [p + "h" + gate], name=p + "MatMul_h" + gate))
+        nodes += [
+            helper.make_node("Add", [p + "xbz", p + "hz"], [p + "z_pre"], name=p + "Add_z"),
+            helper.make_node("Sigmoid", [p + "z_pre"], [p + "z"], name=p + "Sigmoid_z"),
+            helper.make_node("Add", [p + "xbr", p + "hr"], [p + "r_pre"], name=p + "Add_r"),
+            helper.make_node("Sigmoid", [p + "r_pre"], [p + "r"], name=p + "Sigmoid_r"),
+            helper.make_node("Add", [p + "hh", p + "rbh"], [p + "hh_b"], name=p + "Add_rb"),
+            helper.make_node("Mul", [p + "r", p + "hh_b"], [p + "rh"], name=p + "Mul_r"),
+            helper.make_node("Add", [p + "xbh", p + "rh"], [p + "h_pre"], name=p + "Add_h"),
+            helper.make_node("Tanh", [p + "h_pre"], [p + "h_cand"], name=p + "Tanh"),
+            helper.make_node("Mul", [p + "z", "h"], [p + "zh"], name=p + "Mul_zh"),
+            helper.make_node("Sub", [p + "one", p + "z"], [p + "1mz"], name=p + "Sub_1mz"),
+            helper.make_node("Mul", [p + "1mz", p + "h_cand"], [p + "zc"], name=p + "Mul_zc"),
+            helper.make_node("Add", [p + "zh", p + "zc"], ["h_next"], name=p + "Add_next"),
+            helper.make_node("Identity", ["h_next"], ["y_t"], name=p + "Identity"),
+        ]
+        body_inits = [numpy_helper.from_array(np.ones((), np.float32), p + "one")]
+        for gate in "zrh":
+            body_inits += [numpy_helper.from_array(w(inputs, hidden), p + "W" + gate),
+                           numpy_helper.from_array(w(hidden, hidden), p + "U" + gate),
+                           numpy_helper.from_array(w(hidden, scale=0.1), p + "b" + gate)]
+        body_inits.append(numpy_helper.from_array(w(hidden, scale=0.1), p + "rbh"))
+        return helper.make_graph(
+            nodes, "gru%d_step" % layer,
+            [helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", hidden]),
+             helper.make_tensor_value_info("x_t", TensorProto.FLOAT, ["N", inputs])],
+            [helper.make_tensor_value_info("h_next", TensorProto.FLOAT, ["N", hidden]),
+             helper.make_tensor_value_info("y_t", TensorProto.FLOAT, ["N", hidden])], body_inits)
+
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["x_tnf"], perm=[1, 0, 2], name="transpose_in"),
+        helper.make_node("Shape", ["x"], ["x_shape"], name="shape"),
+        helper.make_node("Gather", ["x_shape", init("zero_index", np.array([0], np.int64))], ["batch"], axis=0,
+                         name="batch"),
+        helper.make_node("Concat", ["batch", init("hidden_size", np.array([hidden], np.int64))], ["h0_shape"], axis=0,
+                         name="h0_shape"),
+        helper.make_node("ConstantOfShape", ["h0_shape"], ["h0"], name="h0",
+                         value=numpy_helper.from_array(np.zeros(1, np.float32))),
+        helper.make_node("Scan", ["h0", "x_tnf"], ["h1_last", "y1"], num_scan_inputs=1, body=body(1, features),
+                         name="gru1"),
+        helper.make_node("Scan", ["h0", "y1"], ["h2_last", "y2"], num_scan_inputs=1, body=body(2, hidden),
+                         scan_input_directions=[1], scan_output_directions=[1], name="gru2"),
+        helper.make_node("Add", ["h1_last", "h2_last"], ["h_sum"], name="add_last"),
+        helper.make_node("MatMul", ["h_sum", init("fc_w", w(hidden, classes))], ["logits_mm"], name="fc"),
+        helper.make_node("Add", ["logits_mm", init("fc_b", w(classes, scale=0.1))], ["y"], name="fc_bias"),
+    ]
+    graph = helper.make_graph(nodes, "scan_gru", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                  ["N", "T", features])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", classes])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="keras2onnx")
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
 def csp_mish(opset, seed):
     """A CSP block with Mish (YOLOv4's backbone in miniature) as exporters
     write it at opset 18 and later (torch's dynamo exporter, tf2onnx), built
@@ -1905,6 +2010,8 @@ ONNX_MODELS = {
     "csp_mish_op18": (csp_mish, 18, "x:1,3,64,64", "x:2,3,48,40"),
     "csp_mish_gelu_op20": (csp_mish, 20, "x:1,3,64,64", "x:2,3,48,40"),
     "qdq_cnn_op13": (qdq_cnn, 13, "x:1,3,64,64", "x:2,3,48,40"),
+    # Recurrent layers as Scan bodies (keras2onnx's and CNTK's form).
+    "scan_gru_op13": (scan_gru, 13, "x:1,49,40", "x:2,30,40"),
     # The styles of two other converters (no TensorFlow or Paddle here).
     "tf2onnx_mobilenet_op13": (tf2onnx_mobilenet, 13, "input_1:1,96,96,3", "input_1:2,96,96,3"),
     "paddle_lcnet_op11": (paddle_lcnet, 11, "x:1,3,96,96", "x:2,3,64,80"),
@@ -1965,6 +2072,9 @@ MODELS = {
     # Static height and width (window arithmetic on them), dynamic batch.
     "swin_tiny_op13": (swin_tiny, (1, 3, 112, 112), 13, {"x": {0: "N"}}, "x:1,3,112,112", "x:2,3,112,112", False),
     "control_flow_op13": (ControlFlow, (1, 3, 16, 16), 13, DYN_IMAGE, "x:1,3,16,16", "x:2,3,24,20", True),
+    # A recurrent layer written as a loop over time (torch.jit.script).
+    "scripted_elman_op13": (ScriptedElman, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40", "x:2,30,40",
+                            True),
     # SAME padding computed from the input size (an odd one given, an uneven
     # pad), as TF-ported models write it; right at another size only if the
     # arithmetic on H and W is not folded at the given one.

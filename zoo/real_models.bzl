@@ -45,6 +45,8 @@ REAL_MODELS = [
     "qdq_cnn_op13",
     "repvgg_train_form_op13",
     "rotary_decoder_op14",
+    "scan_gru_op13",
+    "scripted_elman_op13",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
     "tf_same_pad_op11",
