@@ -3,7 +3,9 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,8 +56,13 @@ Info FromConstant(const onnx::NodeProto& n) {
 struct Val {
   bool sliced = false;
   Info info;
-  std::string source;   // "scan:<direction>" or "loop:<outer tensor>"
+  std::string source;   // "scan:<direction>" or "loop:<outer tensor>:<axis>"
   std::string stacked;  // the outer value whose rows the step reads
+  // Where the rows are along another axis of `stacked` (a scan input's
+  // scan_input_axes, a Gather's axis): that axis and the rank of
+  // `stacked` (the value is transposed outside, the rows' axis first).
+  int64_t axis = 0;
+  int outer_rank = -1;
 };
 
 bool IsUnary(const std::string& op) {
@@ -219,8 +226,9 @@ int64_t DefaultOpset(const onnx::ModelProto& m) {
 // The work on one Scan or Loop node of the model's graph.
 class Hoister {
  public:
-  Hoister(onnx::ModelProto* model, FreshNames* fresh, const std::map<std::string, Info>& outer)
-      : model_(model), fresh_(fresh), outer_(outer), opset_(DefaultOpset(*model)) {}
+  Hoister(onnx::ModelProto* model, FreshNames* fresh, const std::map<std::string, Info>& outer,
+          const std::map<std::string, const onnx::TensorProto*>& outer_tensors)
+      : model_(model), fresh_(fresh), outer_(outer), outer_tensors_(outer_tensors), opset_(DefaultOpset(*model)) {}
 
   // Moves what it can out of the body of node `index`; the nodes to put
   // before it in `before`; false (nothing changed) if nothing is moved.
@@ -271,23 +279,42 @@ class Hoister {
         int64_t axis = axes != nullptr && j < axes->ints_size() ? axes->ints(j) : 0;
         if (axis < 0) axis = whole.rank < 0 ? -1 : axis + whole.rank;
         const int64_t dir = dirs != nullptr && j < dirs->ints_size() ? dirs->ints(j) : 0;
-        if (axis != 0 || outer_name.empty()) continue;  // its rows are not along axis 0
-        vals[formal.name()] = Val{true, info, "scan:" + std::to_string(dir), outer_name};
+        if (axis < 0 || (axis > 0 && whole.rank <= axis) || outer_name.empty()) continue;
+        vals[formal.name()] = Val{true, info, "scan:" + std::to_string(dir), outer_name, axis, whole.rank};
       }
-    } else {  // Loop: Gather(X, i) with X outside the body, i the iteration number
+    } else {  // Loop: Gather(X, i) with X outside the body, i the step's index
       if (body->input_size() < 2) return false;
-      const std::string& iteration = body->input(0).name();
+      // The step's index: the iteration number, and a carried integer that
+      // starts at 0 and grows by 1 a step (TensorFlow's loop counter, as
+      // tf2onnx writes a while loop).
+      std::set<std::string> index = {body->input(0).name()};
+      std::map<std::string, const onnx::NodeProto*> made_by;
+      for (const auto& n : body->node())
+        for (const auto& o : n.output()) made_by[o] = &n;
+      for (int c = 2; c < body->input_size() && c < node->input_size() && c - 1 < body->output_size(); ++c) {
+        if (ConstantInt(node->input(c)) != std::optional<int64_t>(0)) continue;
+        auto add = made_by.find(body->output(c - 1).name());
+        if (add == made_by.end() || !IsDefault(add->second->domain()) || add->second->op_type() != "Add" ||
+            add->second->input_size() != 2)
+          continue;
+        const onnx::NodeProto& a = *add->second;
+        const std::string& counter = body->input(c).name();
+        if ((a.input(0) == counter && ConstantInt(a.input(1)) == std::optional<int64_t>(1)) ||
+            (a.input(1) == counter && ConstantInt(a.input(0)) == std::optional<int64_t>(1)))
+          index.insert(counter);
+      }
       for (int k = 0; k < body->node_size(); ++k) {
         const onnx::NodeProto& n = body->node(k);
-        if (!IsDefault(n.domain()) || n.op_type() != "Gather" || n.input_size() != 2 || n.input(1) != iteration)
+        if (!IsDefault(n.domain()) || n.op_type() != "Gather" || n.input_size() != 2 || !index.count(n.input(1)))
           continue;
         const std::string& x = n.input(0);
         if (defined.count(x) || !vals.count(x)) continue;
         const Info whole = vals[x].info;
         int64_t axis = IntAttr(n, "axis", 0);
         if (axis < 0) axis = whole.rank < 0 ? -1 : axis + whole.rank;
-        if (axis != 0 || whole.rank < 1) continue;
-        vals[n.output(0)] = Val{true, Info{whole.elem, whole.rank - 1}, "loop:" + x, x};
+        if (axis < 0 || whole.rank <= axis) continue;
+        vals[n.output(0)] =
+            Val{true, Info{whole.elem, whole.rank - 1}, "loop:" + x + ":" + std::to_string(axis), x, axis, whole.rank};
         sources.insert(k);
       }
     }
@@ -413,6 +440,41 @@ class Hoister {
   }
 
  private:
+  // The value of a one-element integer constant (an outer or body
+  // initializer or Constant node), if `name` is one.
+  std::optional<int64_t> ConstantInt(const std::string& name) const {
+    const onnx::TensorProto* t = nullptr;
+    if (auto it = body_initializers_.find(name); it != body_initializers_.end()) t = it->second;
+    if (auto it = outer_tensors_.find(name); t == nullptr && it != outer_tensors_.end()) t = it->second;
+    if (auto it = body_constants_.find(name); t == nullptr && it != body_constants_.end()) {
+      for (const auto& a : it->second->attribute()) {
+        if (a.name() == "value_int") return a.i();
+        if (a.name() == "value" && a.has_t()) t = &a.t();
+      }
+    }
+    if (t == nullptr || t->data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
+    int64_t elements = 1;
+    for (int64_t d : t->dims()) elements *= d;
+    if (elements != 1) return std::nullopt;
+    std::string bytes;
+    try {
+      bytes = onnx_detail::TensorBytes(*t);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (t->data_type() == onnx::TensorProto::INT64 && bytes.size() == 8) {
+      int64_t v;
+      std::memcpy(&v, bytes.data(), 8);
+      return v;
+    }
+    if (t->data_type() == onnx::TensorProto::INT32 && bytes.size() == 4) {
+      int32_t v;
+      std::memcpy(&v, bytes.data(), 4);
+      return v;
+    }
+    return std::nullopt;
+  }
+
   // The outer name of a body invariant: itself if outside, else a copy of
   // the body's initializer or Constant node outside (made once).
   std::string Outside(const std::string& name, std::vector<onnx::NodeProto>* before) {
@@ -438,7 +500,25 @@ class Hoister {
   std::string In(const std::string& name, std::map<std::string, Val>* vals, std::vector<onnx::NodeProto>* before) {
     if (name.empty()) return name;
     const Val& v = vals->at(name);
-    return v.sliced ? v.stacked : Outside(name, before);
+    if (!v.sliced) return Outside(name, before);
+    if (v.axis == 0) return v.stacked;
+    // Rows along another axis: that axis first, once per value and axis.
+    const std::string key = v.stacked + ":" + std::to_string(v.axis);
+    auto done = transposed_.find(key);
+    if (done != transposed_.end()) return done->second;
+    onnx::NodeProto t;
+    t.set_op_type("Transpose");
+    t.set_name(fresh_->Fresh(v.stacked + "_rows_first"));
+    t.add_input(v.stacked);
+    const std::string out = fresh_->Fresh(v.stacked + "_rows_first");
+    t.add_output(out);
+    onnx::AttributeProto* perm = MutableAttr(&t, "perm", onnx::AttributeProto::INTS);
+    perm->add_ints(v.axis);
+    for (int64_t a = 0; a < v.outer_rank; ++a)
+      if (a != v.axis) perm->add_ints(a);
+    before->push_back(t);
+    transposed_[key] = out;
+    return out;
   }
 
   // Node `n` of the body over the stacked rows, appended to `before`; its
@@ -549,10 +629,12 @@ class Hoister {
   onnx::ModelProto* model_;
   FreshNames* fresh_;
   const std::map<std::string, Info>& outer_;
+  const std::map<std::string, const onnx::TensorProto*>& outer_tensors_;  // outer initializers and Constants
   int64_t opset_;
   std::map<std::string, const onnx::TensorProto*> body_initializers_;
   std::map<std::string, const onnx::NodeProto*> body_constants_;
-  std::map<std::string, std::string> copied_;
+  std::map<std::string, std::string> copied_;      // body invariants' outer names
+  std::map<std::string, std::string> transposed_;  // "<value>:<axis>": the value with that axis first
 };
 
 }  // namespace
@@ -590,6 +672,12 @@ std::vector<HoistedLoop> HoistLoopInvariantProducts(onnx::ModelProto* model) {
   for (const auto& n : g->node())
     if (IsDefault(n.domain()) && n.op_type() == "Constant" && n.output_size() == 1)
       outer[n.output(0)] = FromConstant(n);
+  std::map<std::string, const onnx::TensorProto*> outer_tensors;
+  for (const auto& t : g->initializer()) outer_tensors[t.name()] = &t;
+  for (const auto& n : g->node())
+    if (IsDefault(n.domain()) && n.op_type() == "Constant" && n.output_size() == 1)
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) outer_tensors[n.output(0)] = &a.t();
   FreshNames fresh;
   fresh.Collect(*g);
   google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
@@ -605,7 +693,7 @@ std::vector<HoistedLoop> HoistLoopInvariantProducts(onnx::ModelProto* model) {
       rec.node_name = n.name().empty() ? n.op_type() + "_" + std::to_string(k) : n.name();
       std::vector<onnx::NodeProto> before;
       FreshNames names = fresh;
-      Hoister h(&trial, &names, outer);
+      Hoister h(&trial, &names, outer, outer_tensors);
       if (h.Run(0, &before, &rec)) {
         fresh = names;
         for (auto& b : before) *nodes.Add() = std::move(b);

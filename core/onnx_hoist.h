@@ -10,11 +10,13 @@
 // (rewrites never cross them); this transformation is the one thing that
 // crosses them, and only as far as it is exact by construction:
 //
-// A body value is *sliced* when it is row t (axis 0) of a tensor outside
-// the body at the step t: a Scan's scan input element (scan axis 0; a
-// reversed scan input reads the rows backwards, and only values of one
-// direction are combined), or a Loop body's Gather(X, i) with X outside
-// the body and i the iteration number. A body node is moved out when its
+// A body value is *sliced* when it is row t of a tensor outside the body
+// at the step t: a Scan's scan input element (a reversed scan input reads
+// the rows backwards, and only values of one direction are combined), or
+// a Loop body's Gather(X, i) with X outside the body and i the iteration
+// number (torch.onnx's `x[t]`, or `x[:, t]` along axis 1). Rows along an
+// axis other than 0 are read from the tensor transposed outside, that axis
+// first. A body node is moved out when its
 // inputs are sliced values of one source and loop invariants (values
 // outside the body, the body's initializers and Constant nodes) and its
 // operator computes each row of a stacked input as it computes the row

@@ -43,6 +43,7 @@ inline onnx::GraphProto* GraphAttr(onnx::NodeProto* n, const std::string& name, 
 // (a negative dimension: a symbolic one, named "d<index>").
 inline void DeclareTensor(onnx::ValueInfoProto* vi, const std::string& name, int32_t type,
                           const std::vector<int64_t>& dims) {
+  vi->Clear();
   vi->set_name(name);
   auto* t = vi->mutable_type()->mutable_tensor_type();
   t->set_elem_type(type);

@@ -227,12 +227,6 @@ void LinkExternalData(const std::vector<std::string>& locations, const std::stri
 
 }  // namespace
 
-int BranchesRecord::hoisted_nodes() const {
-  int n = 0;
-  for (const HoistRecord& h : hoisted) n += h.nodes;
-  return n;
-}
-
 int BranchesRecord::optimised() const {
   int n = 0;
   for (const BranchRecord& b : branches) n += b.outcome == "optimised" ? 1 : 0;
@@ -411,7 +405,7 @@ void Branches(OptimiseRun& r) {
         for (const RetryRecord& retry : s.retries) r.branch_search_s += retry.seconds;
         // Its run wrote the branch as it came unless its graph was written,
         // or If branches inside it were optimised.
-        const bool as_it_came = (s.check.unchanged || s.verdict.keep_original) && s.branches.optimised() == 0;
+        const bool as_it_came = (s.check.unchanged || s.verdict.keep_original) && !s.branches.changed();
         // (with the nodes a Loop body's model left outside it)
         br.nodes_after = as_it_came ? b.nodes : s.finish.after.nodes + static_cast<int>(b.outside_nodes.size());
         br.measured = !s.check.unchanged && s.verdict.pairs > 0;
@@ -444,7 +438,7 @@ void Branches(OptimiseRun& r) {
   // The branches' runs added to the timing cache file; the run's own cost
   // model takes their entries in before it writes the file.
   if (!cache.empty()) r.cost->LoadCache(cache);
-  if (rec.optimised() == 0 && rec.hoisted.empty()) return;
+  if (!rec.changed()) return;
   rec.dropped_initializers = DropUnreadInitializers(&model);
   const std::string path = r.branches_dir + "/rlflow-model.onnx";
   WriteFileAtomically(path, model.SerializeAsString());

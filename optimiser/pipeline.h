@@ -219,7 +219,9 @@ struct BranchesRecord {
   int dropped_initializers = 0;  // outer weights no branch reads any more
   std::string note;              // why the branches were not looked at ("": they were, or there are none)
   int optimised() const;
-  int hoisted_nodes() const;
+  // Whether the model differs from the input file before the search: a
+  // branch optimised or products moved out of a loop.
+  bool changed() const { return optimised() > 0 || !hoisted.empty(); }
 };
 
 struct ReferenceRunRecord {

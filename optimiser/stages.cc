@@ -906,7 +906,7 @@ void Measure(OptimiseRun& r) {
   if (check.unchanged && Interrupted(o)) {
     rec.skipped = rec.keep_original = true;
     rec.after_estimate = r.cost->RunCost(r.optimised);
-    r.info(r.res.branches.optimised() > 0
+    r.info(r.res.branches.changed()
                ? "interrupted with the graph around the optimised subgraphs unchanged: not measured, written as it came"
                : "interrupted with the graph unchanged: not measured, the original is written as it came");
     return;
@@ -1303,7 +1303,7 @@ void DescribeFinish(const PipelineResult& p, std::string& s, Json& j) {
 void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
   const CheckRecord& c = p.check;
   if (c.skipped)
-    s += p.branches.optimised() > 0
+    s += p.branches.changed()
              ? "check:      none (interrupted with the graph around the optimised subgraphs unchanged: it is written "
                "as it came)\n"
              : "check:      none (interrupted with the graph unchanged: the original is written as it came)\n";
@@ -1314,7 +1314,7 @@ void DescribeCheck(const PipelineResult& p, std::string& s, Json& j) {
                 c.opaque_nodes > 0 ? (", around " + std::to_string(c.opaque_nodes) + " opaque nodes").c_str() : "");
   if (!c.general_note.empty()) s += Format("            %s\n", c.general_note.c_str());
   // The written model is the input file's (not where If branches were optimised).
-  j["unchanged"] = c.unchanged && p.branches.optimised() == 0;
+  j["unchanged"] = c.unchanged && !p.branches.changed();
   j["check"] = Json{{"compared", !c.skipped},
                     {"max_relative_error", c.max_error},
                     {"outputs_compared", c.outputs_compared},

@@ -1363,6 +1363,32 @@ class ScriptedElman(nn.Module):
         return self.fc(h)
 
 
+class ScriptedGruCell(nn.Module):
+    """A GRU cell written by hand (as users script custom cells) over a
+    batch-first input, step by step: torch.onnx writes a Loop whose body
+    gathers x[:, t] (Gather along axis 1), its input and recurrent Linears
+    (Gemm), the gates split three ways with their shape arithmetic, then a
+    classifier over the last state."""
+
+    def __init__(self, features=40, hidden=128, classes=12):
+        super().__init__()
+        self.hidden = hidden
+        self.ih = nn.Linear(features, 3 * hidden)
+        self.hh = nn.Linear(hidden, 3 * hidden)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(0), self.hidden)
+        for t in range(x.size(1)):
+            ir, iz, i_n = self.ih(x[:, t]).chunk(3, 1)
+            hr, hz, h_n = self.hh(h).chunk(3, 1)
+            r = torch.sigmoid(ir + hr)
+            z = torch.sigmoid(iz + hz)
+            n = torch.tanh(i_n + r * h_n)
+            h = (1 - z) * n + z * h
+        return self.fc(h)
+
+
 def scan_gru(opset, seed):
     """A keyword spotter whose two GRU layers are Scan bodies, as keras2onnx
     and CNTK write recurrent layers they do not map to ONNX's GRU: per step
@@ -2075,6 +2101,8 @@ MODELS = {
     # A recurrent layer written as a loop over time (torch.jit.script).
     "scripted_elman_op13": (ScriptedElman, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40", "x:2,30,40",
                             True),
+    "scripted_gru_cell_op13": (ScriptedGruCell, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40",
+                               "x:2,30,40", True),
     # SAME padding computed from the input size (an odd one given, an uneven
     # pad), as TF-ported models write it; right at another size only if the
     # arithmetic on H and W is not folded at the given one.

@@ -47,6 +47,7 @@ REAL_MODELS = [
     "rotary_decoder_op14",
     "scan_gru_op13",
     "scripted_elman_op13",
+    "scripted_gru_cell_op13",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
     "tf_same_pad_op11",

@@ -199,13 +199,23 @@ TEST(HoistScan, ValuesThatDependOnTheStateOrOnRowsAlongAnotherAxisStay) {
   onnx::ModelProto after = m;
   EXPECT_TRUE(HoistLoopInvariantProducts(&after).empty());
   EXPECT_EQ(after.SerializeAsString(), m.SerializeAsString());
-  // Rows along axis 1: the same model scanned over x's axis 1 [2, 5, 3].
-  onnx::ModelProto axis1 = ScanModel(0);
-  auto* scan = axis1.mutable_graph()->mutable_node(0);
-  IntsAttr(scan, "scan_input_axes", {1});
-  DeclareTensor(axis1.mutable_graph()->mutable_input(0), "x", kFloat, {2, 5, 3});
-  after = axis1;
-  EXPECT_TRUE(HoistLoopInvariantProducts(&after).empty());
+}
+
+TEST(HoistScan, RowsAlongAnotherAxisAreReadFromTheInputTransposedOutside) {
+  // The same model scanned over x's axis 1 ([2, 5, 3], batch first).
+  onnx::ModelProto m = ScanModel(0);
+  IntsAttr(m.mutable_graph()->mutable_node(0), "scan_input_axes", {1});
+  DeclareTensor(m.mutable_graph()->mutable_input(0), "x", kFloat, {2, 5, 3});
+  onnx::ModelProto after = m;
+  ASSERT_EQ(HoistLoopInvariantProducts(&after).size(), 1u);
+  const onnx::NodeProto& first = after.graph().node(0);
+  ASSERT_EQ(first.op_type(), "Transpose");
+  EXPECT_EQ(first.input(0), "x");
+  EXPECT_EQ(Ints(first, "perm"), (std::vector<int64_t>{1, 0, 2}));
+  const onnx::NodeProto* scan = FindNode(after.graph(), "Scan");
+  ASSERT_NE(scan, nullptr);
+  EXPECT_EQ(Ints(*scan, "scan_input_axes"), (std::vector<int64_t>{1, 0}));  // the rows computed outside: axis 0
+  ExpectSameOutputs(m, after, {{"x", Random({2, 5, 3}, 12)}});
 }
 
 TEST(HoistScan, AProductWithBatchAxesBeyondTheRowsStays) {
@@ -333,6 +343,61 @@ TEST(HoistLoop, ALinearOfRowIIsComputedOnceAndGatheredByRow) {
   EXPECT_EQ(FindNode(body, "Gemm"), nullptr);
   EXPECT_EQ(body.node_size(), 5);  // Gather, MatMul, Add, Tanh, Identity
   ExpectSameOutputs(before, after, {{"X", Random({4, 2, 3}, 11)}});
+}
+
+TEST(HoistLoop, RowsAlongAxis1AreReadFromTheTensorTransposedOutside) {
+  // torch.onnx's x[:, t] of a batch-first X [2, 4, 3]: Gather(X, i, axis 1).
+  onnx::ModelProto m = LoopModel();
+  DeclareTensor(m.mutable_graph()->mutable_input(0), "X", kFloat, {2, 4, 3});
+  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
+  ASSERT_EQ(body->node(0).op_type(), "Gather");
+  body->mutable_node(0)->mutable_attribute(0)->set_i(1);
+  onnx::ModelProto after = m;
+  ASSERT_EQ(HoistLoopInvariantProducts(&after).size(), 1u);
+  const onnx::NodeProto* t = FindNode(after.graph(), "Transpose");
+  ASSERT_NE(t, nullptr);
+  // The Transposes outside: X's rows first, then the Gemm's weight.
+  EXPECT_EQ(after.graph().node(0).input(0), "X");
+  EXPECT_EQ(Ints(after.graph().node(0), "perm"), (std::vector<int64_t>{1, 0, 2}));
+  ExpectSameOutputs(m, after, {{"X", Random({2, 4, 3}, 13)}});
+}
+
+// LoopModel with the row read by a carried int32 counter (TensorFlow's loop
+// counter as tf2onnx writes a while loop) that starts at `start` and grows
+// by 1 a step, not by the iteration number.
+onnx::ModelProto CounterLoopModel(int32_t start) {
+  onnx::ModelProto m = LoopModel();
+  auto* g = m.mutable_graph();
+  onnx::TensorProto* t0 = g->add_initializer();
+  t0->set_name("t0");
+  t0->set_data_type(onnx::TensorProto::INT32);
+  t0->add_int32_data(start);
+  onnx::NodeProto* loop = g->mutable_node(0);
+  loop->add_input("t0");
+  loop->add_output("t_last");
+  onnx::GraphProto* body = MutableBody(loop);
+  DeclareTensor(body->add_input(), "t", onnx::TensorProto::INT32, {});
+  onnx::TensorProto* one = body->add_initializer();
+  one->set_name("one");
+  one->set_data_type(onnx::TensorProto::INT32);
+  one->add_int32_data(1);
+  AddNodeTo(body, "Add", {"one", "t"}, {"t_next"});
+  DeclareTensor(body->add_output(), "t_next", onnx::TensorProto::INT32, {});
+  *body->mutable_node(0)->mutable_input(1) = "t";
+  DeclareTensor(g->add_output(), "t_last", onnx::TensorProto::INT32, {});
+  return m;
+}
+
+TEST(HoistLoop, ACarriedCounterFromZeroByOneIsTheStepsIndex) {
+  const onnx::ModelProto before = CounterLoopModel(0);
+  onnx::ModelProto after = before;
+  const std::vector<HoistedLoop> h = HoistLoopInvariantProducts(&after);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].ops, (std::vector<std::string>{"Gemm"}));
+  ExpectSameOutputs(before, after, {{"X", Random({4, 2, 3}, 14)}});
+  // From 1 it is not (it reads row i + 1).
+  after = CounterLoopModel(1);
+  EXPECT_TRUE(HoistLoopInvariantProducts(&after).empty());
 }
 
 TEST(HoistLoop, AGatherOfAnotherIndexOrOfACarriedValueStays) {
