@@ -1443,8 +1443,9 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
   std::string subgraphs = Format("%d optimised subgraph%s", branches, branches == 1 ? "" : "s");
   if (hoisted > 0)
     subgraphs = (branches > 0 ? subgraphs + ", branch: above, and " : std::string()) +
-                Format("%d loop bod%s' products computed before %s, hoisted: above", hoisted,
-                       hoisted == 1 ? "y" : "ies", hoisted == 1 ? "it" : "them");
+                Format(hoisted == 1 ? "%d loop body's products computed before it, hoisted: above"
+                                    : "%d loop bodies' products computed before them, hoisted: above",
+                       hoisted);
   else
     subgraphs += ", branch: above";
   if (p.check.unchanged && (branches > 0 || hoisted > 0))
