@@ -339,7 +339,7 @@ class Hoister {
       }
       std::vector<Info> out;
       if (!known || in.empty() || !Batchable(n, in, &out)) continue;
-      std::string source, stacked;
+      std::string source;
       for (const Val* v : in)
         if (v != nullptr && v->sliced) source = v->source;
       for (int o = 0; o < n.output_size(); ++o)
@@ -427,11 +427,13 @@ class Hoister {
       if (!moved_set.count(k)) *kept.Add() = body->node(k);
     body->mutable_node()->Swap(&kept);
     DropUnread(body);
+    // Types stated for what the body no longer computes (moved out, or now
+    // an input) go.
     google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> infos;
-    std::set<std::string> inputs;
-    for (const auto& vi : body->input()) inputs.insert(vi.name());
+    std::set<std::string> computed;
+    for (const auto& n : body->node()) computed.insert(n.output().begin(), n.output().end());
     for (const auto& vi : body->value_info())
-      if (!inputs.count(vi.name())) *infos.Add() = vi;
+      if (computed.count(vi.name())) *infos.Add() = vi;
     body->mutable_value_info()->Swap(&infos);
     rec->op = op;
     rec->nodes = static_cast<int>(moved.size());

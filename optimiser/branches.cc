@@ -101,7 +101,7 @@ bool Hoist(OptimiseRun& r, onnx::ModelProto* model) {
     }
     if (!(worst <= 1e-4)) Fail(Format("its outputs differ (relative error %.3g)", worst));
     rec.hoist_error = worst;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // rlflow::Error, or a library's
     rec.hoist_note = std::string("not kept: ") + e.what();
     r.warn("loop-invariant products moved out of the Scan and Loop bodies are not kept: " + std::string(e.what()));
     return false;

@@ -113,6 +113,7 @@ onnx::ModelProto ScanModel(int64_t direction, bool mixed = false) {
   AddNodeTo(body, "Add", {"xb", "hu"}, {"s"});
   AddNodeTo(body, "Tanh", {"s"}, {"h2"});
   AddNodeTo(body, "Identity", {"h2"}, {"y"});
+  for (const char* name : {"xw", "xb", "hu"}) DeclareTensor(body->add_value_info(), name, kFloat, {2, 4});
   DeclareTensor(body->add_output(), "h2", kFloat, {2, 4});
   DeclareTensor(body->add_output(), "y", kFloat, {2, 4});
   DeclareTensor(g->add_output(), "h_last", kFloat, {2, 4});
@@ -173,6 +174,11 @@ TEST(HoistScan, TheInputProductIsComputedOnceOverTheSequenceBeforeTheScan) {
   ASSERT_EQ(body.input_size(), 3);
   EXPECT_EQ(body.input(2).name(), "xb");
   EXPECT_EQ(body.input(2).type().tensor_type().shape().dim_size(), 2);
+  // Its stated type came with it; the types of what the body no longer
+  // computes went (xw moved out, xb now an input).
+  EXPECT_EQ(body.input(2).type().tensor_type().shape().dim(1).dim_value(), 4);
+  ASSERT_EQ(body.value_info_size(), 1);
+  EXPECT_EQ(body.value_info(0).name(), "hu");
   // The body: the state's product, the sum, Tanh, Identity; its weight W
   // and the Constant b gone (nothing reads them there any more).
   EXPECT_EQ(body.node_size(), 4);
