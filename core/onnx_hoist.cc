@@ -337,6 +337,7 @@ class Hoister {
         }
         in.push_back(&it->second);
       }
+      if (known && Invariant(n, in, &vals)) continue;
       std::vector<Info> out;
       if (!known || in.empty() || !Batchable(n, in, &out)) continue;
       std::string source;
@@ -442,6 +443,31 @@ class Hoister {
   }
 
  private:
+  // Whether body node `n` computes a loop invariant from invariants alone
+  // (a weight read through an Identity or transposed in the body) with an
+  // operator whose result's rank follows from its inputs'; its output is
+  // then one in `vals` (copied out where a node moved out reads it).
+  bool Invariant(const onnx::NodeProto& n, const std::vector<const Val*>& in, std::map<std::string, Val>* vals) {
+    const std::string& op = n.op_type();
+    if (!IsDefault(n.domain()) || n.output_size() != 1 || n.output(0).empty() || in.empty() || in[0] == nullptr ||
+        !(IsUnary(op) || IsElementwise(op) || op == "Transpose"))
+      return false;
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return false;
+    Info o{in[0]->info.elem, -1};
+    for (const Val* v : in) {
+      if (v == nullptr) continue;
+      if (v->sliced || v->info.rank < 0) return false;
+      o.rank = std::max(o.rank, v->info.rank);  // the broadcast rank
+    }
+    if (op == "Cast") o.elem = static_cast<int32_t>(IntAttr(n, "to", 0));
+    if (MakesBool(op)) o.elem = kBool;
+    if (op == "Where") o.elem = in.size() > 1 && in[1] != nullptr ? in[1]->info.elem : 0;
+    (*vals)[n.output(0)] = Val{false, o, "", ""};
+    body_invariant_nodes_[n.output(0)] = &n;
+    return true;
+  }
+
   // The value of a one-element integer constant (an outer or body
   // initializer or Constant node), if `name` is one.
   std::optional<int64_t> ConstantInt(const std::string& name) const {
@@ -491,6 +517,14 @@ class Hoister {
     } else if (auto c = body_constants_.find(name); c != body_constants_.end()) {
       outer = fresh_->Fresh(name + "_outer");
       onnx::NodeProto n = *c->second;
+      n.set_name(fresh_->Fresh(n.name().empty() ? outer : n.name() + "_outer"));
+      n.set_output(0, outer);
+      before->push_back(n);
+    } else if (auto m = body_invariant_nodes_.find(name); m != body_invariant_nodes_.end()) {
+      onnx::NodeProto n = *m->second;  // its inputs outside first
+      for (int k = 0; k < n.input_size(); ++k)
+        if (!n.input(k).empty()) n.set_input(k, Outside(n.input(k), before));
+      outer = fresh_->Fresh(name + "_outer");
       n.set_name(fresh_->Fresh(n.name().empty() ? outer : n.name() + "_outer"));
       n.set_output(0, outer);
       before->push_back(n);
@@ -594,9 +628,9 @@ class Hoister {
     before->push_back(m);
   }
 
-  // Drops the body's Gathers, Constant nodes and initializers that nothing
-  // reads any more (what the moved nodes read).
-  static void DropUnread(onnx::GraphProto* body) {
+  // Drops the body's Gathers, Constant nodes, invariant nodes and
+  // initializers that nothing reads any more (what the moved nodes read).
+  void DropUnread(onnx::GraphProto* body) const {
     for (bool changed = true; changed;) {
       changed = false;
       std::set<std::string> reads;
@@ -610,8 +644,9 @@ class Hoister {
       for (const auto& o : body->output()) reads.insert(o.name());
       google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
       for (const auto& n : body->node()) {
-        const bool droppable = IsDefault(n.domain()) && (n.op_type() == "Gather" || n.op_type() == "Constant") &&
-                               n.output_size() == 1 && !reads.count(n.output(0));
+        const bool droppable =
+            IsDefault(n.domain()) && n.output_size() == 1 && !reads.count(n.output(0)) &&
+            (n.op_type() == "Gather" || n.op_type() == "Constant" || body_invariant_nodes_.count(n.output(0)));
         if (droppable)
           changed = true;
         else
@@ -635,7 +670,8 @@ class Hoister {
   int64_t opset_;
   std::map<std::string, const onnx::TensorProto*> body_initializers_;
   std::map<std::string, const onnx::NodeProto*> body_constants_;
-  std::map<std::string, std::string> copied_;      // body invariants' outer names
+  std::map<std::string, const onnx::NodeProto*> body_invariant_nodes_;  // by output (Invariant)
+  std::map<std::string, std::string> copied_;                           // body invariants' outer names
   std::map<std::string, std::string> transposed_;  // "<value>:<axis>": the value with that axis first
 };
 

@@ -18,7 +18,9 @@
 // axis other than 0 are read from the tensor transposed outside, that axis
 // first. A body node is moved out when its
 // inputs are sliced values of one source and loop invariants (values
-// outside the body, the body's initializers and Constant nodes) and its
+// outside the body, the body's initializers and Constant nodes, and what
+// the body computes from those alone with an elementwise operator or a
+// Transpose: copied out with the node that reads them) and its
 // operator computes each row of a stacked input as it computes the row
 // alone: elementwise operators whose invariant operands broadcast from the
 // trailing axes (rank at most the rows'), MatMul whose other operand has

@@ -224,6 +224,29 @@ TEST(HoistScan, RowsAlongAnotherAxisAreReadFromTheInputTransposedOutside) {
   ExpectSameOutputs(m, after, {{"x", Random({2, 5, 3}, 12)}});
 }
 
+TEST(HoistScan, AWeightReadThroughNodesOfTheBodyIsCopiedOutWithThem) {
+  // x_t @ Transpose(Identity(Wt)), Wt [4, 3] outside: the Identity and the
+  // Transpose (invariants computed in the body) go out with the product.
+  onnx::ModelProto m = ScanModel(0);
+  FloatTensor(m.mutable_graph()->add_initializer(), "Wt", {4, 3}, Values(12, 5));
+  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
+  body->clear_initializer();  // W
+  onnx::GraphProto first;     // the two nodes first, then the body's
+  AddNodeTo(&first, "Identity", {"Wt"}, {"Wi"});
+  IntsAttr(AddNodeTo(&first, "Transpose", {"Wi"}, {"W"}), "perm", {1, 0});
+  for (const auto& n : body->node()) *first.add_node() = n;
+  body->mutable_node()->Swap(first.mutable_node());
+  onnx::ModelProto after = m;
+  const std::vector<HoistedLoop> h = HoistLoopInvariantProducts(&after);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].ops, (std::vector<std::string>{"MatMul", "Add"}));
+  const onnx::NodeProto* scan = FindNode(after.graph(), "Scan");
+  ASSERT_NE(scan, nullptr);
+  EXPECT_EQ(FindNode(Body(*scan), "Transpose"), nullptr);  // nothing reads it there any more
+  EXPECT_NE(FindNode(after.graph(), "Transpose"), nullptr);
+  ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, 15)}});
+}
+
 TEST(HoistScan, AProductWithBatchAxesBeyondTheRowsStays) {
   // x_t [2, 3] @ V [2, 3, 4] broadcasts V's batch axis against the row's
   // rows; over the stacked rows [5, 2, 3] it would not.
