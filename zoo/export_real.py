@@ -1474,6 +1474,68 @@ def scan_gru(opset, seed):
     return model
 
 
+def tf2onnx_while_rnn(opset, seed):
+    """A recurrent layer as tf2onnx writes a TensorFlow while loop it does not
+    map to ONNX's RNN operators: Loop(T, true, t0 = 0 (int32), h0) whose body
+    reads the time-major input's row by TensorFlow's own carried counter
+    (TensorArrayReadV3 -> Gather(x, t)), the kernel through an Identity
+    (ReadVariableOp), counts t + 1; then a dense layer over the last state."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    features, hidden, classes = 40, 128, 12
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+    body = helper.make_graph([
+        helper.make_node("Identity", ["kernel"], ["kernel_read"], name="while/ReadVariableOp"),
+        helper.make_node("Gather", ["x_tnf", "t"], ["x_t"], axis=0, name="while/TensorArrayReadV3"),
+        helper.make_node("MatMul", ["x_t", "kernel_read"], ["xk"], name="while/MatMul"),
+        helper.make_node("Add", ["xk", "bias"], ["xkb"], name="while/BiasAdd"),
+        helper.make_node("MatMul", ["h", "recurrent_kernel"], ["hk"], name="while/MatMul_1"),
+        helper.make_node("Add", ["xkb", "hk"], ["s"], name="while/add"),
+        helper.make_node("Tanh", ["s"], ["h_next"], name="while/Tanh"),
+        helper.make_node("Add", ["t", "one"], ["t_next"], name="while/add_1"),
+        helper.make_node("Identity", ["cond"], ["cond_out"], name="while/cond"),
+    ], "while_body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                      helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                      helper.make_tensor_value_info("t", TensorProto.INT32, []),
+                      helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", hidden])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("t_next", TensorProto.INT32, []),
+         helper.make_tensor_value_info("h_next", TensorProto.FLOAT, ["N", hidden])],
+        [numpy_helper.from_array(np.array(1, np.int32), "one")])
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["x_tnf"], perm=[1, 0, 2], name="transpose"),
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "time_axis"], ["steps"], axis=0, name="steps"),
+        helper.make_node("Gather", ["shape", "batch_axis"], ["batch"], axis=0, name="batch"),
+        helper.make_node("Concat", ["batch", "hidden_size"], ["h0_shape"], axis=0, name="h0_shape"),
+        helper.make_node("ConstantOfShape", ["h0_shape"], ["h0"], name="h0",
+                         value=numpy_helper.from_array(np.zeros(1, np.float32))),
+        helper.make_node("Loop", ["steps", "true", "t0", "h0"], ["t_last", "h_last"], body=body, name="while"),
+        helper.make_node("MatMul", ["h_last", "dense"], ["y"], name="dense"),
+    ]
+    inits = [numpy_helper.from_array(w(features, hidden), "kernel"),
+             numpy_helper.from_array(w(hidden, hidden), "recurrent_kernel"),
+             numpy_helper.from_array((rng.standard_normal(hidden) * 0.1).astype(np.float32), "bias"),
+             numpy_helper.from_array(np.array(1, np.int64), "time_axis"),
+             numpy_helper.from_array(np.array([0], np.int64), "batch_axis"),
+             numpy_helper.from_array(np.array([hidden], np.int64), "hidden_size"),
+             numpy_helper.from_array(np.array(True), "true"),
+             numpy_helper.from_array(np.array(0, np.int32), "t0"),
+             numpy_helper.from_array(w(hidden, classes), "dense")]
+    graph = helper.make_graph(nodes, "tf2onnx_while_rnn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "T", features])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", classes])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="tf2onnx")
+    model.ir_version = 7
+    onnx.checker.check_model(model)
+    return model
+
+
 def csp_mish(opset, seed):
     """A CSP block with Mish (YOLOv4's backbone in miniature) as exporters
     write it at opset 18 and later (torch's dynamo exporter, tf2onnx), built
@@ -2038,6 +2100,7 @@ ONNX_MODELS = {
     "qdq_cnn_op13": (qdq_cnn, 13, "x:1,3,64,64", "x:2,3,48,40"),
     # Recurrent layers as Scan bodies (keras2onnx's and CNTK's form).
     "scan_gru_op13": (scan_gru, 13, "x:1,49,40", "x:2,30,40"),
+    "tf2onnx_while_rnn_op13": (tf2onnx_while_rnn, 13, "x:1,49,40", "x:2,30,40"),
     # The styles of two other converters (no TensorFlow or Paddle here).
     "tf2onnx_mobilenet_op13": (tf2onnx_mobilenet, 13, "input_1:1,96,96,3", "input_1:2,96,96,3"),
     "paddle_lcnet_op11": (paddle_lcnet, 11, "x:1,3,96,96", "x:2,3,64,80"),

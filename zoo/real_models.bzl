@@ -50,6 +50,7 @@ REAL_MODELS = [
     "scripted_gru_cell_op13",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
+    "tf2onnx_while_rnn_op13",
     "tf_same_pad_op11",
     "winml_tiny_yolov2_op8",
     "yolo_detect_op13",
