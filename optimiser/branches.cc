@@ -106,9 +106,8 @@ bool Hoist(OptimiseRun& r, onnx::ModelProto* model) {
     r.warn("loop-invariant products moved out of the Scan and Loop bodies are not kept: " + std::string(e.what()));
     return false;
   }
+  rec.hoisted = hoisted;
   for (const HoistedLoop& h : hoisted) {
-    HoistRecord one{h.op, h.node_name, h.nodes, h.matmuls, h.new_inputs, h.ops};
-    rec.hoisted.push_back(one);
     r.info(Format("%s '%s': %d body nodes (%d MatMul or Gemm) computed once over the sequence before it", h.op.c_str(),
                   h.node_name.c_str(), h.nodes, h.matmuls));
   }
@@ -463,11 +462,11 @@ void DescribeBranches(const PipelineResult& p, std::string& s, nlohmann::ordered
   const BranchesRecord& rec = p.branches;
   if (!rec.note.empty()) s += "branches:   " + rec.note + "\n";
   auto hoisted = nlohmann::ordered_json::array();
-  for (const HoistRecord& h : rec.hoisted) {
+  for (const HoistedLoop& h : rec.hoisted) {
     s += Format("hoisted:    %s '%s': %d body nodes (%d MatMul or Gemm) computed once before it, %d read by row\n",
-                h.op.c_str(), h.node.c_str(), h.nodes, h.matmuls, h.new_inputs);
+                h.op.c_str(), h.node_name.c_str(), h.nodes, h.matmuls, h.new_inputs);
     hoisted.push_back({{"op", h.op},
-                       {"node", h.node},
+                       {"node", h.node_name},
                        {"nodes", h.nodes},
                        {"matmuls", h.matmuls},
                        {"read_by_row", h.new_inputs},

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "core/onnx_hoist.h"
 #include "core/summary.h"
 #include "runtime/cost_model.h"
 #include "runtime/verdict.h"
@@ -188,19 +189,12 @@ struct BranchRecord {
   std::string guard;  // the guard's outcome on it ("": not guarded)
   std::string note;
 };
-// Loop-invariant products moved out of one Scan or Loop body
-// (core/onnx_hoist.h).
-struct HoistRecord {
-  std::string op, node;
-  int nodes = 0, matmuls = 0, new_inputs = 0;
-  std::vector<std::string> ops;
-};
 struct BranchesRecord {
   // What was moved out of the bodies before they were optimised, kept only
   // where the model computes the same in ONNX Runtime (`hoist_error`: the
   // largest relative error of its outputs there, against the model as it
   // came) and, with the branches, is not slower there (`checks`).
-  std::vector<HoistRecord> hoisted;
+  std::vector<HoistedLoop> hoisted;  // per Scan or Loop body (core/onnx_hoist.h)
   double hoist_error = 0;
   std::string hoist_note;  // why nothing moved out was kept ("": it was, or nothing could be)
   std::vector<BranchRecord> branches;
