@@ -697,6 +697,21 @@ struct OrtOutput {
   std::string bytes;  // read only where asked
 };
 
+// The outputs ort_run.js wrote into `dir` (outputs.json, a raw file each),
+// in order; their bytes where asked.
+std::vector<OrtOutput> ParseOrtOutputs(const std::string& dir, bool read_bytes) {
+  std::vector<OrtOutput> outputs;
+  for (const auto& o : Json::parse(ReadFile(dir + "/outputs.json"))) {
+    OrtOutput out;
+    out.name = o.at("name").get<std::string>();
+    out.dtype = o.at("dtype").get<std::string>();
+    out.shape = o.at("shape").get<std::vector<int64_t>>();
+    if (read_bytes) out.bytes = ReadFile(dir + "/" + o.at("file").get<std::string>());
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
 // One run of the model at `model_path` in ONNX Runtime (ort_run.js, one
 // thread) on `inputs`, through `dir`: its outputs in order.
 std::vector<OrtOutput> RunOrtOnce(const std::string& model_path,
@@ -712,16 +727,20 @@ std::vector<OrtOutput> RunOrtOnce(const std::string& model_path,
     size_t at = log.rfind("ort_run: ");
     Fail("ONNX Runtime could not run the model (", FirstLine(at == std::string::npos ? log : log.substr(at + 9)), ")");
   }
-  std::vector<OrtOutput> outputs;
-  for (const auto& o : Json::parse(ReadFile(dir + "/outputs.json"))) {
-    OrtOutput out;
-    out.name = o.at("name").get<std::string>();
-    out.dtype = o.at("dtype").get<std::string>();
-    out.shape = o.at("shape").get<std::vector<int64_t>>();
-    if (read_bytes) out.bytes = ReadFile(dir + "/" + o.at("file").get<std::string>());
-    outputs.push_back(std::move(out));
-  }
-  return outputs;
+  return ParseOrtOutputs(dir, read_bytes);
+}
+
+// An output's bytes as a tensor of its type and shape.
+at::Tensor OrtTensor(const OrtOutput& o) {
+  auto code = kOrtTypeCodes.find(o.dtype);
+  const DType dtype = code == kOrtTypeCodes.end() ? DType::kUndefined : DTypeFromCode(code->second);
+  if (dtype == DType::kUndefined || dtype == DType::kString)
+    Fail("output '", o.name, "' of element type ", o.dtype, " cannot be read");
+  at::Tensor t = at::empty(o.shape, at::TensorOptions().dtype(ToAtenType(dtype)));
+  if (static_cast<size_t>(t.numel() * t.element_size()) != o.bytes.size())
+    Fail("output '", o.name, "' has ", o.bytes.size(), " bytes for its shape");
+  if (!o.bytes.empty()) std::memcpy(t.data_ptr(), o.bytes.data(), o.bytes.size());
+  return t;
 }
 
 }  // namespace
@@ -804,17 +823,7 @@ std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
   std::vector<at::Tensor> outputs;
   std::string error;
   try {
-    for (const OrtOutput& o : RunOrtOnce(model_path, inputs, dir, true)) {
-      auto code = kOrtTypeCodes.find(o.dtype);
-      const DType dtype = code == kOrtTypeCodes.end() ? DType::kUndefined : DTypeFromCode(code->second);
-      if (dtype == DType::kUndefined || dtype == DType::kString)
-        Fail("output '", o.name, "' of element type ", o.dtype, " cannot be read");
-      at::Tensor t = at::empty(o.shape, at::TensorOptions().dtype(ToAtenType(dtype)));
-      if (static_cast<size_t>(t.numel() * t.element_size()) != o.bytes.size())
-        Fail("output '", o.name, "' has ", o.bytes.size(), " bytes for its shape");
-      if (!o.bytes.empty()) std::memcpy(t.data_ptr(), o.bytes.data(), o.bytes.size());
-      outputs.push_back(t);
-    }
+    for (const OrtOutput& o : RunOrtOnce(model_path, inputs, dir, true)) outputs.push_back(OrtTensor(o));
   } catch (const Error& e) {
     error = e.what();
   } catch (const std::exception& e) {
@@ -822,6 +831,12 @@ std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
   }
   RemoveDir(dir);
   if (!error.empty()) Fail(error);
+  return outputs;
+}
+
+std::vector<at::Tensor> ReadOrtOutputs(const std::string& dir) {
+  std::vector<at::Tensor> outputs;
+  for (const OrtOutput& o : ParseOrtOutputs(dir, true)) outputs.push_back(OrtTensor(o));
   return outputs;
 }
 

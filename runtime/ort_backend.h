@@ -100,4 +100,9 @@ std::map<std::string, std::pair<int32_t, std::vector<int64_t>>> OrtTensorTypes(c
 std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
                                    const std::vector<std::pair<std::string, at::Tensor>>& inputs);
 
+// The outputs that runtime/ort_run.js wrote into `dir` (outputs.json and a
+// raw file each), in order. Throws rlflow::Error (one line) on an output of
+// a type rlflow does not hold or whose bytes do not fit its shape.
+std::vector<at::Tensor> ReadOrtOutputs(const std::string& dir);
+
 }  // namespace rlflow

@@ -1,70 +1,18 @@
 #include "runtime/ort_testing.h"
 
-#include <ATen/ops/empty.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/file_util.h"
-#include "core/ops/kernel.h"
 #include "core/subprocess.h"
 #include "runtime/ort_backend.h"
 
 namespace rlflow::testing {
-namespace {
-
-at::ScalarType ParseDType(const std::string& s) {
-  if (s == "float32") return at::kFloat;
-  if (s == "float64") return at::kDouble;
-  if (s == "float16") return at::kHalf;
-  if (s == "int64") return at::kLong;
-  if (s == "int32") return at::kInt;
-  if (s == "int8") return at::kChar;
-  if (s == "uint8") return at::kByte;
-  if (s == "bool") return at::kBool;
-  Fail("RunOnnxRuntime: unsupported output type ", s);
-}
-
-// Minimal parser for the JSON that ort_run.js writes.
-struct OutSpec {
-  std::string dtype, file;
-  std::vector<int64_t> shape;
-};
-std::vector<OutSpec> ParseOutputs(const std::string& json) {
-  std::vector<OutSpec> out;
-  size_t pos = 0;
-  auto field = [&](size_t from, const std::string& key) {
-    size_t k = json.find("\"" + key + "\":", from);
-    if (k == std::string::npos) Fail("bad outputs.json");
-    return k + key.size() + 3;
-  };
-  auto str = [&](size_t at) {
-    size_t b = json.find('"', at);
-    size_t e = json.find('"', b + 1);
-    return json.substr(b + 1, e - b - 1);
-  };
-  while ((pos = json.find("{", pos)) != std::string::npos) {
-    OutSpec s;
-    s.dtype = str(field(pos, "dtype"));
-    s.file = str(field(pos, "file"));
-    size_t sh = field(pos, "shape");
-    size_t end = json.find(']', sh);
-    std::stringstream ss(json.substr(json.find('[', sh) + 1, end - json.find('[', sh) - 1));
-    std::string item;
-    while (std::getline(ss, item, ','))
-      if (!item.empty()) s.shape.push_back(std::stoll(item));
-    out.push_back(s);
-    pos = json.find('}', pos) + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string MakeTempDir(const std::string& prefix) { return ::rlflow::MakeTempDir(prefix); }
 
@@ -135,15 +83,7 @@ std::vector<std::vector<at::Tensor>> RunOnnxRuntime(
   RunNode(args, model_path);
   std::vector<std::vector<at::Tensor>> sets;
   for (const std::string& dir : dirs) {
-    std::vector<at::Tensor> out;
-    for (const OutSpec& s : ParseOutputs(ReadFile(dir + "/outputs.json"))) {
-      std::string bytes = ReadFile(dir + "/" + s.file);
-      at::Tensor t = at::empty(s.shape, at::TensorOptions().dtype(ParseDType(s.dtype)));
-      if (static_cast<size_t>(t.numel() * t.element_size()) != bytes.size()) Fail("ORT output size mismatch");
-      if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-      out.push_back(t);
-    }
-    sets.push_back(std::move(out));
+    sets.push_back(ReadOrtOutputs(dir));
   }
   return sets;
 }
