@@ -449,8 +449,9 @@ class Hoister {
   // then one in `vals` (copied out where a node moved out reads it).
   bool Invariant(const onnx::NodeProto& n, const std::vector<const Val*>& in, std::map<std::string, Val>* vals) {
     const std::string& op = n.op_type();
+    const bool reshapes = op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten";
     if (!IsDefault(n.domain()) || n.output_size() != 1 || n.output(0).empty() || in.empty() || in[0] == nullptr ||
-        !(IsUnary(op) || IsElementwise(op) || op == "Transpose"))
+        !(IsUnary(op) || IsElementwise(op) || op == "Transpose" || reshapes))
       return false;
     for (const auto& a : n.attribute())
       if (a.has_g() || a.graphs_size() > 0) return false;
@@ -460,6 +461,22 @@ class Hoister {
       if (v->sliced || v->info.rank < 0) return false;
       o.rank = std::max(o.rank, v->info.rank);  // the broadcast rank
     }
+    if (reshapes) {
+      // The result's rank from the constant shape or axes (an input from
+      // opset 13, an attribute before; Squeeze without axes: unknown).
+      std::optional<std::vector<int64_t>> c;
+      if (n.input_size() > 1 && !n.input(1).empty())
+        c = ConstantInts(n.input(1));
+      else if (const onnx::AttributeProto* a = FindAttr(n, "axes"); a != nullptr)
+        c = std::vector<int64_t>(a->ints().begin(), a->ints().end());
+      const int64_t r = in[0]->info.rank, count = c ? static_cast<int64_t>(c->size()) : -1;
+      o.rank = op == "Flatten"     ? 2
+               : op == "Reshape"   ? count
+               : count < 0         ? -1
+               : op == "Unsqueeze" ? r + count
+                                   : r - count;
+      if (o.rank < 0) return false;
+    }
     if (op == "Cast") o.elem = static_cast<int32_t>(IntAttr(n, "to", 0));
     if (MakesBool(op)) o.elem = kBool;
     if (op == "Where") o.elem = in.size() > 1 && in[1] != nullptr ? in[1]->info.elem : 0;
@@ -468,39 +485,48 @@ class Hoister {
     return true;
   }
 
-  // The value of a one-element integer constant (an outer or body
-  // initializer or Constant node), if `name` is one.
-  std::optional<int64_t> ConstantInt(const std::string& name) const {
+  // The values of an integer constant of at most 64 elements (an outer or
+  // body initializer or Constant node), if `name` is one.
+  std::optional<std::vector<int64_t>> ConstantInts(const std::string& name) const {
     const onnx::TensorProto* t = nullptr;
     if (auto it = body_initializers_.find(name); it != body_initializers_.end()) t = it->second;
     if (auto it = outer_tensors_.find(name); t == nullptr && it != outer_tensors_.end()) t = it->second;
     if (auto it = body_constants_.find(name); t == nullptr && it != body_constants_.end()) {
       for (const auto& a : it->second->attribute()) {
-        if (a.name() == "value_int") return a.i();
+        if (a.name() == "value_int") return std::vector<int64_t>{a.i()};
+        if (a.name() == "value_ints") return std::vector<int64_t>(a.ints().begin(), a.ints().end());
         if (a.name() == "value" && a.has_t()) t = &a.t();
       }
     }
     if (t == nullptr || t->data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
     int64_t elements = 1;
     for (int64_t d : t->dims()) elements *= d;
-    if (elements != 1) return std::nullopt;
+    if (elements < 0 || elements > 64) return std::nullopt;
     std::string bytes;
     try {
       bytes = onnx_detail::TensorBytes(*t);
     } catch (const std::exception&) {
       return std::nullopt;
     }
-    if (t->data_type() == onnx::TensorProto::INT64 && bytes.size() == 8) {
-      int64_t v;
-      std::memcpy(&v, bytes.data(), 8);
+    std::vector<int64_t> v(static_cast<size_t>(elements));
+    if (t->data_type() == onnx::TensorProto::INT64 && bytes.size() == 8 * v.size()) {
+      std::memcpy(v.data(), bytes.data(), bytes.size());
       return v;
     }
-    if (t->data_type() == onnx::TensorProto::INT32 && bytes.size() == 4) {
-      int32_t v;
-      std::memcpy(&v, bytes.data(), 4);
+    if (t->data_type() == onnx::TensorProto::INT32 && bytes.size() == 4 * v.size()) {
+      std::vector<int32_t> w(v.size());
+      if (!w.empty()) std::memcpy(w.data(), bytes.data(), bytes.size());
+      std::copy(w.begin(), w.end(), v.begin());
       return v;
     }
     return std::nullopt;
+  }
+
+  // The value of a one-element integer constant, if `name` is one.
+  std::optional<int64_t> ConstantInt(const std::string& name) const {
+    const std::optional<std::vector<int64_t>> v = ConstantInts(name);
+    if (!v || v->size() != 1) return std::nullopt;
+    return v->front();
   }
 
   // The outer name of a body invariant: itself if outside, else a copy of

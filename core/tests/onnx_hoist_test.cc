@@ -247,6 +247,62 @@ TEST(HoistScan, AWeightReadThroughNodesOfTheBodyIsCopiedOutWithThem) {
   ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, 15)}});
 }
 
+TEST(HoistScan, AWeightReshapedInTheBodyIsCopiedOutWithItsShapes) {
+  // x_t @ Squeeze(Reshape(Unsqueeze(Wf, [0]), [3, 1, 4]), [1]), Wf [12]
+  // outside, the shape and axes the body's own constants: each node's
+  // rank follows from them, and the three go out with the product.
+  onnx::ModelProto m = ScanModel(0);
+  FloatTensor(m.mutable_graph()->add_initializer(), "Wf", {12}, Values(12, 6));
+  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
+  body->clear_initializer();  // W
+  auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = body->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kInt64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+  };
+  ints("axes0", {0});
+  ints("shape", {3, 1, 4});
+  ints("axes1", {1});
+  onnx::GraphProto first;  // the three nodes first, then the body's
+  AddNodeTo(&first, "Unsqueeze", {"Wf", "axes0"}, {"Wu"});
+  AddNodeTo(&first, "Reshape", {"Wu", "shape"}, {"Wr"});
+  AddNodeTo(&first, "Squeeze", {"Wr", "axes1"}, {"W"});
+  for (const auto& n : body->node()) *first.add_node() = n;
+  body->mutable_node()->Swap(first.mutable_node());
+  onnx::ModelProto after = m;
+  const std::vector<HoistedLoop> h = HoistLoopInvariantProducts(&after);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].ops, (std::vector<std::string>{"MatMul", "Add"}));
+  const onnx::NodeProto* scan = FindNode(after.graph(), "Scan");
+  ASSERT_NE(scan, nullptr);
+  for (const char* op : {"Unsqueeze", "Reshape", "Squeeze"}) {
+    EXPECT_EQ(FindNode(Body(*scan), op), nullptr) << op;  // nothing reads it there any more
+    EXPECT_NE(FindNode(after.graph(), op), nullptr) << op;
+  }
+  EXPECT_EQ(Body(*scan).initializer_size(), 0);
+  ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, 16)}});
+}
+
+TEST(HoistScan, AReshapeToAShapeTheBodyComputesStays) {
+  // The same weight reshaped to Shape(Wc), a shape no constant states:
+  // its rank is unknown, so the product of it stays (and all else).
+  onnx::ModelProto m = ScanModel(0);
+  FloatTensor(m.mutable_graph()->add_initializer(), "Wf", {12}, Values(12, 6));
+  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
+  body->clear_initializer();
+  FloatTensor(body->add_initializer(), "Wc", {3, 4}, Values(12, 7));
+  onnx::GraphProto first;
+  AddNodeTo(&first, "Shape", {"Wc"}, {"w_shape"});
+  AddNodeTo(&first, "Reshape", {"Wf", "w_shape"}, {"W"});
+  for (const auto& n : body->node()) *first.add_node() = n;
+  body->mutable_node()->Swap(first.mutable_node());
+  onnx::ModelProto after = m;
+  EXPECT_TRUE(HoistLoopInvariantProducts(&after).empty());
+  EXPECT_EQ(after.SerializeAsString(), m.SerializeAsString());
+}
+
 TEST(HoistScan, AProductWithBatchAxesBeyondTheRowsStays) {
   // x_t [2, 3] @ V [2, 3, 4] broadcasts V's batch axis against the row's
   // rows; over the stacked rows [5, 2, 3] it would not.
