@@ -1363,6 +1363,27 @@ class ScriptedElman(nn.Module):
         return self.fc(h)
 
 
+class ScriptedViewedRnn(nn.Module):
+    """An Elman RNN over a batch-first input whose input weights are kept
+    flat and viewed per step, the bias unsqueezed (as hand-written cells
+    with packed weight buffers do): torch.onnx writes the Reshape and the
+    Unsqueeze inside the Loop body, on constant shapes and axes."""
+
+    def __init__(self, features=40, hidden=128, classes=12):
+        super().__init__()
+        self.features, self.hidden = features, hidden
+        self.wx = nn.Parameter(torch.randn(features * hidden) / features**0.5)
+        self.bx = nn.Parameter(torch.randn(hidden) * 0.1)
+        self.wh = nn.Linear(hidden, hidden)
+        self.fc = nn.Linear(hidden, classes)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(0), self.hidden)
+        for t in range(x.size(1)):
+            h = torch.tanh(x[:, t] @ self.wx.view(self.features, self.hidden) + self.bx.unsqueeze(0) + self.wh(h))
+        return self.fc(h)
+
+
 class ScriptedGruCell(nn.Module):
     """A GRU cell written by hand (as users script custom cells) over a
     batch-first input, step by step: torch.onnx writes a Loop whose body
@@ -2166,6 +2187,8 @@ MODELS = {
                             True),
     "scripted_gru_cell_op13": (ScriptedGruCell, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40",
                                "x:2,30,40", True),
+    "scripted_viewed_rnn_op13": (ScriptedViewedRnn, (1, 49, 40), 13, {"x": {0: "N", 1: "T"}}, "x:1,49,40",
+                                 "x:2,30,40", True),
     # SAME padding computed from the input size (an odd one given, an uneven
     # pad), as TF-ported models write it; right at another size only if the
     # arithmetic on H and W is not folded at the given one.

@@ -48,6 +48,7 @@ REAL_MODELS = [
     "scan_gru_op13",
     "scripted_elman_op13",
     "scripted_gru_cell_op13",
+    "scripted_viewed_rnn_op13",
     "swin_tiny_op13",
     "tf2onnx_mobilenet_op13",
     "tf2onnx_while_rnn_op13",
