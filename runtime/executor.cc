@@ -104,10 +104,10 @@ std::vector<at::Tensor> Executor::Run(const std::vector<at::Tensor>& inputs, std
   // a cut-out opaque node reads transposed) is copied into its own layout
   // here: its producer's cost, as any runtime pays it where it hands the
   // value out (before, the run's per-node overhead carried it, and folding
-  // two such weight Transposes saved 3x what the estimate said).
+  // two such weight Transposes saved 3x what the estimate said). Only views
+  // are timed: two clock readings for each of a cut graph's many outputs
+  // (73 in a QDQ model's) cost more than its 10 us run's copies.
   std::vector<at::Tensor> result;
-  // Only views are timed: two clock readings for each of a cut graph's many
-  // outputs (73 in a QDQ model's) cost more than its 10 us run's copies.
   for (ValueId out : g.outputs()) {
     const NodeId producer = g.value(out).producer;
     if (!node_ms || producer == kNoNode || values[out].is_contiguous()) {

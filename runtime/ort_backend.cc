@@ -835,8 +835,16 @@ std::vector<at::Tensor> OrtOutputs(const std::string& model_path,
 }
 
 std::vector<at::Tensor> ReadOrtOutputs(const std::string& dir) {
+  std::vector<OrtOutput> parsed;
+  try {
+    parsed = ParseOrtOutputs(dir, true);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    Fail("ONNX Runtime's outputs in ", dir, " cannot be read (", FirstLine(e.what()), ")");
+  }
   std::vector<at::Tensor> outputs;
-  for (const OrtOutput& o : ParseOrtOutputs(dir, true)) outputs.push_back(OrtTensor(o));
+  for (const OrtOutput& o : parsed) outputs.push_back(OrtTensor(o));
   return outputs;
 }
 

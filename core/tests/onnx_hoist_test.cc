@@ -10,6 +10,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -121,6 +122,25 @@ onnx::ModelProto ScanModel(int64_t direction, bool mixed = false) {
   return m;
 }
 
+// ScanModel(0) whose W is no body initializer but what the nodes that
+// `nodes` adds (first in the body, before the rest) compute from `name`,
+// an outer initializer of `dims`.
+onnx::ModelProto ScanModelWithComputedW(
+    const std::string& name, const std::vector<int64_t>& dims, int seed,
+    const std::function<void(onnx::GraphProto* body, onnx::GraphProto* first)>& nodes) {
+  onnx::ModelProto m = ScanModel(0);
+  int64_t elements = 1;
+  for (int64_t d : dims) elements *= d;
+  FloatTensor(m.mutable_graph()->add_initializer(), name, dims, Values(static_cast<size_t>(elements), seed));
+  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
+  body->clear_initializer();  // W
+  onnx::GraphProto first;
+  nodes(body, &first);
+  for (const auto& n : body->node()) *first.add_node() = n;
+  body->mutable_node()->Swap(first.mutable_node());
+  return m;
+}
+
 // The model's outputs in ONNX Runtime on `inputs`.
 std::vector<at::Tensor> Run(const onnx::ModelProto& m, const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
   const std::string dir = testing::MakeTempDir("hoist_");
@@ -224,80 +244,64 @@ TEST(HoistScan, RowsAlongAnotherAxisAreReadFromTheInputTransposedOutside) {
   ExpectSameOutputs(m, after, {{"x", Random({2, 5, 3}, 12)}});
 }
 
-TEST(HoistScan, AWeightReadThroughNodesOfTheBodyIsCopiedOutWithThem) {
-  // x_t @ Transpose(Identity(Wt)), Wt [4, 3] outside: the Identity and the
-  // Transpose (invariants computed in the body) go out with the product.
-  onnx::ModelProto m = ScanModel(0);
-  FloatTensor(m.mutable_graph()->add_initializer(), "Wt", {4, 3}, Values(12, 5));
-  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
-  body->clear_initializer();  // W
-  onnx::GraphProto first;     // the two nodes first, then the body's
-  AddNodeTo(&first, "Identity", {"Wt"}, {"Wi"});
-  IntsAttr(AddNodeTo(&first, "Transpose", {"Wi"}, {"W"}), "perm", {1, 0});
-  for (const auto& n : body->node()) *first.add_node() = n;
-  body->mutable_node()->Swap(first.mutable_node());
+// `m`'s input product and bias moved out of its Scan, the nodes of `ops`
+// that computed its weight in the body copied out with them and gone from
+// the body with the constants they read, the outputs the same.
+void ExpectWeightNodesMovedOut(const onnx::ModelProto& m, const std::vector<std::string>& ops, uint64_t seed) {
   onnx::ModelProto after = m;
   const std::vector<HoistedLoop> h = HoistLoopInvariantProducts(&after);
   ASSERT_EQ(h.size(), 1u);
   EXPECT_EQ(h[0].ops, (std::vector<std::string>{"MatMul", "Add"}));
   const onnx::NodeProto* scan = FindNode(after.graph(), "Scan");
   ASSERT_NE(scan, nullptr);
-  EXPECT_EQ(FindNode(Body(*scan), "Transpose"), nullptr);  // nothing reads it there any more
-  EXPECT_NE(FindNode(after.graph(), "Transpose"), nullptr);
-  ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, 15)}});
+  for (const std::string& op : ops) {
+    EXPECT_EQ(FindNode(Body(*scan), op), nullptr) << op;  // nothing reads it there any more
+    EXPECT_NE(FindNode(after.graph(), op), nullptr) << op;
+  }
+  EXPECT_EQ(Body(*scan).initializer_size(), 0);
+  ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, seed)}});
+}
+
+TEST(HoistScan, AWeightReadThroughNodesOfTheBodyIsCopiedOutWithThem) {
+  // x_t @ Transpose(Identity(Wt)), Wt [4, 3] outside: the Identity and the
+  // Transpose (invariants computed in the body) go out with the product.
+  const onnx::ModelProto m = ScanModelWithComputedW("Wt", {4, 3}, 5, [](onnx::GraphProto*, onnx::GraphProto* first) {
+    AddNodeTo(first, "Identity", {"Wt"}, {"Wi"});
+    IntsAttr(AddNodeTo(first, "Transpose", {"Wi"}, {"W"}), "perm", {1, 0});
+  });
+  ExpectWeightNodesMovedOut(m, {"Transpose"}, 15);
 }
 
 TEST(HoistScan, AWeightReshapedInTheBodyIsCopiedOutWithItsShapes) {
   // x_t @ Squeeze(Reshape(Unsqueeze(Wf, [0]), [3, 1, 4]), [1]), Wf [12]
   // outside, the shape and axes the body's own constants: each node's
   // rank follows from them, and the three go out with the product.
-  onnx::ModelProto m = ScanModel(0);
-  FloatTensor(m.mutable_graph()->add_initializer(), "Wf", {12}, Values(12, 6));
-  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
-  body->clear_initializer();  // W
-  auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
-    onnx::TensorProto* t = body->add_initializer();
-    t->set_name(name);
-    t->set_data_type(kInt64);
-    t->add_dims(static_cast<int64_t>(v.size()));
-    for (int64_t x : v) t->add_int64_data(x);
-  };
-  ints("axes0", {0});
-  ints("shape", {3, 1, 4});
-  ints("axes1", {1});
-  onnx::GraphProto first;  // the three nodes first, then the body's
-  AddNodeTo(&first, "Unsqueeze", {"Wf", "axes0"}, {"Wu"});
-  AddNodeTo(&first, "Reshape", {"Wu", "shape"}, {"Wr"});
-  AddNodeTo(&first, "Squeeze", {"Wr", "axes1"}, {"W"});
-  for (const auto& n : body->node()) *first.add_node() = n;
-  body->mutable_node()->Swap(first.mutable_node());
-  onnx::ModelProto after = m;
-  const std::vector<HoistedLoop> h = HoistLoopInvariantProducts(&after);
-  ASSERT_EQ(h.size(), 1u);
-  EXPECT_EQ(h[0].ops, (std::vector<std::string>{"MatMul", "Add"}));
-  const onnx::NodeProto* scan = FindNode(after.graph(), "Scan");
-  ASSERT_NE(scan, nullptr);
-  for (const char* op : {"Unsqueeze", "Reshape", "Squeeze"}) {
-    EXPECT_EQ(FindNode(Body(*scan), op), nullptr) << op;  // nothing reads it there any more
-    EXPECT_NE(FindNode(after.graph(), op), nullptr) << op;
-  }
-  EXPECT_EQ(Body(*scan).initializer_size(), 0);
-  ExpectSameOutputs(m, after, {{"x", Random({5, 2, 3}, 16)}});
+  const onnx::ModelProto m = ScanModelWithComputedW("Wf", {12}, 6, [](onnx::GraphProto* body, onnx::GraphProto* first) {
+    auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
+      onnx::TensorProto* t = body->add_initializer();
+      t->set_name(name);
+      t->set_data_type(kInt64);
+      t->add_dims(static_cast<int64_t>(v.size()));
+      for (int64_t x : v) t->add_int64_data(x);
+    };
+    ints("axes0", {0});
+    ints("shape", {3, 1, 4});
+    ints("axes1", {1});
+    AddNodeTo(first, "Unsqueeze", {"Wf", "axes0"}, {"Wu"});
+    AddNodeTo(first, "Reshape", {"Wu", "shape"}, {"Wr"});
+    AddNodeTo(first, "Squeeze", {"Wr", "axes1"}, {"W"});
+  });
+  ExpectWeightNodesMovedOut(m, {"Unsqueeze", "Reshape", "Squeeze"}, 16);
 }
 
 TEST(HoistScan, AReshapeToAShapeTheBodyComputesStays) {
   // The same weight reshaped to Shape(Wc), a shape no constant states:
   // its rank is unknown, so the product of it stays (and all else).
-  onnx::ModelProto m = ScanModel(0);
-  FloatTensor(m.mutable_graph()->add_initializer(), "Wf", {12}, Values(12, 6));
-  onnx::GraphProto* body = MutableBody(m.mutable_graph()->mutable_node(0));
-  body->clear_initializer();
-  FloatTensor(body->add_initializer(), "Wc", {3, 4}, Values(12, 7));
-  onnx::GraphProto first;
-  AddNodeTo(&first, "Shape", {"Wc"}, {"w_shape"});
-  AddNodeTo(&first, "Reshape", {"Wf", "w_shape"}, {"W"});
-  for (const auto& n : body->node()) *first.add_node() = n;
-  body->mutable_node()->Swap(first.mutable_node());
+  const onnx::ModelProto m = ScanModelWithComputedW("Wf", {12}, 6, [](onnx::GraphProto* body, onnx::GraphProto* first) {
+    FloatTensor(body->add_initializer(), "Wc", {3, 4}, Values(12, 7));
+    AddNodeTo(first, "Shape", {"Wc"}, {"w_shape"});
+    AddNodeTo(first, "Reshape", {"Wf", "w_shape"}, {"W"});
+  });
   onnx::ModelProto after = m;
   EXPECT_TRUE(HoistLoopInvariantProducts(&after).empty());
   EXPECT_EQ(after.SerializeAsString(), m.SerializeAsString());
