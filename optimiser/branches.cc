@@ -54,9 +54,12 @@ void PutBack(BranchesRecord& rec, const std::string& why) {
   }
 }
 
-// `model` with its graph inputs declared at the shapes `graph` binds them
-// to (ONNX Runtime runs it there).
-void BindInputShapes(onnx::ModelProto* model, const Graph& graph) {
+// Writes `model` to `path` with its graph inputs declared at the shapes
+// `graph` binds them to (ONNX Runtime runs it there), then gives it back
+// its own declarations: its weights are not copied (the check had held
+// four copies of a model with loops).
+void WriteWithBoundInputs(const std::string& path, onnx::ModelProto* model, const Graph& graph) {
+  const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> own = model->graph().input();
   for (auto& vi : *model->mutable_graph()->mutable_input()) {
     const ValueId v = graph.FindValue(vi.name());
     if (v == kNoValue || !graph.value(v).is_graph_input || !graph.value(v).type.rank_known) continue;
@@ -64,6 +67,15 @@ void BindInputShapes(onnx::ModelProto* model, const Graph& graph) {
     shape->clear_dim();
     for (int64_t d : graph.value(v).type.shape) shape->add_dim()->set_dim_value(d);
   }
+  std::string bytes;
+  try {
+    bytes = model->SerializeAsString();
+  } catch (...) {
+    *model->mutable_graph()->mutable_input() = own;
+    throw;
+  }
+  *model->mutable_graph()->mutable_input() = own;
+  WriteFileAtomically(path, bytes);
 }
 
 // Moves loop-invariant products out of the model's Scan and Loop bodies
@@ -78,14 +90,10 @@ bool Hoist(OptimiseRun& r, onnx::ModelProto* model) {
   if (hoisted.empty()) return false;
   const Graph& graph = r.model.graph;
   try {
-    onnx::ModelProto a = *model, b = moved;
-    BindInputShapes(&a, graph);
-    BindInputShapes(&b, graph);
     const std::string pa = r.branches_dir + "/rlflow-hoist-before.onnx",
                       pb = r.branches_dir + "/rlflow-hoist-after.onnx";
-    WriteFileAtomically(pa, a.SerializeAsString());
-    WriteFileAtomically(pb, b.SerializeAsString());
-    a.Clear(), b.Clear();
+    WriteWithBoundInputs(pa, model, graph);
+    WriteWithBoundInputs(pb, &moved, graph);
     const std::vector<at::Tensor> values = RandomInputs(graph, r.o.seed);
     std::vector<std::pair<std::string, at::Tensor>> inputs;
     for (size_t k = 0; k < graph.inputs().size() && k < values.size(); ++k)
