@@ -67,6 +67,15 @@ inline void FloatTensor(onnx::TensorProto* t, const std::string& name, const std
   t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
 }
 
+// `t` as the 1-D int64 tensor `name` holding `values` (shapes, axes).
+inline void Int64Tensor(onnx::TensorProto* t, const std::string& name, const std::vector<int64_t>& values) {
+  t->Clear();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t x : values) t->add_int64_data(x);
+}
+
 // A node of `g` running `op` on `in`, writing `out`.
 inline onnx::NodeProto* AddNodeTo(onnx::GraphProto* g, const std::string& op, const std::vector<std::string>& in,
                                   const std::vector<std::string>& out) {

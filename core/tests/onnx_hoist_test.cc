@@ -26,6 +26,7 @@ using testing::AddNodeTo;
 using testing::DeclareTensor;
 using testing::FloatTensor;
 using testing::GraphAttr;
+using testing::Int64Tensor;
 using testing::IntAttr;
 using testing::IntsAttr;
 
@@ -277,16 +278,9 @@ TEST(HoistScan, AWeightReshapedInTheBodyIsCopiedOutWithItsShapes) {
   // outside, the shape and axes the body's own constants: each node's
   // rank follows from them, and the three go out with the product.
   const onnx::ModelProto m = ScanModelWithComputedW("Wf", {12}, 6, [](onnx::GraphProto* body, onnx::GraphProto* first) {
-    auto ints = [&](const std::string& name, const std::vector<int64_t>& v) {
-      onnx::TensorProto* t = body->add_initializer();
-      t->set_name(name);
-      t->set_data_type(kInt64);
-      t->add_dims(static_cast<int64_t>(v.size()));
-      for (int64_t x : v) t->add_int64_data(x);
-    };
-    ints("axes0", {0});
-    ints("shape", {3, 1, 4});
-    ints("axes1", {1});
+    Int64Tensor(body->add_initializer(), "axes0", {0});
+    Int64Tensor(body->add_initializer(), "shape", {3, 1, 4});
+    Int64Tensor(body->add_initializer(), "axes1", {1});
     AddNodeTo(first, "Unsqueeze", {"Wf", "axes0"}, {"Wu"});
     AddNodeTo(first, "Reshape", {"Wu", "shape"}, {"Wr"});
     AddNodeTo(first, "Squeeze", {"Wr", "axes1"}, {"W"});

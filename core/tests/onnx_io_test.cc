@@ -99,11 +99,7 @@ using testing::IntAttr;
 using testing::IntsAttr;
 
 void Int64Init(onnx::ModelProto& m, const std::string& name, std::vector<int64_t> v) {
-  auto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::INT64);
-  t->add_dims(static_cast<int64_t>(v.size()));
-  for (int64_t x : v) t->add_int64_data(x);
+  testing::Int64Tensor(m.mutable_graph()->add_initializer(), name, v);
 }
 
 std::string Save(const onnx::ModelProto& m, const std::string& name) {
