@@ -225,6 +225,8 @@ struct ReferenceRunRecord {
 
 struct CanonicaliseRecord {
   int lowered_batchnorm = 0;  // BatchNormalization nodes lowered to Mul/Add
+  // select_rows_early changed the graph (and it fits another binding).
+  bool rows_selected_early = false;
 };
 
 // One search round's own figures.

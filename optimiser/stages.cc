@@ -479,10 +479,60 @@ void ReferenceRun(OptimiseRun& r) {
 
 // The canonical form the rules are stated in: batch norm in inference form
 // (x * S + T).
+// Whether `g` (the canonical graph rewritten) imports at a second binding
+// of the model's symbolic dimensions where the canonical graph does, with
+// outputs of the same types: a
+// rewrite made at one binding can be right there only (a dimension bound to
+// 1 hides a merge). True for a model without symbolic dimensions; false
+// where no second binding fits the canonical graph.
+static bool FitsAnotherBinding(const OptimiseRun& r, const Graph& g) {
+  const Graph& original = r.model.AsGiven();
+  if (!original.info().symbolic_dims) return true;
+  for (SecondBindingKind kind : {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
+    ImportOptions other = SecondBinding(original, r.model.import, kind);
+    other.fold_static_dims = false;
+    Graph before;
+    try {
+      before = ReimportGraph(r.canonical, "canonical", other, SharingWeights());
+    } catch (const Error&) {
+      continue;
+    }
+    try {
+      const Graph after = ReimportGraph(g, "rewritten", other, SharingWeights());
+      for (size_t k = 0; k < before.outputs().size(); ++k)
+        if (after.value(after.outputs()[k]).type != before.value(before.outputs()[k]).type) return false;
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return false;
+}
+
+// Rows a constant Gather selects (a classifier's class token) are selected
+// before the operators that compute each row alone (select_rows_early), so
+// that the rows nobody reads are not computed; kept where the result is
+// right at another binding of the symbolic dimensions too.
+static void SelectRowsEarly(OptimiseRun& r) {
+  Graph selected = r.canonical;
+  const double flops = Summarize(r.canonical).flops;
+  if (RunPasses(PassRegistry::Builtin(), {"select_rows_early"}, selected).passes_changed == 0) return;
+  const double after = Summarize(selected).flops;
+  if (!FitsAnotherBinding(r, selected)) {
+    r.info("selecting rows early does not fit another binding of the symbolic dimensions: not done");
+    return;
+  }
+  r.res.canonicalise.rows_selected_early = true;
+  r.info(Format("rows a constant Gather selects computed alone (select_rows_early): %.3f -> %.3f GFLOPs", flops / 1e9,
+                after / 1e9));
+  r.canonical = std::move(selected);
+}
+
 void Canonicalise(OptimiseRun& r) {
   int& lowered = r.res.canonicalise.lowered_batchnorm;
   r.canonical = CanonicalForm(r.model.graph, &lowered);
   if (lowered > 0) r.info("lowered " + std::to_string(lowered) + " BatchNormalization nodes to per-channel Mul/Add");
+  if (r.o.search != "none") SelectRowsEarly(r);
 }
 
 // Ctrl-C (or SIGTERM) came: the search stops, and what follows writes the
@@ -690,7 +740,7 @@ void Finish(OptimiseRun& r) {
   // The finishing passes (FinishPasses(): fold_constants, raise_batchnorm):
   // batch norms the search did not fold away go back to one node each (one
   // pass over the tensor instead of Mul + Add) only if the cost model agrees.
-  optimised = result.applied.empty() ? imported : result.graph;
+  optimised = result.applied.empty() && !r.res.canonicalise.rows_selected_early ? imported : result.graph;
   for (const std::string& name : FinishPasses()) {
     if (name == "fold_constants" && !r.o.fold_weights) continue;
     if (name == "fold_constants") {
@@ -1213,7 +1263,8 @@ void DescribeReferenceRun(const PipelineResult& p, std::string&, Json& j) {
 }
 
 void DescribeCanonicalise(const PipelineResult& p, std::string&, Json& j) {
-  j["canonical_form"] = Json{{"lowered_batchnorm", p.canonicalise.lowered_batchnorm}};
+  j["canonical_form"] = Json{{"lowered_batchnorm", p.canonicalise.lowered_batchnorm},
+                             {"rows_selected_early", p.canonicalise.rows_selected_early}};
 }
 
 void DescribeCalibrate(const PipelineResult& p, std::string&, Json& j) {

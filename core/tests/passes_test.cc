@@ -277,6 +277,17 @@ std::map<std::string, Case> Cases() {
                                    return b.Build({b.Op("Relu", {a}), b.Op("Relu", {c2}), b.Op("Relu", {d})});
                                  },
                                  {{"MatMul", 1}, {"Split", 1}}};
+  c["select_rows_early"] = {
+      [] {
+        GraphBuilder b(1);
+        ValueId x = b.Input("x", {2, 6, 8});
+        ValueId h = b.Op("Add", {b.Op("MatMul", {x, b.Weight("w1", {8, 16}, 0.3f)}), b.Weight("b1", {16}, 0.1f)});
+        h = b.Op("MatMul", {b.Op("Relu", {h}), b.Weight("w2", {16, 8}, 0.3f)});
+        ValueId y =
+            b.Op("LayerNormalization", {b.Op("Add", {h, x}), b.Weight("s", {8}, 0.1f, 1.0f), b.Weight("t", {8}, 0.1f)});
+        return b.Build({b.Op("Gather", {y, b.ConstInts({0}, Shape{})}, {{"axis", Attribute::Int(1)}})});
+      },
+      {{"Squeeze", 1}, {"MatMul", 2}, {"LayerNormalization", 1}}};
   return c;
 }
 
@@ -311,6 +322,83 @@ TEST(Passes, EveryBuiltinPassDoesWhatItsNameSays) {
     EXPECT_FALSE(changed) << "the pass does not converge";
   }
   for (const auto& [name, c] : cases) EXPECT_TRUE(reg.Has(name)) << "a case for an unregistered pass: " << name;
+}
+
+// The output's shape of the first node computing `op` from an input named
+// `weight` (a weight or a graph input).
+Shape OutputOf(const Graph& g, const std::string& op, const std::string& weight) {
+  for (NodeId id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != op) continue;
+    for (ValueId in : n.inputs)
+      if (in != kNoValue && g.value(in).name == weight) return g.value(n.outputs[0]).type.shape;
+  }
+  return {};
+}
+
+// An attention layer whose output is read at one token (a classifier's
+// class token, x[:, 0]): its query projection, its attention rows, its
+// residual and its feed-forward block run on that token only; its keys and
+// values still on every token.
+TEST(Passes, SelectRowsEarlyComputesOnlyTheSelectedRows) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {2, 6, 8});
+  const auto heads = [&](ValueId t, std::vector<int64_t> perm) {
+    return b.Op("Transpose", {b.Op("Reshape", {t, b.ConstInts({2, 6, 2, 4})})}, {{"perm", Attribute::Ints(perm)}});
+  };
+  ValueId q = heads(b.Op("MatMul", {x, b.Weight("wq", {8, 8}, 0.3f)}), {0, 2, 1, 3});
+  ValueId k = heads(b.Op("MatMul", {x, b.Weight("wk", {8, 8}, 0.3f)}), {0, 2, 3, 1});
+  ValueId v = heads(b.Op("MatMul", {x, b.Weight("wv", {8, 8}, 0.3f)}), {0, 2, 1, 3});
+  ValueId p = b.Op("Softmax", {b.Op("MatMul", {q, k})}, {{"axis", Attribute::Int(-1)}});
+  ValueId ctx = b.Op("Reshape", {b.Op("Transpose", {b.Op("MatMul", {p, v})}, {{"perm", Attribute::Ints({0, 2, 1, 3})}}),
+                                 b.ConstInts({0, 0, 8})});
+  ValueId y = b.Op("Add", {x, b.Op("MatMul", {ctx, b.Weight("wo", {8, 8}, 0.3f)})});
+  ValueId f = b.Op("MatMul",
+                   {b.Op("Relu", {b.Op("MatMul", {y, b.Weight("w1", {8, 16}, 0.3f)})}), b.Weight("w2", {16, 8}, 0.3f)});
+  ValueId out = b.Op("Gather", {b.Op("Add", {y, f}), b.ConstInts({0}, Shape{})}, {{"axis", Attribute::Int(1)}});
+  const Graph before = b.Build({out});
+  Graph after = before;
+  ASSERT_TRUE(PassRegistry::Builtin().Make("select_rows_early")->Run(after));
+  after.Validate();
+  EXPECT_LT(MaxDiff(before, after), 1e-5);
+  EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
+  EXPECT_EQ(OutputOf(after, "MatMul", "wq"), (Shape{2, 1, 8}));
+  EXPECT_EQ(OutputOf(after, "MatMul", "wk"), (Shape{2, 6, 8}));
+  EXPECT_EQ(OutputOf(after, "MatMul", "wv"), (Shape{2, 6, 8}));
+  EXPECT_EQ(OutputOf(after, "MatMul", "wo"), (Shape{2, 1, 8}));
+  EXPECT_EQ(OutputOf(after, "MatMul", "w1"), (Shape{2, 1, 16}));
+  for (NodeId id = 0; id < after.num_nodes(); ++id) {
+    if (after.node(id).op != "Softmax") continue;
+    EXPECT_EQ(after.value(after.node(id).outputs[0]).type.shape, (Shape{2, 2, 1, 6}));
+  }
+  EXPECT_EQ(Count(after, "Squeeze"), 1);
+}
+
+// A row selection stays where the rows it drops are read by something else
+// (a graph output), where its operator mixes rows (a Softmax along the
+// axis), and where a Reshape merges the axis with a dimension bound to 1
+// ([T * B, C] -> [T, B, C] at B = 1 looks like T -> T).
+TEST(Passes, SelectRowsEarlyLeavesRowsOthersRead) {
+  const auto unchanged = [](const Graph& g) {
+    Graph h = g;
+    EXPECT_FALSE(PassRegistry::Builtin().Make("select_rows_early")->Run(h));
+    EXPECT_EQ(h.StructuralHash(), g.StructuralHash());
+  };
+  {
+    GraphBuilder b(1);
+    ValueId r = b.Op("Relu", {b.Input("x", {2, 6, 8})});
+    unchanged(b.Build({r, b.Op("Gather", {r, b.ConstInts({1}, Shape{})}, {{"axis", Attribute::Int(1)}})}));
+  }
+  {
+    GraphBuilder b(1);
+    ValueId s = b.Op("Softmax", {b.Input("x", {2, 6, 8})}, {{"axis", Attribute::Int(1)}});
+    unchanged(b.Build({b.Op("Gather", {s, b.ConstInts({1}, Shape{})}, {{"axis", Attribute::Int(1)}})}));
+  }
+  {
+    GraphBuilder b(1);
+    ValueId t = b.Op("Reshape", {b.Input("x", {6, 8}), b.ConstInts({6, 1, 8})});
+    unchanged(b.Build({b.Op("Gather", {t, b.ConstInts({0}, Shape{})}, {{"axis", Attribute::Int(0)}})}));
+  }
 }
 
 TEST(Passes, LoweredBatchNormFoldsIntoConvInTwoSteps) {
