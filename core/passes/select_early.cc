@@ -18,6 +18,7 @@
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -222,19 +223,23 @@ class SelectRowsEarly : public LocalPass {
     if (p.opaque() || !p.domain.empty() || p.outputs[0] != x) return false;
     for (size_t k = 1; k < p.outputs.size(); ++k)
       if (Uses(g, p.outputs[k]) > 0) return false;
-    // Every reader of x is this selection.
-    std::vector<NodeId> readers;
+    // Every reader of x is a selection along the same axis; where they
+    // select different rows, one selection of all their rows comes first.
+    std::vector<Selection> readers;
+    bool same = true;
     for (NodeId r = 0; r < g.num_nodes(); ++r) {
       const Node& n = g.node(r);
       bool reads = false;
       for (ValueId in : n.inputs) reads = reads || in == x;
       if (!reads) continue;
       std::optional<Selection> t = AsSelection(g, r);
-      if (!t || t->data != x || !SameSelection(*s, *t) || !Live(g, r)) return false;
-      readers.push_back(r);
+      if (!t || t->data != x || t->axis != s->axis || !Live(g, r)) return false;
+      same = same && SameSelection(*s, *t);
+      readers.push_back(*t);
     }
     std::vector<int64_t> axes;
     if (!InputAxes(g, pid, s->axis, &axes)) return false;
+    if (!same) return SelectTheUnion(g, x, s->axis, readers);
     const std::string base = p.name + ".selected";
     const at::Tensor rows = s->index.reshape({-1});
     ValueId rows_value = kNoValue;
@@ -264,7 +269,37 @@ class SelectRowsEarly : public LocalPass {
       result = g.node(AddNode(g, "Squeeze", {result, axes_value}, 1, {}, base + ".squeeze")).outputs[0];
     }
     bool changed = false;
-    for (NodeId r : readers) changed = Forward(g, g.node(r).outputs[0], result) || changed;
+    for (const Selection& r : readers) changed = Forward(g, g.node(r.node).outputs[0], result) || changed;
+    return changed;
+  }
+
+ private:
+  // The rows the readers select, each once (indices as written: -1 and 49
+  // are other rows at another length), selected first; each reader then
+  // selects its rows from those. False where they are all the rows.
+  static bool SelectTheUnion(Graph& g, ValueId x, int64_t axis, const std::vector<Selection>& readers) {
+    std::vector<int64_t> rows;
+    for (const Selection& r : readers) {
+      const at::Tensor idx = r.index.to(at::kLong).reshape({-1}).contiguous();
+      for (int64_t k = 0; k < idx.numel(); ++k) {
+        const int64_t i = idx.data_ptr<int64_t>()[k];
+        if (std::find(rows.begin(), rows.end(), i) == rows.end()) rows.push_back(i);
+      }
+    }
+    if (static_cast<int64_t>(rows.size()) >= g.value(x).type.shape[axis]) return false;
+    const std::string base = g.value(x).name + ".rows";
+    const ValueId all = AddConstant(g, base, at::tensor(rows, at::kLong));
+    const ValueId selected =
+        g.node(AddNode(g, "Gather", {x, all}, 1, {{"axis", Attribute::Int(axis)}}, base)).outputs[0];
+    bool changed = false;
+    for (const Selection& r : readers) {
+      at::Tensor at_rows = r.index.to(at::kLong).clone();
+      int64_t* p = at_rows.data_ptr<int64_t>();
+      for (int64_t k = 0; k < at_rows.numel(); ++k) p[k] = std::find(rows.begin(), rows.end(), p[k]) - rows.begin();
+      const ValueId positions = AddConstant(g, base + ".of", at_rows);
+      const NodeId n = AddNode(g, "Gather", {selected, positions}, 1, {{"axis", Attribute::Int(axis)}}, base);
+      changed = Forward(g, g.node(r.node).outputs[0], g.node(n).outputs[0]) || changed;
+    }
     return changed;
   }
 };

@@ -374,6 +374,22 @@ TEST(Passes, SelectRowsEarlyComputesOnlyTheSelectedRows) {
   EXPECT_EQ(Count(after, "Squeeze"), 1);
 }
 
+// A classifier reading two tokens (DeiT's class and distillation tokens,
+// x[:, 0] and x[:, -1]): both rows are selected first, then moved.
+TEST(Passes, SelectRowsEarlySelectsTheRowsOfEveryReaderTogether) {
+  GraphBuilder b(5);
+  ValueId h = b.Op("Relu", {b.Op("MatMul", {b.Input("x", {2, 6, 8}), b.Weight("w", {8, 8}, 0.3f)})});
+  ValueId first = b.Op("Gather", {h, b.ConstInts({0}, Shape{})}, {{"axis", Attribute::Int(1)}});
+  ValueId last = b.Op("Gather", {h, b.ConstInts({-1, 0}, Shape{2})}, {{"axis", Attribute::Int(1)}});
+  const Graph before = b.Build({first, last});
+  Graph after = before;
+  ASSERT_TRUE(PassRegistry::Builtin().Make("select_rows_early")->Run(after));
+  after.Validate();
+  EXPECT_LT(MaxDiff(before, after), 1e-6);
+  EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
+  EXPECT_EQ(OutputOf(after, "MatMul", "w"), (Shape{2, 2, 8}));
+}
+
 // A row selection stays where the rows it drops are read by something else
 // (a graph output), where its operator mixes rows (a Softmax along the
 // axis), and where a Reshape merges the axis with a dimension bound to 1
