@@ -118,7 +118,8 @@ std::optional<std::vector<int64_t>> ConstInts(const Graph& g, ValueId v) {
 bool LocalPass::Run(Graph& g) const {
   const int start = g.num_nodes();
   bool changed = false;
-  for (int sweep = 0; sweep < 16; ++sweep) {
+  const int sweeps = MaxSweeps(g);
+  for (int sweep = 0; sweep < sweeps; ++sweep) {
     bool any = false;
     for (NodeId id : g.TopologicalOrder()) {
       if (g.node(id).opaque() || !Live(g, id)) continue;

@@ -50,13 +50,16 @@ at::Tensor PerChannel(const Graph& g, ValueId v, int64_t rank, int64_t channels)
 std::optional<std::vector<int64_t>> ConstInts(const Graph& g, ValueId v);
 
 // A pass that visits the live modelled nodes in topological order and
-// tries a local rewrite at each; sweeps repeat (at most 16) until one
+// tries a local rewrite at each; sweeps repeat (at most MaxSweeps) until one
 // changes nothing, with dead nodes dropped after each sweep.
 class LocalPass : public Pass {
  public:
   bool Run(Graph& g) const override;
   // Rewrites at node `id` (live, modelled); returns true if it changed the graph.
   virtual bool Rewrite(Graph& g, NodeId id) const = 0;
+  // The most sweeps Run makes (a rewrite that moves a node one step a
+  // sweep needs as many as the graph is deep).
+  virtual int MaxSweeps(const Graph&) const { return 16; }
 };
 
 }  // namespace rlflow::passes

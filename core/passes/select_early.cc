@@ -196,23 +196,9 @@ class SelectRowsEarly : public LocalPass {
     return "a Gather of constant rows moved before the operators that compute each row alone (rows nobody reads "
            "are not computed)";
   }
-  // LocalPass's sweeps, until none changes anything: a selection moves one
-  // operator a sweep, and a transformer layer is tens of operators deep.
-  bool Run(Graph& g) const override {
-    const int start = g.num_nodes();
-    bool changed = false;
-    for (int sweep = 0; sweep <= start; ++sweep) {
-      bool any = false;
-      for (NodeId id : g.TopologicalOrder())
-        if (!g.node(id).opaque() && Live(g, id) && Rewrite(g, id)) any = true;
-      if (!any) break;
-      changed = true;
-      g.RemoveDeadCode();
-    }
-    // A rewrite refused after building its replacement leaves it dead.
-    if (!changed && g.num_nodes() != start) g.RemoveDeadCode();
-    return changed;
-  }
+  // A selection moves one operator a sweep, and a transformer layer is
+  // tens of operators deep.
+  int MaxSweeps(const Graph& g) const override { return g.num_nodes() + 1; }
   bool Rewrite(Graph& g, NodeId id) const override {
     std::optional<Selection> s = AsSelection(g, id);
     if (!s) return false;
