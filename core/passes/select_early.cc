@@ -10,8 +10,10 @@
 // A selection moves into its producer P when every reader of P's output is
 // the same selection (same axis and indices) and the output is no graph
 // output; P is then computed again on selected inputs and the old P is
-// dead. An input whose axis is broadcast (size 1, or absent) is read as it
-// is; a constant input is selected here. A scalar index (the axis dropped)
+// dead. Readers selecting different rows along one axis (a class and a
+// distillation token) first read them from one selection of all their rows.
+// An input whose axis is broadcast (size 1, or absent) is read as it is; a
+// constant input is selected here. A scalar index (the axis dropped)
 // becomes a one-element index and a Squeeze of that axis after it.
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/index_select.h>
@@ -59,9 +61,9 @@ bool SameSelection(const Selection& a, const Selection& b) {
 }
 
 // Which axis of each input of `p` holds the rows of its output's axis `a`
-// (-1: the input does not vary along it and is read as it is); `shape_input`
-// is set for a Reshape whose shape must change. False: rows of the output
-// are not computed from rows of the inputs alone (or not handled).
+// (-1: the input does not vary along it and is read as it is; a Reshape's
+// shape, which ReshapeTo makes anew). False: rows of the output are not
+// computed from rows of the inputs alone (or not handled).
 bool InputAxes(const Graph& g, NodeId pid, int64_t a, std::vector<int64_t>* axes) {
   const Node& p = g.node(pid);
   const TensorType& out = g.value(p.outputs[0]).type;
@@ -217,9 +219,9 @@ class SelectRowsEarly : public LocalPass {
       const Node& n = g.node(r);
       bool reads = false;
       for (ValueId in : n.inputs) reads = reads || in == x;
-      if (!reads) continue;
+      if (!reads || !Live(g, r)) continue;  // a dead reader goes with the old P
       std::optional<Selection> t = AsSelection(g, r);
-      if (!t || t->data != x || t->axis != s->axis || !Live(g, r)) return false;
+      if (!t || t->data != x || t->axis != s->axis) return false;
       same = same && SameSelection(*s, *t);
       readers.push_back(*t);
     }
