@@ -477,14 +477,12 @@ void ReferenceRun(OptimiseRun& r) {
            "them with --input_shape");
 }
 
-// The canonical form the rules are stated in: batch norm in inference form
-// (x * S + T).
 // Whether `g` (the canonical graph rewritten) imports at a second binding
 // of the model's symbolic dimensions where the canonical graph does, with
-// outputs of the same types: a
-// rewrite made at one binding can be right there only (a dimension bound to
-// 1 hides a merge). True for a model without symbolic dimensions; false
-// where no second binding fits the canonical graph.
+// outputs of the same types: a rewrite made at one binding can be right
+// there only (a dimension bound to 1 hides a merge). True for a model
+// without symbolic dimensions; false where no second binding fits the
+// canonical graph.
 static bool FitsAnotherBinding(const OptimiseRun& r, const Graph& g) {
   const Graph& original = r.model.AsGiven();
   if (!original.info().symbolic_dims) return true;
@@ -516,7 +514,7 @@ static bool FitsAnotherBinding(const OptimiseRun& r, const Graph& g) {
 static void SelectRowsEarly(OptimiseRun& r) {
   Graph selected = r.canonical;
   const double flops = Summarize(r.canonical).flops;
-  if (RunPasses(PassRegistry::Builtin(), {"select_rows_early"}, selected).passes_changed == 0) return;
+  if (!(flops > 0) || RunPasses(PassRegistry::Builtin(), {"select_rows_early"}, selected).passes_changed == 0) return;
   const double after = Summarize(selected).flops;
   // Each selection moved is a node more: where little work goes (a short
   // axis, a model of data movement), not worth the nodes.
@@ -534,6 +532,8 @@ static void SelectRowsEarly(OptimiseRun& r) {
   r.canonical = std::move(selected);
 }
 
+// The canonical form the rules are stated in: batch norm in inference form
+// (x * S + T); rows nobody reads not computed.
 void Canonicalise(OptimiseRun& r) {
   int& lowered = r.res.canonicalise.lowered_batchnorm;
   r.canonical = CanonicalForm(r.model.graph, &lowered);
