@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/graph_builder.h"
+#include "core/onnx_io.h"
+#include "core/onnx_proto_testing.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/pass.h"
 #include "core/strings.h"
@@ -415,6 +417,33 @@ TEST(Passes, SelectRowsEarlyLeavesRowsOthersRead) {
     ValueId t = b.Op("Reshape", {b.Input("x", {6, 8}), b.ConstInts({6, 1, 8})});
     unchanged(b.Build({b.Op("Gather", {t, b.ConstInts({0}, Shape{})}, {{"axis", Attribute::Int(0)}})}));
   }
+}
+
+// Shape arithmetic on symbolic dimensions (x's rows, bound to 4 here) is
+// no row selection to move: Gather(Shape(x) * 1, 0) stays as it is, for the
+// folding that keeps it general.
+TEST(Passes, SelectRowsEarlyLeavesShapeArithmetic) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("shape");
+  testing::DeclareTensor(g->add_input(), "x", onnx::TensorProto::FLOAT, {-1, 8});
+  testing::DeclareTensor(g->add_output(), "y", onnx::TensorProto::FLOAT, {-1, 2, 4});
+  testing::Int64Tensor(g->add_initializer(), "one", {1, 1});
+  testing::Int64Tensor(g->add_initializer(), "zero", {0});
+  testing::Int64Tensor(g->add_initializer(), "rest", {2, 4});
+  testing::AddNodeTo(g, "Shape", {"x"}, {"s"});
+  testing::AddNodeTo(g, "Mul", {"s", "one"}, {"t"});
+  testing::AddNodeTo(g, "Gather", {"t", "zero"}, {"n"});
+  testing::IntAttr(testing::AddNodeTo(g, "Concat", {"n", "rest"}, {"shape"}), "axis", 0);
+  testing::AddNodeTo(g, "Reshape", {"x", "shape"}, {"y"});
+  ImportOptions o;
+  o.input_shapes["x"] = {4, 8};
+  Graph before = ImportOnnxModel(m, "shape arithmetic", o);
+  Graph after = before;
+  EXPECT_FALSE(PassRegistry::Builtin().Make("select_rows_early")->Run(after));
+  EXPECT_EQ(after.StructuralHash(), before.StructuralHash());
 }
 
 TEST(Passes, LoweredBatchNormFoldsIntoConvInTwoSteps) {
