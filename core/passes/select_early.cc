@@ -45,9 +45,10 @@ std::optional<Selection> AsSelection(const Graph& g, NodeId id) {
   if (!Is(n, "Gather") || n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
   at::Tensor index = Constant(g, n.inputs[1]);
   if (!index.defined() || index.dim() > 1 || index.numel() == 0 || g.value(n.inputs[1]).symbolic) return std::nullopt;
-  // Shape arithmetic (values computed from symbolic dimensions, known at
-  // the bound ones) is left to the folding that keeps it general.
-  if (g.value(n.inputs[0]).symbolic) return std::nullopt;
+  // Shape arithmetic (small values computed from symbolic dimensions, whose
+  // values at the bound ones the shape rules read) is left to the folding
+  // that keeps it general.
+  if (g.value(n.inputs[0]).known) return std::nullopt;
   const TensorType& x = g.value(n.inputs[0]).type;
   if (!x.rank_known || x.rank() == 0) return std::nullopt;
   int64_t axis = Attrs(g, id).Int("axis");
@@ -231,7 +232,7 @@ class SelectRowsEarly : public LocalPass {
     std::vector<int64_t> axes;
     if (!InputAxes(g, pid, s->axis, &axes)) return false;
     for (size_t i = 0; i < axes.size(); ++i)
-      if (axes[i] >= 0 && g.value(p.inputs[i]).symbolic) return false;
+      if (axes[i] >= 0 && g.value(p.inputs[i]).known) return false;
     if (!same) return SelectTheUnion(g, x, s->axis, readers);
     const std::string base = p.name + ".selected";
     const at::Tensor rows = s->index.reshape({-1});
