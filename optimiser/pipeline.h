@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/onnx_hoist.h"
@@ -72,6 +73,19 @@ struct PipelineOptions {
   // under 5 s) kept the calibration's reading, and a cold-cache default run
   // missed 10% in 11 of 65 runs (3 of 66 read always; +1 s a run).
   double time_base_max_age_s = 0.0;
+  // Where the readings of the time base right before and right after the
+  // verdict's measurement differ by more than `steady_ratio` (the larger
+  // over the smaller), the machine's speed moved while it measured: the
+  // measurement is taken again (the reading after it serves as the next
+  // one's reading before), at most `unsteady_remeasures` more times and
+  // only while one measurement with its reading takes at most
+  // `remeasure_max_s`; the steadiest (the readings nearest each other,
+  // the last of equals) is the verdict. In a noisy hour here 9 of 11
+  // estimates more than 10% off were runs whose readings were 1.2x-1.8x
+  // apart (docs/figures/estimate_sweep_default_run_2026-12-05_m4.txt).
+  double steady_ratio = 1.10;
+  int unsteady_remeasures = 2;
+  double remeasure_max_s = 20.0;
   // When the verdict does not find the optimised graph faster and its
   // rewrites come from several rules: searches again leaving out one
   // applied rule at a time (the least applied first), at most this many
@@ -296,6 +310,12 @@ struct VerdictRecord : Verdict {
   // the two readings, `time_base_before` and `time_base_after` (0: not read).
   double time_base = 0;
   double time_base_before = 0, time_base_after = 0;
+  // How many times the measurement was taken (PipelineOptions::steady_ratio),
+  // and each one's readings before and after it, in order (empty where the
+  // time base was not read on both sides); the kept one is `kept` (0-based).
+  int measurements = 0;
+  std::vector<std::pair<double, double>> readings;
+  int kept = 0;
   // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
   // when the verdict above found the result faster. `guarded`: measured;
   // `guard_note`: why it was not, or what failed.

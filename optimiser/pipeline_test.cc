@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -946,8 +947,10 @@ TEST(Pipeline, TheTimeBaseReadingsBracketTheVerdict) {
   o.retries = 0;
   o.search = "none";
   o.time_base_max_age_s = 0;
+  o.unsteady_remeasures = 0;  // the bracket alone (MeasuresAgainWhileTheReadingsDisagree below)
   o.make_backend = [] { return std::make_unique<SlowMomentBeforeTheVerdict>(); };
   PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.verdict.measurements, 1);
   EXPECT_DOUBLE_EQ(r.calibrate.time_base, 1.0);
   EXPECT_DOUBLE_EQ(r.verdict.time_base_before, 0.25);
   EXPECT_DOUBLE_EQ(r.verdict.time_base_after, 1.0);
@@ -958,6 +961,105 @@ TEST(Pipeline, TheTimeBaseReadingsBracketTheVerdict) {
   EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_before_verdict"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_after_verdict"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j["cost_model"]["time_base_at_verdict"].get<double>(), 0.5);
+}
+
+// A machine whose speed a test scripts moment by moment: the k-th reading
+// of the time base after the calibration runs at readings[k] of the
+// scripted times (the last one after that), and a measurement right after
+// the k-th reading at measures[k - 1] (1 before any reading).
+class ScriptedMoments : public ScriptedSpeedBackend {
+ public:
+  ScriptedMoments(std::vector<double> readings, std::vector<double> measures)
+      : ScriptedSpeedBackend("scripted-moments"), readings_(std::move(readings)), measures_(std::move(measures)) {}
+
+ protected:
+  double InContextFactor(int runs) override {
+    if (calibration_runs_ == 0) calibration_runs_ = runs;
+    if (runs >= calibration_runs_) return 1.0;  // the calibration's runs (see SlowMomentBeforeTheVerdict)
+    return readings_[std::min(taken_++, readings_.size() - 1)];
+  }
+  double MeasureFactor() const override {
+    return taken_ == 0 ? 1.0 : measures_[std::min(taken_ - 1, measures_.size() - 1)];
+  }
+
+ private:
+  std::vector<double> readings_, measures_;
+  int calibration_runs_ = 0;
+  size_t taken_ = 0;
+};
+
+// A slow moment (2x) over the reading right before the verdict that ends
+// before the measurement: the bracket's geometric mean would put the
+// original's estimate 41% over its measured time. The readings disagree
+// (2x), so it is measured again between two readings at one speed.
+TEST(Pipeline, MeasuresAgainWhileTheReadingsDisagree) {
+  std::string dir = testing::MakeTempDir("pipeline_time_base_unsteady_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.force_optimised = true;
+  o.retries = 0;
+  o.search = "none";
+  o.make_backend = [] {
+    return std::make_unique<ScriptedMoments>(std::vector<double>{2.0, 1.0, 1.0}, std::vector<double>{1.0, 1.0});
+  };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.verdict.measurements, 2);
+  EXPECT_EQ(r.verdict.kept, 1);
+  ASSERT_EQ(r.verdict.readings.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.verdict.readings[0].first, 0.5);
+  EXPECT_DOUBLE_EQ(r.verdict.readings[0].second, 1.0);
+  EXPECT_DOUBLE_EQ(r.verdict.readings[1].first, 1.0);  // the first's reading after it
+  EXPECT_DOUBLE_EQ(r.verdict.readings[1].second, 1.0);
+  EXPECT_DOUBLE_EQ(r.TimeBaseNow(), 1.0);
+  EXPECT_NEAR(r.EstimateNowMs(r.search.before_estimate) / r.verdict.before_ms, 1.0, 0.02)
+      << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_EQ(j["verdict"]["measurements"].get<int>(), 2);
+  EXPECT_EQ(j["verdict"]["kept_measurement"].get<int>(), 1);
+  EXPECT_EQ(j["verdict"]["time_base_readings"].size(), 2u);
+  EXPECT_NE(r.Summary().find("measured 2 times"), std::string::npos) << r.Summary();
+
+  // Not measured again: where it is not asked for, and where one
+  // measurement takes longer than the limit. The bracket stands.
+  for (int variant = 0; variant < 2; ++variant) {
+    PipelineOptions once = o;
+    if (variant == 0) once.unsteady_remeasures = 0;
+    if (variant == 1) once.remeasure_max_s = 0;
+    PipelineResult one = RunPipeline(once);
+    EXPECT_EQ(one.verdict.measurements, 1) << variant;
+    EXPECT_EQ(one.verdict.readings.size(), 1u) << variant;
+    EXPECT_NEAR(one.TimeBaseNow(), std::sqrt(0.5), 1e-9) << variant;
+    EXPECT_NEAR(one.EstimateNowMs(one.search.before_estimate) / one.verdict.before_ms, std::sqrt(2.0), 0.03) << variant;
+  }
+}
+
+// Every measurement unsteady: at most 1 + unsteady_remeasures of them, and
+// the one whose readings were nearest each other (the first: 1.25x apart,
+// then 2x and 2.5x) is the verdict, with its measured times.
+TEST(Pipeline, KeepsTheSteadiestMeasurement) {
+  std::string dir = testing::MakeTempDir("pipeline_time_base_steadiest_");
+  std::string model = WriteModel(dir);
+  PipelineOptions o = Options(dir, model);
+  o.force_optimised = true;
+  o.retries = 0;
+  o.search = "none";
+  o.make_backend = [] {
+    return std::make_unique<ScriptedMoments>(std::vector<double>{1.0, 1.25, 2.5, 1.0, 1.0},
+                                             std::vector<double>{1.0, 2.0, 2.0, 2.0});
+  };
+  PipelineResult r = RunPipeline(o);
+  EXPECT_EQ(r.verdict.measurements, 3);
+  EXPECT_EQ(r.verdict.kept, 0);
+  ASSERT_EQ(r.verdict.readings.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_before, 1.0);
+  EXPECT_DOUBLE_EQ(r.verdict.time_base_after, 0.8);
+  EXPECT_NEAR(r.TimeBaseNow(), std::sqrt(0.8), 1e-9);
+  // The first measurement ran at the scripted speed, the later ones at
+  // half of it: the first's times are the verdict's.
+  EXPECT_NEAR(r.EstimateNowMs(r.search.before_estimate) / r.verdict.before_ms, 1.0 / std::sqrt(0.8), 0.03)
+      << r.search.before_estimate << " ms estimated, " << r.verdict.before_ms << " measured";
+  EXPECT_NE(r.Summary().find("measurement 1, whose readings were nearest each other, stands"), std::string::npos)
+      << r.Summary();
 }
 
 // A classifier that reads one token of its last layer: x [N, T, 8], y =

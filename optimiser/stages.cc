@@ -996,30 +996,70 @@ void Measure(OptimiseRun& r) {
   // How long the measurement will take, from the reference run: for a slow
   // model (a UNet at 20 s a run) it is minutes, also after an interrupt.
   const double run_s = r.res.reference_run.seconds;
-  if (check.unchanged) {
-    r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
-           About(rec.pairs * run_s) + ")");
-    timing.samples = rec.pairs;
-    rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
-  } else {
-    if (rec.pairs < MinPairsFor(level))
-      r.warn("--measure_runs=" + std::to_string(rec.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
-             "% interval (at least " + std::to_string(MinPairsFor(level)) +
-             "): the verdict can only be 'within noise'");
-    r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) + " interleaved pairs, " +
-           About(2 * rec.pairs * run_s) + ")");
-    static_cast<Verdict&>(rec) = Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
-    rec.before_ms = rec.a_ms;
-    rec.after_ms = rec.b_ms;
-    r.info(rec.ToString());
-  }
-  if (rec.time_base_before > 0 && !(r.runner && r.runner->ShouldStop())) {  // no runner: a stage run alone
-    rec.time_base_after = read_time_base();
-    if (rec.time_base_after > 0) {
-      rec.time_base = std::sqrt(rec.time_base_before * rec.time_base_after);
-      r.time_base_since = rec.time_base;
-      r.time_base_read = Clock::now();
+  if (!check.unchanged && rec.pairs < MinPairsFor(level))
+    r.warn("--measure_runs=" + std::to_string(rec.pairs) + " is too few pairs for a " + Format("%g", level * 100) +
+           "% interval (at least " + std::to_string(MinPairsFor(level)) + "): the verdict can only be 'within noise'");
+  // Interleaved pairs cancel the machine's drift from pair to pair, not a
+  // move of its speed by 1.5x-2x within the measurement (a slow moment of
+  // the host, here many a minute in a noisy hour): the readings around it
+  // then disagree, and it is taken again (PipelineOptions::steady_ratio).
+  VerdictRecord steadiest;
+  double steadiest_ratio = 0;
+  for (;;) {
+    const auto t_measure = Clock::now();
+    ++rec.measurements;
+    if (check.unchanged) {
+      r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
+             About(rec.pairs * run_s) + ")");
+      timing.samples = rec.pairs;
+      rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
+    } else {
+      r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) +
+             " interleaved pairs, " + About(2 * rec.pairs * run_s) + ")");
+      static_cast<Verdict&>(rec) =
+          Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
+      rec.before_ms = rec.a_ms;
+      rec.after_ms = rec.b_ms;
+      r.info(rec.ToString());
     }
+    if (!(rec.time_base_before > 0) || (r.runner && r.runner->ShouldStop())) break;  // no runner: a stage run alone
+    rec.time_base_after = read_time_base();
+    if (!(rec.time_base_after > 0)) break;
+    rec.time_base = std::sqrt(rec.time_base_before * rec.time_base_after);
+    r.time_base_since = rec.time_base;
+    r.time_base_read = Clock::now();
+    rec.readings.emplace_back(rec.time_base_before, rec.time_base_after);
+    const double ratio =
+        std::max(rec.time_base_before, rec.time_base_after) / std::min(rec.time_base_before, rec.time_base_after);
+    if (steadiest.measurements == 0 || ratio <= steadiest_ratio) {
+      steadiest = rec;
+      steadiest_ratio = ratio;
+    }
+    if (ratio <= o.steady_ratio) break;
+    const double took_s = Seconds(t_measure);
+    if (rec.measurements > o.unsteady_remeasures || took_s > o.remeasure_max_s || Interrupted(o) ||
+        (r.runner && r.runner->ShouldStop()))
+      break;
+    r.info(Format(
+        "the machine's speed moved during the measurement (the original ran %.2fx as fast right after it as right "
+        "before it): measuring again (%d of at most %d)",
+        rec.time_base_after / rec.time_base_before, rec.measurements + 1, o.unsteady_remeasures + 1));
+    rec.time_base_before = rec.time_base_after;  // read right before the next measurement
+  }
+  if (rec.readings.size() > 1 && steadiest.measurements != rec.measurements) {
+    // An earlier measurement's readings were nearer each other: it stands.
+    std::vector<std::pair<double, double>> readings = rec.readings;
+    const int measurements = rec.measurements;
+    rec = steadiest;
+    rec.kept = rec.measurements - 1;
+    rec.measurements = measurements;
+    rec.readings = std::move(readings);
+    r.time_base_since = rec.time_base;
+    r.info(Format("measurement %d of %d is kept, the steadiest (readings %.3f before it, %.3f after it): %s",
+                  rec.kept + 1, rec.measurements, rec.time_base_before, rec.time_base_after,
+                  check.unchanged ? Format("%.4g ms", rec.before_ms).c_str() : rec.ToString().c_str()));
+  } else {
+    rec.kept = rec.measurements - 1;
   }
   rec.after_estimate = r.cost->RunCost(r.optimised);
   rec.keep_original = check.unchanged || !check.general_ok || (!o.force_optimised && !rec.faster());
@@ -1418,6 +1458,11 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
           "the runs; the verdict is the median of the per-pair ratios, which such drift does not move)\n",
           ratio_of_medians);
   }
+  if (v.measurements > 1)
+    s += Format(
+        "            (measured %d times: the original's speed right before and right after a measurement "
+        "differed by more than %.0f%%; measurement %d, whose readings were nearest each other, stands)\n",
+        v.measurements, 100 * (p.options.steady_ratio - 1), v.kept + 1);
   // The search ranks graphs by estimated cost, so what matters is the
   // estimated ratio: the optimised time predicted from the original's
   // measured time and the estimated speedup, against its measured time.
@@ -1450,7 +1495,12 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"cpu", interval(v.cpu)},
                       {"cpu_clock", v.cpu_clock},
                       {"before_cpu_ms", v.a_cpu_ms},
-                      {"after_cpu_ms", v.b_cpu_ms}};
+                      {"after_cpu_ms", v.b_cpu_ms},
+                      {"measurements", v.measurements},
+                      {"kept_measurement", v.kept}};
+  Json readings = Json::array();
+  for (const auto& [before, after] : v.readings) readings.push_back(Json{{"before", before}, {"after", after}});
+  j["verdict"]["time_base_readings"] = readings;
   if (v.guarded)
     s += Format("guard:      in %s %s -> %s ms, %s\n", v.guard_device.c_str(), Ms(v.guard.a_ms).c_str(),
                 Ms(v.guard.b_ms).c_str(), v.guard.ToString().c_str());

@@ -8,14 +8,20 @@
 # (any --search value; the default run's is taso) runs that search instead
 # of none; ROUNDS=N sets the number of rounds (3). The optimised graph's
 # error follows as a seventh column.
-# SOURCES=real (or cpp, torch; space-separated) limits the models swept.
+# SOURCES=real (or cpp, torch; space-separated) limits the models swept;
+# MODELS="a b ..." to those names.
 # Needs ./bazelw build //optimiser //zoo:real_models //zoo:torch_zoo first.
+# OPTIMISERS="A B" (binaries, each beside its A.runfiles; default
+# ./bazel-bin/optimiser/optimiser) runs each on every model in turn, the
+# order swapped from one model to the next, a fresh cache for each run
+# unless SHARED or CACHE; each line then starts with the binary's index.
 # Prints: round source model estimate_ms measured_ms error error_after
 # written guard time_base, where written is "optimised" or "original", guard the
 # ONNX Runtime guard's speedup and interval ("-" where it did not run), and
 # time_base the cached timings' time base at calibration, "->" the reading
 # before the verdict where it was read again, "B/A=V" the readings before and
-# after the verdict and their geometric mean ("-": unknown, a fresh cache).
+# after the verdict and their geometric mean ("-": unknown, a fresh cache),
+# and how many times the verdict measured (PipelineOptions::steady_ratio).
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
@@ -27,13 +33,18 @@ for rep in $(seq "${ROUNDS:-3}"); do
   for e in "${list[@]}"; do
     IFS=: read src m s <<< "$e"
     [[ " ${SOURCES:-real cpp torch} " == *" $src "* ]] || continue
+    [ -z "$MODELS" ] || [[ " $MODELS " == *" $m "* ]] || continue
     case $src in
       real) args="--model=bazel-bin/zoo/real_models/$m.onnx --input_shape=$s";;
       cpp) args="--model=$m.onnx";;
       torch) args="--model=bazel-bin/zoo/torch_zoo/$m.onnx";;
     esac
+    read -r -a bins <<< "${OPTIMISERS:-./bazel-bin/optimiser/optimiser}"
+    n=${#bins[@]}; order=$(seq 0 $((n - 1))); swap=$((${swap:-0} ^ 1))
+    [ "$n" -gt 1 ] && [ "$swap" = 0 ] && order=$(seq $((n - 1)) -1 0)
+    for b in $order; do
     [ "${SHARED:-0}" = 1 ] || [ -n "$CACHE" ] || rm -f "$cache"
-    out=$(./bazel-bin/optimiser/optimiser $args --search="${SEARCH:-none}" --timing_cache="$cache" --output="$tmp/out.onnx" 2>&1)
+    out=$("${bins[$b]}" $args --search="${SEARCH:-none}" --timing_cache="$cache" --output="$tmp/out.onnx" 2>&1)
     est=$(echo "$out" | grep -o "estimate [0-9.]*" | head -1 | cut -d' ' -f2)
     meas=$(echo "$out" | grep -o "^measured: *[0-9.]*" | awk '{print $2}')
     err=$(echo "$out" | grep -o "error [-+0-9.]*%" | head -1 | cut -d' ' -f2)
@@ -45,7 +56,10 @@ for rep in $(seq "${ROUNDS:-3}"); do
     bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* at the verdict (read before it [0-9.]*, after it [0-9.]*" | awk '{gsub(",", "", $13); print $3"->"$13"/"$16"="$6}')
     [ -n "$bases" ] || bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* as last read" | awk '{print $3"->"$6}')
     [ -n "$bases" ] || bases=$(echo "$out" | grep -o "cached timings' time base [0-9.]*" | awk '{print $5}')
-    echo "$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--}"
+    times=$(echo "$out" | grep -o "(measured [0-9]* times" | awk '{print $2}')
+    label=""; [ "$n" -gt 1 ] && label="$b "
+    echo "$label$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--} ${times:-1}"
+    done
   done
 done
 echo done
