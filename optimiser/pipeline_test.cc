@@ -869,16 +869,22 @@ class SlowsDownAfterCalibration : public ScriptedSpeedBackend {
   double factor_ = 1.0;
 };
 
+// The options of the tests of the time base: a model of its own, the
+// optimised graph written whatever the verdict finds, no retry.
+PipelineOptions TimeBaseOptions(const std::string& name) {
+  const std::string dir = testing::MakeTempDir(name);
+  PipelineOptions o = Options(dir, WriteModel(dir));
+  o.force_optimised = true;
+  o.retries = 0;
+  return o;
+}
+
 // The estimates reported against the measured times are at the machine's
 // speed at the verdict: by default the time base is read again right before
 // and after it, even where the calibration ran milliseconds before (the
 // machine's speed moves within a second).
 TEST(Pipeline, EstimatesAreReportedAtTheMachinesSpeedAtTheVerdict) {
-  std::string dir = testing::MakeTempDir("pipeline_time_base_");
-  std::string model = WriteModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.force_optimised = true;
-  o.retries = 0;
+  PipelineOptions o = TimeBaseOptions("pipeline_time_base_");
   o.make_backend = [] { return std::make_unique<SlowsDownAfterCalibration>(); };
   // No search: the verdict follows the calibration within milliseconds,
   // and the default options read the time base again all the same.
@@ -940,11 +946,7 @@ class SlowMomentBeforeTheVerdict : public ScriptedSpeedBackend {
 };
 
 TEST(Pipeline, TheTimeBaseReadingsBracketTheVerdict) {
-  std::string dir = testing::MakeTempDir("pipeline_time_base_bracket_");
-  std::string model = WriteModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.force_optimised = true;
-  o.retries = 0;
+  PipelineOptions o = TimeBaseOptions("pipeline_time_base_bracket_");
   o.search = "none";
   o.time_base_max_age_s = 0;
   o.unsteady_remeasures = 0;  // the bracket alone (MeasuresAgainWhileTheReadingsDisagree below)
@@ -993,11 +995,7 @@ class ScriptedMoments : public ScriptedSpeedBackend {
 // original's estimate 41% over its measured time. The readings disagree
 // (2x), so it is measured again between two readings at one speed.
 TEST(Pipeline, MeasuresAgainWhileTheReadingsDisagree) {
-  std::string dir = testing::MakeTempDir("pipeline_time_base_unsteady_");
-  std::string model = WriteModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.force_optimised = true;
-  o.retries = 0;
+  PipelineOptions o = TimeBaseOptions("pipeline_time_base_unsteady_");
   o.search = "none";
   o.make_backend = [] {
     return std::make_unique<ScriptedMoments>(std::vector<double>{2.0, 1.0, 1.0}, std::vector<double>{1.0, 1.0});
@@ -1037,11 +1035,7 @@ TEST(Pipeline, MeasuresAgainWhileTheReadingsDisagree) {
 // the one whose readings were nearest each other (the first: 1.25x apart,
 // then 2x and 2.5x) is the verdict, with its measured times.
 TEST(Pipeline, KeepsTheSteadiestMeasurement) {
-  std::string dir = testing::MakeTempDir("pipeline_time_base_steadiest_");
-  std::string model = WriteModel(dir);
-  PipelineOptions o = Options(dir, model);
-  o.force_optimised = true;
-  o.retries = 0;
+  PipelineOptions o = TimeBaseOptions("pipeline_time_base_steadiest_");
   o.search = "none";
   o.make_backend = [] {
     return std::make_unique<ScriptedMoments>(std::vector<double>{1.0, 1.25, 2.5, 1.0, 1.0},
