@@ -75,14 +75,16 @@ struct PipelineOptions {
   double time_base_max_age_s = 0.0;
   // Where the readings of the time base right before and right after the
   // verdict's measurement differ by more than `steady_ratio` (the larger
-  // over the smaller), the machine's speed moved while it measured: the
-  // measurement is taken again (the reading after it serves as the next
-  // one's reading before), at most `unsteady_remeasures` more times and
-  // only while one measurement with its reading takes at most
-  // `remeasure_max_s`; the steadiest (the readings nearest each other,
-  // the last of equals) is the verdict. In a noisy hour here 9 of 11
-  // estimates more than 10% off were runs whose readings were 1.2x-1.8x
-  // apart (docs/figures/estimate_sweep_default_run_2026-12-05_m4.txt).
+  // over the smaller), or the measurement's own runs do (DriftRatio: its
+  // slowest quarter's median over its fastest's), the machine's speed moved
+  // while it measured: the measurement is taken again (the reading after it
+  // serves as the next one's reading before), at most `unsteady_remeasures`
+  // more times and only while one measurement with its reading takes at
+  // most `remeasure_max_s`; the steadiest (the larger of the two ratios
+  // smallest, the last of equals) is the verdict. In a noisy hour here 9 of
+  // 11 estimates more than 10% off were runs whose readings were 1.2x-1.8x
+  // apart (docs/figures/estimate_sweep_default_run_2026-12-05_m4.txt); the
+  // misses left after them had readings within 2.3% of each other.
   double steady_ratio = 1.10;
   int unsteady_remeasures = 2;
   double remeasure_max_s = 20.0;
@@ -316,6 +318,10 @@ struct VerdictRecord : Verdict {
   int measurements = 0;
   std::vector<std::pair<double, double>> readings;
   int kept = 0;
+  // Each measurement's DriftRatio of its runs in the order taken (a pair's
+  // two runs together), in order: whether the machine's speed moved inside
+  // it (1: steady, or a backend that gives only a median).
+  std::vector<double> drifts;
   // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
   // when the verdict above found the result faster. `guarded`: measured;
   // `guard_note`: why it was not, or what failed.

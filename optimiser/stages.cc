@@ -30,6 +30,7 @@
 #include "runtime/equivalence.h"
 #include "runtime/executor.h"
 #include "runtime/ort_backend.h"
+#include "runtime/stats.h"
 #include "runtime/threads.h"
 #include "search/canonical.h"
 #include "search/rule_passes.h"
@@ -1002,26 +1003,33 @@ void Measure(OptimiseRun& r) {
   // Interleaved pairs cancel the machine's drift from pair to pair, not a
   // move of its speed by 1.5x-2x within the measurement (a slow moment of
   // the host, here many a minute in a noisy hour): the readings around it
-  // then disagree, and it is taken again (PipelineOptions::steady_ratio).
+  // then disagree, or its own runs do where the moment began and ended
+  // inside it, and it is taken again (PipelineOptions::steady_ratio).
   VerdictRecord steadiest;
   double steadiest_ratio = 0;
   for (;;) {
     const auto t_measure = Clock::now();
     ++rec.measurements;
+    std::vector<double> series;  // the runs in the order taken (a pair's two together)
     if (check.unchanged) {
       r.info("measuring the (unchanged) graph end to end (" + std::to_string(rec.pairs) + " runs, " +
              About(rec.pairs * run_s) + ")");
       timing.samples = rec.pairs;
-      rec.before_ms = rec.after_ms = r.counted->TimeGraph(r.original_cut, timing);
+      series = r.counted->TimeGraphRuns(r.original_cut, timing);
+      rec.before_ms = rec.after_ms = Median(series);
     } else {
       r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) +
              " interleaved pairs, " + About(2 * rec.pairs * run_s) + ")");
-      static_cast<Verdict&>(rec) =
-          Judge(r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing), level);
+      const PairedTimes times = r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing);
+      static_cast<Verdict&>(rec) = Judge(times, level);
+      for (size_t i = 0; i < times.wall_a.size() && i < times.wall_b.size(); ++i)
+        series.push_back(times.wall_a[i] + times.wall_b[i]);
       rec.before_ms = rec.a_ms;
       rec.after_ms = rec.b_ms;
       r.info(rec.ToString());
     }
+    const double drift = DriftRatio(series);
+    rec.drifts.push_back(drift);
     if (!(rec.time_base_before > 0) || (r.runner && r.runner->ShouldStop())) break;  // no runner: a stage run alone
     rec.time_base_after = read_time_base();
     if (!(rec.time_base_after > 0)) break;
@@ -1029,8 +1037,9 @@ void Measure(OptimiseRun& r) {
     r.time_base_since = rec.time_base;
     r.time_base_read = Clock::now();
     rec.readings.emplace_back(rec.time_base_before, rec.time_base_after);
-    const double ratio =
+    const double bracket =
         std::max(rec.time_base_before, rec.time_base_after) / std::min(rec.time_base_before, rec.time_base_after);
+    const double ratio = std::max(bracket, drift);
     if (steadiest.measurements == 0 || ratio <= steadiest_ratio) {
       steadiest = rec;
       steadiest_ratio = ratio;
@@ -1040,24 +1049,30 @@ void Measure(OptimiseRun& r) {
     if (rec.measurements > o.unsteady_remeasures || took_s > o.remeasure_max_s || Interrupted(o) ||
         (r.runner && r.runner->ShouldStop()))
       break;
-    r.info(Format(
-        "the machine's speed moved during the measurement (the original ran %.2fx as fast right after it as right "
-        "before it): measuring again (%d of at most %d)",
-        rec.time_base_after / rec.time_base_before, rec.measurements + 1, o.unsteady_remeasures + 1));
+    const std::string why = bracket > o.steady_ratio
+                                ? Format("the original ran %.2fx as fast right after it as right before it",
+                                         rec.time_base_after / rec.time_base_before)
+                                : Format("its slowest quarter of runs took %.2fx as long as its fastest", drift);
+    r.info(Format("the machine's speed moved during the measurement (%s): measuring again (%d of at most %d)",
+                  why.c_str(), rec.measurements + 1, o.unsteady_remeasures + 1));
     rec.time_base_before = rec.time_base_after;  // read right before the next measurement
   }
   if (rec.readings.size() > 1 && steadiest.measurements != rec.measurements) {
-    // An earlier measurement's readings were nearer each other: it stands.
+    // An earlier measurement was steadier: it stands.
     std::vector<std::pair<double, double>> readings = rec.readings;
+    std::vector<double> drifts = rec.drifts;
     const int measurements = rec.measurements;
     rec = steadiest;
     rec.kept = rec.measurements - 1;
     rec.measurements = measurements;
     rec.readings = std::move(readings);
+    rec.drifts = std::move(drifts);
     r.time_base_since = rec.time_base;
-    r.info(Format("measurement %d of %d is kept, the steadiest (readings %.3f before it, %.3f after it): %s",
-                  rec.kept + 1, rec.measurements, rec.time_base_before, rec.time_base_after,
-                  check.unchanged ? Format("%.4g ms", rec.before_ms).c_str() : rec.ToString().c_str()));
+    r.info(Format(
+        "measurement %d of %d is kept, the steadiest (readings %.3f before it, %.3f after it; its runs' quarters "
+        "%.2fx apart): %s",
+        rec.kept + 1, rec.measurements, rec.time_base_before, rec.time_base_after, rec.drifts[rec.kept],
+        check.unchanged ? Format("%.4g ms", rec.before_ms).c_str() : rec.ToString().c_str()));
   } else {
     rec.kept = rec.measurements - 1;
   }
@@ -1460,8 +1475,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   }
   if (v.measurements > 1)
     s += Format(
-        "            (measured %d times: the original's speed right before and right after a measurement "
-        "differed by more than %.0f%%; measurement %d, whose readings were nearest each other, stands)\n",
+        "            (measured %d times: the original's speed right before and right after a measurement, "
+        "or the speed of its own runs, differed by more than %.0f%%; measurement %d, the steadiest, stands)\n",
         v.measurements, 100 * (p.options.steady_ratio - 1), v.kept + 1);
   // The search ranks graphs by estimated cost, so what matters is the
   // estimated ratio: the optimised time predicted from the original's
@@ -1497,7 +1512,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"before_cpu_ms", v.a_cpu_ms},
                       {"after_cpu_ms", v.b_cpu_ms},
                       {"measurements", v.measurements},
-                      {"kept_measurement", v.kept}};
+                      {"kept_measurement", v.kept},
+                      {"drifts", v.drifts}};
   Json readings = Json::array();
   for (const auto& [before, after] : v.readings) readings.push_back(Json{{"before", before}, {"after", after}});
   j["verdict"]["time_base_readings"] = readings;

@@ -158,7 +158,9 @@ class CpuBackend : public TimingBackend {
   // In-context timings are kept per model, as for ONNX Runtime.
   bool context_sensitive() const override { return true; }
 
-  double TimeGraph(const Graph& graph, const TimingOptions& o) override {
+  double TimeGraph(const Graph& graph, const TimingOptions& o) override { return Median(TimeGraphRuns(graph, o)); }
+
+  std::vector<double> TimeGraphRuns(const Graph& graph, const TimingOptions& o) override {
     Executor exec(graph);
     std::vector<at::Tensor> inputs = RandomInputs(graph, o.seed);
     auto run_ms = [&](int reps) {
@@ -173,7 +175,7 @@ class CpuBackend : public TimingBackend {
     if (first > 0 && first < o.min_sample_ms) reps = std::min(1000, static_cast<int>(o.min_sample_ms / first) + 1);
     std::vector<double> samples;
     for (int k = 0; k < n; ++k) samples.push_back(run_ms(reps) / reps);
-    return Median(samples);
+    return samples;
   }
 
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {

@@ -115,6 +115,13 @@ class TimingBackend {
   virtual std::string fingerprint() const = 0;
   // Median milliseconds per run of `graph` on random inputs.
   virtual double TimeGraph(const Graph& graph, const TimingOptions& options) = 0;
+  // TimeGraph's samples (milliseconds per run), in the order taken, their
+  // median TimeGraph's result: whether the machine's speed moved while they
+  // were taken shows in them (DriftRatio). A backend that keeps only the
+  // median gives that alone.
+  virtual std::vector<double> TimeGraphRuns(const Graph& graph, const TimingOptions& options) {
+    return {TimeGraph(graph, options)};
+  }
   // End-to-end comparison: `pairs` runs of each of `a` and `b` (same
   // inputs), alternately (a b, b a, ...) after options.warmup runs of each,
   // so that machine noise affects both alike. A graph faster than
@@ -167,6 +174,10 @@ class CountingBackend : public TimingBackend {
   double TimeGraph(const Graph& graph, const TimingOptions& options) override {
     ++measurements_;
     return inner_->TimeGraph(graph, options);
+  }
+  std::vector<double> TimeGraphRuns(const Graph& graph, const TimingOptions& options) override {
+    ++measurements_;
+    return inner_->TimeGraphRuns(graph, options);
   }
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) override {
     ++measurements_;

@@ -115,6 +115,23 @@ TEST(CostModel, KeysUseEffectiveAttributes) {
   EXPECT_EQ(t1, t3);
 }
 
+// The executor's TimeGraph samples, each a run's time, as many as asked
+// for (their median is TimeGraph's result; DriftRatio reads their order).
+TEST(CostModel, TimeGraphRunsAreItsSamples) {
+  auto backend = MakeTimingBackend("cpu");
+  TimingOptions o;
+  o.min_sample_ms = 0.05;
+  for (int samples : {1, 5}) {
+    o.samples = samples;
+    std::vector<double> runs = backend->TimeGraphRuns(Small(), o);
+    ASSERT_EQ(runs.size(), static_cast<size_t>(samples));
+    for (double ms : runs) {
+      EXPECT_GT(ms, 0.0);
+      EXPECT_LT(ms, 1000.0);
+    }
+  }
+}
+
 TEST(CostModel, WeightOnlyNodesCostNothing) {
   Graph g = Small();
   std::vector<char> wo = WeightOnlyNodes(g);
@@ -899,6 +916,8 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
   EXPECT_EQ(counted.measurements(), inner_total);
   counted.TimeGraph(g, {});
   EXPECT_EQ(counted.measurements(), inner_total + 1);
+  EXPECT_EQ(counted.TimeGraphRuns(g, {}).size(), 1u);  // the fake keeps only a median
+  EXPECT_EQ(counted.measurements(), inner_total + 2);
 }
 
 // The optimiser's timing settings: about 1 s of calibration runs (3 to

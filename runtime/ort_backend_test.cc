@@ -176,6 +176,14 @@ TEST_F(Live, TimesGraphsAndNamesItsConditions) {
   double ms = backend_->TimeGraph(c.g, o);
   EXPECT_GT(ms, 0.0);
   EXPECT_LT(ms, 1000.0);
+  // Its samples, one per timed run (DriftRatio reads their order).
+  o.samples = 5;
+  std::vector<double> runs = backend_->TimeGraphRuns(c.g, o);
+  ASSERT_EQ(runs.size(), 5u);
+  for (double run_ms : runs) {
+    EXPECT_GT(run_ms, 0.0);
+    EXPECT_LT(run_ms, 1000.0);
+  }
 }
 
 TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {

@@ -19,9 +19,10 @@
 // (sessions with THREADS intra-op threads (0: ORT's default) and graph
 // optimisation LEVEL: basic, extended or all):
 //   {"op":"time","model":M,"inputs":DIR,"warmup":W,"samples":S,"min_ms":T[,"max_ms":X]}
-//     -> {"ms": median ms per run} (a first run slower than X / S: no
-//        second warm-up, and at least 3 samples of about X ms in all;
-//        SamplesWithin in runtime/cost_model.h)
+//     -> {"ms": median ms per run, "samples": [ms per run, in the order
+//        taken]} (a first run slower than X / S: no second warm-up, and
+//        at least 3 samples of about X ms in all; SamplesWithin in
+//        runtime/cost_model.h)
 //   {"op":"paired","a":A,"b":B,"inputs":DIR,"pairs":N,"warmup":W,"min_ms":T,"blocks":K}
 //     -> {"wall_a":[..],"wall_b":[..],"cpu_a":[..],"cpu_b":[..],"blocks":[..]}
 //        (ms per run; CPU = the process's user + system time; the pairs
@@ -129,7 +130,7 @@ async function serve(threads, level) {
       const v = [];
       for (let k = 0; k < n; ++k) v.push((await timeRun(s, feeds, reps))[0]);
       await s.release();
-      return {ms: median(v)};
+      return {ms: median(v), samples: v};
     },
     async paired(q) {
       // Two sessions of one model sit in memory differently, and where the

@@ -34,6 +34,21 @@ double RelativeSpread(const std::vector<double>& v) {
   return (Quantile(v, 0.75) - Quantile(v, 0.25)) / m;
 }
 
+double DriftRatio(const std::vector<double>& series) {
+  const size_t n = series.size();
+  const size_t parts = n >= 8 ? 4 : n >= 4 ? 2 : 1;
+  if (parts == 1) return 1.0;
+  double lo = 0, hi = 0;
+  for (size_t p = 0; p < parts; ++p) {
+    const auto begin = series.begin() + static_cast<std::ptrdiff_t>(p * n / parts);
+    const auto end = series.begin() + static_cast<std::ptrdiff_t>((p + 1) * n / parts);
+    const double m = Median(std::vector<double>(begin, end));
+    if (p == 0 || m < lo) lo = m;
+    if (p == 0 || m > hi) hi = m;
+  }
+  return lo > 0 ? hi / lo : 1.0;
+}
+
 namespace {
 
 // P(X <= k) for X ~ Binomial(n, 1/2).

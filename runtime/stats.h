@@ -19,6 +19,15 @@ double TrimmedMean(std::vector<double> v, double trim);
 // Interquartile range / median: a robust relative spread (0 if the median is 0).
 double RelativeSpread(const std::vector<double>& v);
 
+// How far the machine's speed moved while a series of timings was taken
+// (`series` in the order taken): the series cut into 4 consecutive parts of
+// (nearly) equal size (2 under 8 values, none under 4), the slowest part's
+// median over the fastest's. 1 for a steady series and under 4 values. A
+// slow moment of the host covering at least a quarter of the series, but
+// not all of it, shows here even where readings taken right before and
+// right after the series agree.
+double DriftRatio(const std::vector<double>& series);
+
 struct RatioInterval {
   int n = 0;              // pairs
   double median = 0;      // median of a[i] / b[i]
