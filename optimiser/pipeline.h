@@ -75,16 +75,18 @@ struct PipelineOptions {
   double time_base_max_age_s = 0.0;
   // Where the readings of the time base right before and right after the
   // verdict's measurement differ by more than `steady_ratio` (the larger
-  // over the smaller), or the measurement's own runs do (DriftRatio: its
-  // slowest quarter's median over its fastest's), the machine's speed moved
-  // while it measured: the measurement is taken again (the reading after it
-  // serves as the next one's reading before), at most `unsteady_remeasures`
-  // more times and only while one measurement with its reading takes at
-  // most `remeasure_max_s`; the steadiest (the larger of the two ratios
-  // smallest, the last of equals) is the verdict. In a noisy hour here 9 of
-  // 11 estimates more than 10% off were runs whose readings were 1.2x-1.8x
-  // apart (docs/figures/estimate_sweep_default_run_2026-12-05_m4.txt); the
-  // misses left after them had readings within 2.3% of each other.
+  // over the smaller), the machine's speed moved while it measured: the
+  // measurement is taken again (the reading after it serves as the next
+  // one's reading before), at most `unsteady_remeasures` more times and
+  // only while one measurement with its reading takes at most
+  // `remeasure_max_s`; the steadiest (the readings nearest each other,
+  // the last of equals) is the verdict. In a noisy hour here 9 of 11
+  // estimates more than 10% off were runs whose readings were 1.2x-1.8x
+  // apart (docs/figures/estimate_sweep_default_run_2026-12-05_m4.txt).
+  // A measurement whose own runs disagree by more than `steady_ratio`
+  // (VerdictRecord::drifts) is said in the log, not measured again: doing
+  // so changed no estimate's error in two corpus sweeps
+  // (docs/figures/estimate_drift_2026-12-06.txt).
   double steady_ratio = 1.10;
   int unsteady_remeasures = 2;
   double remeasure_max_s = 20.0;

@@ -21,7 +21,8 @@
 # time_base the cached timings' time base at calibration, "->" the reading
 # before the verdict where it was read again, "B/A=V" the readings before and
 # after the verdict and their geometric mean ("-": unknown, a fresh cache),
-# and how many times the verdict measured (PipelineOptions::steady_ratio).
+# how many times the verdict measured (PipelineOptions::steady_ratio) and
+# the kept measurement's DriftRatio of its own runs (report verdict.drifts).
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 list=()
@@ -44,7 +45,8 @@ for rep in $(seq "${ROUNDS:-3}"); do
     [ "$n" -gt 1 ] && [ "$swap" = 0 ] && order=$(seq $((n - 1)) -1 0)
     for b in $order; do
     [ "${SHARED:-0}" = 1 ] || [ -n "$CACHE" ] || rm -f "$cache"
-    out=$("${bins[$b]}" $args --search="${SEARCH:-none}" --timing_cache="$cache" --output="$tmp/out.onnx" 2>&1)
+    rm -f "$tmp/report.json"
+    out=$("${bins[$b]}" $args --search="${SEARCH:-none}" --timing_cache="$cache" --output="$tmp/out.onnx" --report="$tmp/report.json" 2>&1)
     est=$(echo "$out" | grep -o "estimate [0-9.]*" | head -1 | cut -d' ' -f2)
     meas=$(echo "$out" | grep -o "^measured: *[0-9.]*" | awk '{print $2}')
     err=$(echo "$out" | grep -o "error [-+0-9.]*%" | head -1 | cut -d' ' -f2)
@@ -57,8 +59,12 @@ for rep in $(seq "${ROUNDS:-3}"); do
     [ -n "$bases" ] || bases=$(echo "$out" | grep -o "time base [0-9.]* at calibration, [0-9.]* as last read" | awk '{print $3"->"$6}')
     [ -n "$bases" ] || bases=$(echo "$out" | grep -o "cached timings' time base [0-9.]*" | awk '{print $5}')
     times=$(echo "$out" | grep -o "(measured [0-9]* times" | awk '{print $2}')
+    # The kept measurement's DriftRatio of its own runs ("-": not reported).
+    drift=$(python3 -c 'import json, sys
+v = json.load(open(sys.argv[1])).get("verdict", {}); d = v.get("drifts") or []
+print("%.3f" % d[v.get("kept_measurement", 0)] if d else "-")' "$tmp/report.json" 2>/dev/null)
     label=""; [ "$n" -gt 1 ] && label="$b "
-    echo "$label$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--} ${times:-1}"
+    echo "$label$rep $src $m $est $meas $err $after $written ${guard:--} ${bases:--} ${times:-1} ${drift:--}"
     done
   done
 done
