@@ -1044,9 +1044,8 @@ void Measure(OptimiseRun& r) {
     r.time_base_since = rec.time_base;
     r.time_base_read = Clock::now();
     rec.readings.emplace_back(rec.time_base_before, rec.time_base_after);
-    const double bracket =
+    const double ratio =
         std::max(rec.time_base_before, rec.time_base_after) / std::min(rec.time_base_before, rec.time_base_after);
-    const double ratio = bracket;
     if (steadiest.measurements == 0 || ratio <= steadiest_ratio) {
       steadiest = rec;
       steadiest_ratio = ratio;
