@@ -180,8 +180,9 @@ TEST_P(RealModels, OptimisedAtTheGivenShapeAndRightAtAnother) {
     EXPECT_FALSE(json["branches"].empty()) << json["branches_note"];
   }
   // A classifier that reads its class token (Hugging Face's pooler reads
-  // x[:, 0]) computes its last layer on that token (select_rows_early).
-  if (c.name.find("hf_bert_classifier") == 0) {
+  // x[:, 0], TensorFlow's and Paddle's x[:, 0:1] squeezed) computes its last
+  // layer on that token (select_rows_early).
+  if (c.name.find("hf_bert_classifier") == 0 || c.name.find("bert_slice_pooler") == 0) {
     EXPECT_TRUE(json["canonical_form"]["rows_selected_early"].get<bool>()) << json["canonical_form"];
   }
   // The report records the shapes the search ran at.

@@ -508,7 +508,7 @@ static bool FitsAnotherBinding(const OptimiseRun& r, const Graph& g) {
   return false;
 }
 
-// Rows a constant Gather selects (a classifier's class token) are selected
+// Rows a constant Gather or Slice selects (a classifier's class token) are selected
 // before the operators that compute each row alone (select_rows_early), so
 // that the rows nobody reads are not computed; kept where the result is
 // right at another binding of the symbolic dimensions too.
@@ -528,8 +528,8 @@ static void SelectRowsEarly(OptimiseRun& r) {
     return;
   }
   r.res.canonicalise.rows_selected_early = true;
-  r.info(Format("rows a constant Gather selects computed alone (select_rows_early): %.3f -> %.3f GFLOPs", flops / 1e9,
-                after / 1e9));
+  r.info(Format("rows a constant Gather or Slice selects computed alone (select_rows_early): %.3f -> %.3f GFLOPs",
+                flops / 1e9, after / 1e9));
   r.canonical = std::move(selected);
 }
 

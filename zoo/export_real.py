@@ -1026,8 +1026,9 @@ class HfBertClassifier(nn.Module):
     (1 - mask) * finfo(float32).min, a bias that overflows to infinity for
     any mask value other than 0 and 1 (2 layers, width 128, 4 heads)."""
 
-    def __init__(self, vocab=1000, width=128, heads=4, layers=2, labels=3):
+    def __init__(self, vocab=1000, width=128, heads=4, layers=2, labels=3, slice_pooler=False):
         super().__init__()
+        self.slice_pooler = slice_pooler
         self.words, self.positions, self.types = nn.Embedding(vocab, width), nn.Embedding(128, width), nn.Embedding(
             2, width)
         self.ln = nn.LayerNorm(width, eps=1e-12)
@@ -1042,12 +1043,13 @@ class HfBertClassifier(nn.Module):
         mask = (1.0 - mask) * torch.finfo(x.dtype).min
         for layer in self.layers:
             x = layer(x, mask)
-        return self.classifier(torch.tanh(self.pooler(x[:, 0])))
+        first = x[:, 0:1].squeeze(1) if self.slice_pooler else x[:, 0]
+        return self.classifier(torch.tanh(self.pooler(first)))
 
 
-def export_hf_bert(path, opset, seed):
+def export_hf_bert(path, opset, seed, slice_pooler=False):
     torch.manual_seed(seed)
-    model = HfBertClassifier().eval()
+    model = HfBertClassifier(slice_pooler=slice_pooler).eval()
     names = ["input_ids", "attention_mask", "token_type_ids"]
     example = (torch.randint(0, 1000, (1, 16)), torch.ones(1, 16, dtype=torch.long), torch.zeros(1, 16,
                                                                                                 dtype=torch.long))
@@ -1056,6 +1058,41 @@ def export_hf_bert(path, opset, seed):
     with torch.no_grad():
         torch.onnx.export(model, example, path, opset_version=opset, input_names=names, output_names=["logits"],
                           dynamic_axes=dynamic, do_constant_folding=True)
+
+
+def export_bert_slice_pooler(path, opset, seed):
+    """The BERT classifier with its pooler's first token read as Google's
+    BERT (`tf.squeeze(x[:, 0:1, :], axis=1)`) and Paddle's ERNIE write it,
+    and their converters (tf2onnx, paddle2onnx) export it: a Slice of one
+    row, then a Squeeze (torch.onnx writes `x[:, 0]` as a Gather, and the
+    Squeeze of a slice along a symbolic axis as an If on its size, which the
+    converters do not: that If is made the Squeeze they write)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    import numpy as np
+    export_hf_bert(path, opset, seed, slice_pooler=True)
+    model = onnx.load(path)
+    graph = model.graph
+    producers = {o: n for n in graph.node for o in n.output}
+    (branch,) = [n for n in graph.node if n.op_type == "If"]
+    (then,) = [a.g for a in branch.attribute if a.name == "then_branch"]
+    (squeeze,) = [n for n in then.node if n.op_type == "Squeeze"]
+    dead = [branch]
+    equal = producers[branch.input[0]]
+    dead.append(equal)
+    for name in equal.input:  # the size of the axis (Shape, Gather) and the constant 1
+        dead.append(producers[name])
+        if producers[name].op_type == "Gather":
+            dead.extend(producers[i] for i in producers[name].input if i in producers)
+    axes = numpy_helper.from_array(np.array([1], np.int64), "pooler_squeeze_axes")
+    graph.initializer.append(axes)
+    new = helper.make_node("Squeeze", [squeeze.input[0], axes.name], list(branch.output), name="/Squeeze")
+    keep = [n for n in graph.node if all(n is not d for d in dead)]
+    keep.insert(keep.index(producers[squeeze.input[0]]) + 1, new)  # right after the Slice
+    del graph.node[:]
+    graph.node.extend(keep)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, path)
 
 
 class RmsNorm(nn.Module):
@@ -2064,6 +2101,9 @@ EXPORTED_MODELS = {
     # The same in float16 (halve), its mask bias float16's lowest value.
     "hf_bert_classifier_fp16_op14": (export_hf_bert, 14, "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
                                      "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
+    "bert_slice_pooler_op13": (export_bert_slice_pooler, 13,
+                               "input_ids:1,128;attention_mask:1,128;token_type_ids:1,128",
+                               "input_ids:2,40;attention_mask:2,40;token_type_ids:2,40"),
     # Detection post-processing in the graph (NonZero, NonMaxSuppression).
     "nms_detector_op11": (export_nms_detector, 11, "x:1,3,128,160", "x:1,3,96,96"),
     # Generation inside the model: a Loop whose body is the decoder.

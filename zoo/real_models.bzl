@@ -2,6 +2,7 @@
 genrule //zoo:real_models and the per-model tests in //optimiser."""
 
 REAL_MODELS = [
+    "bert_slice_pooler_op13",
     "cbam_resnet_op13",
     "control_flow_op13",
     "coreml_experimental_op7",

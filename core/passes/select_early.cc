@@ -1,4 +1,6 @@
-// select_rows_early: a selection of rows (Gather with constant indices) is
+// select_rows_early: a selection of rows (Gather with constant indices, or
+// a Slice of rows that are the same at every length, as TensorFlow's and
+// Paddle's exports write `x[:, 0]`: Slice, then Squeeze) is
 // moved towards the inputs through the operators that compute each row of
 // their output from the same row of their inputs, so that the rows nobody
 // reads are never computed. A ViT or BERT classifier reads only the class
@@ -40,8 +42,55 @@ struct Selection {
   bool scalar = false;
 };
 
+// A Slice along one axis with constant starts, ends, axes and steps whose
+// rows are the same at every length of that axis that holds them: counted
+// from the front (`x[:, 0:1]`, both ends non-negative, its end within the
+// axis) or from the back (`x[:, -1:]`, a negative start to the end or to a
+// negative end), step 1 or more. As the rows' indices as written (a
+// negative index counts from the back, as Gather's does); nullopt for any
+// other Slice (`x[:, 1:]` selects all but one row at every length).
+std::optional<at::Tensor> SliceRows(const Graph& g, const Node& n, int64_t* axis) {
+  if (n.inputs.size() < 3 || n.outputs.size() != 1) return std::nullopt;
+  const TensorType& x = g.value(n.inputs[0]).type;
+  if (!x.rank_known || x.rank() == 0) return std::nullopt;
+  std::vector<std::optional<std::vector<int64_t>>> args;
+  for (size_t i = 1; i < 5; ++i) {
+    if (i >= n.inputs.size() || n.inputs[i] == kNoValue) {
+      args.emplace_back(i < 3 ? std::nullopt : std::optional<std::vector<int64_t>>(std::vector<int64_t>{}));
+      continue;
+    }
+    if (g.value(n.inputs[i]).symbolic) return std::nullopt;
+    args.push_back(ConstInts(g, n.inputs[i]));
+  }
+  for (const auto& a : args)
+    if (!a) return std::nullopt;
+  const std::vector<int64_t>&starts = *args[0], &ends = *args[1], &axes = *args[2], &steps = *args[3];
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1) return std::nullopt;
+  *axis = axes.empty() ? 0 : axes[0];
+  if (*axis < 0) *axis += x.rank();
+  if (*axis < 0 || *axis >= x.rank()) return std::nullopt;
+  const int64_t dim = x.shape[*axis], step = steps.empty() ? 1 : steps[0];
+  const int64_t start = starts[0], end = ends[0];
+  if (dim <= 0 || step < 1) return std::nullopt;
+  std::vector<int64_t> rows;
+  if (start >= 0 && end <= dim && start < end) {
+    for (int64_t i = start; i < end; i += step) rows.push_back(i);
+  } else if (start < 0 && start >= -dim && (end >= dim || (end < 0 && start < end))) {
+    for (int64_t i = start; i < (end < 0 ? end : 0); i += step) rows.push_back(i);
+  } else {
+    return std::nullopt;
+  }
+  return at::tensor(rows, at::kLong);
+}
+
 std::optional<Selection> AsSelection(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
+  if (Is(n, "Slice") && !g.value(n.inputs[0]).known) {
+    int64_t axis = 0;
+    std::optional<at::Tensor> rows = SliceRows(g, n, &axis);
+    if (!rows || rows->numel() >= g.value(n.inputs[0]).type.shape[axis]) return std::nullopt;
+    return Selection{id, n.inputs[0], axis, *rows, false};
+  }
   if (!Is(n, "Gather") || n.inputs.size() != 2 || n.outputs.size() != 1) return std::nullopt;
   at::Tensor index = Constant(g, n.inputs[1]);
   if (!index.defined() || index.dim() > 1 || index.numel() == 0 || g.value(n.inputs[1]).symbolic) return std::nullopt;
@@ -104,6 +153,18 @@ bool InputAxes(const Graph& g, NodeId pid, int64_t a, std::vector<int64_t>* axes
     } else {
       (*axes)[1] = tb.rank() - 1;
     }
+    return true;
+  }
+  if (p.op == "Gemm") {
+    // Rows of Y = A' B' + C are rows of A' (A, or A's columns with transA),
+    // its columns B''s; C broadcasts.
+    AttrReader at = Attrs(g, pid);
+    if (p.inputs.size() < 2 || r != 2) return false;
+    if (a == 0)
+      (*axes)[0] = at.Int("transA") != 0 ? 1 : 0;
+    else
+      (*axes)[1] = at.Int("transB") != 0 ? 0 : 1;
+    if (p.inputs.size() > 2) aligned(2, a);
     return true;
   }
   if (p.op == "Transpose") {

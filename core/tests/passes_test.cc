@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -390,6 +391,72 @@ TEST(Passes, SelectRowsEarlySelectsTheRowsOfEveryReaderTogether) {
   EXPECT_LT(MaxDiff(before, after), 1e-6);
   EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
   EXPECT_EQ(OutputOf(after, "MatMul", "w"), (Shape{2, 2, 8}));
+}
+
+// TensorFlow's and Paddle's exports write a pooler's `x[:, 0]` as a Slice of
+// one row and a Squeeze: the Slice moves as a Gather would, from the front
+// or from the back; a Slice whose rows depend on the axis's length
+// (`x[:, 1:]`) stays.
+TEST(Passes, SelectRowsEarlyMovesASliceOfRowsThatDoNotDependOnTheLength) {
+  const int64_t end = std::numeric_limits<int64_t>::max();
+  const auto build = [end](int64_t start, int64_t stop) {
+    GraphBuilder b(7);
+    ValueId x = b.Input("x", {2, 6, 8});
+    ValueId h = b.Op("Relu", {b.Op("MatMul", {x, b.Weight("w", {8, 16}, 0.3f)})});
+    h = b.Op("Add", {x, b.Op("MatMul", {h, b.Weight("w2", {16, 8}, 0.3f)})});
+    ValueId rows = b.Op("Slice", {h, b.ConstInts({start}), b.ConstInts({stop}), b.ConstInts({1})});
+    const bool one = (start == 0 && stop == 1) || (start == -1 && stop == end);
+    return b.Build({one ? b.Op("Squeeze", {rows, b.ConstInts({1})}) : rows});
+  };
+  for (const auto& [start, stop] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {-1, end}, {-3, -1}}) {
+    SCOPED_TRACE(std::to_string(start) + ":" + std::to_string(stop));
+    const Graph before = build(start, stop);
+    Graph after = before;
+    ASSERT_TRUE(PassRegistry::Builtin().Make("select_rows_early")->Run(after));
+    after.Validate();
+    EXPECT_LT(MaxDiff(before, after), 1e-5);
+    EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
+    const int64_t count = start >= 0 ? stop - start : (stop < 0 ? stop : 0) - start;
+    EXPECT_EQ(OutputOf(after, "MatMul", "w"), (Shape{2, count, 16}));
+    EXPECT_EQ(OutputOf(after, "MatMul", "w2"), (Shape{2, count, 8}));
+  }
+  for (const auto& [start, stop] : std::vector<std::pair<int64_t, int64_t>>{{1, end}, {0, -1}, {-2, 5}}) {
+    SCOPED_TRACE(std::to_string(start) + ":" + std::to_string(stop));
+    Graph g = build(start, stop);
+    const uint64_t hash = g.StructuralHash();
+    EXPECT_FALSE(PassRegistry::Builtin().Make("select_rows_early")->Run(g));
+    EXPECT_EQ(g.StructuralHash(), hash);
+  }
+}
+
+// Rows of a Gemm's output are rows of A (columns with transA), its columns
+// B's (rows with transB); its C broadcasts or is selected too.
+TEST(Passes, SelectRowsEarlyMovesThroughGemm) {
+  for (const int trans : {0, 1}) {
+    SCOPED_TRACE(trans);
+    GraphBuilder b(11);
+    ValueId x = b.Input("x", {6, 8});
+    ValueId a = trans ? b.Op("Transpose", {x}, {{"perm", Attribute::Ints({1, 0})}}) : x;
+    ValueId y =
+        b.Op("Gemm",
+             {b.Op("Relu", {a}), b.Weight("w", trans ? Shape{16, 8} : Shape{8, 16}, 0.3f), b.Weight("c", {16}, 0.1f)},
+             {{"transA", Attribute::Int(trans)}, {"transB", Attribute::Int(trans)}});
+    ValueId rows = b.Op("Gather", {y, b.ConstInts({0, 3})}, {{"axis", Attribute::Int(0)}});
+    ValueId cols = b.Op("Gather", {b.Op("Sigmoid", {rows}), b.ConstInts({5}, Shape{})}, {{"axis", Attribute::Int(1)}});
+    const Graph before = b.Build({cols});
+    Graph after = before;
+    ASSERT_TRUE(PassRegistry::Builtin().Make("select_rows_early")->Run(after));
+    after.Validate();
+    EXPECT_LT(MaxDiff(before, after), 1e-5);
+    EXPECT_EQ(Names(after, after.outputs()), Names(before, before.outputs()));
+    int gemms = 0;
+    for (NodeId id = 0; id < after.num_nodes(); ++id) {
+      if (after.node(id).op != "Gemm") continue;
+      ++gemms;
+      EXPECT_EQ(after.value(after.node(id).outputs[0]).type.shape, (Shape{2, 1}));
+    }
+    EXPECT_EQ(gemms, 1);
+  }
 }
 
 // A row selection stays where the rows it drops are read by something else
