@@ -101,13 +101,22 @@ Verdict ReadVerdict(const Json& report) {
   if (v.outcome == "unchanged" && OptimisedBranches(report) > 0) {
     // The model with its optimised branches against the model as it came,
     // per value of the If's condition (the stage's check in ORT).
-    v.outcome = std::to_string(OptimisedBranches(report)) + " If branches optimised";
+    // "2 If branches optimised", "1 Loop body optimised".
+    std::map<std::string, int> by_op;
+    for (const Json& b : report["branches"])
+      if (b["outcome"] == "optimised") ++by_op[b.value("op", std::string("If"))];
+    v.outcome.clear();
+    for (const auto& [op, n] : by_op)
+      v.outcome += (v.outcome.empty() ? "" : ", ") + std::to_string(n) + " " + op +
+                   (op == "If" ? (n == 1 ? " branch" : " branches") : (n == 1 ? " body" : " bodies"));
+    v.outcome += " optimised";
     v.speedup.clear();
     for (const Json& c : report["branches_check"]["checks"]) {
       char text[160];
-      std::snprintf(text, sizeof text, "%s%.3fx [%.3f, %.3f] (%s)", v.speedup.empty() ? "" : "; ",
+      const std::string condition = c["condition"].get<std::string>();
+      std::snprintf(text, sizeof text, "%s%.3fx [%.3f, %.3f]%s", v.speedup.empty() ? "" : "; ",
                     c["speedup"].get<double>(), c["low"].get<double>(), c["high"].get<double>(),
-                    c["condition"].get<std::string>().c_str());
+                    condition.empty() ? "" : (" (" + condition + ")").c_str());
       v.speedup += text;
     }
     if (v.speedup.empty()) v.speedup = "not measured in the model";

@@ -157,9 +157,9 @@ bool InputAxes(const Graph& g, NodeId pid, int64_t a, std::vector<int64_t>* axes
   }
   if (p.op == "Gemm") {
     // Rows of Y = A' B' + C are rows of A' (A, or A's columns with transA),
-    // its columns B''s; C broadcasts.
+    // its columns B''s; C's own where it has them, else C is read whole.
     AttrReader at = Attrs(g, pid);
-    if (p.inputs.size() < 2 || r != 2) return false;
+    if (r != 2) return false;
     if (a == 0)
       (*axes)[0] = at.Int("transA") != 0 ? 1 : 0;
     else
