@@ -399,7 +399,7 @@ TEST(Passes, SelectRowsEarlySelectsTheRowsOfEveryReaderTogether) {
 // (`x[:, 1:]`) stays.
 TEST(Passes, SelectRowsEarlyMovesASliceOfRowsThatDoNotDependOnTheLength) {
   const int64_t end = std::numeric_limits<int64_t>::max();
-  const auto build = [end](int64_t start, int64_t stop) {
+  const auto build = [&](int64_t start, int64_t stop) {
     GraphBuilder b(7);
     ValueId x = b.Input("x", {2, 6, 8});
     ValueId h = b.Op("Relu", {b.Op("MatMul", {x, b.Weight("w", {8, 16}, 0.3f)})});
