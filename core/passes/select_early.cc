@@ -53,18 +53,17 @@ std::optional<at::Tensor> SliceRows(const Graph& g, const Node& n, int64_t* axis
   if (n.inputs.size() < 3 || n.outputs.size() != 1) return std::nullopt;
   const TensorType& x = g.value(n.inputs[0]).type;
   if (!x.rank_known || x.rank() == 0) return std::nullopt;
-  std::vector<std::optional<std::vector<int64_t>>> args;
-  for (size_t i = 1; i < 5; ++i) {
-    if (i >= n.inputs.size() || n.inputs[i] == kNoValue) {
-      args.emplace_back(i < 3 ? std::nullopt : std::optional<std::vector<int64_t>>(std::vector<int64_t>{}));
-      continue;
-    }
-    if (g.value(n.inputs[i]).symbolic) return std::nullopt;
-    args.push_back(ConstInts(g, n.inputs[i]));
-  }
-  for (const auto& a : args)
-    if (!a) return std::nullopt;
-  const std::vector<int64_t>&starts = *args[0], &ends = *args[1], &axes = *args[2], &steps = *args[3];
+  // Input i as constant integers: starts (1) and ends (2) must be given,
+  // axes (3) and steps (4) may be left out (empty).
+  std::vector<int64_t> starts, ends, axes, steps;
+  const auto read = [&](size_t i, std::vector<int64_t>* out) {
+    if (i >= n.inputs.size() || n.inputs[i] == kNoValue) return i >= 3;
+    if (g.value(n.inputs[i]).symbolic) return false;
+    std::optional<std::vector<int64_t>> v = ConstInts(g, n.inputs[i]);
+    if (v) *out = std::move(*v);
+    return v.has_value();
+  };
+  if (!read(1, &starts) || !read(2, &ends) || !read(3, &axes) || !read(4, &steps)) return std::nullopt;
   if (starts.size() != 1 || ends.size() != 1 || axes.size() > 1 || steps.size() > 1) return std::nullopt;
   *axis = axes.empty() ? 0 : axes[0];
   if (*axis < 0) *axis += x.rank();
