@@ -362,6 +362,20 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
       "  target HardSigmoid(X, alpha=0.16666667, beta=0.5)\n";
   EXPECT_EQ(VerifyText(sig + "  tolerance 1e-7\n"), Outcome::kProved);
   EXPECT_NE(VerifyText(sig), Outcome::kProved);  // not exactly: 1/6 is not a float32
+  // A constant whose value depends on a dimension: the mean over the
+  // channels as a convolution with weights 1/c (float32: within rounding).
+  const std::string mean =
+      "rule m\n  input X: float32[n, c, h, w]\n  source ReduceMean(X, axes=[1])\n"
+      "  target Conv(X, fill(%s, [1, c, 1, 1]))\n  tolerance 1e-7\n";
+  auto fill = [&](const std::string& value) {
+    std::string t = mean;
+    t.replace(t.find("%s"), 2, value);
+    return t;
+  };
+  EXPECT_EQ(VerifyText(fill("1.0 / c")), Outcome::kProved);
+  EXPECT_NE(VerifyText(fill("2.0 / c")), Outcome::kProved);
+  EXPECT_NE(VerifyText(fill("1.0 / h")), Outcome::kProved);
+  EXPECT_NE(VerifyText(fill("0.33333334")), Outcome::kProved);  // 1/c at c = 3 only
 }
 
 // Softplus is proved equal to its ONNX definition over uninterpreted Exp and

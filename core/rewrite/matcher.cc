@@ -152,8 +152,15 @@ bool ConstantMatches(const State& s, const rules::Constant& c, ValueId v) {
     return FloatValuesEqual(t, std::vector<double>(c.float_values().begin(), c.float_values().end()));
   }
   if (IsFilledConstant(c)) {
-    // Its shape is checked once every symbol is bound (DimsHold).
+    // Its shape (and a value divided by a dimension, fill_divisor) is
+    // checked once every symbol is bound (DimsHold); here its elements must
+    // be all the same.
     if (t.shape().size() != static_cast<size_t>(c.fill_shape_size())) return false;
+    if (c.has_fill_divisor()) {
+      if (t.NumElements() == 0 || !IsFloatingPoint(t.dtype())) return false;
+      const std::vector<double> values = t.ToDouble();
+      return std::all_of(values.begin(), values.end(), [&](double x) { return x == values[0]; });
+    }
     return FloatValuesEqual(t, std::vector<double>(static_cast<size_t>(t.NumElements()), c.fill_value()));
   }
   if (!IsInteger(t.dtype())) return false;
@@ -163,14 +170,19 @@ bool ConstantMatches(const State& s, const rules::Constant& c, ValueId v) {
          std::equal(values.begin(), values.end(), c.int_values().begin());
 }
 
-bool Holds(const rules::Dim& d, int64_t actual, const SymbolBinding& symbols) {
+// A dimension expression's value where every symbol in it is bound.
+std::optional<int64_t> BoundValue(const rules::Dim& d, const SymbolBinding& symbols) {
   int64_t v = d.constant();
   for (const auto& t : d.terms()) {
     std::optional<int64_t> value = EvalSymbol(t.symbol(), symbols);
-    if (!value) return false;  // a symbol nothing binds plainly
+    if (!value) return std::nullopt;  // a symbol nothing binds plainly
     v += t.coeff() * *value;
   }
-  return v == actual;
+  return v;
+}
+
+bool Holds(const rules::Dim& d, int64_t actual, const SymbolBinding& symbols) {
+  return BoundValue(d, symbols) == actual;
 }
 
 // A complete match: every input dimension that is an expression and every
@@ -205,6 +217,14 @@ bool DimsHold(State& s) {
       const Shape& shape = s.g.value(v).initializer->shape();
       for (int k = 0; k < constant.fill_shape_size(); ++k)
         if (!Holds(constant.fill_shape(k), shape[k], s.symbols)) return false;
+      if (constant.has_fill_divisor()) {
+        const std::optional<int64_t> divisor = BoundValue(constant.fill_divisor(), s.symbols);
+        if (!divisor || *divisor <= 0) return false;
+        const TensorData& t = *s.g.value(v).initializer;
+        if (!FloatValuesEqual(t, std::vector<double>(static_cast<size_t>(t.NumElements()),
+                                                     constant.fill_value() / static_cast<double>(*divisor))))
+          return false;
+      }
       continue;
     }
     std::vector<int64_t> values = s.g.value(v).initializer->ToInt64();

@@ -612,6 +612,44 @@ TEST(Matcher, FloatConstantsMatchExactlyAndWrittenRulesApply) {
   EXPECT_LE(Diff(fused, lm.Apply(fused, found[0])), 1e-5);
 }
 
+// A constant whose value depends on a dimension (fill(1.0 / c, ...), format
+// 8): the mean over the channels becomes a 1 x 1 convolution with weights
+// float32(1/c); a convolution whose weights are all float32(1/c) is the
+// mean again, and one with other weights (1/(c+1), or not all equal) is not.
+TEST(Matcher, FilledConstantsDividedByADimension) {
+  std::vector<rules::Rule> mean = ParseWrittenRules(
+      "rule m\n  input X: float32[n, c, h, w]\n  source ReduceMean(X, axes=[1])\n"
+      "  target Conv(X, fill(1.0 / c, [1, c, 1, 1]))\n  tolerance 1e-7\n",
+      "t.rules");
+  Matcher m(mean);
+  GraphBuilder b(8);
+  ValueId x = b.Input("x", {2, 3, 4, 5});
+  const Graph g = b.Build({b.Op("ReduceMean", {x}, {{"axes", Attribute::Ints({1})}})});
+  std::vector<Match> found = m.FindAll(g);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_FALSE(found[0].reverse);
+  const Graph conv = m.Apply(g, found[0]);
+  ASSERT_EQ(conv.num_nodes(), 1);
+  const Node& n = conv.node(0);
+  EXPECT_EQ(n.op, "Conv");
+  const TensorData& w = *conv.value(n.inputs[1]).initializer;
+  EXPECT_EQ(w.shape(), (Shape{1, 3, 1, 1}));
+  for (double v : w.ToDouble()) EXPECT_EQ(v, static_cast<double>(static_cast<float>(1.0 / 3)));
+  EXPECT_LE(Diff(g, conv), 1e-6);
+  found = m.FindAll(conv);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].reverse);
+  EXPECT_LE(Diff(conv, m.Apply(conv, found[0])), 1e-6);
+  auto conv_with = [](const std::vector<float>& weights) {
+    GraphBuilder cb(8);
+    ValueId cx = cb.Input("x", {2, 3, 4, 5});
+    return cb.Build({cb.Op("Conv", {cx, cb.Const(TensorData::FromFloat(weights, {1, 3, 1, 1}))})});
+  };
+  EXPECT_EQ(m.FindAll(conv_with({1.0f / 3, 1.0f / 3, 1.0f / 3})).size(), 1u);
+  EXPECT_TRUE(m.FindAll(conv_with({0.25f, 0.25f, 0.25f})).empty());
+  EXPECT_TRUE(m.FindAll(conv_with({0.5f, 0.25f, 0.25f})).empty());
+}
+
 // A float16 graph (a model converted to half precision): rules, proved over
 // the reals, bind its values as they bind float32 ones; its constants are
 // compared in float16 (the pattern's 1e-05 is the graph's float16 1e-05,

@@ -270,7 +270,8 @@ std::string FloatText(double v) {
 
 std::string ConstantText(const rules::Constant& c) {
   if (IsFilledConstant(c)) {
-    std::string s = "fill(" + FloatText(c.fill_value()) + ", [";
+    std::string s = "fill(" + FloatText(c.fill_value()) +
+                    (c.has_fill_divisor() ? " / (" + DimToString(c.fill_divisor()) + ")" : "") + ", [";
     for (int k = 0; k < c.fill_shape_size(); ++k) s += (k ? "," : "") + DimToString(c.fill_shape(k));
     return s + "])";
   }
@@ -282,6 +283,13 @@ std::string ConstantText(const rules::Constant& c) {
   return s + "]";
 }
 }  // namespace
+
+double FillValue(const rules::Constant& c, const SymbolBinding& binding) {
+  if (!c.has_fill_divisor()) return c.fill_value();
+  const int64_t divisor = EvalDim(c.fill_divisor(), binding);
+  if (divisor <= 0) Fail("a filled rule constant's divisor ", DimToString(c.fill_divisor()), " is ", divisor);
+  return c.fill_value() / static_cast<double>(divisor);
+}
 
 std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBinding& binding) {
   if (IsFloatConstant(c) || IsFilledConstant(c)) Fail("a floating-point rule constant has no integer values");
@@ -298,7 +306,7 @@ TensorData ConstantData(const rules::Constant& c, const SymbolBinding& binding, 
     if (IsFilledConstant(c)) {
       dims.clear();
       for (const auto& d : c.fill_shape()) dims.push_back(EvalDim(d, binding));
-      values.assign(static_cast<size_t>(NumElements(dims)), c.fill_value());
+      values.assign(static_cast<size_t>(NumElements(dims)), FillValue(c, binding));
     }
     if (static_cast<int64_t>(values.size()) != NumElements(dims))
       Fail("a rule constant has ", values.size(), " values for shape ", ShapeToString(dims));

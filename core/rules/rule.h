@@ -24,9 +24,11 @@ constexpr char kGraphShardMagic[] = "rlflow.graphs";
 // (TensorVar.bounded_above, upper_bound), a premise matchers must check
 // (UpperBounds). 7: integer attributes given by a dimension expression
 // (Attribute.dim: a depthwise conv's group=c), which matchers must check at
-// the match's binding (AttributeAt). Files of versions 4 to 6 are read as
-// they are (subsets).
-constexpr uint32_t kRuleFormatVersion = 7;
+// the match's binding (AttributeAt). 8: filled constants whose value is
+// divided by a dimension expression (Constant.fill_divisor: a channel
+// mean's weights 1/c), which matchers must evaluate at the match's binding
+// (FillValue). Files of versions 4 to 7 are read as they are (subsets).
+constexpr uint32_t kRuleFormatVersion = 8;
 constexpr uint32_t kOldestRuleFormatVersion = 4;
 
 using SymbolBinding = std::map<std::string, int64_t>;
@@ -64,6 +66,10 @@ std::vector<int64_t> ConstantValues(const rules::Constant& c, const SymbolBindin
 inline bool IsSymbolicConstant(const rules::Constant& c) { return c.dim_values_size() > 0; }
 inline bool IsFloatConstant(const rules::Constant& c) { return c.float_values_size() > 0; }
 inline bool IsFilledConstant(const rules::Constant& c) { return c.fill_shape_size() > 0; }
+// A filled constant's element value at `binding` (fill_value, divided by
+// fill_divisor where it has one); throws if a symbol is unbound or the
+// divisor is not positive.
+double FillValue(const rules::Constant& c, const SymbolBinding& binding);
 // A constant's data at `binding`: integer constants as int64; floating ones
 // (float_values, fill) in `float_dtype` (float32 when undefined; float64
 // for checks).

@@ -90,6 +90,7 @@ struct Expr {
   int64_t i = 0;
   std::vector<int64_t> ints;
   std::vector<std::string> dims;  // kFill: its shape
+  std::string fill_divisor;       // kFill: a dimension the value is divided by ("": none)
   std::vector<Expr> args;
   std::map<std::string, AttrValue> attrs;
   int num_outputs = 0;  // kCall: from the pseudo-attribute outputs=N (0: the registry's)
@@ -221,6 +222,10 @@ class Parser {
     if (id == "fill") {
       e.kind = Expr::kFill;
       e.f = ParseNumber();
+      if (IsPunct("/")) {  // fill(1.0 / c, [1, c, 1, 1]): a value that depends on a dimension
+        Advance();
+        e.fill_divisor = ExpectIdent("a dimension symbol after '/'");
+      }
       ExpectPunct(",");
       ExpectPunct("[");
       e.dims = DimList();
@@ -420,6 +425,7 @@ class SideBuilder {
         c->set_dtype(static_cast<int32_t>(DType::kFloat32));
         c->set_fill_value(e.f);
         for (const auto& d : e.dims) *c->add_fill_shape() = DimOf(d);
+        if (!e.fill_divisor.empty()) *c->mutable_fill_divisor() = DimOf(e.fill_divisor);
         r.set_constant(p_->constants_size() - 1);
         return r;
       }

@@ -34,7 +34,9 @@
 //   operand is a name, an expression, a float literal (a scalar constant of
 //   the inputs' floating type: 3.0, 1e-05), an integer literal or list (an
 //   int64 constant: 2, [0, -1]), `fill(VALUE, [DIMS])` (a floating constant
-//   of a symbolic shape), or `_` (an omitted optional operand); `Op(...)#k`
+//   of a symbolic shape; `fill(VALUE / SYMBOL, [DIMS])` holds VALUE divided
+//   by that dimension at the match, a mean's weights 1/c), or `_` (an
+//   omitted optional operand); `Op(...)#k`
 //   is output k. Attribute values: integers, floats (with a '.' or an
 //   exponent), "strings", [lists], or a shape symbol (group=c: an integer
 //   attribute equal to that dimension at the match, a depthwise conv's).

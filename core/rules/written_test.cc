@@ -173,6 +173,33 @@ TEST(WrittenRules, AttributesGivenByShapeSymbols) {
             std::string::npos);
 }
 
+// fill(VALUE / SYMBOL, [...]) (format 8): the value divided by that
+// dimension at the binding, printed as written, part of the id; a symbol
+// the inputs do not have, or a number after '/', is an error.
+TEST(WrittenRules, FilledConstantsDividedByADimension) {
+  auto text = [](const std::string& fill) {
+    return "rule m\n  input X: float32[n, c, h, w]\n  source ReduceMean(X, axes=[1])\n  target Conv(X, " + fill +
+           ")\n  tolerance 1e-7\n";
+  };
+  auto rule = [&](const std::string& fill) { return ParseWrittenRules(text(fill), "t.rules").at(0); };
+  const rules::Rule m = rule("fill(1.0 / c, [1, c, 1, 1])");
+  ASSERT_EQ(m.target().constants_size(), 1);
+  const rules::Constant& w = m.target().constants(0);
+  ASSERT_TRUE(IsFilledConstant(w));
+  ASSERT_TRUE(w.has_fill_divisor());
+  EXPECT_EQ(DimToString(w.fill_divisor()), "c");
+  EXPECT_DOUBLE_EQ(FillValue(w, {{"c", 4}}), 0.25);
+  const TensorData t = ConstantData(w, {{"n", 1}, {"c", 3}, {"h", 2}, {"w", 2}}, DType::kFloat64);
+  EXPECT_EQ(t.shape(), (Shape{1, 3, 1, 1}));
+  for (double v : t.ToDouble()) EXPECT_DOUBLE_EQ(v, 1.0 / 3);
+  EXPECT_NE(RuleToString(m).find("fill(1.0 / (c), [1,c,1,1])"), std::string::npos) << RuleToString(m);
+  EXPECT_NE(m.id(), rule("fill(1.0 / h, [1, c, 1, 1])").id());
+  EXPECT_NE(m.id(), rule("fill(1.0, [1, c, 1, 1])").id());
+  EXPECT_FALSE(rule("fill(1.0, [1, c, 1, 1])").target().constants(0).has_fill_divisor());
+  EXPECT_NE(ErrorOf(text("fill(1.0 / q, [1, c, 1, 1])")).find("q"), std::string::npos);
+  EXPECT_NE(ErrorOf(text("fill(1.0 / 3, [1, c, 1, 1])")).find("a dimension symbol after '/'"), std::string::npos);
+}
+
 TEST(WrittenRules, ErrorsNameTheLine) {
   EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Frobnicate(X)\n  target X\n")
                 .find("t.rules:3: rule 'a' (source): 'Frobnicate' is not a registry operator"),
