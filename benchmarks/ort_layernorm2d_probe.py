@@ -19,6 +19,10 @@ interleaved pairs in sessions whose order alternates):
   conv_mean  both means over the channels as a 1 x 1 convolution with
              weights 1 / C
   sum        both means as ReduceSum times 1 / C
+  conv_rsqrt conv_mean with the division as a product with
+             Reciprocal(Sqrt)
+  center_conv  x - mean(x) as one 1 x 1 convolution with weights
+             I - 1 / C, the variance's mean as in conv_mean
 
   /usr/bin/python3 benchmarks/ort_layernorm2d_probe.py [--width=8] [--shape=1,3,64,64] [--sessions=4] [--pairs=40] [--variants=a,b]
 
@@ -73,6 +77,21 @@ def sum_mean(x, c):
     return x.sum(1, keepdim=True) * (1.0 / c)
 
 
+def conv_rsqrt(self, x):
+    c = self.weight.shape[0]
+    d = x - conv_mean(x, c)
+    y = d * (conv_mean(d * d, c) + self.eps).sqrt().reciprocal()
+    return self.weight.view(1, -1, 1, 1) * y + self.bias.view(1, -1, 1, 1)
+
+
+def center_conv(self, x):
+    c = self.weight.shape[0]
+    centre = (torch.eye(c) - torch.full((c, c), 1.0 / c)).view(c, c, 1, 1)
+    d = F.conv2d(x, centre)
+    y = d / (conv_mean(d * d, c) + self.eps).sqrt()
+    return self.weight.view(1, -1, 1, 1) * y + self.bias.view(1, -1, 1, 1)
+
+
 VARIANTS = {
     "fused": (fused_from(0), 17),
     "fused_c16": (fused_from(16), 17),
@@ -80,6 +99,8 @@ VARIANTS = {
     "rsqrt": (rsqrt, 13),
     "conv_mean": (means_by(conv_mean), 13),
     "sum": (means_by(sum_mean), 13),
+    "conv_rsqrt": (conv_rsqrt, 13),
+    "center_conv": (center_conv, 13),
 }
 
 

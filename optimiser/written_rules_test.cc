@@ -53,6 +53,8 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
     if (!r.written_name().empty()) db_written.push_back(r);
   EXPECT_EQ(db_written.size(), written.size()) << "the database has written rules the file does not";
   Matcher matcher(db_written, /*both_directions=*/false);
+  std::map<std::string, size_t> position;  // rule id -> its place in the file
+  for (size_t k = 0; k < written.size(); ++k) position[written[k].id()] = k;
 
   std::map<std::string, int> fired;
   std::istringstream manifest(ReadFile(FindRunfile("zoo/real_models/models.txt")));
@@ -77,16 +79,22 @@ TEST(WrittenRules, EachFamilyIsInTheDatabaseAndFiresOnTheCorpus) {
     // did (run for the first four matches of each family in the model and
     // for every applied one: a re-parameterised network has dozens of the
     // same merge); then the first is applied and the rest found again,
-    // until none; and again applying the last match each time (rules that
+    // until none; again applying the last match each time (rules that
     // merge a chain of sums reach different forms in different orders, as
-    // the searches apply them in any).
+    // the searches apply them in any); and once more in the file's order of
+    // the rules (a layer norm's division taken as a product consumes the
+    // form its fusion reads in both of the other orders).
     std::map<std::string, int> run;
-    for (bool last : {false, true}) {
+    for (int order : {0, 1, 2}) {
       Graph g = imported;
       for (int steps = 0; steps < 200; ++steps) {
         std::vector<Match> matches = matcher.FindAll(g);
         if (matches.empty()) break;
-        if (last) std::reverse(matches.begin(), matches.end());
+        if (order == 1) std::reverse(matches.begin(), matches.end());
+        if (order == 2)
+          std::stable_sort(matches.begin(), matches.end(), [&](const Match& a, const Match& b) {
+            return position.at(matcher.rules()[a.rule].id()) < position.at(matcher.rules()[b.rule].id());
+          });
         std::optional<Graph> next;
         for (const Match& m : matches) {
           const std::string family = Family(matcher.rules()[m.rule].written_name());

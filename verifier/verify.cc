@@ -222,6 +222,23 @@ std::vector<SymTensor> Symbolic(const Graph& g, z3::context& z3, const std::vect
   return out;
 }
 
+// What the uninterpreted Sqrt of the symbolic semantics is known to be: for
+// x >= 0, Sqrt(x) >= 0 and Sqrt(x)^2 = x, for each application in `e` (so
+// a rule may divide by the square root of a positive sum). Only those of
+// the element being proved: each is a nonlinear premise.
+void AddSqrtFacts(const z3::expr& e0, z3::solver* solver) {
+  std::set<unsigned> seen;
+  std::vector<z3::expr> stack = {e0};
+  while (!stack.empty()) {
+    z3::expr e = stack.back();
+    stack.pop_back();
+    if (!e.is_app() || !seen.insert(e.id()).second) continue;
+    if (e.num_args() == 1 && e.decl().decl_kind() == Z3_OP_UNINTERPRETED && e.decl().name().str() == "Sqrt")
+      solver->add(z3::implies(e.arg(0) >= 0, e >= 0 && e * e == e.arg(0)));
+    for (unsigned i = 0; i < e.num_args(); ++i) stack.push_back(e.arg(i));
+  }
+}
+
 }  // namespace
 
 std::vector<SymbolBinding> ProofBindings(const rules::Rule& rule) {
@@ -303,6 +320,7 @@ Outcome ProveAt(const rules::Rule& rule, const SymbolBinding& binding, const Opt
     p.set("timeout", static_cast<unsigned>(options.timeout_ms));
     solver.set(p);
     for (unsigned i = 0; i < premises.size(); ++i) solver.add(premises[i]);
+    AddSqrtFacts(differ[k], &solver);
     solver.add(differ[k]);
     z3::check_result r = solver.check();
     z3::stats st = solver.statistics();

@@ -378,6 +378,33 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   EXPECT_NE(VerifyText(fill("0.33333334")), Outcome::kProved);  // 1/c at c = 3 only
 }
 
+// Sqrt is uninterpreted but for what a square root is (for x >= 0, Sqrt(x)
+// >= 0 and Sqrt(x)^2 = x), and Reciprocal is a real quotient: dividing by
+// the root of a mean of squares plus a positive epsilon is multiplying by
+// its reciprocal (the root has no zero); without the epsilon, or of any
+// input, the root may be zero and Z3 refutes it. A reciprocal of a rule
+// input is a divisor the matcher checks, as Div's.
+TEST(Verifier, DividingByAPositiveRootIsMultiplyingByItsReciprocal) {
+  auto by_reciprocal = [](const std::string& root, const std::string& more_inputs = "") {
+    return ParseWrittenRules("rule r\n  input D: float32[n, c, h, w]\n" + more_inputs + "  let S = " + root +
+                                 "\n  source Div(D, S)\n  target Mul(D, Reciprocal(S))\n",
+                             "t.rules")
+        .at(0);
+  };
+  EXPECT_EQ(Prove(by_reciprocal("Sqrt(Add(ReduceMean(Mul(D, D), axes=[1]), 1e-06))")), Outcome::kProved);
+  EXPECT_EQ(Prove(by_reciprocal("Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[1]), 1e-05))")), Outcome::kProved);
+  EXPECT_EQ(Prove(by_reciprocal("Sqrt(ReduceMean(Mul(D, D), axes=[1]))")), Outcome::kRefutedZ3);
+  EXPECT_EQ(Prove(by_reciprocal("Sqrt(Add(V, 1e-06))", "  input V: float32[n, 1, h, w]\n")), Outcome::kRefutedZ3);
+  // X * S * (1 / S) = X where S has no zero (at S = 0 the left side is 0).
+  rules::Rule input = ParseWrittenRules(
+                          "rule r\n  input X: float32[n, c]\n  input S: float32[c]\n"
+                          "  source Mul(Mul(X, S), Reciprocal(S))\n  target Identity(X)\n",
+                          "t.rules")
+                          .at(0);
+  EXPECT_EQ(DivisorInputs(input), std::vector<int>{1});
+  EXPECT_EQ(Prove(input), Outcome::kProved);
+}
+
 // Softplus is proved equal to its ONNX definition over uninterpreted Exp and
 // Log, and Tanh is a function like any other: equal arguments only.
 TEST(Verifier, SoftplusIsItsDefinitionOverUninterpretedExpAndLog) {

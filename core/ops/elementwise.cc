@@ -107,7 +107,10 @@ RLFLOW_UNARY(Exp, at::exp(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Exp"
 RLFLOW_UNARY(Log, at::log(x), 4, false, RLFLOW_SYM_UNARY(SymApply(x.ctx(), "Log", {x})));
 RLFLOW_UNARY(Neg, at::neg(x), 1, true, RLFLOW_SYM_UNARY(-x));
 RLFLOW_UNARY(Abs, at::abs(x), 1, true, RLFLOW_SYM_UNARY(z3::ite(x >= 0, x, -x)));
-RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1, false, nullptr);
+// Reciprocal: a real quotient, as Div (a rule that takes the reciprocal of
+// a rule input is proved where it has no zero and applied only where it is
+// a constant without zeros: DivisorInputs).
+RLFLOW_UNARY(Reciprocal, at::reciprocal(x), 1, false, RLFLOW_SYM_UNARY(x.ctx().real_val(1) / x));
 RLFLOW_UNARY(Floor, at::floor(x), 1, false, nullptr);
 RLFLOW_UNARY(Ceil, at::ceil(x), 1, false, nullptr);
 RLFLOW_UNARY(Identity, x, 0, true, RLFLOW_SYM_UNARY(x));

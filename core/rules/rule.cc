@@ -157,6 +157,8 @@ std::vector<int> DivisorInputs(const rules::Rule& rule) {
     for (const auto& n : p->nodes())
       if (n.op() == "Div" && n.inputs_size() == 2 && n.inputs(1).kind_case() == rules::Ref::kInput)
         out.insert(n.inputs(1).input());
+      else if (n.op() == "Reciprocal" && n.inputs_size() == 1 && n.inputs(0).kind_case() == rules::Ref::kInput)
+        out.insert(n.inputs(0).input());
   return {out.begin(), out.end()};
 }
 

@@ -76,7 +76,8 @@ double FillValue(const rules::Constant& c, const SymbolBinding& binding);
 TensorData ConstantData(const rules::Constant& c, const SymbolBinding& binding, DType float_dtype = DType::kUndefined);
 // Every symbol a rule's inputs use.
 std::vector<std::string> RuleSymbols(const rules::Rule& rule);
-// Rule inputs that a Div on either side divides by: the rule is proved
+// Rule inputs that a Div on either side divides by (or a Reciprocal takes
+// the reciprocal of): the rule is proved
 // where they have no zero element, so it applies only where each is a
 // constant without zeros.
 std::vector<int> DivisorInputs(const rules::Rule& rule);
