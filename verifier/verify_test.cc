@@ -323,6 +323,12 @@ TEST(Verifier, DuplicatesUpToRenamingCollapse) {
   EXPECT_EQ(dups, 1);
 }
 
+// `text` with its first "%s" replaced by `value` (a rule template's hole).
+std::string Filled(std::string text, const std::string& value) {
+  text.replace(text.find("%s"), 2, value);
+  return text;
+}
+
 // Written rules: proved exactly, refuted when wrong (a constant off, the
 // epsilons of the two sides differ), and a float32 attribute standing for
 // 1/6 proved within its tolerance but not exactly.
@@ -337,22 +343,14 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   const std::string hs =
       "rule hs\n  input X: float32[n, c]\n  source Div(Mul(X, Clip(Add(X, %s), 0.0, 6.0)), 6.0)\n"
       "  target HardSwish(X)\n";
-  auto with = [&](const std::string& three) {
-    std::string t = hs;
-    t.replace(t.find("%s"), 2, three);
-    return t;
-  };
+  auto with = [&](const std::string& three) { return Filled(hs, three); };
   EXPECT_EQ(VerifyText(with("3.0")), Outcome::kProved);
   EXPECT_NE(VerifyText(with("4.0")), Outcome::kProved);
   const std::string ln =
       "rule ln\n  input X: float32[n, d]\n  let D = Sub(X, ReduceMean(X, axes=[-1]))\n"
       "  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))\n"
       "  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=%s)\n";
-  auto eps = [&](const std::string& e) {
-    std::string t = ln;
-    t.replace(t.find("%s"), 2, e);
-    return t;
-  };
+  auto eps = [&](const std::string& e) { return Filled(ln, e); };
   EXPECT_EQ(VerifyText(eps("1e-05")), Outcome::kProved);
   // Refuted by the float64 check first; Z3 would too (Sqrt is uninterpreted:
   // only the same argument gives the same root).
@@ -367,11 +365,7 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   const std::string mean =
       "rule m\n  input X: float32[n, c, h, w]\n  source ReduceMean(X, axes=[1])\n"
       "  target Conv(X, fill(%s, [1, c, 1, 1]))\n  tolerance 1e-7\n";
-  auto fill = [&](const std::string& value) {
-    std::string t = mean;
-    t.replace(t.find("%s"), 2, value);
-    return t;
-  };
+  auto fill = [&](const std::string& value) { return Filled(mean, value); };
   EXPECT_EQ(VerifyText(fill("1.0 / c")), Outcome::kProved);
   EXPECT_NE(VerifyText(fill("2.0 / c")), Outcome::kProved);
   EXPECT_NE(VerifyText(fill("1.0 / h")), Outcome::kProved);
@@ -411,11 +405,7 @@ TEST(Verifier, SoftplusIsItsDefinitionOverUninterpretedExpAndLog) {
   const std::string mish =
       "rule mish\n  input X: float32[n, c]\n  source Mul(X, Tanh(Softplus(X)))\n"
       "  target Mul(X, Tanh(Log(Add(Exp(X), %s))))\n";
-  auto with = [&](const std::string& one) {
-    std::string t = mish;
-    t.replace(t.find("%s"), 2, one);
-    return ParseWrittenRules(t, "t.rules").at(0);
-  };
+  auto with = [&](const std::string& one) { return ParseWrittenRules(Filled(mish, one), "t.rules").at(0); };
   EXPECT_EQ(VerifyOne(with("1.0"), Options{}).outcome, Outcome::kProved);
   EXPECT_EQ(Prove(with("1.0")), Outcome::kProved);
   // Z3 alone (no float64 check first) refutes a wrong constant and a
@@ -454,11 +444,7 @@ TEST(Verifier, ProvesRepVggBranchesMergeIntoOneKernel) {
       "  input W1: float32[co, ci, 1, 1]\n  input B1: float32[co]\n"
       "  source Add(Conv(X, W3, B3, pads=[1, 1, 1, 1]), Conv(X, W1, B1))\n"
       "  target Conv(X, Add(W3, Pad(W1, %s)), Add(B3, B1), pads=[1, 1, 1, 1])\n";
-  auto padded = [&](const std::string& pads) {
-    std::string t = one_by_one;
-    t.replace(t.find("%s"), 2, pads);
-    return ParseWrittenRules(t, "t.rules").at(0);
-  };
+  auto padded = [&](const std::string& pads) { return ParseWrittenRules(Filled(one_by_one, pads), "t.rules").at(0); };
   EXPECT_EQ(VerifyOne(padded("[0, 0, 1, 1, 0, 0, 1, 1]"), Options{}).outcome, Outcome::kProved);
   EXPECT_EQ(Prove(padded("[0, 0, 1, 1, 0, 0, 1, 1]")), Outcome::kProved);
   EXPECT_EQ(Prove(padded("[0, 0, 0, 0, 0, 0, 2, 2]")), Outcome::kRefutedZ3);
