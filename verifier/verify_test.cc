@@ -343,18 +343,16 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   const std::string hs =
       "rule hs\n  input X: float32[n, c]\n  source Div(Mul(X, Clip(Add(X, %s), 0.0, 6.0)), 6.0)\n"
       "  target HardSwish(X)\n";
-  auto with = [&](const std::string& three) { return Filled(hs, three); };
-  EXPECT_EQ(VerifyText(with("3.0")), Outcome::kProved);
-  EXPECT_NE(VerifyText(with("4.0")), Outcome::kProved);
+  EXPECT_EQ(VerifyText(Filled(hs, "3.0")), Outcome::kProved);
+  EXPECT_NE(VerifyText(Filled(hs, "4.0")), Outcome::kProved);
   const std::string ln =
       "rule ln\n  input X: float32[n, d]\n  let D = Sub(X, ReduceMean(X, axes=[-1]))\n"
       "  source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))\n"
       "  target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=%s)\n";
-  auto eps = [&](const std::string& e) { return Filled(ln, e); };
-  EXPECT_EQ(VerifyText(eps("1e-05")), Outcome::kProved);
+  EXPECT_EQ(VerifyText(Filled(ln, "1e-05")), Outcome::kProved);
   // Refuted by the float64 check first; Z3 would too (Sqrt is uninterpreted:
   // only the same argument gives the same root).
-  EXPECT_NE(VerifyText(eps("1e-06")), Outcome::kProved);
+  EXPECT_NE(VerifyText(Filled(ln, "1e-06")), Outcome::kProved);
   const std::string sig =
       "rule sig\n  input X: float32[n]\n  source Clip(Add(Div(X, 6.0), 0.5), 0.0, 1.0)\n"
       "  target HardSigmoid(X, alpha=0.16666667, beta=0.5)\n";
@@ -365,11 +363,10 @@ TEST(Verifier, WrittenRulesAreProvedOrRefuted) {
   const std::string mean =
       "rule m\n  input X: float32[n, c, h, w]\n  source ReduceMean(X, axes=[1])\n"
       "  target Conv(X, fill(%s, [1, c, 1, 1]))\n  tolerance 1e-7\n";
-  auto fill = [&](const std::string& value) { return Filled(mean, value); };
-  EXPECT_EQ(VerifyText(fill("1.0 / c")), Outcome::kProved);
-  EXPECT_NE(VerifyText(fill("2.0 / c")), Outcome::kProved);
-  EXPECT_NE(VerifyText(fill("1.0 / h")), Outcome::kProved);
-  EXPECT_NE(VerifyText(fill("0.33333334")), Outcome::kProved);  // 1/c at c = 3 only
+  EXPECT_EQ(VerifyText(Filled(mean, "1.0 / c")), Outcome::kProved);
+  EXPECT_NE(VerifyText(Filled(mean, "2.0 / c")), Outcome::kProved);
+  EXPECT_NE(VerifyText(Filled(mean, "1.0 / h")), Outcome::kProved);
+  EXPECT_NE(VerifyText(Filled(mean, "0.33333334")), Outcome::kProved);  // 1/c at c = 3 only
 }
 
 // Sqrt is uninterpreted but for what a square root is (for x >= 0, Sqrt(x)
