@@ -394,7 +394,9 @@ double MeasuredCostModel::NodeTimeOf(const Graph& g, NodeId id, uint64_t fast_ke
   std::string key = NodeKeyText(g, id);
   auto alone = [&] {
     const double isolated = IsolatedTime(g, id, key);
-    return isolated * LocalFactor(n.op, isolated);
+    // Keyed as the calibration keys it: by the qualified op type
+    // ("com.microsoft.FusedMatMul").
+    return isolated * LocalFactor(QualifiedOp(n.domain, n.op), isolated);
   };
   double base;
   auto ctx = cache_.find(ContextKey("|ctx|") + key);
@@ -729,7 +731,7 @@ CalibrationReport MeasuredCostModel::Calibrate(const Graph& g, int runs, int tim
   report.fixed_ms = fixed_ms_;
   std::map<std::string, std::vector<double>> spreads;
   for (const auto& [key, ids] : by_key) {
-    const std::string& op = g.node(ids.front()).op;
+    const std::string op = QualifiedOp(g.node(ids.front()).domain, g.node(ids.front()).op);
     CalibrationReport::PerOp& p = report.per_op[op];
     p.nodes += static_cast<int>(ids.size());
     p.ms += cache_.at(ctx_prefix + key) * ids.size();
@@ -766,7 +768,7 @@ double MeasuredCostModel::NodeNoiseMs(const Graph& g, NodeId id) {
   double spread = NodeSpreadOf(g, id, fast_key);
   if (spread < 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = op_spread_.find(n.op);
+    auto it = op_spread_.find(QualifiedOp(n.domain, n.op));
     spread = it != op_spread_.end() ? it->second : 0.05;
   }
   return std::max(spread, 0.01) * ms;

@@ -574,6 +574,32 @@ TEST(CostModel, ANewKeyTakesTheRatioOfItsNearestCalibratedKeys) {
   EXPECT_NEAR(cost(6), (0.05 + 0.00036) * ratio_16, 1e-9);
 }
 
+// An operator of another domain (ONNX Runtime's contrib operators) is keyed
+// by its qualified name ("com.microsoft.SkipLayerNormalization"); a key of
+// it never timed in context takes that op type's in-context / isolated ratio
+// and spread, not those of all op types.
+TEST(CostModel, AContribOpTakesItsOwnRatioAndSpread) {
+  ScriptedBackend backend;
+  backend.isolated["SkipLayerNormalization"] = 1.0;
+  backend.in_context["SkipLayerNormalization"] = 5.0;  // ratio 5; Relu's 3, so all ops' median 4
+  MeasuredCostModel model(&backend);
+  auto norm = [](int64_t rows) {
+    GraphBuilder b(1);
+    ValueId x = b.Input("x", {1, rows, 8}), skip = b.Input("s", {1, rows, 8});
+    ValueId y = b.Op("com.microsoft.SkipLayerNormalization",
+                     {x, skip, b.Weight("gamma", {8}, 0.1f, 1.0f), b.Weight("beta", {8}, 0.1f)});
+    return b.Build({b.Op("Relu", {y})});
+  };
+  Graph g = norm(4);
+  CalibrationReport r = model.Calibrate(g);
+  ASSERT_EQ(r.per_op.count("com.microsoft.SkipLayerNormalization"), 1u);
+  EXPECT_DOUBLE_EQ(r.per_op.at("com.microsoft.SkipLayerNormalization").factor, 5.0);
+  Graph taller = norm(16);  // a new key: isolated 1.0 x its op's ratio 5 + the overhead 1.0
+  const NodeId id = Find(taller, "SkipLayerNormalization");
+  EXPECT_DOUBLE_EQ(model.NodeMs(taller, id), 1.0 * 5.0 + 1.0);
+  EXPECT_DOUBLE_EQ(model.NodeNoiseMs(taller, id), 0.02 * 6.0);  // its op's spread, not the unknown 0.05
+}
+
 TEST(CostModel, RunCostChargesWeightOnlyNodesWhereTheDeviceRunsThem) {
   Graph g = Small();  // Conv, Relu, Conv, Mul (weight-only), Add
   ScriptedBackend runs;
