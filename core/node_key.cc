@@ -149,7 +149,7 @@ uint64_t ValueKeyHash(const Graph& g, ValueId value) { return InputPartHash(Part
 
 std::string NodeKeyText(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
-  std::string key = n.domain.empty() ? n.op : n.domain + "." + n.op;
+  std::string key = QualifiedOp(n.domain, n.op);  // as rules and the cost model name it
   char buf[32];
   std::snprintf(buf, sizeof buf, "#%016llx", static_cast<unsigned long long>(AttributeHash(g, id)));
   key += buf;
