@@ -3012,6 +3012,33 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, S
   return other;
 }
 
+std::vector<std::string> InputsWithSymbolicDims(const Graph& imported) {
+  std::vector<std::string> out;
+  for (ValueId in : imported.inputs()) {
+    const std::string& name = imported.value(in).name;
+    auto it = imported.info().interface_types.find(name);
+    if (it == imported.info().interface_types.end()) continue;
+    onnx::TypeProto type;
+    type.ParseFromString(it->second);
+    if (!type.has_tensor_type()) continue;
+    const auto fixed = imported.info().fixed_axes.find(name);
+    auto is_fixed = [&](int axis) {
+      return fixed != imported.info().fixed_axes.end() &&
+             std::count(fixed->second.begin(), fixed->second.end(), axis) > 0;
+    };
+    bool symbolic = false;
+    if (!type.tensor_type().has_shape()) {
+      for (int k = 0; k < static_cast<int>(imported.value(in).type.shape.size()) && !symbolic; ++k)
+        symbolic = !is_fixed(k);
+    } else {
+      for (int k = 0; k < type.tensor_type().shape().dim_size() && !symbolic; ++k)
+        symbolic = !type.tensor_type().shape().dim(k).has_dim_value() && !is_fixed(k);
+    }
+    if (symbolic) out.push_back(name);
+  }
+  return out;
+}
+
 int64_t SmallerBindingOf(int64_t value) {
   if (value >= 4) return value / 2;
   return value == 3 ? 2 : value == 2 ? 3 : 2;

@@ -112,6 +112,10 @@ int64_t OtherBindingOf(int64_t value);
 enum class SecondBindingKind { kMoved, kDoubled, kSmaller };
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first,
                             SecondBindingKind kind = SecondBindingKind::kMoved);
+// The graph inputs of `imported` whose declared type has a symbolic
+// dimension (or no shape) that the model does not fix (ModelInfo::
+// fixed_axes), in the order of the graph's inputs: those a binding moves.
+std::vector<std::string> InputsWithSymbolicDims(const Graph& imported);
 // Another value below `value` where there is one that is neither 0 nor 1
 // (those broadcast and vanish): v / 2 from 4 on, 3 -> 2; 2, 1, 0 -> 3, 2, 2.
 int64_t SmallerBindingOf(int64_t value);

@@ -77,6 +77,11 @@ DEFINE_string(guard, "auto",
               "where the written model must not run slower as well: auto (ONNX Runtime, level all, "
               "--threads, with --device=cpu: when the verdict finds the result faster there, both are timed "
               "in ORT too and the original is written if ORT runs the result slower), ort, or none");
+DEFINE_string(second_binding_verdict, "auto",
+              "where the model has symbolic dimensions, when the verdict finds the result faster: both are also "
+              "timed at the check's second binding of them (batch 1 -> 2, an image's height halved and width "
+              "doubled). require: the original is written if the result is slower there; report: reported only; "
+              "off; auto: require where some symbolic dimension was not given by --input_shape, else report");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1,
              "value bound to symbolic dimensions of graph inputs not given by --input_shape; where the model "
@@ -158,6 +163,7 @@ int Main() {
   o.measure_runs = FLAGS_measure_runs;
   o.retries = FLAGS_retries;
   o.guard = FLAGS_guard;
+  o.second_binding_verdict = FLAGS_second_binding_verdict;
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
   o.target_opset = FLAGS_target_opset;

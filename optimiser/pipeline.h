@@ -106,6 +106,20 @@ struct PipelineOptions {
   // (its interval below 1; with `retries` as for a slower verdict). Not
   // with --force_optimised, a scripted backend or --device=ort.
   std::string guard = "auto";
+  // The verdict at a second binding of the symbolic dimensions, the one the
+  // check runs the written model at (the given shapes moved: batch 1 -> 2,
+  // an image's height halved and its width doubled): the written model keeps
+  // its symbolic dimensions, so it will run at shapes other than the one it
+  // was optimised at. When the verdict finds the result faster, both graphs
+  // are timed at that binding too, interleaved (as many pairs). "require":
+  // the original is written if the result is slower there (its interval
+  // below 1; with `retries` as for a slower verdict); "report": measured and
+  // reported only; "off": not measured; "auto": "require" where a symbolic
+  // dimension was bound by free_dim (no shape was given: the binding
+  // optimised at says no more about where the model runs than the second
+  // does), "report" where input_shapes or input_data gave every input that
+  // has one (the shapes the model will run at).
+  std::string second_binding_verdict = "auto";
   uint64_t seed = 1;
   int free_dim = 1;
   // The newest default-domain opset the written model may be raised to, so
@@ -332,6 +346,19 @@ struct VerdictRecord : Verdict {
   Verdict guard;
   std::string guard_note;
   bool guard_slower() const { return guarded && guard.outcome == Outcome::kSlower; }
+  // The verdict at the check's second binding of the symbolic dimensions
+  // (PipelineOptions::second_binding_verdict), when the verdict above found
+  // the result faster: `second_binding` the shapes ("": none, or not asked),
+  // `second_measured` whether both were timed there, `second_required`
+  // whether a slower result there keeps the original, `second_note` why it
+  // was not measured or what failed.
+  std::string second_binding;
+  bool second_measured = false, second_required = false;
+  Verdict second;
+  std::string second_note;
+  bool second_slower() const { return second_measured && second.outcome == Outcome::kSlower; }
+  // The original is kept because the result is slower at the second binding.
+  bool second_vetoed() const { return second_required && second_slower(); }
 };
 
 // Each search run again without one applied rule (PipelineOptions::retries).
@@ -344,6 +371,9 @@ struct RetryRecord {
   // The guard's outcome and speedup, where it measured the retry's graph ("": not).
   std::string guard_device, guard_outcome;
   double guard_speedup = 1;
+  // The verdict's outcome and speedup at the second binding, where it measured the retry's graph there ("": not).
+  std::string second_outcome;
+  double second_speedup = 1;
 };
 
 struct WriteRecord {

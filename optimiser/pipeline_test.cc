@@ -623,6 +623,90 @@ TEST(Pipeline, TheGuardKeepsWhatOnnxRuntimeRunsSlower) {
   }
 }
 
+// The verdict at the check's second binding of the symbolic dimensions
+// (--second_binding_verdict): the model of the tests above with x's and z's
+// first dimension a symbolic batch, the layer-norm rule alone. The scripted
+// backend charges every node as before, and whole runs of a graph with
+// LayerNormalization 5 ms more at batch 2 (the second binding, from 1), so
+// the result is faster at the binding it was optimised at and slower at the
+// other. Without --input_shape (auto: required) the original is written;
+// with the shapes given (auto: reported) the result is, the line saying
+// where it is slower; require keeps the original with the shapes given too;
+// off measures nothing there; a result faster at both is written.
+TEST(Pipeline, TheVerdictAtTheSecondBindingKeepsTheOriginalWhereRequired) {
+  std::string dir = testing::MakeTempDir("pipeline_second_binding_");
+  rules::RuleDatabase two;
+  const std::string model = FusionBreakingModel(dir, &two);
+  {
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromString(ReadFile(model)));
+    m.mutable_graph()->clear_value_info();
+    auto batch = [](onnx::ValueInfoProto* vi) {
+      vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+    };
+    for (auto& in : *m.mutable_graph()->mutable_input())
+      if (in.name() == "x" || in.name() == "z") batch(&in);
+    for (auto& out : *m.mutable_graph()->mutable_output()) batch(&out);
+    WriteFileAtomically(model, m.SerializeAsString());
+  }
+  rules::RuleDatabase one = two;
+  one.clear_rules();
+  for (const rules::Rule& rule : two.rules())
+    if (rule.id() == "9638de9c216a") *one.add_rules() = rule;
+  ASSERT_EQ(one.rules_size(), 1);
+  PipelineOptions base = Options(dir, model);
+  base.loaded_rules = std::make_shared<const rules::RuleDatabase>(one);
+  base.search = "greedy";
+  base.measure_runs = 20;
+  auto backend = [](bool penalty) {
+    return [penalty] {
+      return std::make_unique<testing::ScriptedBackend>(
+          "scripted-second-binding", FusionNodeMs, [penalty](const Graph& g) {
+            double ms = FusionRunMs(g);
+            if (!penalty || g.OpCounts().count("LayerNormalization") == 0) return ms;
+            for (ValueId in : g.inputs())
+              if (g.value(in).name == "x" && g.value(in).type.shape[0] == 2) ms += 5.0;
+            return ms;
+          });
+    };
+  };
+  struct Case {
+    std::string mode;
+    bool given, penalty, written_original, required;
+  };
+  for (const Case& c : {Case{"auto", false, true, true, true}, Case{"auto", true, true, false, false},
+                        Case{"require", true, true, true, true}, Case{"off", false, true, false, false},
+                        Case{"auto", false, false, false, true}}) {
+    SCOPED_TRACE(c.mode + (c.given ? ", shapes given" : "") + (c.penalty ? ", slower at batch 2" : ""));
+    PipelineOptions o = base;
+    o.second_binding_verdict = c.mode;
+    o.make_backend = backend(c.penalty);
+    if (c.given) o.input_shapes = {{"x", {1, 32, 8}}, {"z", {1, 8, 32}}};
+    PipelineResult r = RunPipeline(o);
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    EXPECT_TRUE(r.verdict.faster());  // at batch 1
+    EXPECT_EQ(r.verdict.keep_original, c.written_original);
+    EXPECT_EQ(ReadFile(o.output) == ReadFile(model), c.written_original);
+    if (c.mode == "off") {
+      EXPECT_FALSE(r.verdict.second_measured);
+      EXPECT_FALSE(j["verdict"].contains("second_binding"));
+      continue;
+    }
+    ASSERT_TRUE(r.verdict.second_measured);
+    EXPECT_EQ(r.verdict.second_required, c.required);
+    EXPECT_EQ(r.verdict.second_binding, "x:[2,32,8], z:[2,8,32]");
+    EXPECT_EQ(r.verdict.second.outcome, c.penalty ? Verdict::Outcome::kSlower : Verdict::Outcome::kFaster);
+    EXPECT_EQ(j["verdict"]["second_binding"]["outcome"], c.penalty ? "slower" : "faster");
+    EXPECT_EQ(j["verdict"]["second_binding"]["required"], c.required);
+    EXPECT_TRUE(r.retries.empty());  // one rule applied: nothing to leave out
+    const std::string summary = r.Summary();
+    EXPECT_NE(summary.find("second:     at "), std::string::npos) << summary;
+    if (c.written_original) {
+      EXPECT_NE(summary.find("but slower at "), std::string::npos) << summary;
+    }
+  }
+}
+
 // x: [batch, 3, 4] reshaped to [n, w / 2, -1] where n and w are read from
 // x's shape (torch's `n, s, w = x.shape`): w is static though the batch is
 // symbolic. The import folds it (one Gather, no Div left); the file computes

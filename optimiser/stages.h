@@ -69,6 +69,11 @@ struct OptimiseRun {
   std::vector<char> mask;
   double level = 0.95;
   Graph optimised;
+  // check: the original (as the file computes it) and the optimised graph
+  // at the check's second binding of the symbolic dimensions, cut at opaque
+  // nodes, for the verdict there (empty: not checked there); its shapes.
+  Graph original_other_cut, optimised_other_cut;
+  std::string other_binding;
   int64_t real_steps = 0;  // every attempt's
 };
 

@@ -320,7 +320,12 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   p.verdict.guard.outcome = Verdict::Outcome::kWithinNoise;
   p.verdict.guard.a_ms = 3.0;
   p.verdict.guard.b_ms = 2.9;
-  p.retries.push_back(RetryRecord{"abc", 1, "slower", 0.9, 1.5, "ort", "faster", 1.02});
+  p.verdict.second_binding = "x:[2,3,32,128]";
+  p.verdict.second_measured = true;
+  p.verdict.second.outcome = Verdict::Outcome::kWithinNoise;
+  p.verdict.second.a_ms = 6.0;
+  p.verdict.second.b_ms = 5.9;
+  p.retries.push_back(RetryRecord{"abc", 1, "slower", 0.9, 1.5, "ort", "faster", 1.02, "slower", 0.97});
   p.write.real_steps = 40;
   p.report.peak_memory_mb = 321;
   p.report.path = "report.json";
@@ -332,8 +337,9 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   for (const std::string line :
        {"model:      m.onnx\n", "rules:      7 (db.pb)\n", "search:     greedy, 2 rounds", "    2 x r1\n",
         "    1 x r2\n", "check:      max relative error 0.5 over 3 outputs", "measured:   4.00 -> 2.00 ms",
-        "guard:      in ort 3.00 -> 2.90 ms",
-        "retry:      without rule abc: 1 rewrites applied, slower (0.900x), in ort faster (1.020x), 1.5 s\n",
+        "guard:      in ort 3.00 -> 2.90 ms", "second:     at x:[2,3,32,128]: 6.00 -> 5.90 ms",
+        "retry:      without rule abc: 1 rewrites applied, slower (0.900x), in ort faster (1.020x), at the second "
+        "binding slower (0.970x), 1.5 s\n",
         "written:    out.onnx\n", "real work:  40 rewrites applied", "cost:       estimate 4.00 -> 2.50 ms",
         "memory:     peak 321 MB\n", "stages:     configure 0.50 s, report 0.25 s\n", "report:     report.json\n"}) {
     const size_t found = s.find(line, at);
@@ -355,6 +361,11 @@ TEST(StageRecords, TheSummaryAndTheReportAreBuiltFromTheRecords) {
   EXPECT_EQ(j["verdict"]["guard"]["device"], "ort");
   EXPECT_EQ(j["verdict"]["guard"]["outcome"], "within noise");
   EXPECT_DOUBLE_EQ(j["verdict"]["guard"]["after_ms"].get<double>(), 2.9);
+  EXPECT_EQ(j["verdict"]["second_binding"]["shapes"], "x:[2,3,32,128]");
+  EXPECT_EQ(j["verdict"]["second_binding"]["outcome"], "within noise");
+  EXPECT_EQ(j["verdict"]["second_binding"]["required"], false);
+  EXPECT_DOUBLE_EQ(j["verdict"]["second_binding"]["before_ms"].get<double>(), 6.0);
+  EXPECT_EQ(j["retries"][0]["second_binding"]["outcome"], "slower");
   EXPECT_EQ(j["real_work"]["steps"], 40);
   EXPECT_EQ(j["wrote_original"], false);
   EXPECT_DOUBLE_EQ(j["stage_seconds"]["report"].get<double>(), 0.25);
