@@ -846,6 +846,8 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --device=tpu", out_, "unknown device 'tpu'");
   ExpectCleanFailure("--model=" + model + " --guard=trt", out_, "--guard must be auto, ort or none, got 'trt'");
   ExpectCleanFailure("--model=" + model + " --device=ort --guard=ort", out_, "--guard=ort with --device=ort");
+  ExpectCleanFailure("--model=" + model + " --second_binding_verdict=always", out_,
+                     "--second_binding_verdict must be auto, require, report or off, got 'always'");
   // Without a GPU (no driver device node), --device=cuda is a one-line
   // error naming why (where the toolkit is missing, an unknown device).
   if (!FileExists("/dev/nvidiactl")) ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "--device=cuda");
