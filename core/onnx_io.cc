@@ -3012,6 +3012,39 @@ ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first, S
   return other;
 }
 
+ImportOptions GivenSecondBinding(const Graph& imported, const ImportOptions& first,
+                                 const std::map<std::string, std::vector<int64_t>>& given) {
+  ImportOptions other = first;
+  // The declared dimension names of an input's shape of `rank` ("" where a
+  // dimension has none; empty where the input declares no such shape).
+  auto names = [&](const std::string& input, size_t rank) {
+    std::vector<std::string> out;
+    auto it = imported.info().interface_types.find(input);
+    if (it == imported.info().interface_types.end()) return out;
+    onnx::TypeProto type;
+    type.ParseFromString(it->second);
+    if (!type.has_tensor_type() || !type.tensor_type().has_shape() ||
+        type.tensor_type().shape().dim_size() != static_cast<int>(rank))
+      return out;
+    for (const auto& d : type.tensor_type().shape().dim()) out.push_back(d.has_dim_value() ? "" : d.dim_param());
+    return out;
+  };
+  std::map<std::string, int64_t> by_name;
+  for (const auto& [input, shape] : given) {
+    const std::vector<std::string> dims = names(input, shape.size());
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (!dims[k].empty()) by_name.emplace(dims[k], shape[k]);
+    other.input_shapes[input] = shape;
+  }
+  for (auto& [input, shape] : other.input_shapes) {
+    if (given.count(input)) continue;
+    const std::vector<std::string> dims = names(input, shape.size());
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (auto it = by_name.find(dims[k]); !dims[k].empty() && it != by_name.end()) shape[k] = it->second;
+  }
+  return other;
+}
+
 std::vector<std::string> InputsWithSymbolicDims(const Graph& imported) {
   std::vector<std::string> out;
   for (ValueId in : imported.inputs()) {

@@ -112,6 +112,14 @@ int64_t OtherBindingOf(int64_t value);
 enum class SecondBindingKind { kMoved, kDoubled, kSmaller };
 ImportOptions SecondBinding(const Graph& imported, const ImportOptions& first,
                             SecondBindingKind kind = SecondBindingKind::kMoved);
+// Options for importing the same model at a second binding the user gave
+// (--second_input_shape): `given`'s inputs at its shapes; the inputs the
+// first binding gave keep their shapes, but a dimension named like one of
+// `given`'s (a batch the inputs share) takes its value there; the rest as
+// at the first (free_dim_value, or by a dimension name). Names and shapes
+// are checked by the import.
+ImportOptions GivenSecondBinding(const Graph& imported, const ImportOptions& first,
+                                 const std::map<std::string, std::vector<int64_t>>& given);
 // The graph inputs of `imported` whose declared type has a symbolic
 // dimension (or no shape) that the model does not fix (ModelInfo::
 // fixed_axes), in the order of the graph's inputs: those a binding moves.

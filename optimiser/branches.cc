@@ -353,6 +353,7 @@ void Branches(OptimiseRun& r) {
       // it had been passed on as -1 and the branch not optimised.
       sub.input_shapes.clear();
       sub.input_data.clear();
+      sub.second_input_shapes.clear();  // the main graph's
       // A Loop body's own inputs: the iteration number and the condition are
       // scalars; each loop-carried value at the shape the Loop's initial
       // value has in the model (a body declares such shapes symbolic where

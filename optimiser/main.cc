@@ -81,7 +81,13 @@ DEFINE_string(second_binding_verdict, "auto",
               "where the model has symbolic dimensions, when the verdict finds the result faster: both are also "
               "timed at the check's second binding of them (batch 1 -> 2, an image's height halved and width "
               "doubled). require: the original is written if the result is slower there; report: reported only; "
-              "off; auto: require where some symbolic dimension was not given by --input_shape, else report");
+              "off; auto: require where some symbolic dimension was not given by --input_shape or where "
+              "--second_input_shape gave the second binding, else report");
+DEFINE_string(second_input_shape, "",
+              "shapes the model will also run at, NAME:D1,D2,...[;NAME2:...] as --input_shape (inputs not named "
+              "keep theirs, a dimension named like a given one takes its value): the check and the second "
+              "binding's verdict run there instead of at the moved binding, and the original is written if the "
+              "result is slower there (unless --second_binding_verdict=report or off)");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1,
              "value bound to symbolic dimensions of graph inputs not given by --input_shape; where the model "
@@ -170,6 +176,13 @@ int Main() {
   o.target = FLAGS_target;
   o.input_shapes = ParseInputShapes(FLAGS_input_shape);
   o.input_data = ParseInputData(FLAGS_input_data);
+  try {
+    o.second_input_shapes = ParseInputShapes(FLAGS_second_input_shape);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.rfind("--input_shape", 0) == 0) what = "--second_input_shape" + what.substr(13);
+    throw Error(what);
+  }
   o.tolerance = FLAGS_tolerance;
   o.threads = FLAGS_threads;
   o.log = [](bool warning, const std::string& line) {

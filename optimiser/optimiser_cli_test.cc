@@ -477,6 +477,18 @@ TEST_F(OptimiserCli, InputShapes) {
   ExpectCleanFailure("--model=" + model + " --input_shape=x", out_, "--input_shape item 'x' is not NAME:D1,D2");
   ExpectCleanFailure("--model=" + model + " --input_shape=x:1,3,-7,5", out_,
                      "dimension 2 is -7; dimensions must be >= 0");
+  // --second_input_shape: the same checks, its own name in the message,
+  // before any long work; and no second binding that binds nothing else.
+  const std::string at8 = "--model=" + model + " --input_shape=x:1,3,8,8";
+  ExpectCleanFailure(at8 + " --second_input_shape=y:1,4,5,5", out_,
+                     "--second_input_shape names 'y', which is not a graph input");
+  ExpectCleanFailure(at8 + " --second_input_shape=x:2,3,5", out_,
+                     "--second_input_shape for input 'x' gives 3 dimensions");
+  ExpectCleanFailure(at8 + " --second_input_shape=x:2,2,5,5", out_,
+                     "--second_input_shape for input 'x': dimension 1 is fixed at 3");
+  ExpectCleanFailure(at8 + " --second_input_shape=x", out_, "--second_input_shape item 'x' is not NAME:D1,D2");
+  ExpectCleanFailure(at8 + " --second_input_shape=x:1,3,8,8", out_,
+                     "--second_input_shape binds every input as the model is optimised at");
 }
 
 // A detector of any resolution ([N, 3, H, W]: features pooled, upsampled
@@ -829,6 +841,8 @@ TEST_F(OptimiserCli, BadFlags) {
   WriteOnnxFile(zoo::Build("squeezenet1_1", 1), model);
   ExpectCleanFailure("--model=" + model + " --search=magic", out_, "unknown --search 'magic'");
   ExpectCleanFailure("--model=" + model + " --free_dim=0", out_, "--free_dim");
+  ExpectCleanFailure("--model=" + model + " --second_input_shape=x:2,3,224,224", out_,
+                     "--second_input_shape: the model's inputs have no symbolic dimensions");
   ExpectCleanFailure("", out_, "--model is required");
   ExpectCleanFailure("--model=" + model + " --budget=-1", out_, "--budget must be >= 0");
   ExpectCleanFailure("--model=" + model + " --alpha=0.9", out_, "--alpha must be >= 1");

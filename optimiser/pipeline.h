@@ -120,6 +120,12 @@ struct PipelineOptions {
   // does), "report" where input_shapes or input_data gave every input that
   // has one (the shapes the model will run at).
   std::string second_binding_verdict = "auto";
+  // --second_input_shape: the second binding, given: shapes the model will
+  // run at too (as input_shapes; inputs not named keep the first binding's
+  // shapes, a dimension named like a given one taking its value). The check
+  // and that verdict run there instead of at the moved binding, and "auto"
+  // requires the result not slower there. Empty: the moved binding.
+  std::map<std::string, std::vector<int64_t>> second_input_shapes;
   uint64_t seed = 1;
   int free_dim = 1;
   // The newest default-domain opset the written model may be raised to, so
@@ -354,6 +360,7 @@ struct VerdictRecord : Verdict {
   // was not measured or what failed.
   std::string second_binding;
   bool second_measured = false, second_required = false;
+  bool second_given = false;  // by --second_input_shape
   Verdict second;
   std::string second_note;
   bool second_slower() const { return second_measured && second.outcome == Outcome::kSlower; }

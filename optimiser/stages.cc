@@ -334,6 +334,54 @@ LoadedModel ImportModelFile(const OptimiseRun& r, const std::string& path) {
   return model;
 }
 
+// `original` (the model as the file computes it) imported again at
+// `other`: the file again where there is one (its weights the ones in
+// memory; a file that changed since it was loaded is ModelFileChanged).
+static Graph ImportAtBinding(const LoadedModel& model, const Graph& original, const ImportOptions& other) {
+  if (model.file.empty()) return ReimportGraph(original, "original", other, SharingWeights());
+  ImportOptions file = other;
+  file.known_weights = WeightsByName(original);
+  return model.ImportFileAgain(file);
+}
+
+// The import options of the second binding --second_input_shape gave.
+static ImportOptions GivenSecondImport(const OptimiseRun& r) {
+  ImportOptions other = GivenSecondBinding(r.model.AsGiven(), r.model.import, r.o.second_input_shapes);
+  other.fold_static_dims = false;
+  return other;
+}
+
+// --second_input_shape, checked before any long work: the model imports
+// there (the import's errors name the input), and it moves some input.
+static void CheckGivenSecondBinding(const OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  const Graph& original = r.model.AsGiven();
+  if (!original.info().symbolic_dims || InputsWithSymbolicDims(original).empty())
+    Fail("--second_input_shape: the model's inputs have no symbolic dimensions (it runs at one shape)");
+  for (const auto& [name, shape] : o.second_input_shapes)
+    if (o.input_data.count(name))
+      Fail("--second_input_shape for input '", name, "': --input_data gives its values, so it runs at their shape");
+  Graph other;
+  try {
+    other = ImportAtBinding(r.model, original, GivenSecondImport(r));
+  } catch (const ModelFileChanged&) {
+    throw;
+  } catch (const Error& e) {
+    std::string what = e.what();
+    // The import's errors name the flag its shapes usually come from.
+    const std::string flag = "--input_shape", given = "--second_input_shape";
+    for (size_t at = what.find(flag); at != std::string::npos; at = what.find(flag, at + given.size()))
+      what.replace(at, flag.size(), given);
+    if (what.find(given) == std::string::npos) what = given + ": " + what;
+    Fail(what);
+  }
+  for (ValueId in : other.inputs()) {
+    const ValueId first = original.FindValue(other.value(in).name);
+    if (first != kNoValue && original.value(first).type.shape != other.value(in).type.shape) return;
+  }
+  Fail("--second_input_shape binds every input as the model is optimised at: give shapes it also runs at");
+}
+
 void Load(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   LoadRecord& rec = r.res.load;
@@ -345,6 +393,7 @@ void Load(OptimiseRun& r) {
   rec.model_source = model.source;
   rec.static_dims = model.static_dims;
   for (const auto& note : model.notes) r.info(note);
+  if (!o.second_input_shapes.empty()) CheckGivenSecondBinding(r);
   // Rules that would produce an operator newer than the opset the written
   // model may have, or one the target runtime lacks, are left out (kept in
   // the list, never matched: rule numbers stay the database's).
@@ -856,23 +905,24 @@ void Check(OptimiseRun& r) {
     // file that changed since it was loaded is an error, not a note. Where
     // the model does not fit the second binding, the given shapes doubled,
     // then made smaller (a model given its largest size).
+    // --second_input_shape's binding where it was given (it imports: Load).
     std::string failed;
-    std::vector<std::map<std::string, std::vector<int64_t>>> tried;
-    for (SecondBindingKind kind :
-         {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
-      ImportOptions next = SecondBinding(original, model.import, kind);
-      if (std::find(tried.begin(), tried.end(), next.input_shapes) != tried.end()) continue;
-      tried.push_back(next.input_shapes);
+    std::vector<ImportOptions> bindings;
+    if (!o.second_input_shapes.empty())
+      bindings.push_back(GivenSecondImport(r));
+    else
+      for (SecondBindingKind kind :
+           {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
+        ImportOptions next = SecondBinding(original, model.import, kind);
+        next.fold_static_dims = false;
+        if (std::none_of(bindings.begin(), bindings.end(),
+                         [&](const ImportOptions& b) { return b.input_shapes == next.input_shapes; }))
+          bindings.push_back(std::move(next));
+      }
+    for (ImportOptions& next : bindings) {
       other = std::move(next);
-      other.fold_static_dims = false;
       try {
-        if (model.file.empty()) {
-          original_other = ReimportGraph(original, "original", other, SharingWeights());
-        } else {
-          ImportOptions file = other;
-          file.known_weights = WeightsByName(original);
-          original_other = model.ImportFileAgain(file);
-        }
+        original_other = ImportAtBinding(model, original, other);
         failed.clear();
         break;
       } catch (const ModelFileChanged&) {
@@ -972,18 +1022,22 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
   const PipelineOptions& o = r.o;
   VerdictRecord& rec = r.res.verdict;
   if (o.second_binding_verdict == "off" || r.other_binding.empty()) return;
-  bool required = o.second_binding_verdict == "require";
+  // Given (--second_input_shape), it is where the model runs too.
+  const bool given = !o.second_input_shapes.empty();
+  bool required = o.second_binding_verdict == "require" || (o.second_binding_verdict == "auto" && given);
   if (o.second_binding_verdict == "auto")
     for (const std::string& name : InputsWithSymbolicDims(r.model.AsGiven()))
       if (!o.input_shapes.count(name) && !o.input_data.count(name)) required = true;
   rec.second_binding = r.other_binding;
   rec.second_required = required;
+  rec.second_given = given;
   if (Interrupted(o) || (r.runner && r.runner->ShouldStop())) {
     rec.second_note = "not measured: interrupted";
     return;
   }
-  r.info("measuring both at the check's second binding of the symbolic dimensions too (" + r.other_binding + ", " +
-         std::to_string(rec.pairs) + " interleaved pairs)");
+  r.info(std::string("measuring both at ") +
+         (given ? "--second_input_shape's" : "the check's second binding of the symbolic dimensions") + " too (" +
+         r.other_binding + ", " + std::to_string(rec.pairs) + " interleaved pairs)");
   try {
     static_cast<Verdict&>(rec.second) =
         Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, rec.pairs, timing), r.level);
@@ -999,7 +1053,11 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
   if (rec.second_vetoed()) {
     rec.keep_original = true;
     r.warn("the optimised graph is faster at the shapes it was optimised at and slower at " + r.other_binding +
-           ": the original is kept (--second_binding_verdict=require; no --input_shape said where the model runs)");
+           ": the original is kept (" +
+           (given                                   ? std::string("--second_input_shape: the model runs there too")
+            : o.second_binding_verdict == "require" ? std::string("--second_binding_verdict=require")
+                                                    : std::string("no --input_shape said where the model runs")) +
+           ")");
   } else if (rec.second_slower()) {
     r.warn("the optimised graph is faster at the shapes given and slower at " + r.other_binding +
            ": written all the same (--second_binding_verdict=" + o.second_binding_verdict +
@@ -1615,6 +1673,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
     s += Format("second:     at %s: %s\n", v.second_binding.c_str(), v.second_note.c_str());
   if (!v.second_binding.empty())
     j["verdict"]["second_binding"] = Json{{"shapes", v.second_binding},
+                                          {"given", v.second_given},
                                           {"required", v.second_required},
                                           {"measured", v.second_measured},
                                           {"outcome", v.second_measured ? v.second.OutcomeName() : std::string()},

@@ -855,6 +855,51 @@ TEST(OnnxIo, SecondBindingChangesTheAspectRatio) {
   EXPECT_EQ(SecondBinding(g, at320).input_shapes.at("x"), (std::vector<int64_t>{1, 3, 160, 640}));
 }
 
+// A second binding the user gives (--second_input_shape): the inputs it
+// names at its shapes, a dimension of another input named like one of theirs
+// (a shared batch) at that value, the rest as at the first binding.
+TEST(OnnxIo, GivenSecondBindingFollowsDimensionNames) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3}, onnx::TensorProto::FLOAT, "batch");
+  Info(m.mutable_graph()->add_input(), "z", {-1, -1}, onnx::TensorProto::FLOAT, "batch");
+  m.mutable_graph()
+      ->mutable_input(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_param("len");
+  Node(m, "Relu", {"x"}, {"y"});
+  Node(m, "Relu", {"z"}, {"w"});
+  Info(m.mutable_graph()->add_output(), "y", {-1, 3}, onnx::TensorProto::FLOAT, "batch");
+  Info(m.mutable_graph()->add_output(), "w", {-1, -1}, onnx::TensorProto::FLOAT, "batch");
+  m.mutable_graph()
+      ->mutable_output(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_param("len");
+  const std::string path = Save(m, "shared_batch.onnx");
+  ImportOptions first;
+  first.input_shapes = ParseInputShapes("x:1,3;z:1,5");
+  const Graph g = ImportOnnxFile(path, first);
+  ImportOptions other = GivenSecondBinding(g, first, ParseInputShapes("x:4,3"));
+  EXPECT_EQ(other.input_shapes.at("x"), (std::vector<int64_t>{4, 3}));
+  EXPECT_EQ(other.input_shapes.at("z"), (std::vector<int64_t>{4, 5})) << "the batch by its name, the length kept";
+  other = GivenSecondBinding(g, first, ParseInputShapes("z:2,7"));
+  EXPECT_EQ(other.input_shapes.at("x"), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(other.input_shapes.at("z"), (std::vector<int64_t>{2, 7}));
+  const Graph at = ImportOnnxFile(path, other);
+  EXPECT_EQ(at.value(at.FindValue("x")).type.shape, (Shape{2, 3}));
+  EXPECT_EQ(at.value(at.FindValue("z")).type.shape, (Shape{2, 7}));
+  // Without the first binding's shapes (all free), the other inputs are the importer's to bind.
+  other = GivenSecondBinding(g, ImportOptions(), ParseInputShapes("z:2,7"));
+  EXPECT_EQ(other.input_shapes.size(), 1u);
+  const Graph free = ImportOnnxFile(path, other);
+  EXPECT_EQ(free.value(free.FindValue("x")).type.shape, (Shape{2, 3}));
+}
+
 // A model given its largest size (CLIP's text encoder: 77 tokens, a
 // position table of 77 rows sliced to the length): the second binding
 // halves what is even and doubles what is odd (77 -> 154, beyond the table),
