@@ -714,6 +714,20 @@ TEST(Pipeline, TheVerdictAtTheSecondBindingKeepsTheOriginalWhereRequired) {
       EXPECT_NE(summary.find("but slower at "), std::string::npos) << summary;
     }
   }
+  {
+    // The pairs there (without --measure_runs): up to 120 for a fast model,
+    // in blocks of 10 (ONNX Runtime's session pairs), more than the verdict's.
+    SCOPED_TRACE("pairs");
+    PipelineOptions o = base;
+    o.measure_runs = 0;
+    o.make_backend = backend(true);
+    PipelineResult r = RunPipeline(o);
+    ASSERT_TRUE(r.verdict.second_measured);
+    EXPECT_EQ(r.verdict.second.wall.n, 120);
+    EXPECT_EQ(r.verdict.second.blocks, 12);
+    EXPECT_LT(r.verdict.pairs, 120);
+    EXPECT_TRUE(r.verdict.keep_original);
+  }
 }
 
 // x: [batch, 3, 4] reshaped to [n, w / 2, -1] where n and w are read from

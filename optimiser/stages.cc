@@ -1035,12 +1035,25 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
     rec.second_note = "not measured: interrupted";
     return;
   }
+  // As many pairs as the verdict's, and up to 120 for a fast model (about a
+  // second of its runs at the first binding), in a block of fresh sessions
+  // (ONNX Runtime) per 10: what a second binding shows is a loss of a few
+  // percent, and ORT's sessions of one graph differ by about as much
+  // (NAFNet at 2x3x32x128, its written file: 0.94x to 0.99x by session,
+  // 4 sessions x 30 pairs), so 40 pairs in 4 session pairs did not resolve
+  // it (0.955x [0.916, 1.009]; 120 in 4: 0.972x [0.933, 1.019]).
+  const int pairs =
+      o.measure_runs > 0
+          ? rec.pairs
+          : std::max(rec.pairs, std::min(120, static_cast<int>(1.0 / std::max(r.res.reference_run.seconds, 1e-3))));
+  TimingOptions second_timing = pairs == rec.pairs ? timing : VerdictTiming(pairs, o.seed);
+  if (pairs > rec.pairs) second_timing.blocks = pairs / 10;
   r.info(std::string("measuring both at ") +
          (given ? "--second_input_shape's" : "the check's second binding of the symbolic dimensions") + " too (" +
-         r.other_binding + ", " + std::to_string(rec.pairs) + " interleaved pairs)");
+         r.other_binding + ", " + std::to_string(pairs) + " interleaved pairs)");
   try {
     static_cast<Verdict&>(rec.second) =
-        Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, rec.pairs, timing), r.level);
+        Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, pairs, second_timing), r.level);
   } catch (const Error& e) {
     rec.second_note = std::string("the pair could not be timed there: ") + e.what();
     if (required) rec.keep_original = true;

@@ -38,6 +38,9 @@ struct TimingOptions {
   // a rewrite gave it a new key, and such timings were most of the
   // search's time. 0: always warmup + samples runs (the verdict's timings).
   double max_total_ms = 0;
+  // TimePaired on a backend that times pairs in blocks of fresh sessions
+  // (ONNX Runtime): how many; 0: the backend's own number.
+  int blocks = 0;
 };
 
 // The pairs MeasuredCostModel::ResolveGain times two sides of `side_ms`

@@ -282,7 +282,7 @@ class OrtBackend : public TimingBackend {
                                {"pairs", std::max(pairs, 1)},
                                {"warmup", std::max(o.warmup, 1)},
                                {"min_ms", o.min_sample_ms},
-                               {"blocks", kSessionPairs}},
+                               {"blocks", o.blocks > 0 ? o.blocks : kSessionPairs}},
                               "timing two graphs against each other");
     PairedTimes t;
     t.wall_a = r.at("wall_a").get<std::vector<double>>();
