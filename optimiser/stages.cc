@@ -1669,32 +1669,33 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                 Ms(v.guard.b_ms).c_str(), v.guard.ToString().c_str());
   else if (!v.guard_note.empty())
     s += Format("guard:      %s\n", v.guard_note.c_str());
-  if (!v.guard_device.empty())
-    j["verdict"]["guard"] = Json{{"device", v.guard_device},
-                                 {"measured", v.guarded},
-                                 {"outcome", v.guarded ? v.guard.OutcomeName() : std::string()},
-                                 {"before_ms", v.guard.a_ms},
-                                 {"after_ms", v.guard.b_ms},
-                                 {"wall", interval(v.guard.wall)},
-                                 {"cpu", interval(v.guard.cpu)},
-                                 {"note", v.guard_note}};
+  // A verdict besides the main one (the guard's, the second binding's): the
+  // keys they share.
+  auto other_verdict = [&](const Verdict& verdict, bool measured, const std::string& note) {
+    return Json{{"measured", measured},
+                {"outcome", measured ? verdict.OutcomeName() : std::string()},
+                {"before_ms", verdict.a_ms},
+                {"after_ms", verdict.b_ms},
+                {"wall", interval(verdict.wall)},
+                {"cpu", interval(verdict.cpu)},
+                {"note", note}};
+  };
+  if (!v.guard_device.empty()) {
+    j["verdict"]["guard"] = other_verdict(v.guard, v.guarded, v.guard_note);
+    j["verdict"]["guard"]["device"] = v.guard_device;
+  }
   if (v.second_measured)
     s += Format("second:     at %s: %s -> %s ms, %s%s\n", v.second_binding.c_str(), Ms(v.second.a_ms).c_str(),
                 Ms(v.second.b_ms).c_str(), v.second.ToString().c_str(),
                 v.second_vetoed() ? " (required: the original is kept)" : "");
   else if (!v.second_note.empty())
     s += Format("second:     at %s: %s\n", v.second_binding.c_str(), v.second_note.c_str());
-  if (!v.second_binding.empty())
-    j["verdict"]["second_binding"] = Json{{"shapes", v.second_binding},
-                                          {"given", v.second_given},
-                                          {"required", v.second_required},
-                                          {"measured", v.second_measured},
-                                          {"outcome", v.second_measured ? v.second.OutcomeName() : std::string()},
-                                          {"before_ms", v.second.a_ms},
-                                          {"after_ms", v.second.b_ms},
-                                          {"wall", interval(v.second.wall)},
-                                          {"cpu", interval(v.second.cpu)},
-                                          {"note", v.second_note}};
+  if (!v.second_binding.empty()) {
+    Json& second = j["verdict"]["second_binding"] = other_verdict(v.second, v.second_measured, v.second_note);
+    second["shapes"] = v.second_binding;
+    second["given"] = v.second_given;
+    second["required"] = v.second_required;
+  }
   j["estimated_speedup"] = nothing_estimated ? 1.0 : before_estimate / after_estimate;
   j["predicted_after_ms"] = nothing_estimated ? v.before_ms : p.PredictedAfterMs();
   j["predicted_after_error"] = predicted_error;
