@@ -3082,7 +3082,7 @@ int64_t OtherBindingOf(int64_t value) {
   return value >= 4 && value % 2 == 0 ? value / 2 : value * 2;
 }
 
-std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec) {
+std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec, const std::string& flag) {
   std::map<std::string, std::vector<int64_t>> out;
   if (spec.empty()) return out;
   size_t start = 0;
@@ -3093,12 +3093,12 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
     start = end + 1;
     if (item.empty()) {
       if (end == spec.size()) break;
-      Fail("--input_shape has an empty item in '", spec, "' (expected NAME:D1,D2,...[;NAME2:...])");
+      Fail(flag, " has an empty item in '", spec, "' (expected NAME:D1,D2,...[;NAME2:...])");
     }
     // The last ':' separates the name: tf2onnx names tensors "input:0".
     size_t colon = item.rfind(':');
     if (colon == std::string::npos || colon == 0)
-      Fail("--input_shape item '", item, "' is not NAME:D1,D2,... (e.g. images:1,3,640,640)");
+      Fail(flag, " item '", item, "' is not NAME:D1,D2,... (e.g. images:1,3,640,640)");
     std::string name = item.substr(0, colon), dims = item.substr(colon + 1);
     std::vector<int64_t> shape;
     size_t p = 0;
@@ -3115,14 +3115,14 @@ std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& 
         used = 0;
       }
       if (d.empty() || used != d.size())
-        Fail("--input_shape for input '", name, "': '", d, "' is not a dimension (expected integers >= 0)");
+        Fail(flag, " for input '", name, "': '", d, "' is not a dimension (expected integers >= 0)");
       if (v < 0)
-        Fail("--input_shape for input '", name, "': dimension ", shape.size(), " is ", v, "; dimensions must be >= 0");
+        Fail(flag, " for input '", name, "': dimension ", shape.size(), " is ", v, "; dimensions must be >= 0");
       shape.push_back(v);
       if (q == dims.size()) break;
-      if (p == dims.size()) Fail("--input_shape for input '", name, "' ends with ','");
+      if (p == dims.size()) Fail(flag, " for input '", name, "' ends with ','");
     }
-    if (!out.emplace(name, shape).second) Fail("--input_shape gives input '", name, "' twice");
+    if (!out.emplace(name, shape).second) Fail(flag, " gives input '", name, "' twice");
   }
   return out;
 }

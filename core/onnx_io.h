@@ -87,8 +87,10 @@ struct ImportOptions {
 std::shared_ptr<const std::map<std::string, TensorDataPtr>> WeightsByName(const Graph& graph, size_t min_bytes = 1024);
 
 // Parses "NAME:D1,D2,...[;NAME2:...]" (the name ends at the last ':', so
-// tf2onnx's "input:0" names work; "NAME:" is a scalar). Errors name the item.
-std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec);
+// tf2onnx's "input:0" names work; "NAME:" is a scalar). Errors name the item
+// and `flag`.
+std::map<std::string, std::vector<int64_t>> ParseInputShapes(const std::string& spec,
+                                                             const std::string& flag = "--input_shape");
 // A second binding of a dimension bound to `value`, to check that what was
 // computed at one binding holds at another: halved when even and at least 4
 // (keeps a stride-32 detector's 640 at a multiple of 32), else doubled; 0

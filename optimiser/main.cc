@@ -176,13 +176,7 @@ int Main() {
   o.target = FLAGS_target;
   o.input_shapes = ParseInputShapes(FLAGS_input_shape);
   o.input_data = ParseInputData(FLAGS_input_data);
-  try {
-    o.second_input_shapes = ParseInputShapes(FLAGS_second_input_shape);
-  } catch (const Error& e) {
-    std::string what = e.what();
-    if (what.rfind("--input_shape", 0) == 0) what = "--second_input_shape" + what.substr(13);
-    throw Error(what);
-  }
+  o.second_input_shapes = ParseInputShapes(FLAGS_second_input_shape, "--second_input_shape");
   o.tolerance = FLAGS_tolerance;
   o.threads = FLAGS_threads;
   o.log = [](bool warning, const std::string& line) {
