@@ -88,6 +88,13 @@ DEFINE_string(second_input_shape, "",
               "keep theirs, a dimension named like a given one takes its value): the check and the second "
               "binding's verdict run there instead of at the moved binding, and the original is written if the "
               "result is slower there (unless --second_binding_verdict=report or off)");
+DEFINE_string(second_binding_search, "auto",
+              "the search at the second binding too: the cost model is calibrated there as well and the search "
+              "takes only graphs not estimated slower there than the original. auto: where --second_input_shape "
+              "gave it; on: also at the check's moved binding; off");
+DEFINE_double(second_binding_slack, 0,
+              "--second_binding_search: how much more than the original's a graph's estimated cost at the second "
+              "binding may be (a fraction in [0, 1); the verdict there, measured, still decides)");
 DEFINE_uint64(seed, 1, "seed for the random check inputs and for zoo model weights");
 DEFINE_int32(free_dim, 1,
              "value bound to symbolic dimensions of graph inputs not given by --input_shape; where the model "
@@ -170,6 +177,8 @@ int Main() {
   o.retries = FLAGS_retries;
   o.guard = FLAGS_guard;
   o.second_binding_verdict = FLAGS_second_binding_verdict;
+  o.second_binding_search = FLAGS_second_binding_search;
+  o.second_binding_slack = FLAGS_second_binding_slack;
   o.seed = FLAGS_seed;
   o.free_dim = FLAGS_free_dim;
   o.target_opset = FLAGS_target_opset;

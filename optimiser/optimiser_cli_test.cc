@@ -862,6 +862,10 @@ TEST_F(OptimiserCli, BadFlags) {
   ExpectCleanFailure("--model=" + model + " --device=ort --guard=ort", out_, "--guard=ort with --device=ort");
   ExpectCleanFailure("--model=" + model + " --second_binding_verdict=always", out_,
                      "--second_binding_verdict must be auto, require, report or off, got 'always'");
+  ExpectCleanFailure("--model=" + model + " --second_binding_search=sometimes", out_,
+                     "--second_binding_search must be auto, on or off, got 'sometimes'");
+  ExpectCleanFailure("--model=" + model + " --second_binding_slack=1.5", out_,
+                     "--second_binding_slack must be in [0, 1), got 1.5");
   // Without a GPU (no driver device node), --device=cuda is a one-line
   // error naming why (where the toolkit is missing, an unknown device).
   if (!FileExists("/dev/nvidiactl")) ExpectCleanFailure("--model=" + model + " --device=cuda", out_, "--device=cuda");

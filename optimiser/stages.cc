@@ -197,6 +197,10 @@ void Configure(OptimiseRun& r) {
   if (o.second_binding_verdict != "auto" && o.second_binding_verdict != "require" &&
       o.second_binding_verdict != "report" && o.second_binding_verdict != "off")
     Fail("--second_binding_verdict must be auto, require, report or off, got '", o.second_binding_verdict, "'");
+  if (o.second_binding_search != "auto" && o.second_binding_search != "on" && o.second_binding_search != "off")
+    Fail("--second_binding_search must be auto, on or off, got '", o.second_binding_search, "'");
+  if (!(o.second_binding_slack >= 0 && o.second_binding_slack < 1))
+    Fail("--second_binding_slack must be in [0, 1), got ", o.second_binding_slack);
   if (o.guard == "ort" && o.device == "ort") Fail("--guard=ort with --device=ort: the verdict is in ORT already");
   if (o.guard == "ort" || (o.guard == "auto" && o.device == "cpu" && !o.make_backend && !o.force_optimised))
     r.guard_device = "ort";
@@ -349,6 +353,22 @@ static ImportOptions GivenSecondImport(const OptimiseRun& r) {
   ImportOptions other = GivenSecondBinding(r.model.AsGiven(), r.model.import, r.o.second_input_shapes);
   other.fold_static_dims = false;
   return other;
+}
+
+// The check's second binding, in the order tried: --second_input_shape's
+// where it was given (it imports: Load), else the given shapes moved, then
+// doubled, then made smaller (a model given its largest size).
+static std::vector<ImportOptions> SecondBindings(const OptimiseRun& r) {
+  if (!r.o.second_input_shapes.empty()) return {GivenSecondImport(r)};
+  std::vector<ImportOptions> bindings;
+  for (SecondBindingKind kind : {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
+    ImportOptions next = SecondBinding(r.model.AsGiven(), r.model.import, kind);
+    next.fold_static_dims = false;
+    if (std::none_of(bindings.begin(), bindings.end(),
+                     [&](const ImportOptions& b) { return b.input_shapes == next.input_shapes; }))
+      bindings.push_back(std::move(next));
+  }
+  return bindings;
 }
 
 // --second_input_shape, checked before any long work: the model imports
@@ -605,6 +625,112 @@ static std::string About(double s) {
 
 // Calibrates the cost model in context, and starts the runner that owns the
 // search phase's deadline.
+// Raises `g`'s default-domain opset to the newest its operators need
+// (a rewrite's HardSwish: 14); returns it, or 0 if it was new enough.
+static int64_t RaiseToOpsetNeeded(Graph& g) {
+  const int64_t needed = OpsetNeeded(g);
+  if (needed <= g.opset()) return 0;
+  g.info().opsets[""] = needed;
+  g.info().source_opset = std::max<int64_t>(g.info().source_opset, needed);
+  return needed;
+}
+
+// A search's graph imported at the second binding (its opset raised first
+// as Finish raises it, so that it exports).
+static Graph AtSecondBinding(const OptimiseRun& r, Graph g) {
+  RaiseToOpsetNeeded(g);
+  return ReimportGraph(g, "candidate", r.second_cost->import, SharingWeights());
+}
+
+// The shapes the symbolic inputs of `original` have in `other`, its import
+// at another binding ("x:[2,3,32,128], z:[2,8,32]").
+static std::string SymbolicInputShapes(const Graph& original, const Graph& other) {
+  std::string shapes;
+  for (const std::string& name : InputsWithSymbolicDims(original))
+    for (ValueId in : other.inputs())
+      if (other.value(in).name == name)
+        shapes += (shapes.empty() ? "" : ", ") + name + ":" + ShapeToString(other.value(in).type.shape);
+  return shapes;
+}
+
+// The search at the second binding too (PipelineOptions::
+// second_binding_search): the cost model there, calibrated in context on
+// the original's canonical form imported there (whose cost is the bound).
+static void PrepareSecondBindingSearch(OptimiseRun& r) {
+  const PipelineOptions& o = r.o;
+  r.second_cost.reset();
+  r.second_search_note.clear();
+  const bool given = !o.second_input_shapes.empty();
+  if (o.second_binding_search == "off" || (o.second_binding_search == "auto" && !given)) return;
+  const Graph& original = r.model.AsGiven();
+  if (!original.info().symbolic_dims || InputsWithSymbolicDims(original).empty()) {
+    r.second_search_note = "the model's inputs have no symbolic dimensions: it runs at one binding";
+    r.info("the search costs graphs at one binding: " + r.second_search_note);
+    return;
+  }
+  const auto t = Clock::now();
+  auto second = std::make_unique<OptimiseRun::SecondBindingCost>();
+  Graph canonical_other;  // the original's canonical form there
+  std::string failed;
+  for (ImportOptions& next : SecondBindings(r)) {
+    try {
+      // Its shapes as the check will give them: the original as the file
+      // computes it, imported there.
+      const Graph original_other = ImportAtBinding(r.model, original, next);
+      canonical_other = ReimportGraph(r.canonical, "canonical", next, SharingWeights());
+      second->shapes = SymbolicInputShapes(original, original_other);
+      second->import = std::move(next);
+      failed.clear();
+      break;
+    } catch (const ModelFileChanged&) {
+      throw;
+    } catch (const Error& e) {
+      if (failed.empty()) failed = BindingText(next) + ": " + e.what();
+    }
+  }
+  if (!failed.empty()) {
+    r.second_search_note = "the model does not import at a second binding (" + failed + ")";
+    r.warn("the search costs graphs at one binding: " + r.second_search_note);
+    return;
+  }
+  second->cost = std::make_unique<MeasuredCostModel>(r.counted.get());
+  if (!r.res.configure.timing_cache.empty()) second->cost->LoadCache(r.res.configure.timing_cache);
+  second->cost->set_stop([&o] { return Interrupted(o); });
+  second->canonical = std::move(canonical_other);
+  second->canonical_cut = CutAtOpaque(second->canonical);
+  second->cost->SetContext(second->canonical_cut);
+  r.info("calibrating the cost model at " + second->shapes +
+         Format(" too (the search takes only graphs estimated at most %g%% slower there than the original)",
+                100 * o.second_binding_slack));
+  const CalibrationReport c = second->cost->Calibrate(second->canonical_cut, r.cal_runs);
+  second->bound_ms = second->cost->RunCost(second->canonical);
+  second->calibrate_s = Seconds(t);
+  r.info(Format("at %s: the original estimated %.4g ms (%d operator keys, %d timed now, in %.1f s)",
+                second->shapes.c_str(), second->bound_ms, c.keys, c.new_keys, second->calibrate_s));
+  r.second_cost = std::move(second);
+}
+
+// The estimated cost of a search's graph at the second binding (infinite
+// where it does not import there: the check would refuse it), once per graph.
+static double SecondBindingMs(OptimiseRun& r, const Graph& g) {
+  OptimiseRun::SecondBindingCost& second = *r.second_cost;
+  const uint64_t hash = g.StructuralHash();
+  auto it = second.ms.find(hash);
+  if (it != second.ms.end()) return it->second;
+  double ms = std::numeric_limits<double>::infinity();
+  try {
+    ms = second.cost->RunCost(AtSecondBinding(r, g));
+  } catch (const Error& e) {
+    if (second.not_imported++ == 0)
+      r.info(std::string("a graph the search would take does not import at ") + second.shapes + " (" + e.what() +
+             "): not taken (the first such graph; the report counts them)");
+  }
+  ++second.judged;
+  if (ms > second.bound_ms * (1 + r.o.second_binding_slack)) ++second.refused;
+  second.ms.emplace(hash, ms);
+  return ms;
+}
+
 void Calibrate(OptimiseRun& r) {
   MeasuredCostModel& cost = *r.cost;
   // The cost model is calibrated on the graphs themselves: every node timed
@@ -654,6 +780,7 @@ void Calibrate(OptimiseRun& r) {
   // verdict and the write that follow are not cut short: they are what
   // makes the result safe to write. If branches optimised before (the
   // branches stage) spent part of it.
+  PrepareSecondBindingSearch(r);
   RunnerLimits limits;
   limits.time_limit_s = r.o.time_limit_s > 0 ? std::max(1e-3, r.o.time_limit_s - r.branch_search_s) : 0;
   limits.interrupted = r.o.interrupted;
@@ -676,6 +803,12 @@ void SearchRounds(OptimiseRun& r) {
   BatchNormAwareCost search_cost(&cost);
   options.cost = &search_cost;
   options.runner = &runner;
+  // Only graphs not estimated slower at the second binding than the
+  // original (PipelineOptions::second_binding_slack).
+  if (r.second_cost)
+    options.acceptable = [&r](const Graph& g) {
+      return SecondBindingMs(r, g) <= r.second_cost->bound_ms * (1 + r.o.second_binding_slack);
+    };
   rec = SearchRecord();
   rec.before_estimate = cost.RunCost(r.model.AsGiven());
   r.info("searching (" + search.name() + ") ...");
@@ -703,42 +836,73 @@ void SearchRounds(OptimiseRun& r) {
   search_rounds = 1;
   double round_s = Seconds(t2);
   for (; search_rounds < 3 && !result.applied.empty() && !runner.ShouldStop(); ++search_rounds) {
-    Graph chosen = result.graph;
     FoldOptions fold;
     fold.max_elements = std::numeric_limits<int64_t>::max();
-    InferShapesAndFold(chosen, fold);
-    chosen = CutAtOpaque(chosen);
+    auto folded_cut = [&fold](Graph g) {
+      InferShapesAndFold(g, fold);
+      return CutAtOpaque(g);
+    };
+    const Graph chosen = folded_cut(result.graph);
     const int untimed = cost.UncalibratedKeys(chosen);
-    if (untimed == 0) break;
+    // With --second_binding_search, its keys at the second binding as well
+    // (there too, keys timed alone misjudge what the runtime fuses: a
+    // NAFNet graph estimated 5% faster there than the original by them ran
+    // 0.946x there).
+    Graph chosen_other;
+    int untimed_other = 0;
+    if (r.second_cost) {
+      try {
+        chosen_other = folded_cut(AtSecondBinding(r, result.graph));
+        untimed_other = r.second_cost->cost->UncalibratedKeys(chosen_other);
+      } catch (const Error&) {
+        // Taken by the search, so it imported there (SecondBindingMs).
+      }
+    }
+    if (untimed == 0 && untimed_other == 0) break;
     // Another round costs a calibration (about what the original's took)
     // and about the last round's search. Where the deadline leaves less, it
     // would be stopped where it starts, after a calibration run past the
     // deadline: the rounds end here and the last round's graph stands.
-    const double needed = r.calibration_s + round_s;
+    const double needed =
+        (untimed > 0 ? r.calibration_s : 0) + (untimed_other > 0 ? r.second_cost->calibrate_s : 0) + round_s;
     if (runner.Remaining() < needed) {
       r.info(
           Format("the chosen graph has %d operator keys never timed in context, but another round (about %.1f s) "
                  "does not fit in the %.1f s left: keeping round %d's graph",
-                 untimed, needed, runner.Remaining(), search_rounds));
+                 untimed + untimed_other, needed, runner.Remaining(), search_rounds));
       break;
     }
-    // Its long nodes may all have new keys (new neighbours): then the
-    // original, whose keys are cached, runs after it for the time base of
-    // the new timings (taken at the machine's speed now, they had made a
-    // rewritten RegNet look 1.27x faster; measured 1.008x).
-    CalibrationReport c = cost.Calibrate(chosen, r.cal_runs, 0, &r.original_cut);
-    if (c.time_base_from_reference) {
-      r.time_base_read = Clock::now();
-      r.time_base_since = c.time_base;
+    if (untimed > 0) {
+      // Its long nodes may all have new keys (new neighbours): then the
+      // original, whose keys are cached, runs after it for the time base of
+      // the new timings (taken at the machine's speed now, they had made a
+      // rewritten RegNet look 1.27x faster; measured 1.008x).
+      CalibrationReport c = cost.Calibrate(chosen, r.cal_runs, 0, &r.original_cut);
+      if (c.time_base_from_reference) {
+        r.time_base_read = Clock::now();
+        r.time_base_since = c.time_base;
+      }
+      AddCalibration(calibration, c);
+      r.info(
+          Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g%s), "
+                 "searching again",
+                 c.new_keys, c.time_base,
+                 c.time_base_from_reference ? ", from the original's run"
+                 : c.time_base_known        ? ""
+                                            : ", unknown"));
     }
-    AddCalibration(calibration, c);
-    r.info(
-        Format("the chosen graph has %d operator keys never timed in context: timed them (time base %g%s), "
-               "searching again",
-               c.new_keys, c.time_base,
-               c.time_base_from_reference ? ", from the original's run"
-               : c.time_base_known        ? ""
-                                          : ", unknown"));
+    if (untimed_other > 0) {
+      OptimiseRun::SecondBindingCost& second = *r.second_cost;
+      const CalibrationReport c = second.cost->Calibrate(chosen_other, r.cal_runs, 0, &second.canonical_cut);
+      // The costs there change with the new timings: the bound and every
+      // graph's are costed again.
+      second.ms.clear();
+      second.bound_ms = second.cost->RunCost(second.canonical);
+      r.info(
+          Format("the chosen graph has %d operator keys never timed in context at %s: timed them (time base "
+                 "%g); the original estimated %.4g ms there, searching again",
+                 c.new_keys, second.shapes.c_str(), c.time_base, second.bound_ms));
+    }
     rec.before_estimate = cost.RunCost(r.model.AsGiven());
     int64_t resolved = result.gains_resolved, confirmed = result.gains_confirmed;
     std::vector<std::string> noise = std::move(result.noise_rule);
@@ -776,6 +940,24 @@ void SearchRounds(OptimiseRun& r) {
   static_cast<SearchWork&>(result) = total;
   rec.seconds = Seconds(t2);
   rec.measurements = r.counted->measurements() - measured_before_search;
+  rec.second.note = r.second_search_note;
+  if (r.second_cost) {
+    SearchRecord::SecondBinding& s2 = rec.second;
+    s2.on = true;
+    s2.shapes = r.second_cost->shapes;
+    s2.original_ms = r.second_cost->bound_ms;
+    s2.result_ms = result.applied.empty() ? s2.original_ms : SecondBindingMs(r, result.graph);
+    s2.calibrate_s = r.second_cost->calibrate_s;
+    s2.judged = r.second_cost->judged;
+    s2.refused = r.second_cost->refused;
+    s2.not_imported = r.second_cost->not_imported;
+    s2.slack = r.o.second_binding_slack;
+    r.info(
+        Format("at %s the search's graph is estimated %.4g ms (the original %.4g ms); %lld graphs costed there, "
+               "%lld estimated more than %g%% slower",
+               s2.shapes.c_str(), s2.result_ms, s2.original_ms, static_cast<long long>(s2.judged),
+               static_cast<long long>(s2.refused), 100 * s2.slack));
+  }
   r.real_steps += result.real_steps;
   if (result.stop_reason == StopReason::kInterrupted)
     r.warn("search interrupted: checking and writing the best graph found so far (interrupt again to abort)");
@@ -829,9 +1011,7 @@ void Finish(OptimiseRun& r) {
 
   // A rewrite that introduced a newer operator (HardSwish, opset 14) needs
   // the model written at that opset (within --target_opset, see above).
-  if (const int64_t needed = OpsetNeeded(optimised); needed > optimised.opset()) {
-    optimised.info().opsets[""] = needed;
-    optimised.info().source_opset = std::max<int64_t>(optimised.info().source_opset, needed);
+  if (const int64_t needed = RaiseToOpsetNeeded(optimised)) {
     rec.raised_opset = needed;
     r.info("the optimised graph uses operators of opset " + std::to_string(needed) + ": it is written at that opset");
   }
@@ -905,21 +1085,8 @@ void Check(OptimiseRun& r) {
     // file that changed since it was loaded is an error, not a note. Where
     // the model does not fit the second binding, the given shapes doubled,
     // then made smaller (a model given its largest size).
-    // --second_input_shape's binding where it was given (it imports: Load).
     std::string failed;
-    std::vector<ImportOptions> bindings;
-    if (!o.second_input_shapes.empty())
-      bindings.push_back(GivenSecondImport(r));
-    else
-      for (SecondBindingKind kind :
-           {SecondBindingKind::kMoved, SecondBindingKind::kDoubled, SecondBindingKind::kSmaller}) {
-        ImportOptions next = SecondBinding(original, model.import, kind);
-        next.fold_static_dims = false;
-        if (std::none_of(bindings.begin(), bindings.end(),
-                         [&](const ImportOptions& b) { return b.input_shapes == next.input_shapes; }))
-          bindings.push_back(std::move(next));
-      }
-    for (ImportOptions& next : bindings) {
+    for (ImportOptions& next : SecondBindings(r)) {
       other = std::move(next);
       try {
         original_other = ImportAtBinding(model, original, other);
@@ -955,12 +1122,7 @@ void Check(OptimiseRun& r) {
         if (o.second_binding_verdict != "off") {  // the verdict there (Measure)
           r.original_other_cut = CutAtOpaque(original_other);
           r.optimised_other_cut = CutAtOpaque(optimised_other);
-          // The shapes the symbolic inputs run at there ("x:[2,3,32,128]").
-          for (const std::string& name : InputsWithSymbolicDims(original))
-            for (ValueId in : original_other.inputs())
-              if (original_other.value(in).name == name)
-                r.other_binding += (r.other_binding.empty() ? "" : ", ") + name + ":" +
-                                   ShapeToString(original_other.value(in).type.shape);
+          r.other_binding = SymbolicInputShapes(original, original_other);
           if (r.other_binding.empty()) r.other_binding = BindingText(other);
         }
       } catch (const Error& e) {
@@ -1330,6 +1492,13 @@ void Write(OptimiseRun& r) {
   if (!cache.empty()) {
     try {
       r.cost->SaveCache(cache);
+      // The second binding's timings too: merged into what was just saved
+      // (an entry both timed keeps the second model's, as loading keeps the
+      // first one read).
+      if (r.second_cost) {
+        r.second_cost->cost->LoadCache(cache);
+        r.second_cost->cost->SaveCache(cache);
+      }
     } catch (const Error& e) {
       r.warn(std::string("timing cache not saved: ") + e.what());
     }
@@ -1512,6 +1681,16 @@ void DescribeSearch(const PipelineResult& p, std::string& s, Json& j) {
       static_cast<long long>(r.graphs_explored), by_round.c_str(), static_cast<long long>(r.rewrites_costed),
       static_cast<long long>(r.graphs_built), r.applied.size(),
       r.finish_applied > 0 ? (" (" + std::to_string(r.finish_applied) + " by the greedy finish)").c_str() : "");
+  const SearchRecord::SecondBinding& s2 = rec.second;
+  if (s2.on)
+    s += Format(
+        "            at %s too (--second_binding_search): taken only graphs estimated at most %g%% slower there "
+        "than the original; %lld graphs costed there, %lld slower than that; the result %.4g ms there (the "
+        "original %.4g ms)\n",
+        s2.shapes.c_str(), 100 * s2.slack, static_cast<long long>(s2.judged), static_cast<long long>(s2.refused),
+        s2.result_ms, s2.original_ms);
+  else if (!s2.note.empty())
+    s += "            at one binding (--second_binding_search): " + s2.note + "\n";
   if (r.gains_resolved > 0)
     s += Format(
         "noise rule: %lld kinds of rewrite had an estimated gain within the timings' noise; timed against "
@@ -1544,6 +1723,13 @@ void DescribeSearch(const PipelineResult& p, std::string& s, Json& j) {
   js["gains_within_noise"] = r.gains_resolved;
   js["gains_confirmed"] = r.gains_confirmed;
   js["noise_rule"] = r.noise_rule;
+  if (s2.on)
+    js["second_binding"] =
+        Json{{"shapes", s2.shapes},         {"original_ms", s2.original_ms},         {"result_ms", s2.result_ms},
+             {"slack", s2.slack},           {"calibrate_s", s2.calibrate_s},         {"graphs_costed", s2.judged},
+             {"graphs_slower", s2.refused}, {"graphs_not_imported", s2.not_imported}};
+  else if (!s2.note.empty())
+    js["second_binding"] = Json{{"note", s2.note}};
   j["rules"]["applied"] = applied;
   j["rules"]["sequence"] = r.applied;
 }

@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/graph.h"
@@ -75,6 +76,24 @@ struct OptimiseRun {
   Graph original_other_cut, optimised_other_cut;
   std::string other_binding;
   int64_t real_steps = 0;  // every attempt's
+  // The search at the second binding too (PipelineOptions::
+  // second_binding_search; null: off): its import, the cost model there (on
+  // `counted`, in the context of the original's canonical form there), that
+  // graph's cost there (the bound) and each graph's cost there by structural
+  // hash (the rounds and retries ask of the same graphs).
+  struct SecondBindingCost {
+    ImportOptions import;
+    Graph canonical, canonical_cut;  // the original's canonical form there; its runnable parts
+    std::unique_ptr<MeasuredCostModel> cost;
+    double bound_ms = 0;
+    std::unordered_map<uint64_t, double> ms;
+    int64_t judged = 0, refused = 0;  // graphs costed there (again after a calibration there); of them slower
+    int64_t not_imported = 0;         // ... of them that did not import there
+    std::string shapes;               // the symbolic inputs' shapes there
+    double calibrate_s = 0;
+  };
+  std::unique_ptr<SecondBindingCost> second_cost;
+  std::string second_search_note;  // why it is off where it was asked for
 };
 
 // The stages, in the order RunPipeline runs them.

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -54,6 +55,20 @@ class SearchRun {
 
   void MarkSeen(const Graph& g) { seen_.insert(g.StructuralHash()); }
 
+  // Whether the search may take `s` (SearchOptions::acceptable), asked once
+  // per distinct graph.
+  bool Acceptable(const RewriteState& s) {
+    if (!o_.acceptable) return true;
+    const uint64_t hash = s.StructuralHash();
+    auto it = acceptable_.find(hash);
+    if (it != acceptable_.end()) return it->second;
+    const bool ok = o_.acceptable(s.graph());
+    ++result.graphs_judged;
+    if (!ok) ++result.graphs_refused;
+    acceptable_.emplace(hash, ok);
+    return ok;
+  }
+
   void Progress(const std::string& what, double best, size_t queue) {
     runner_.Report([&] {
       char buf[256];
@@ -76,6 +91,7 @@ class SearchRun {
     result.gains_resolved = st.gains_resolved;
     result.gains_confirmed = st.gains_confirmed;
     result.noise_rule = st.noise_rule;
+    result.judged = true;  // the start, or a graph Acceptable accepted
     return std::move(result);
   }
 
@@ -100,6 +116,7 @@ class SearchRun {
   Clock::time_point start_;
   RewriteEngine engine_;
   std::unordered_set<uint64_t> seen_;
+  std::unordered_map<uint64_t, bool> acceptable_;
 };
 
 // Greedy descent from a state: applies the single best improving rewrite
@@ -129,7 +146,7 @@ Descent Descend(SearchRun& run, RewriteState current) {
     for (const Candidate& rw : rewrites) {
       if (!(rw.cost < cost) || SameCost(rw.cost, cost)) break;
       std::optional<RewriteState> next = run.Materialise(current, rw);
-      if (!next || !(next->cost() < cost) || SameCost(next->cost(), cost)) continue;
+      if (!next || !(next->cost() < cost) || SameCost(next->cost(), cost) || !run.Acceptable(*next)) continue;
       current = std::move(*next);
       moved = true;
       break;
@@ -177,8 +194,9 @@ class TasoSearch : public Search {
     double best_cost = r.initial_cost;
     run.MarkSeen(original);
     queue.insert({best_cost, seq++, best, nullptr});
+    // The best graph is always one the search may return (acceptable).
     auto improve = [&](const RewriteState& s) {
-      if (s.cost() < best_cost && !SameCost(s.cost(), best_cost)) {
+      if (s.cost() < best_cost && !SameCost(s.cost(), best_cost) && run.Acceptable(s)) {
         best_cost = s.cost();
         best = s;
       }

@@ -106,6 +106,18 @@ SearchResult Search::Run(const Graph& graph, const SearchOptions& options) {
   SearchOptions o = options.resolved_by == name() ? options : Resolve(options);
   o.runner = &runner;
   SearchResult r = Explore(graph, o, runner);
+  // A result the options do not accept (a search that does not ask, as the
+  // learned agents' episodes): the start graph instead.
+  if (o.acceptable && !r.judged && !r.applied.empty() && r.graph.StructuralHash() != graph.StructuralHash()) {
+    ++r.graphs_judged;
+    if (!o.acceptable(r.graph)) {
+      ++r.graphs_refused;
+      r.graph = graph;
+      r.applied.clear();
+      r.finish_applied = 0;
+      r.final_cost = r.initial_cost;
+    }
+  }
   // The runner's limits stop every search the same way, whichever loop
   // noticed first.
   if (const StopReason why = runner.Check(); why != StopReason::kNone) r.stop_reason = why;
@@ -157,6 +169,7 @@ void GreedyFinish(SearchResult* r, const SearchOptions& o) {
     r->graph = std::move(f.graph);
     r->applied.insert(r->applied.end(), f.applied.begin(), f.applied.end());
     r->finish_applied = static_cast<int64_t>(f.applied.size());
+    r->judged = f.judged;  // greedy moved: to a graph it may return
     // The greedy search costs from its own start: carry its gain over.
     r->final_cost -= f.initial_cost - f.final_cost;
   }

@@ -71,6 +71,16 @@ struct SearchOptions {
   // The search whose Resolve checked these options and filled in its
   // defaults ("": not resolved); Run resolves them unless its own search did.
   std::string resolved_by;
+  // A graph the search may return (null: any), e.g. one not estimated slower
+  // at a second binding of the model's symbolic dimensions (the optimiser's
+  // --second_binding_search). The start graph must be one. taso takes only
+  // such graphs as its best (it still expands the others: a later rewrite
+  // can make one acceptable), greedy descent steps only to such graphs, and
+  // Run returns the start graph where a search's result is not one. Called
+  // once per distinct graph (by structural hash) and run, from the search's
+  // own thread; it may be slow (the optimiser costs the graph at the other
+  // binding), so it is asked only of graphs that would be taken.
+  std::function<bool(const Graph&)> acceptable;
 };
 
 // The work a search did: what adds up over searches run one after another
@@ -80,6 +90,9 @@ struct SearchWork {
   int64_t rewrites_costed = 0;    // rewrites whose cost was estimated
   int64_t graphs_built = 0;       // distinct graphs built (applied) and costed exactly
   int64_t rewrites_rejected = 0;  // matches whose rewrite was invalid (cycle, type change)
+  // Graphs SearchOptions::acceptable was asked about, and of those refused.
+  int64_t graphs_judged = 0;
+  int64_t graphs_refused = 0;
   // Steps in the real environment: rewrites applied to real graphs
   // (EngineStats::rewrites_applied; the environment's steps for the agents).
   int64_t real_steps = 0;
@@ -88,6 +101,8 @@ struct SearchWork {
     rewrites_costed += o.rewrites_costed;
     graphs_built += o.graphs_built;
     rewrites_rejected += o.rewrites_rejected;
+    graphs_judged += o.graphs_judged;
+    graphs_refused += o.graphs_refused;
     real_steps += o.real_steps;
     return *this;
   }
@@ -100,7 +115,10 @@ struct SearchResult : SearchWork {
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
   int64_t finish_applied = 0;           // taso: rewrites (the last of `applied`) applied by the greedy finish
-  double initial_cost = 0;              // cost-model estimate (ms)
+  // The search took only graphs SearchOptions::acceptable accepts (or the
+  // start graph): Run does not ask again.
+  bool judged = false;
+  double initial_cost = 0;  // cost-model estimate (ms)
   double final_cost = 0;
   StopReason stop_reason = StopReason::kNone;
 };

@@ -146,6 +146,82 @@ TEST(Search, AGraphWhoseEstimateWasOffIsBuiltAgainAndExplored) {
   EXPECT_EQ(r.graphs_explored, 3);  // the original, the scale folded (built twice), both folded
 }
 
+// A search that takes the first candidate rewrite and does not ask
+// SearchOptions::acceptable (as the learned agents' episodes do not).
+class FirstRewriteSearch : public Search {
+ public:
+  std::string name() const override { return "first_rewrite_test"; }
+  std::string description() const override { return "test: the first candidate rewrite"; }
+  SearchResult Explore(const Graph& graph, const SearchOptions& o, Runner&) override {
+    EngineOptions e;
+    e.matcher = o.matcher;
+    e.cost = o.cost;
+    RewriteEngine engine(e);
+    RewriteState start = engine.Start(graph);
+    SearchResult r;
+    r.graph = graph;
+    r.initial_cost = r.final_cost = start.cost();
+    std::vector<Candidate> rewrites = start.Candidates();
+    std::optional<RewriteState> next = rewrites.empty() ? std::nullopt : start.Apply(rewrites[0]);
+    if (next) {
+      r.graph = next->graph();
+      r.applied = next->Applied();
+      r.final_cost = next->cost();
+    }
+    return r;
+  }
+};
+RLFLOW_REGISTER_SEARCH("first_rewrite_test", FirstRewriteSearch);
+
+// SearchOptions::acceptable: the graphs a search may return. Refusing the
+// fully folded graph (10.1), taso and greedy stop at the scale folded
+// (11.1), each graph asked about once; refusing every graph but the start,
+// they return the start. A search that does not ask gets its result
+// replaced by the start graph in Search::Run.
+TEST(Search, OnlyAcceptableGraphsAreReturned) {
+  Graph g = ConvScaleShift();
+  Matcher m(Rules({kMulFold1x1, kBiasFold1x1}));
+  TableCost cost;
+  for (const std::string name : {"greedy", "taso"}) {
+    SCOPED_TRACE(name);
+    SearchOptions o;
+    o.matcher = &m;
+    o.cost = &cost;
+    std::map<uint64_t, int> asked;
+    o.acceptable = [&](const Graph& x) {
+      ++asked[x.StructuralHash()];
+      return cost.GraphCost(x) > 10.5;
+    };
+    SearchResult r = MakeSearch(name)->Run(g, o);
+    EXPECT_EQ(r.applied, std::vector<std::string>{std::string(kMulFold1x1) + " (reversed)"});
+    EXPECT_DOUBLE_EQ(r.final_cost, 11.1);
+    EXPECT_DOUBLE_EQ(cost.GraphCost(r.graph), 11.1);
+    EXPECT_GE(r.graphs_refused, 1);
+    EXPECT_EQ(r.graphs_judged, static_cast<int64_t>(asked.size()));
+    for (const auto& [hash, times] : asked) EXPECT_EQ(times, 1);
+    // Unconstrained: both folds.
+    o.acceptable = nullptr;
+    EXPECT_DOUBLE_EQ(MakeSearch(name)->Run(g, o).final_cost, 10.1);
+    o.acceptable = [&](const Graph& x) { return x.StructuralHash() == g.StructuralHash(); };
+    SearchResult none = MakeSearch(name)->Run(g, o);
+    EXPECT_TRUE(none.applied.empty());
+    EXPECT_EQ(none.graph.StructuralHash(), g.StructuralHash());
+    EXPECT_GE(none.graphs_refused, 1);
+  }
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = &cost;
+  SearchResult taken = MakeSearch("first_rewrite_test")->Run(g, o);
+  ASSERT_EQ(taken.applied.size(), 1u);
+  EXPECT_NE(taken.graph.StructuralHash(), g.StructuralHash());
+  o.acceptable = [&](const Graph& x) { return x.StructuralHash() == g.StructuralHash(); };
+  SearchResult replaced = MakeSearch("first_rewrite_test")->Run(g, o);
+  EXPECT_TRUE(replaced.applied.empty());
+  EXPECT_EQ(replaced.graph.StructuralHash(), g.StructuralHash());
+  EXPECT_DOUBLE_EQ(replaced.final_cost, replaced.initial_cost);
+  EXPECT_EQ(replaced.graphs_refused, 1);
+}
+
 TEST(Search, GreedyTrappedBacktrackingEscapes) {
   Graph g = ParallelConvs();
   Matcher m(Rules({kEnlarge, kMerge, kMulFold1x1}));
