@@ -1252,6 +1252,19 @@ bool ContainedOnnxPasses(onnx::ModelProto* model, int convert_to, std::string* w
   }
   return why->empty();
 }
+
+// ONNX's shape inference as ContainedOnnxPasses runs it without a
+// conversion, in this process (ImportOptions::onnx_passes_in_process).
+bool OnnxShapeInferenceInProcess(onnx::ModelProto* model, std::string* why) {
+  try {
+    onnx::shape_inference::InferShapes(*model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, true));
+  } catch (const std::exception& e) {
+    *why = FirstLine(e.what());
+    return false;
+  }
+  return true;
+}
 }  // namespace
 
 std::string onnx_detail::TensorBytes(const onnx::TensorProto& t) { return FromTensorProto(t).bytes(); }
@@ -1703,8 +1716,10 @@ Graph ImportOnnxModelBound(onnx::ModelProto model, const std::string& what, cons
     std::string why;
     int convert_to = opset < kCanonicalMinOpset ? kCanonicalMinOpset : 0;
     bool converted = false;
-    if (!ContainedOnnxPasses(&model, convert_to, &why, &converted))
-      rep.warnings.push_back("ONNX shape inference failed (" + why + "); using rlflow's shape rules only");
+    const bool ok = options.onnx_passes_in_process && convert_to == 0
+                        ? OnnxShapeInferenceInProcess(&model, &why)
+                        : ContainedOnnxPasses(&model, convert_to, &why, &converted);
+    if (!ok) rep.warnings.push_back("ONNX shape inference failed (" + why + "); using rlflow's shape rules only");
     // Never read an opset-11/12 node as its opset-13 namesake.
     if (convert_to > 0 && !converted)
       Fail("model ", what, " could not be converted from opset ", opset, " to ", convert_to,

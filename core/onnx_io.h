@@ -81,6 +81,14 @@ struct ImportOptions {
   // unit up (a float rewrite of the op in between is not what runs); the
   // float regions between units are optimised as usual.
   bool keep_quantized_units = true;
+  // ONNX's shape inference runs in a child process, so that a crash in that
+  // third-party code on a malformed model costs only its types. A model
+  // rlflow exported itself from a graph it imported (ReimportGraph) may run
+  // it in this process instead: the optimiser's costing of many search
+  // graphs at a second binding spent most of its time forking (the page
+  // tables of a process holding the search's queue, copied per import).
+  // Conversions between opsets always run in the child.
+  bool onnx_passes_in_process = false;
 };
 // The graph's initializers of at least `min_bytes`, by name (for
 // ImportOptions::known_weights).

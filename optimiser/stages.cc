@@ -639,7 +639,9 @@ static int64_t RaiseToOpsetNeeded(Graph& g) {
 // as Finish raises it, so that it exports).
 static Graph AtSecondBinding(const OptimiseRun& r, Graph g) {
   RaiseToOpsetNeeded(g);
-  return ReimportGraph(g, "candidate", r.second_cost->import, SharingWeights());
+  ImportOptions at = r.second_cost->import;
+  at.onnx_passes_in_process = true;  // a graph rlflow exported, costed often
+  return ReimportGraph(g, "candidate", at, SharingWeights());
 }
 
 // The shapes the symbolic inputs of `original` have in `other`, its import

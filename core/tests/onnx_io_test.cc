@@ -1529,6 +1529,30 @@ TEST(OnnxIo, ShapeArithmeticOnSymbolicDimsStaysGeneral) {
   EXPECT_LE(RelativeError(y[0], x.reshape({3, 12})), 1e-6);
 }
 
+// ImportOptions::onnx_passes_in_process (the optimiser's costing of search
+// graphs at a second binding): the same graph as with ONNX's shape inference
+// in a child, an opaque node's output typed by it at the new binding.
+TEST(OnnxIo, ShapeInferenceInProcessImportsTheSameGraph) {
+  onnx::ModelProto m = Model(13);
+  Info(m.mutable_graph()->add_input(), "x", {-1, 3}, onnx::TensorProto::FLOAT, "batch");
+  // Not modelled (opaque): only ONNX's shape inference types its output.
+  IntAttr(Node(m, "Multinomial", {"x"}, {"d"}), "sample_size", 5);
+  IntAttr(Node(m, "Cast", {"d"}, {"y"}), "to", onnx::TensorProto::FLOAT);
+  Info(m.mutable_graph()->add_output(), "y", {-1, 5}, onnx::TensorProto::FLOAT, "batch");
+  Graph g = ImportOnnxFile(Save(m, "multinomial.onnx"));
+  ASSERT_EQ(g.OpCounts()["Multinomial"], 1);
+  ImportOptions at3;
+  at3.input_shapes = {{"x", {3, 3}}};
+  at3.fold_static_dims = false;
+  Graph child = ReimportGraph(g, "child", at3);
+  at3.onnx_passes_in_process = true;
+  Graph here = ReimportGraph(g, "here", at3);
+  EXPECT_EQ(here.StructuralHash(), child.StructuralHash());
+  ASSERT_NE(here.FindValue("d"), kNoValue);
+  EXPECT_EQ(here.value(here.FindValue("d")).type.shape, (Shape{3, 5}));
+  EXPECT_EQ(child.value(child.FindValue("d")).type.shape, (Shape{3, 5}));
+}
+
 // A symbolic dimension the user binds to 0 (a decoder's empty past at its
 // first step: --input_shape past:1,2,0,4) is not static: arithmetic on it
 // stays computed (its probe at a second binding moved 0 to 0, so the past's
