@@ -623,8 +623,6 @@ static std::string About(double s) {
   return s < 1 ? std::string("under a second") : s < 120 ? Format("about %.0f s", s) : Format("about %.1f min", s / 60);
 }
 
-// Calibrates the cost model in context, and starts the runner that owns the
-// search phase's deadline.
 // Raises `g`'s default-domain opset to the newest its operators need
 // (a rewrite's HardSwish: 14); returns it, or 0 if it was new enough.
 static int64_t RaiseToOpsetNeeded(Graph& g) {
@@ -658,6 +656,8 @@ static std::string SymbolicInputShapes(const Graph& original, const Graph& other
 // The search at the second binding too (PipelineOptions::
 // second_binding_search): the cost model there, calibrated in context on
 // the original's canonical form imported there (whose cost is the bound).
+// Graphs are costed there in the search's own form (batch norms lowered
+// where the search left them), the bound as well.
 static void PrepareSecondBindingSearch(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   r.second_cost.reset();
@@ -733,6 +733,8 @@ static double SecondBindingMs(OptimiseRun& r, const Graph& g) {
   return ms;
 }
 
+// Calibrates the cost model in context, and starts the runner that owns the
+// search phase's deadline.
 void Calibrate(OptimiseRun& r) {
   MeasuredCostModel& cost = *r.cost;
   // The cost model is calibrated on the graphs themselves: every node timed
