@@ -73,6 +73,8 @@ DEFINE_int32(self_pairs, 0,
              "itself (its weights apart), this many times: the pairing's bias (1.000 when there is none)");
 DEFINE_string(device, "cpu", "with --self_pairs: the timing backend (cpu or ort)");
 DEFINE_int32(pairs, 40, "with --self_pairs: pairs per measurement (the verdict's default)");
+DEFINE_double(min_sample_ms, 0,
+              "with --self_pairs: each sample at least this long (0: the verdict's, 1000 / min(--pairs, 40) ms)");
 DEFINE_string(explain, "",
               "with --model: instead, the cost model's estimate of this ONNX file (a rewrite of --model) against "
               "--model's, per op type and per cost key");
@@ -102,7 +104,9 @@ int SelfPairs() {
   int faster = 0, slower = 0;
   std::vector<double> medians;
   for (int k = 0; k < FLAGS_self_pairs; ++k) {
-    const PairedTimes t = backend->TimePaired(a, b, FLAGS_pairs, VerdictTiming(FLAGS_pairs, 1 + k));
+    TimingOptions timing = VerdictTiming(FLAGS_pairs, 1 + k);
+    if (FLAGS_min_sample_ms > 0) timing.min_sample_ms = FLAGS_min_sample_ms;
+    const PairedTimes t = backend->TimePaired(a, b, FLAGS_pairs, timing);
     const RatioInterval w = BlockedPairedRatio(t.wall_a, t.wall_b, t.blocks),
                         c = BlockedPairedRatio(t.cpu_a, t.cpu_b, t.blocks);
     std::string per_block;  // each pair of sessions' median ratio (wall)
@@ -179,6 +183,7 @@ int Explain() {
 // The calibration's whole run against the verdict's measurement of one
 // model, interleaved (A B B A ...).
 int CompareMethods() {
+  if (!(FLAGS_min_sample_ms >= 0)) Fail("--min_sample_ms must be at least 0, got ", FLAGS_min_sample_ms);
   if (FLAGS_self_pairs > 0) return SelfPairs();
   if (!FLAGS_explain.empty()) return Explain();
   ImportOptions io;

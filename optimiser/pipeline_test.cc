@@ -666,9 +666,9 @@ TEST(Pipeline, TheVerdictAtTheSecondBindingKeepsTheOriginalWhereRequired) {
   base.loaded_rules = std::make_shared<const rules::RuleDatabase>(one);
   base.search = "greedy";
   base.measure_runs = 20;
-  auto backend = [](bool penalty) {
-    return [penalty] {
-      return std::make_unique<testing::ScriptedBackend>(
+  auto backend = [](bool penalty, int min_paired_pairs = 0) {
+    return [penalty, min_paired_pairs] {
+      auto b = std::make_unique<testing::ScriptedBackend>(
           "scripted-second-binding", FusionNodeMs, [penalty](const Graph& g) {
             double ms = FusionRunMs(g);
             if (!penalty || g.OpCounts().count("LayerNormalization") == 0) return ms;
@@ -676,6 +676,8 @@ TEST(Pipeline, TheVerdictAtTheSecondBindingKeepsTheOriginalWhereRequired) {
               if (g.value(in).name == "x" && g.value(in).type.shape[0] >= 2) ms += 5.0;
             return ms;
           });
+      b->set_min_paired_pairs(min_paired_pairs);
+      return b;
     };
   };
   struct Case {
@@ -720,18 +722,29 @@ TEST(Pipeline, TheVerdictAtTheSecondBindingKeepsTheOriginalWhereRequired) {
     }
   }
   {
-    // The pairs there (without --measure_runs): up to 120 for a fast model,
-    // in blocks of 10 (ONNX Runtime's session pairs), more than the verdict's.
-    SCOPED_TRACE("pairs");
-    PipelineOptions o = base;
-    o.measure_runs = 0;
-    o.make_backend = backend(true);
-    PipelineResult r = RunPipeline(o);
-    ASSERT_TRUE(r.verdict.second_measured);
-    EXPECT_EQ(r.verdict.second.wall.n, 120);
-    EXPECT_EQ(r.verdict.second.blocks, 12);
-    EXPECT_LT(r.verdict.pairs, 120);
-    EXPECT_TRUE(r.verdict.keep_original);
+    // The pairs (without --measure_runs), at both bindings: on a backend that
+    // times pairs in session pairs (ONNX Runtime) up to 120 for a fast
+    // model, in blocks of 10; else at most 40, in one block.
+    for (const int min_paired_pairs : {20, 0}) {
+      SCOPED_TRACE("pairs, min_paired_pairs " + std::to_string(min_paired_pairs));
+      const int pairs = min_paired_pairs > 0 ? 120 : 40, blocks = min_paired_pairs > 0 ? 12 : 1;
+      PipelineOptions o = base;
+      o.measure_runs = 0;
+      o.make_backend = backend(true, min_paired_pairs);
+      PipelineResult r = RunPipeline(o);
+      ASSERT_TRUE(r.verdict.second_measured);
+      EXPECT_EQ(r.verdict.second.wall.n, pairs);
+      EXPECT_EQ(r.verdict.second.blocks, blocks);
+      EXPECT_EQ(r.verdict.pairs, pairs);
+      EXPECT_EQ(r.verdict.wall.n, pairs);
+      EXPECT_EQ(r.verdict.blocks, blocks);
+      EXPECT_TRUE(r.verdict.keep_original);
+      nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+      EXPECT_EQ(j["verdict"]["pairs"], pairs);
+      EXPECT_EQ(j["verdict"]["blocks"], blocks);
+      EXPECT_EQ(j["verdict"]["second_binding"]["pairs"], pairs);
+      EXPECT_EQ(j["verdict"]["second_binding"]["blocks"], blocks);
+    }
   }
 }
 

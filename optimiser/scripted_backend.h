@@ -26,6 +26,10 @@ class ScriptedBackend : public TimingBackend {
   // default then searches again after a verdict that is not "faster".
   bool fuses_nodes() const override { return fuses_nodes_; }
   void set_fuses_nodes(bool fuses) { fuses_nodes_ = fuses; }
+  // As ONNX Runtime (TimingBackend::min_paired_pairs): pairs timed in
+  // blocks of sessions, and the verdict's pair count follows from it.
+  int min_paired_pairs() const override { return min_paired_pairs_; }
+  void set_min_paired_pairs(int pairs) { min_paired_pairs_ = pairs; }
   std::string fingerprint() const override { return fingerprint_; }
   double RunTime(const Graph& g) const {
     if (run_ms_) return run_ms_(g);
@@ -62,6 +66,7 @@ class ScriptedBackend : public TimingBackend {
  private:
   std::string fingerprint_;
   bool fuses_nodes_ = false;
+  int min_paired_pairs_ = 0;
   NodeMs node_ms_;
   RunMs run_ms_;
 };

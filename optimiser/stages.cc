@@ -1201,19 +1201,15 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
     rec.second_note = "not measured: interrupted";
     return;
   }
-  // As many pairs as the verdict's, and up to 120 for a fast model (about a
-  // second of its runs at the first binding), in a block of fresh sessions
-  // (ONNX Runtime) per 10: what a second binding shows is a loss of a few
-  // percent, and ORT's sessions of one graph differ by about as much
-  // (NAFNet at 2x3x32x128, its written file: 0.94x to 0.99x by session,
-  // 4 sessions x 30 pairs), so 40 pairs in 4 session pairs did not resolve
-  // it (0.955x [0.916, 1.009]; 120 in 4: 0.972x [0.933, 1.019]).
-  const int pairs =
-      o.measure_runs > 0
-          ? rec.pairs
-          : std::max(rec.pairs, std::min(120, static_cast<int>(1.0 / std::max(r.res.reference_run.seconds, 1e-3))));
-  TimingOptions second_timing = pairs == rec.pairs ? timing : VerdictTiming(pairs, o.seed);
-  if (pairs > rec.pairs) second_timing.blocks = pairs / 10;
+  // As many pairs as the verdict's (a fast model's up to 120 in a block of
+  // fresh sessions per 10, VerdictPairs and VerdictTiming): what a second
+  // binding shows is a loss of a few percent, and ORT's sessions of one
+  // graph differ by about as much (NAFNet at 2x3x32x128, its written file:
+  // 0.94x to 0.99x by session, 4 sessions x 30 pairs), so 40 pairs in 4
+  // session pairs did not resolve it (0.955x [0.916, 1.009]; 120 in 4:
+  // 0.972x [0.933, 1.019]).
+  const int pairs = rec.pairs;
+  const TimingOptions& second_timing = timing;
   r.info(std::string("measuring both at ") +
          (given ? "--second_input_shape's" : "the check's second binding of the symbolic dimensions") + " too (" +
          r.other_binding + ", " + std::to_string(pairs) + " interleaved pairs)");
@@ -1267,7 +1263,11 @@ void Measure(OptimiseRun& r) {
     return;
   }
   Graph optimised_cut = CutAtOpaque(r.optimised);
-  rec.pairs = o.measure_runs > 0 ? o.measure_runs : VerdictPairs(r.res.reference_run.seconds, *r.counted);
+  // An unchanged graph's runs (for the estimate) have no session pairs to
+  // span: the executor's count (at least the backend's fewest).
+  rec.pairs = o.measure_runs > 0 ? o.measure_runs
+              : check.unchanged  ? std::max(VerdictPairs(r.res.reference_run.seconds), r.counted->min_paired_pairs())
+                                 : VerdictPairs(r.res.reference_run.seconds, *r.counted);
   TimingOptions timing = VerdictTiming(rec.pairs, o.seed);
   // The estimates are reported against the measured times at the machine's
   // speed now: the original runs again first (half the calibration's runs,
@@ -1842,6 +1842,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   j["verdict"] = Json{{"outcome", unchanged ? std::string("unchanged") : v.OutcomeName()},
                       {"measured", !v.skipped},
                       {"pairs", unchanged ? 0 : v.wall.n},
+                      {"blocks", unchanged ? 0 : v.blocks},  // ONNX Runtime's session pairs (1: one block)
                       {"level", unchanged ? 0.95 : v.wall.level},
                       {"wall", interval(v.wall)},
                       {"cpu", interval(v.cpu)},
@@ -1868,6 +1869,8 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                 {"after_ms", verdict.b_ms},
                 {"wall", interval(verdict.wall)},
                 {"cpu", interval(verdict.cpu)},
+                {"pairs", measured ? verdict.wall.n : 0},
+                {"blocks", measured ? verdict.blocks : 0},
                 {"note", note}};
   };
   if (!v.guard_device.empty()) {

@@ -335,13 +335,25 @@ struct CalibrationReport {
 // noisier), and the verdict's end-to-end timing (pairs spanning about 2 s,
 // at most 40, at least 20 while they take at most 30 s and never fewer
 // than 10; each sample repeats a small graph to at least 1000 / pairs ms,
-// so that the pairs are not a snapshot of a machine whose speed moves from
-// second to second).
+// and at least 25 ms, so that the pairs are not a snapshot of a machine
+// whose speed moves from second to second).
 int CalibrationRuns(double run_seconds);
 int VerdictPairs(double run_seconds);
-// VerdictPairs for `backend`: at least its min_paired_pairs().
+// VerdictPairs for `backend`: at least its min_paired_pairs(), and where it
+// times pairs in blocks of fresh sessions (min_paired_pairs() > 0: ONNX
+// Runtime) up to 120 for a fast model (one per 1/120 s of its run).
 int VerdictPairs(double run_seconds, const TimingBackend& backend);
+// The timing of a verdict of `pairs` pairs: samples of at least
+// 1000 / min(pairs, 40) ms, and more than 40 pairs timed in blocks (fresh
+// ONNX Runtime sessions) of 10: ORT's sessions of one graph differ by a few
+// percent (a copy of a model against itself 0.935x-1.090x by session pair),
+// and the interval is Student's t over the blocks as well, so a fast
+// model's is narrower over 12 session pairs than over 4 (a small encoder
+// against a copy of itself: half-width 1.3% against 2.4%).
 TimingOptions VerdictTiming(int pairs, uint64_t seed);
+// The blocks VerdictTiming times `pairs` pairs in (0: the backend's own
+// number).
+int VerdictBlocks(int pairs);
 
 // Measures each node on a backend, once per key, in two ways: alone (a
 // one-node graph timed by itself) and in context (timed in place inside

@@ -947,9 +947,10 @@ TEST(CostModel, CountingBackendCountsEveryGraphTimed) {
 }
 
 // The optimiser's timing settings: about 1 s of calibration runs (3 to
-// 2000), verdict pairs spanning about 2 s (at most 40; at least 20 while
-// they take at most 30 s, never fewer than 10), each verdict sample at
-// least 1000 / pairs ms.
+// 2000), verdict pairs spanning about 2 s (at most 40, in ORT a fast
+// model's up to 120 in blocks of 10; at least 20 while they take at most
+// 30 s, never fewer than 10), each verdict sample at least
+// 1000 / min(pairs, 40) ms.
 TEST(TimingSettings, SpanTheirTimeWithinBounds) {
   EXPECT_EQ(CalibrationRuns(0.010), 100);
   EXPECT_EQ(CalibrationRuns(2.0), 3);
@@ -967,13 +968,27 @@ TEST(TimingSettings, SpanTheirTimeWithinBounds) {
     int min_paired_pairs() const override { return 20; }
   } blocked;
   EXPECT_EQ(VerdictPairs(1.0, blocked), 20);
-  EXPECT_EQ(VerdictPairs(0.001, blocked), 40);
+  // and where it times in session pairs a fast model up to 120 pairs, one
+  // per 1/120 s of its run (the executor: 40).
+  EXPECT_EQ(VerdictPairs(0.001, blocked), 120);
+  EXPECT_EQ(VerdictPairs(1e-6, blocked), 120);
+  EXPECT_EQ(VerdictPairs(0.0125, blocked), 80);
+  EXPECT_EQ(VerdictPairs(0.03, blocked), 40);
+  EXPECT_EQ(VerdictPairs(0.001, ScriptedBackend()), 40);
   EXPECT_EQ(VerdictPairs(3.0, blocked), 20);
   EXPECT_EQ(VerdictPairs(3.0, ScriptedBackend()), 10);
   TimingOptions t = VerdictTiming(40, 7);
   EXPECT_EQ(t.seed, 7u);
   EXPECT_DOUBLE_EQ(t.min_sample_ms, 25.0);
-  EXPECT_DOUBLE_EQ(VerdictTiming(10000, 1).min_sample_ms, TimingOptions{}.min_sample_ms);
+  EXPECT_DOUBLE_EQ(VerdictTiming(10000, 1).min_sample_ms, 25.0);
+  // Up to 40 pairs in the backend's own blocks (ORT: 4 session pairs), more
+  // in blocks of 10, their samples still at least 25 ms.
+  EXPECT_EQ(t.blocks, 0);
+  EXPECT_EQ(VerdictTiming(120, 1).blocks, 12);
+  EXPECT_EQ(VerdictTiming(80, 1).blocks, 8);
+  EXPECT_EQ(VerdictTiming(41, 1).blocks, 4);
+  EXPECT_DOUBLE_EQ(VerdictTiming(120, 1).min_sample_ms, 25.0);
+  EXPECT_DOUBLE_EQ(VerdictTiming(20, 1).min_sample_ms, 50.0);
 }
 
 // A node that runs long alone (a conv at batch 16) is sampled fewer times
