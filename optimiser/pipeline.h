@@ -375,6 +375,18 @@ struct VerdictRecord : Verdict {
   // two runs together), in order: whether the machine's speed moved inside
   // it (1: steady, or a backend that gives only a median).
   std::vector<double> drifts;
+  // Timed as model files (TimingBackend::TimePairedFiles): the input file as
+  // it was given against the file the run writes, not the graphs. Where the
+  // import converted the model to another form (opsets 7 to 12 and 18+,
+  // ONNX's experimental operators replaced), the runtime can run the file
+  // otherwise than the converted graph: coreml_experimental_op7's opset-11
+  // form ran 4% slower in ONNX Runtime than its file, whose Affine and
+  // ScaledTanh ORT runs as one kernel each, and a graph 1.012x faster than
+  // that form was written, 0.967x [0.959, 0.974] against the file. Where the
+  // backend runs files and the model came from one. `files_note`: why the
+  // graphs were timed where the files were wanted ("": they were not).
+  bool files = false;
+  std::string files_note;
   // The guard (PipelineOptions::guard): both graphs in `guard_device` too,
   // when the verdict above found the result faster. `guarded`: measured;
   // `guard_note`: why it was not, or what failed.
@@ -382,6 +394,7 @@ struct VerdictRecord : Verdict {
   bool guarded = false;
   Verdict guard;
   std::string guard_note;
+  bool guard_files = false;  // the guard timed the files (as `files`)
   bool guard_slower() const { return guarded && guard.outcome == Outcome::kSlower; }
   // The verdict at the check's second binding of the symbolic dimensions
   // (PipelineOptions::second_binding_verdict), when the verdict above found

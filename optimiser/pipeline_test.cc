@@ -1770,6 +1770,89 @@ TEST(Pipeline, AnInterfaceWithoutShapesIsKeptAndNothingIsFoldedAtTheGivenShape) 
   ExpectTheSameInOrtAtOtherRows(model, o.output);
 }
 
+// Where the import converts the model to another form (here opset 11 to 13)
+// and the backend runs model files (as ONNX Runtime), the verdict times the
+// input file as given against the file to be written, not the graphs: the
+// runtime can run the file otherwise than the converted graph (ONNX's
+// experimental operators that ORT runs as one kernel). The scripted backend
+// charges each graph node 1 ms, so the graphs (one Relu fewer after cse) are
+// always faster; the files cost what `file_ms` says. A written file slower
+// than the input file keeps the original, byte for byte; one faster is
+// written, at the input's opset. The guard times the files the same way.
+// A model the import does not convert (opset 13) is timed as graphs.
+TEST(Pipeline, TheVerdictTimesTheFilesWhereTheImportConvertedTheModel) {
+  std::string dir = testing::MakeTempDir("pipeline_files_verdict_");
+  auto write_model = [&](int64_t opset) {
+    onnx::ModelProto m;
+    m.set_ir_version(7);
+    m.add_opset_import()->set_version(opset);
+    onnx::GraphProto* g = m.mutable_graph();
+    g->set_name("twice");
+    DeclareTensor(g->add_input(), "x", onnx::TensorProto::FLOAT, {"4", "8"});
+    DeclareTensor(g->add_output(), "y", onnx::TensorProto::FLOAT, {"4", "8"});
+    AddOnnxNode(g, "Relu", {"x"}, "a");
+    AddOnnxNode(g, "Relu", {"x"}, "b");
+    AddOnnxNode(g, "Add", {"a", "b"}, "y");
+    const std::string path = dir + "/twice" + std::to_string(opset) + ".onnx";
+    WriteFileAtomically(path, m.SerializeAsString());
+    return path;
+  };
+  struct Case {
+    int64_t opset;
+    double written_ms;  // the file to be written; the input file: 10 ms
+    bool guard;         // the files timed by the guard (the device's backend runs no files)
+  };
+  for (const Case c : {Case{11, 12, false}, Case{11, 8, false}, Case{13, 12, false}, Case{11, 12, true}}) {
+    SCOPED_TRACE(::testing::Message() << "opset " << c.opset << ", written " << c.written_ms << " ms"
+                                      << (c.guard ? ", guard" : ""));
+    const std::string model = write_model(c.opset);
+    PipelineOptions o = CseOptions(dir, model);
+    o.retries = 0;
+    auto files_timed = std::make_shared<int>(0);
+    auto make = [model, c, files_timed](bool files) {
+      auto b = std::make_unique<testing::ScriptedBackend>("files", [](const Graph&, NodeId) { return 1.0; });
+      if (files)
+        b->set_file_ms([model, c, files_timed](const std::string& path) {
+          ++*files_timed;
+          return path == model ? 10.0 : c.written_ms;
+        });
+      return b;
+    };
+    o.make_backend = [make, c]() -> std::unique_ptr<TimingBackend> { return make(!c.guard); };
+    if (c.guard) {
+      o.guard = "ort";
+      o.make_guard_backend = [make]() -> std::unique_ptr<TimingBackend> { return make(true); };
+    }
+    PipelineResult r = RunPipeline(o);
+    ASSERT_FALSE(r.check.unchanged) << r.Summary();
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    const Verdict& timed = c.guard ? r.verdict.guard : r.verdict;
+    if (c.opset == 13) {
+      EXPECT_EQ(*files_timed, 0);
+      EXPECT_FALSE(r.verdict.files);
+      EXPECT_EQ(j["verdict"]["timed"], "graphs");
+      EXPECT_FALSE(r.verdict.keep_original);
+      continue;
+    }
+    EXPECT_EQ(*files_timed, 2);  // once each side (the scripted backend times a file once per pair's series)
+    EXPECT_EQ(c.guard ? r.verdict.guard_files : r.verdict.files, true);
+    EXPECT_EQ(c.guard ? j["verdict"]["guard"]["timed"] : j["verdict"]["timed"], "files");
+    EXPECT_NEAR(timed.a_ms, 10.0, 0.05);  // the input file's (the graph's: 3 ms), jitter 1.000 to 1.004
+    if (c.written_ms > 10) {
+      EXPECT_EQ(timed.outcome, Verdict::Outcome::kSlower);
+      EXPECT_TRUE(r.verdict.keep_original);
+      EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+    } else {
+      EXPECT_EQ(timed.outcome, Verdict::Outcome::kFaster);
+      EXPECT_FALSE(r.verdict.keep_original);
+      onnx::ModelProto out;
+      ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
+      EXPECT_EQ(out.opset_import(0).version(), 11);
+      EXPECT_EQ(out.graph().node_size(), 2);  // one Relu fewer
+    }
+  }
+}
+
 // Where the model fixes a symbolic dimension of an input (x's columns, read
 // by an 8 x 8 MatMul; x declaring no shape, or two dimensions named as
 // tf2onnx names them), the check's second binding keeps it: moved, the

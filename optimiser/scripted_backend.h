@@ -30,6 +30,11 @@ class ScriptedBackend : public TimingBackend {
   // blocks of sessions, and the verdict's pair count follows from it.
   int min_paired_pairs() const override { return min_paired_pairs_; }
   void set_min_paired_pairs(int pairs) { min_paired_pairs_ = pairs; }
+  // As ONNX Runtime (TimingBackend::times_files): a model file's run costs
+  // file_ms(path).
+  bool times_files() const override { return static_cast<bool>(file_ms_); }
+  void set_file_ms(std::function<double(const std::string&)> file_ms) { file_ms_ = std::move(file_ms); }
+  int files_timed() const { return files_timed_; }
   std::string fingerprint() const override { return fingerprint_; }
   double RunTime(const Graph& g) const {
     if (run_ms_) return run_ms_(g);
@@ -40,17 +45,13 @@ class ScriptedBackend : public TimingBackend {
   double TimeGraph(const Graph& g, const TimingOptions&) override { return RunTime(g); }
   // In TimingOptions::blocks blocks where given (as ONNX Runtime's session pairs).
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
-    PairedTimes t;
-    t.cpu_clock = "thread";
-    for (int k = 0; k < o.blocks; ++k) t.blocks.push_back(pairs / o.blocks + (k < pairs % o.blocks ? 1 : 0));
-    for (int i = 0; i < pairs; ++i) {
-      const double jitter = 1.0 + 0.001 * (i % 5);
-      t.wall_a.push_back(RunTime(a) * jitter);
-      t.wall_b.push_back(RunTime(b) * (2.0 - jitter));
-    }
-    t.cpu_a = t.wall_a;
-    t.cpu_b = t.wall_b;
-    return t;
+    return Paired(RunTime(a), RunTime(b), pairs, o);
+  }
+  PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
+                              const TimingOptions& o) override {
+    if (!file_ms_) return TimingBackend::TimePairedFiles(a, b, inputs, pairs, o);
+    ++files_timed_;
+    return Paired(file_ms_(a), file_ms_(b), pairs, o);
   }
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
     InContextTimes t;
@@ -64,6 +65,21 @@ class ScriptedBackend : public TimingBackend {
   }
 
  private:
+  static PairedTimes Paired(double a_ms, double b_ms, int pairs, const TimingOptions& o) {
+    PairedTimes t;
+    t.cpu_clock = "thread";
+    for (int k = 0; k < o.blocks; ++k) t.blocks.push_back(pairs / o.blocks + (k < pairs % o.blocks ? 1 : 0));
+    for (int i = 0; i < pairs; ++i) {
+      const double jitter = 1.0 + 0.001 * (i % 5);
+      t.wall_a.push_back(a_ms * jitter);
+      t.wall_b.push_back(b_ms * (2.0 - jitter));
+    }
+    t.cpu_a = t.wall_a;
+    t.cpu_b = t.wall_b;
+    return t;
+  }
+  std::function<double(const std::string&)> file_ms_;
+  int files_timed_ = 0;
   std::string fingerprint_;
   bool fuses_nodes_ = false;
   int min_paired_pairs_ = 0;

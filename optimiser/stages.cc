@@ -156,6 +156,7 @@ OptimiseRun::OptimiseRun(const PipelineOptions& options, PipelineResult& result)
 }
 OptimiseRun::~OptimiseRun() {
   if (!branches_dir.empty()) RemoveTree(branches_dir);
+  if (!verdict_dir.empty()) RemoveTree(verdict_dir);
 }
 
 // Checks the options, pins the thread pools, and makes the search, the timing
@@ -1146,6 +1147,57 @@ void Check(OptimiseRun& r) {
 // is kept if it runs faster there. A runtime that cannot be started (no
 // Node.js or onnxruntime-node) leaves the run unguarded, said so; one that
 // cannot run the pair keeps the original.
+static WriteOptions WrittenForm(OptimiseRun& r, const Graph& written, std::string* note, std::string* converted);
+
+// Where `backend` runs model files and the import converted the model from
+// its file to another form (VerdictRecord::files), the file the run would
+// write for r.optimised (Write's form), written into r.verdict_dir: the
+// verdict times the input file against it. "" otherwise; `why` then says why
+// not where the files were wanted ("" where they were not).
+static std::string FileToWrite(OptimiseRun& r, const TimingBackend& backend, std::string* why) {
+  why->clear();
+  const Graph& given = r.model.AsGiven();
+  const int64_t source_opset = given.info().source_opset;
+  if (!backend.times_files() || source_opset <= 0 || source_opset == given.opset()) return "";
+  if (r.model.file.empty() || r.model.external_data) {
+    *why = r.model.file.empty() ? "the model is not from a file" : "its weights are in external data files";
+    *why += ": the graphs are timed, not the files";
+    return "";
+  }
+  try {
+    std::string note, converted;
+    const WriteOptions write = WrittenForm(r, r.optimised, &note, &converted);
+    if (WritesExternalData(r.optimised, write)) Fail("its weights would be written in external data files");
+    if (r.verdict_dir.empty()) r.verdict_dir = MakeTempDir("rlflow-verdict-");
+    const std::string path = r.verdict_dir + "/rlflow-to-write.onnx";
+    WriteOnnxFile(r.optimised, path, &note, write);
+    return path;
+  } catch (const Error& e) {
+    *why = std::string("the file to be written could not be made (") + e.what() + "): the graphs are timed";
+    return "";
+  }
+}
+
+// Times `a` against `b` on `backend`: the input file against `file` where one
+// was made (FileToWrite; `*files` set), else the graphs; a pair of files the
+// backend cannot run falls back to the graphs, `note` saying why.
+static PairedTimes TimeFilesOrGraphs(OptimiseRun& r, TimingBackend& backend, const std::string& file, const Graph& a,
+                                     const Graph& b, int pairs, const TimingOptions& timing, bool* files,
+                                     std::string* note) {
+  *files = false;
+  if (!file.empty()) {
+    try {
+      PairedTimes t = backend.TimePairedFiles(r.model.file, file, r.model.AsGiven(), pairs, timing);
+      *files = true;
+      return t;
+    } catch (const Error& e) {
+      *note = backend.name() + " could not time the files (" + e.what() + "): the graphs are timed";
+      r.warn(*note);
+    }
+  }
+  return backend.TimePaired(a, b, pairs, timing);
+}
+
 void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timing) {
   VerdictRecord& rec = r.res.verdict;
   rec.guard_device = r.guard_device;
@@ -1159,10 +1211,15 @@ void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timi
   // needs for its interval (ONNX Runtime's session pairs).
   const int pairs = r.o.measure_runs > 0 ? rec.pairs : std::max(rec.pairs, r.guard_backend->min_paired_pairs());
   const TimingOptions guard_timing = pairs == rec.pairs ? timing : VerdictTiming(pairs, r.o.seed);
-  r.info("measuring both in " + r.guard_device + " too (the guard, " + std::to_string(pairs) + " interleaved pairs)");
+  std::string files_note;
+  const std::string file = FileToWrite(r, *r.guard_backend, &files_note);
+  r.info("measuring both " + std::string(file.empty() ? "" : "files ") + "in " + r.guard_device + " too (the guard, " +
+         std::to_string(pairs) + " interleaved pairs)");
   try {
-    static_cast<Verdict&>(rec.guard) =
-        Judge(r.guard_backend->TimePaired(r.original_cut, optimised_cut, pairs, guard_timing), r.level);
+    static_cast<Verdict&>(rec.guard) = Judge(TimeFilesOrGraphs(r, *r.guard_backend, file, r.original_cut, optimised_cut,
+                                                               pairs, guard_timing, &rec.guard_files, &files_note),
+                                             r.level);
+    rec.guard_note = files_note;
   } catch (const Error& e) {
     rec.guard_note = r.guard_device + " could not time the pair: " + e.what();
     rec.keep_original = true;
@@ -1306,6 +1363,9 @@ void Measure(OptimiseRun& r) {
   // instead: that is reported (VerdictRecord::drifts), not measured again
   // (measuring again on it too changed no estimate's error in two corpus
   // sweeps, and took a second measurement in 15 of 49 runs in a quiet hour).
+  // The files where the import converted the model (VerdictRecord::files).
+  const std::string file = check.unchanged ? "" : FileToWrite(r, *r.counted, &rec.files_note);
+  if (!rec.files_note.empty()) r.info(rec.files_note);
   VerdictRecord steadiest;
   double steadiest_ratio = 0;
   for (;;) {
@@ -1319,9 +1379,13 @@ void Measure(OptimiseRun& r) {
       series = r.counted->TimeGraphRuns(r.original_cut, timing);
       rec.before_ms = rec.after_ms = Median(series);
     } else {
-      r.info("measuring original and optimised graphs end to end (" + std::to_string(rec.pairs) +
-             " interleaved pairs, " + About(2 * rec.pairs * run_s) + ")");
-      const PairedTimes times = r.counted->TimePaired(r.original_cut, optimised_cut, rec.pairs, timing);
+      r.info(std::string(file.empty() || !rec.files_note.empty()
+                             ? "measuring original and optimised graphs end to end ("
+                             : "measuring the model file as given and the file to be written end to end (the "
+                               "import converted the model to another form; ") +
+             std::to_string(rec.pairs) + " interleaved pairs, " + About(2 * rec.pairs * run_s) + ")");
+      const PairedTimes times = TimeFilesOrGraphs(r, *r.counted, rec.files_note.empty() ? file : "", r.original_cut,
+                                                  optimised_cut, rec.pairs, timing, &rec.files, &rec.files_note);
       static_cast<Verdict&>(rec) = Judge(times, level);
       for (size_t i = 0; i < times.wall_a.size() && i < times.wall_b.size(); ++i)
         series.push_back(times.wall_a[i] + times.wall_b[i]);
@@ -1480,6 +1544,38 @@ void Retries(OptimiseRun& r) {
   }
 }
 
+// How `written` is written: at the input's opset where it was converted for
+// the search (11, 12; 7 to 10 are written at 11; 18 to 26 were converted to
+// 17), where the converted model imported again computes the same; else at
+// its own opset, `note` saying why. `converted`: the line saying it was
+// converted back ("" where it was not). Throws rlflow::Error where a model
+// of opsets 18+ does not convert back (there is no other form to write).
+static WriteOptions WrittenForm(OptimiseRun& r, const Graph& written, std::string* note, std::string* converted) {
+  WriteOptions write;
+  note->clear();
+  converted->clear();
+  const int64_t source_opset = written.info().source_opset;
+  if (source_opset <= 0 || source_opset == written.opset()) return write;
+  int written_opset = 0;
+  try {
+    Graph back =
+        ReimportGraph(written, "the model converted back to its opset", r.model.import, write, &written_opset, note);
+    if (written_opset != written.opset()) {
+      EquivalenceResult c = CompareGraphs(written, back, r.o.seed, r.o.tolerance);
+      if (!c.within) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
+      *converted = "converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
+                   Format("%g", c.max_error) + ")";
+    }
+  } catch (const Error& e) {
+    if (source_opset > kMaxOpset)
+      Fail("the optimised model converted back to opset ", source_opset, " does not check (", e.what(), ")");
+    *note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
+            std::to_string(written_opset) + " does not check (" + e.what() + ")";
+    write.at_graph_opset = true;
+  }
+  return write;
+}
+
 // Saves the timing cache; writes the model (the original unless the result is
 // faster), the DOT graph and the picture, each atomically.
 void Write(OptimiseRun& r) {
@@ -1515,33 +1611,9 @@ void Write(OptimiseRun& r) {
     CheckWritablePath(output, "--output");
     model.CopyFileTo(output);
   } else {
-    // At the input's opset where it was converted for the search (11, 12;
-    // 7 to 10 are written at 11; 18 to 26 were converted to 17): the
-    // converted model is imported again and must compute the same.
-    WriteOptions write;
-    const int64_t source_opset = written.info().source_opset;
-    if (source_opset > 0 && source_opset != written.opset()) {
-      int written_opset = 0;
-      std::string note;
-      try {
-        Graph back =
-            ReimportGraph(written, "the model converted back to its opset", model.import, write, &written_opset, &note);
-        if (written_opset != written.opset()) {
-          EquivalenceResult c = CompareGraphs(written, back, o.seed, o.tolerance);
-          if (!c.within) Fail("relative error ", c.max_error, " at '", c.worst_output, "'");
-          r.info("converted back to opset " + std::to_string(written_opset) + " (checked, max relative error " +
-                 Format("%g", c.max_error) + ")");
-        }
-      } catch (const Error& e) {
-        // From opsets 18+ there is no other form to write.
-        if (source_opset > kMaxOpset)
-          Fail("the optimised model converted back to opset ", source_opset, " does not check (", e.what(), ")");
-        note = "written at opset " + std::to_string(written.opset()) + ": the model converted back to opset " +
-               std::to_string(written_opset) + " does not check (" + e.what() + ")";
-        write.at_graph_opset = true;
-      }
-      rec.opset_note = note;
-    }
+    std::string converted;
+    const WriteOptions write = WrittenForm(r, written, &rec.opset_note, &converted);
+    if (!converted.empty()) r.info(converted);
     CheckWritablePath(output, "--output");
     std::string ignored;
     WriteOnnxFile(written, output, write.at_graph_opset ? &ignored : &rec.opset_note, write);
@@ -1810,6 +1882,11 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
           "the runs; the verdict is the median of the per-pair ratios, which such drift does not move)\n",
           ratio_of_medians);
   }
+  if (v.files)
+    s += "            (the model file as given against the file written: the import converted the model to another "
+         "form, which the runtime can run otherwise)\n";
+  else if (!v.files_note.empty())
+    s += "            (" + v.files_note + ")\n";
   if (v.measurements > 1)
     s += Format(
         "            (measured %d times: the original's speed right before and right after a measurement "
@@ -1851,7 +1928,9 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
                       {"after_cpu_ms", v.b_cpu_ms},
                       {"measurements", v.measurements},
                       {"kept_measurement", v.kept},
-                      {"drifts", v.drifts}};
+                      {"drifts", v.drifts},
+                      {"timed", v.files ? "files" : "graphs"},  // VerdictRecord::files
+                      {"files_note", v.files_note}};
   Json readings = Json::array();
   for (const auto& [before, after] : v.readings) readings.push_back(Json{{"before", before}, {"after", after}});
   j["verdict"]["time_base_readings"] = readings;
@@ -1876,6 +1955,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
   if (!v.guard_device.empty()) {
     j["verdict"]["guard"] = other_verdict(v.guard, v.guarded, v.guard_note);
     j["verdict"]["guard"]["device"] = v.guard_device;
+    j["verdict"]["guard"]["timed"] = v.guard_files ? "files" : "graphs";
   }
   if (v.second_measured)
     s += Format("second:     at %s: %s -> %s ms, %s%s\n", v.second_binding.c_str(), Ms(v.second.a_ms).c_str(),

@@ -75,6 +75,9 @@ struct OptimiseRun {
   // nodes, for the verdict there (empty: not checked there); its shapes.
   Graph original_other_cut, optimised_other_cut;
   std::string other_binding;
+  // verdict: where the file to be written is, where the verdict times the
+  // files (VerdictRecord::files; removed with the run, "": none made)
+  std::string verdict_dir;
   int64_t real_steps = 0;  // every attempt's
   // The search at the second binding too (PipelineOptions::
   // second_binding_search; null: off): its import, the cost model there (on

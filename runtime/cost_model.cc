@@ -275,6 +275,11 @@ TimingOptions VerdictTiming(int pairs, uint64_t seed) {
 
 int VerdictBlocks(int pairs) { return pairs > 40 ? pairs / 10 : 0; }
 
+PairedTimes TimingBackend::TimePairedFiles(const std::string&, const std::string&, const Graph&, int,
+                                           const TimingOptions&) {
+  Fail("the ", name(), " backend does not run model files");
+}
+
 void RunAlternately(int pairs, const std::function<void(bool a)>& time) {
   for (int k = 0; k < std::max(pairs, 1); ++k) {
     time(k % 2 == 0);

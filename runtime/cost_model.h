@@ -130,6 +130,18 @@ class TimingBackend {
   // so that machine noise affects both alike. A graph faster than
   // options.min_sample_ms runs repeatedly per sample (times are per run).
   virtual PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& options) = 0;
+  // TimePaired of two model files as the runtime loads them (their external
+  // data files beside them), on the inputs `inputs` has (RandomInputs, by
+  // graph input name): the file a user gave against the file a run would
+  // write, where the import converted the model to another form (an older
+  // opset's, ONNX's experimental operators) that the runtime may run
+  // otherwise than the file. Only where times_files(); others throw
+  // rlflow::Error.
+  virtual PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
+                                      const TimingOptions& options);
+  // Whether TimePairedFiles runs files: a runtime that loads ONNX models
+  // (ONNX Runtime). rlflow's executors run rlflow's graphs.
+  virtual bool times_files() const { return false; }
   // Every node timed in place during `runs` warm whole-graph runs.
   virtual InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) = 0;
   // Whether a node's in-context time depends on the graph around it beyond
@@ -186,6 +198,12 @@ class CountingBackend : public TimingBackend {
     ++measurements_;
     return inner_->TimePaired(a, b, pairs, options);
   }
+  PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
+                              const TimingOptions& options) override {
+    ++measurements_;
+    return inner_->TimePairedFiles(a, b, inputs, pairs, options);
+  }
+  bool times_files() const override { return inner_->times_files(); }
   InContextTimes TimeNodesInContext(const Graph& graph, int runs, const TimingOptions& options) override {
     ++measurements_;
     return inner_->TimeNodesInContext(graph, runs, options);

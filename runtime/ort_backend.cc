@@ -275,6 +275,13 @@ class OrtBackend : public TimingBackend {
   PairedTimes TimePaired(const Graph& a, const Graph& b, int pairs, const TimingOptions& o) override {
     Files f(this);
     std::string ma = f.Model(a), mb = f.Model(b), inputs = f.Inputs(a, o.seed);
+    return Paired(ma, mb, inputs, pairs, o, "timing two graphs against each other");
+  }
+
+  // The models at paths `ma` and `mb` timed against each other (ort_run.js's
+  // "paired") on the inputs in `inputs` (Files::Inputs).
+  PairedTimes Paired(const std::string& ma, const std::string& mb, const std::string& inputs, int pairs,
+                     const TimingOptions& o, const char* what) {
     Json r = server_->Request({{"op", "paired"},
                                {"a", ma},
                                {"b", mb},
@@ -283,7 +290,7 @@ class OrtBackend : public TimingBackend {
                                {"warmup", std::max(o.warmup, 1)},
                                {"min_ms", o.min_sample_ms},
                                {"blocks", o.blocks > 0 ? o.blocks : kSessionPairs}},
-                              "timing two graphs against each other");
+                              what);
     PairedTimes t;
     t.wall_a = r.at("wall_a").get<std::vector<double>>();
     t.wall_b = r.at("wall_b").get<std::vector<double>>();
@@ -293,6 +300,13 @@ class OrtBackend : public TimingBackend {
     if (r.contains("blocks")) t.blocks = r.at("blocks").get<std::vector<int>>();
     return t;
   }
+
+  PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
+                              const TimingOptions& o) override {
+    Files f(this);
+    return Paired(a, b, f.Inputs(inputs, o.seed), pairs, o, "timing two model files against each other");
+  }
+  bool times_files() const override { return true; }
 
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions& o) override {
     Graph named = Tagged(g);

@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_util.h"
 #include "core/graph_builder.h"
 #include "core/node_key.h"
+#include "core/onnx_io.h"
 #include "runtime/cost_model.h"
 #include "runtime/stats.h"
 
@@ -210,6 +212,39 @@ TEST_F(Live, PairedRunsAreInterleavedAndInCpuTime) {
   t = backend_->TimePaired(c.g, c.g, backend_->min_paired_pairs(), o);
   EXPECT_EQ(t.blocks, std::vector<int>({5, 5, 5, 5}));
   EXPECT_EQ(VerdictPairs(3.0, *backend_), 20);  // 10 on the executor at 3 s: two session pairs
+}
+
+// Two model files timed against each other as ONNX Runtime loads them (the
+// verdict's input file against the file to be written), on the inputs of
+// the graph given: in session pairs as graphs are. A file that is not there
+// is a one-line error, and the server goes on. rlflow's executor runs no
+// files.
+TEST_F(Live, TimesModelFilesAgainstEachOther) {
+  EXPECT_TRUE(backend_->times_files());
+  Chain c = MakeChain();
+  const std::string dir = MakeTempDir("ort_files_");
+  const std::string a = dir + "/a.onnx", b = dir + "/b.onnx";
+  WriteOnnxFile(c.g, a);
+  WriteOnnxFile(c.g, b);
+  TimingOptions o;
+  o.min_sample_ms = 0.5;
+  PairedTimes t = backend_->TimePairedFiles(a, b, c.g, 23, o);
+  ASSERT_EQ(t.wall_a.size(), 23u);
+  ASSERT_EQ(t.wall_b.size(), 23u);
+  ASSERT_EQ(t.cpu_b.size(), 23u);
+  EXPECT_EQ(t.blocks, std::vector<int>({6, 6, 6, 5}));
+  for (size_t k = 0; k < 23; ++k) EXPECT_GT(t.wall_b[k], 0.0);
+  try {
+    backend_->TimePairedFiles(a, dir + "/missing.onnx", c.g, 5, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+  EXPECT_GT(backend_->TimeGraph(c.g, TimingOptions{}), 0.0);
+  std::unique_ptr<TimingBackend> cpu = MakeTimingBackend("cpu", BackendOptions{});
+  EXPECT_FALSE(cpu->times_files());
+  EXPECT_THROW(cpu->TimePairedFiles(a, b, c.g, 5, o), Error);
+  RemoveTree(dir);
 }
 
 TEST_F(Live, ProfilesNodesInContext) {
