@@ -1160,8 +1160,9 @@ static std::string FileToWrite(OptimiseRun& r, const TimingBackend& backend, std
   const int64_t source_opset = given.info().source_opset;
   if (!backend.times_files() || source_opset <= 0 || source_opset == given.opset()) return "";
   if (r.model.file.empty() || r.model.external_data) {
-    *why = r.model.file.empty() ? "there is no input file to time (its nodes are out of order)"
-                                : "its weights are in external data files";
+    *why = !r.model.file.empty() ? "its weights are in external data files"
+           : r.model.from_zoo    ? "a zoo model has no input file to time"
+                                 : "there is no input file to time (its nodes are out of order)";
     *why += ": the graphs are timed, not the files";
     return "";
   }
