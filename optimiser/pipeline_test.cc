@@ -616,11 +616,34 @@ TEST(Pipeline, TheGuardKeepsWhatOnnxRuntimeRunsSlower) {
     EXPECT_EQ(j["retries"][0]["guard"]["outcome"], "faster");
     EXPECT_EQ(r.verdict.guard.outcome, Verdict::Outcome::kFaster);
     EXPECT_EQ(j["verdict"]["guard"]["outcome"], "faster");
+    // The retry's verdict at 97.5% (two retries), its guard at 95%: a veto
+    // is never looser in a retry.
+    EXPECT_EQ(r.verdict.wall.level, 0.975);
+    EXPECT_EQ(r.verdict.guard.wall.level, 0.95);
     EXPECT_FALSE(r.verdict.keep_original);
     EXPECT_EQ(ops.count("0a73e9f3f3a1"), 0u);
     EXPECT_EQ(ops["9638de9c216a"], 1);
     EXPECT_EQ(ImportOnnxFile(o.output).OpCounts()["LayerNormalization"], 1);
   }
+  // Without --measure_runs, the guard in a runtime that times in session
+  // pairs (as ONNX Runtime) gives this fast model what its own verdict
+  // there would: 120 pairs in 12 session pairs; the executor's verdict 40
+  // in one block.
+  o.measure_runs = 0;
+  o.retries = 0;
+  o.guard = "ort";
+  o.make_guard_backend = []() -> std::unique_ptr<TimingBackend> {
+    auto b = std::make_unique<testing::ScriptedBackend>("scripted-fusing", FusionNodeMs, FusionRunMs);
+    b->set_min_paired_pairs(20);
+    return b;
+  };
+  PipelineResult r = RunPipeline(o);
+  ASSERT_TRUE(r.verdict.guarded) << r.Summary();
+  nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+  EXPECT_EQ(j["verdict"]["pairs"], 40);
+  EXPECT_EQ(j["verdict"]["blocks"], 1);
+  EXPECT_EQ(j["verdict"]["guard"]["pairs"], 120);
+  EXPECT_EQ(j["verdict"]["guard"]["blocks"], 12);
 }
 
 // The verdict at the check's second binding of the symbolic dimensions
@@ -812,6 +835,11 @@ TEST(Pipeline, TheSearchAtTheSecondBindingTakesOnlyGraphsNotSlowerThere) {
     ASSERT_FALSE(r.retries.empty());
     EXPECT_EQ(r.retries.back().applied, 1);
     EXPECT_EQ(r.retries.back().outcome, "faster");
+    // The retry's verdict at its stricter level, the second binding's at
+    // 95%: a veto is never looser in a retry.
+    EXPECT_GT(r.verdict.wall.level, 0.95);
+    ASSERT_TRUE(r.verdict.second_measured);
+    EXPECT_EQ(r.verdict.second.wall.level, 0.95);
     nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
     EXPECT_FALSE(j["search"].contains("second_binding"));
   }
