@@ -75,6 +75,9 @@ DEFINE_string(device, "cpu", "with --self_pairs: the timing backend (cpu or ort)
 DEFINE_int32(pairs, 40, "with --self_pairs: pairs per measurement (the verdict's default)");
 DEFINE_double(min_sample_ms, 0,
               "with --self_pairs: each sample at least this long (0: the verdict's, 1000 / min(--pairs, 40) ms)");
+DEFINE_int32(blocks, 0,
+             "with --self_pairs: session pairs (ONNX Runtime's blocks of fresh sessions; 0: the verdict's, "
+             "VerdictBlocks)");
 DEFINE_string(explain, "",
               "with --model: instead, the cost model's estimate of this ONNX file (a rewrite of --model) against "
               "--model's, per op type and per cost key");
@@ -106,6 +109,7 @@ int SelfPairs() {
   for (int k = 0; k < FLAGS_self_pairs; ++k) {
     TimingOptions timing = VerdictTiming(FLAGS_pairs, 1 + k);
     if (FLAGS_min_sample_ms > 0) timing.min_sample_ms = FLAGS_min_sample_ms;
+    if (FLAGS_blocks > 0) timing.blocks = FLAGS_blocks;
     const PairedTimes t = backend->TimePaired(a, b, FLAGS_pairs, timing);
     const RatioInterval w = BlockedPairedRatio(t.wall_a, t.wall_b, t.blocks),
                         c = BlockedPairedRatio(t.cpu_a, t.cpu_b, t.blocks);
@@ -184,6 +188,7 @@ int Explain() {
 // model, interleaved (A B B A ...).
 int CompareMethods() {
   if (!(FLAGS_min_sample_ms >= 0)) Fail("--min_sample_ms must be at least 0, got ", FLAGS_min_sample_ms);
+  if (FLAGS_blocks < 0) Fail("--blocks must be at least 0, got ", FLAGS_blocks);
   if (FLAGS_self_pairs > 0) return SelfPairs();
   if (!FLAGS_explain.empty()) return Explain();
   ImportOptions io;
