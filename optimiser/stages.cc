@@ -1142,11 +1142,6 @@ void Check(OptimiseRun& r) {
   }
 }
 
-// The guard (PipelineOptions::guard): the pair the verdict found faster,
-// timed in the guard's runtime too (the same pairs and level); the original
-// is kept if it runs faster there. A runtime that cannot be started (no
-// Node.js or onnxruntime-node) leaves the run unguarded, said so; one that
-// cannot run the pair keeps the original.
 static WriteOptions WrittenForm(OptimiseRun& r, const Graph& written, std::string* note, std::string* converted);
 
 // The level of the measurements that can only keep the original (the guard,
@@ -1208,6 +1203,12 @@ static PairedTimes TimeFilesOrGraphs(OptimiseRun& r, TimingBackend& backend, con
   return backend.TimePaired(a, b, pairs, timing);
 }
 
+// The guard (PipelineOptions::guard): the pair the verdict found faster,
+// timed in the guard's runtime too (at least the verdict's pairs, at
+// kVetoLevel; the files where the import converted the model, as
+// FileToWrite); the original is kept if it runs faster there. A runtime that cannot be started (no
+// Node.js or onnxruntime-node) leaves the run unguarded, said so; one that
+// cannot run the pair keeps the original.
 void Guard(OptimiseRun& r, const Graph& optimised_cut, const TimingOptions& timing) {
   VerdictRecord& rec = r.res.verdict;
   rec.guard_device = r.guard_device;
