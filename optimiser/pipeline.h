@@ -102,8 +102,10 @@ struct PipelineOptions {
   // run the written model: a rewrite that pays on rlflow's executor can
   // break a pattern ORT fuses), "ort", or "none". When the device's verdict
   // finds the result faster, both graphs are timed in the guard's runtime
-  // too, interleaved, and the original is written if it is slower there
-  // (its interval below 1; with `retries` as for a slower verdict). Not
+  // too, interleaved (as many pairs as the verdict there would take; the
+  // files where VerdictRecord::files), and the original is written if it
+  // is slower there (its 95% interval below 1, in a retry too; with
+  // `retries` as for a slower verdict). Not
   // with --force_optimised, a scripted backend or --device=ort.
   std::string guard = "auto";
   // The verdict at a second binding of the symbolic dimensions, the one the
