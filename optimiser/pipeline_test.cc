@@ -1862,7 +1862,7 @@ TEST(Pipeline, TheVerdictTimesTheFilesWhereTheImportConvertedTheModel) {
       EXPECT_FALSE(r.verdict.keep_original);
       continue;
     }
-    EXPECT_EQ(*files_timed, 2);  // once each side (the scripted backend times a file once per pair's series)
+    EXPECT_EQ(*files_timed, 2);  // once each side (the scripted backend times a file once per measurement)
     EXPECT_EQ(c.guard ? r.verdict.guard_files : r.verdict.files, true);
     EXPECT_EQ(c.guard ? j["verdict"]["guard"]["timed"] : j["verdict"]["timed"], "files");
     EXPECT_NEAR(timed.a_ms, 10.0, 0.05);  // the input file's (the graph's: 3 ms), jitter 1.000 to 1.004

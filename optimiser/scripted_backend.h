@@ -34,7 +34,6 @@ class ScriptedBackend : public TimingBackend {
   // file_ms(path).
   bool times_files() const override { return static_cast<bool>(file_ms_); }
   void set_file_ms(std::function<double(const std::string&)> file_ms) { file_ms_ = std::move(file_ms); }
-  int files_timed() const { return files_timed_; }
   std::string fingerprint() const override { return fingerprint_; }
   double RunTime(const Graph& g) const {
     if (run_ms_) return run_ms_(g);
@@ -50,7 +49,6 @@ class ScriptedBackend : public TimingBackend {
   PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
                               const TimingOptions& o) override {
     if (!file_ms_) return TimingBackend::TimePairedFiles(a, b, inputs, pairs, o);
-    ++files_timed_;
     return Paired(file_ms_(a), file_ms_(b), pairs, o);
   }
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
@@ -79,7 +77,6 @@ class ScriptedBackend : public TimingBackend {
     return t;
   }
   std::function<double(const std::string&)> file_ms_;
-  int files_timed_ = 0;
   std::string fingerprint_;
   bool fuses_nodes_ = false;
   int min_paired_pairs_ = 0;

@@ -1281,14 +1281,12 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
   // 0.94x to 0.99x by session, 4 sessions x 30 pairs), so 40 pairs in 4
   // session pairs did not resolve it (0.955x [0.916, 1.009]; 120 in 4:
   // 0.972x [0.933, 1.019]).
-  const int pairs = rec.pairs;
-  const TimingOptions& second_timing = timing;
   r.info(std::string("measuring both at ") +
          (given ? "--second_input_shape's" : "the check's second binding of the symbolic dimensions") + " too (" +
-         r.other_binding + ", " + std::to_string(pairs) + " interleaved pairs)");
+         r.other_binding + ", " + std::to_string(rec.pairs) + " interleaved pairs)");
   try {
     static_cast<Verdict&>(rec.second) =
-        Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, pairs, second_timing), kVetoLevel);
+        Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, rec.pairs, timing), kVetoLevel);
   } catch (const Error& e) {
     rec.second_note = std::string("the pair could not be timed there: ") + e.what();
     if (required) rec.keep_original = true;
