@@ -403,12 +403,14 @@ struct VerdictRecord : Verdict {
   // the result faster: `second_binding` the shapes ("": none, or not asked),
   // `second_measured` whether both were timed there, `second_required`
   // whether a slower result there keeps the original, `second_note` why it
-  // was not measured or what failed.
+  // was not measured or what failed (measured: why the graphs were timed
+  // where the files were wanted, as `files_note`).
   std::string second_binding;
   bool second_measured = false, second_required = false;
   bool second_given = false;  // by --second_input_shape
   Verdict second;
   std::string second_note;
+  bool second_files = false;  // timed the files there (as `files`)
   bool second_slower() const { return second_measured && second.outcome == Outcome::kSlower; }
   // The original is kept because the result is slower at the second binding.
   bool second_vetoed() const { return second_required && second_slower(); }

@@ -1840,7 +1840,7 @@ TEST(Pipeline, TheVerdictTimesTheFilesWhereTheImportConvertedTheModel) {
     auto make = [model, c, files_timed](bool files) {
       auto b = std::make_unique<testing::ScriptedBackend>("files", [](const Graph&, NodeId) { return 1.0; });
       if (files)
-        b->set_file_ms([model, c, files_timed](const std::string& path) {
+        b->set_file_ms([model, c, files_timed](const std::string& path, const Graph&) {
           ++*files_timed;
           return path == model ? 10.0 : c.written_ms;
         });
@@ -1877,6 +1877,63 @@ TEST(Pipeline, TheVerdictTimesTheFilesWhereTheImportConvertedTheModel) {
       ASSERT_TRUE(out.ParseFromString(ReadFile(o.output)));
       EXPECT_EQ(out.opset_import(0).version(), 11);
       EXPECT_EQ(out.graph().node_size(), 2);  // one Relu fewer
+    }
+  }
+}
+
+// The verdict at the check's second binding times the files too where the
+// import converted the model (opset 11 here), fed the inputs of that binding:
+// the written file 8 ms against the input file's 10 at the given shape
+// (x: 4 x 8) and `second_ms` at the second (x: 2 x 8), which keeps the
+// original when slower there (--second_binding_verdict=require).
+TEST(Pipeline, TheVerdictAtTheSecondBindingTimesTheFilesToo) {
+  std::string dir = testing::MakeTempDir("pipeline_files_second_");
+  onnx::ModelProto m;
+  m.set_ir_version(7);
+  m.add_opset_import()->set_version(11);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("twice");
+  DeclareTensor(g->add_input(), "x", onnx::TensorProto::FLOAT, {"N", "8"});
+  DeclareTensor(g->add_output(), "y", onnx::TensorProto::FLOAT, {"N", "8"});
+  AddOnnxNode(g, "Relu", {"x"}, "a");
+  AddOnnxNode(g, "Relu", {"x"}, "b");
+  AddOnnxNode(g, "Add", {"a", "b"}, "y");
+  const std::string model = dir + "/twice_symbolic11.onnx";
+  WriteFileAtomically(model, m.SerializeAsString());
+  for (const double second_ms : {12.0, 9.0}) {
+    SCOPED_TRACE(second_ms);
+    PipelineOptions o = CseOptions(dir, model);
+    o.retries = 0;
+    o.second_binding_verdict = "require";
+    auto rows_timed = std::make_shared<std::vector<int64_t>>();
+    o.make_backend = [model, second_ms, rows_timed]() -> std::unique_ptr<TimingBackend> {
+      auto b = std::make_unique<testing::ScriptedBackend>("files", [](const Graph&, NodeId) { return 1.0; });
+      b->set_file_ms([model, second_ms, rows_timed](const std::string& path, const Graph& inputs) {
+        const int64_t rows = inputs.value(inputs.inputs()[0]).type.shape[0];
+        rows_timed->push_back(rows);
+        return path == model ? 10.0 : rows == 4 ? 8.0 : second_ms;
+      });
+      return b;
+    };
+    PipelineResult r = RunPipeline(o);
+    ASSERT_FALSE(r.check.unchanged) << r.Summary();
+    EXPECT_EQ(*rows_timed, (std::vector<int64_t>{4, 4, 2, 2})) << r.Summary();
+    EXPECT_TRUE(r.verdict.files);
+    EXPECT_TRUE(r.verdict.faster());
+    ASSERT_TRUE(r.verdict.second_measured) << r.Summary();
+    EXPECT_TRUE(r.verdict.second_files);
+    EXPECT_NEAR(r.verdict.second.a_ms, 10.0, 0.05);  // the input file's (the graph's: 3 ms)
+    nlohmann::json j = nlohmann::json::parse(ReadFile(o.report));
+    EXPECT_EQ(j["verdict"]["second_binding"]["timed"], "files");
+    EXPECT_NE(r.Summary().find("second:     at x:[2,8], the files: 10"), std::string::npos) << r.Summary();
+    if (second_ms > 10) {
+      EXPECT_EQ(r.verdict.second.outcome, Verdict::Outcome::kSlower);
+      EXPECT_TRUE(r.verdict.keep_original);
+      EXPECT_EQ(ReadFile(o.output), ReadFile(model));
+    } else {
+      EXPECT_EQ(r.verdict.second.outcome, Verdict::Outcome::kFaster);
+      EXPECT_FALSE(r.verdict.keep_original);
+      EXPECT_NE(ReadFile(o.output), ReadFile(model));
     }
   }
 }
@@ -1990,6 +2047,7 @@ TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
     SCOPED_TRACE(slower);
     PipelineOptions o = CseOptions(dir, model);
     o.guard = "ort";
+    o.measure_runs = 0;  // each measurement's own pairs
     // As ONNX Runtime might: a branch alone costs its nodes; the model with
     // an If whose then branch was optimised (fewer than 5 nodes) costs 2 ms
     // (or 0.5 ms), as it came 1 ms.
@@ -2006,13 +2064,20 @@ TEST(Pipeline, OptimisedBranchesAreCheckedInsideTheModel) {
         }
         return static_cast<double>(g.num_nodes());
       };
-      return std::make_unique<testing::ScriptedBackend>("scripted-ort", node_ms, run_ms);
+      auto backend = std::make_unique<testing::ScriptedBackend>("scripted-ort", node_ms, run_ms);
+      backend->set_min_paired_pairs(20);  // as ONNX Runtime: pairs in blocks of fresh sessions
+      return backend;
     };
     PipelineResult r = RunPipeline(o);
     ASSERT_EQ(r.branches.branches.size(), 2u);
     const BranchRecord& then_b = r.branches.branches[0];
     EXPECT_TRUE(then_b.verdict.faster());
     EXPECT_EQ(r.branches.check_device, "ort");
+    // A 1 ms model: as many pairs as a verdict in ONNX Runtime takes (120 in
+    // 12 session pairs), not a fixed 40.
+    ASSERT_FALSE(r.branches.checks.empty());
+    EXPECT_EQ(r.branches.checks[0].verdict.wall.n, 120);
+    EXPECT_EQ(r.branches.checks[0].verdict.blocks, 12);
     const std::string summary = r.Summary();
     if (slower) {
       // The first value of the condition is slower: the branches as they were.

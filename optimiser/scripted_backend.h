@@ -31,9 +31,10 @@ class ScriptedBackend : public TimingBackend {
   int min_paired_pairs() const override { return min_paired_pairs_; }
   void set_min_paired_pairs(int pairs) { min_paired_pairs_ = pairs; }
   // As ONNX Runtime (TimingBackend::times_files): a model file's run costs
-  // file_ms(path).
+  // file_ms(path, inputs) (`inputs`: the graph whose inputs it is fed).
+  using FileMs = std::function<double(const std::string&, const Graph&)>;
   bool times_files() const override { return static_cast<bool>(file_ms_); }
-  void set_file_ms(std::function<double(const std::string&)> file_ms) { file_ms_ = std::move(file_ms); }
+  void set_file_ms(FileMs file_ms) { file_ms_ = std::move(file_ms); }
   std::string fingerprint() const override { return fingerprint_; }
   double RunTime(const Graph& g) const {
     if (run_ms_) return run_ms_(g);
@@ -49,7 +50,7 @@ class ScriptedBackend : public TimingBackend {
   PairedTimes TimePairedFiles(const std::string& a, const std::string& b, const Graph& inputs, int pairs,
                               const TimingOptions& o) override {
     if (!file_ms_) return TimingBackend::TimePairedFiles(a, b, inputs, pairs, o);
-    return Paired(file_ms_(a), file_ms_(b), pairs, o);
+    return Paired(file_ms_(a, inputs), file_ms_(b, inputs), pairs, o);
   }
   InContextTimes TimeNodesInContext(const Graph& g, int runs, const TimingOptions&) override {
     InContextTimes t;
@@ -76,7 +77,7 @@ class ScriptedBackend : public TimingBackend {
     t.cpu_b = t.wall_b;
     return t;
   }
-  std::function<double(const std::string&)> file_ms_;
+  FileMs file_ms_;
   std::string fingerprint_;
   bool fuses_nodes_ = false;
   int min_paired_pairs_ = 0;

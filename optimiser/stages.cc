@@ -1051,7 +1051,7 @@ void Finish(OptimiseRun& r) {
 void Check(OptimiseRun& r) {
   const PipelineOptions& o = r.o;
   CheckRecord& rec = r.res.check = CheckRecord();
-  r.original_other_cut = r.optimised_other_cut = Graph();
+  r.original_other_cut = r.optimised_other_cut = r.original_other = Graph();
   r.other_binding.clear();
   const LoadedModel& model = r.model;
   // The original as the file computes it (static dimensions not folded).
@@ -1127,6 +1127,7 @@ void Check(OptimiseRun& r) {
         if (o.second_binding_verdict != "off") {  // the verdict there (Measure)
           r.original_other_cut = CutAtOpaque(original_other);
           r.optimised_other_cut = CutAtOpaque(optimised_other);
+          r.original_other = original_other;
           r.other_binding = SymbolicInputShapes(original, original_other);
           if (r.other_binding.empty()) r.other_binding = BindingText(other);
         }
@@ -1184,15 +1185,16 @@ static std::string FileToWrite(OptimiseRun& r, const TimingBackend& backend, std
 }
 
 // Times `a` against `b` on `backend`: the input file against `file` where one
-// was made (FileToWrite; `*files` set), else the graphs; a pair of files the
-// backend cannot run falls back to the graphs, `note` saying why.
+// was made (FileToWrite; `*files` set; their inputs as `inputs`'s, null: the
+// model's as given), else the graphs; a pair of files the backend cannot run
+// falls back to the graphs, `note` saying why.
 static PairedTimes TimeFilesOrGraphs(OptimiseRun& r, TimingBackend& backend, const std::string& file, const Graph& a,
                                      const Graph& b, int pairs, const TimingOptions& timing, bool* files,
-                                     std::string* note) {
+                                     std::string* note, const Graph* inputs = nullptr) {
   *files = false;
   if (!file.empty()) {
     try {
-      PairedTimes t = backend.TimePairedFiles(r.model.file, file, r.model.AsGiven(), pairs, timing);
+      PairedTimes t = backend.TimePairedFiles(r.model.file, file, inputs ? *inputs : r.model.AsGiven(), pairs, timing);
       *files = true;
       return t;
     } catch (const Error& e) {
@@ -1281,12 +1283,20 @@ void SecondBindingVerdict(OptimiseRun& r, const TimingOptions& timing) {
   // 0.94x to 0.99x by session, 4 sessions x 30 pairs), so 40 pairs in 4
   // session pairs did not resolve it (0.955x [0.916, 1.009]; 120 in 4:
   // 0.972x [0.933, 1.019]).
-  r.info(std::string("measuring both at ") +
+  // The files where the import converted the model, as the verdict's
+  // (FileToWrite), their inputs at this binding: the file as given is what
+  // the model runs as there too.
+  std::string files_note;
+  const std::string file = FileToWrite(r, *r.counted, &files_note);
+  r.info(std::string("measuring both ") + (file.empty() ? "" : "files ") + "at " +
          (given ? "--second_input_shape's" : "the check's second binding of the symbolic dimensions") + " too (" +
          r.other_binding + ", " + std::to_string(rec.pairs) + " interleaved pairs)");
   try {
     static_cast<Verdict&>(rec.second) =
-        Judge(r.counted->TimePaired(r.original_other_cut, r.optimised_other_cut, rec.pairs, timing), kVetoLevel);
+        Judge(TimeFilesOrGraphs(r, *r.counted, file, r.original_other_cut, r.optimised_other_cut, rec.pairs, timing,
+                                &rec.second_files, &files_note, &r.original_other),
+              kVetoLevel);
+    rec.second_note = files_note;
   } catch (const Error& e) {
     rec.second_note = std::string("the pair could not be timed there: ") + e.what();
     if (required) rec.keep_original = true;
@@ -1972,9 +1982,11 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
     j["verdict"]["guard"]["timed"] = v.guard_files ? "files" : "graphs";
   }
   if (v.second_measured)
-    s += Format("second:     at %s: %s -> %s ms, %s%s\n", v.second_binding.c_str(), Ms(v.second.a_ms).c_str(),
-                Ms(v.second.b_ms).c_str(), v.second.ToString().c_str(),
-                v.second_vetoed() ? " (required: the original is kept)" : "");
+    s += Format("second:     at %s%s: %s -> %s ms, %s%s\n", v.second_binding.c_str(),
+                v.second_files ? ", the files" : "", Ms(v.second.a_ms).c_str(), Ms(v.second.b_ms).c_str(),
+                v.second.ToString().c_str(), v.second_vetoed() ? " (required: the original is kept)" : "");
+  if (v.second_measured && !v.second_note.empty())
+    s += "            (" + v.second_note + ")\n";
   else if (!v.second_note.empty())
     s += Format("second:     at %s: %s\n", v.second_binding.c_str(), v.second_note.c_str());
   if (!v.second_binding.empty()) {
@@ -1982,6 +1994,7 @@ void DescribeVerdict(const PipelineResult& p, std::string& s, Json& j) {
     second["shapes"] = v.second_binding;
     second["given"] = v.second_given;
     second["required"] = v.second_required;
+    second["timed"] = v.second_files ? "files" : "graphs";
   }
   j["estimated_speedup"] = nothing_estimated ? 1.0 : before_estimate / after_estimate;
   j["predicted_after_ms"] = nothing_estimated ? v.before_ms : p.PredictedAfterMs();
@@ -2044,7 +2057,7 @@ void DescribeWrite(const PipelineResult& p, std::string& s, Json& j) {
         "written:    %s (the ORIGINAL model: the optimised graph is faster at the shapes it was optimised at "
         "but slower at %s)\n",
         output.c_str(), v.second_binding.c_str());
-  else if (v.keep_original && v.faster() && !v.guard_slower() && !v.second_note.empty())
+  else if (v.keep_original && v.faster() && !v.guard_slower() && !v.second_measured && !v.second_note.empty())
     s += Format("written:    %s (the ORIGINAL model: the optimised graph is faster but could not be timed at %s)\n",
                 output.c_str(), v.second_binding.c_str());
   else if (v.keep_original && v.faster())

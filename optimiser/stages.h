@@ -73,7 +73,9 @@ struct OptimiseRun {
   // check: the original (as the file computes it) and the optimised graph
   // at the check's second binding of the symbolic dimensions, cut at opaque
   // nodes, for the verdict there (empty: not checked there); its shapes.
-  Graph original_other_cut, optimised_other_cut;
+  // `original_other`: the original there, not cut (the inputs of the model
+  // file at that binding, where the verdict there times the files).
+  Graph original_other_cut, optimised_other_cut, original_other;
   std::string other_binding;
   // verdict: where the file to be written is, where the verdict times the
   // files (VerdictRecord::files; removed with the run, "": none made)
