@@ -192,7 +192,24 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   if (cached == replacement_cost_.end()) {
     Graph rep;
     try {
-      rep = o_.matcher->Replacement(g, m);
+      // Its weights as initializers (those computed from weights: their
+      // known values, or zeros of their shape), so that what the
+      // replacement computes from them is weight-only there too and its
+      // nodes are timed reading weights, as they run once folded
+      // (ExtractNode).
+      std::vector<TensorDataPtr> weights(m.inputs.size());
+      for (size_t k = 0; k < m.inputs.size(); ++k) {
+        const Value& v = g.value(m.inputs[k]);
+        if (!input_constant[k]) continue;
+        weights[k] = v.initializer ? v.initializer
+                     : v.known     ? v.known
+                     : v.type.IsStatic()
+                         ? std::make_shared<const TensorData>(
+                               v.type.dtype, v.type.shape,
+                               std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'))
+                         : nullptr;
+      }
+      rep = o_.matcher->Replacement(g, m, &weights);
     } catch (const Error&) {
       replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}, {}});
       ++stats_.rewrites_rejected;

@@ -202,6 +202,22 @@ bool DimsHold(State& s) {
       if (!inserted && it->second != values[k]) return false;
     }
   }
+  // A symbol that an input's dimension gives only as a multiple (2*h: a
+  // contraction split in halves) is bound where the dimension divides.
+  for (int k = 0; k < s.rule.inputs_size(); ++k) {
+    if (s.inputs[k] == kNoValue) continue;
+    const rules::TensorVar& var = s.rule.inputs(k);
+    const Shape& shape = s.g.value(s.inputs[k]).type.shape;
+    for (int d = 0; d < var.shape_size() && d < static_cast<int>(shape.size()); ++d) {
+      const rules::Dim& dim = var.shape(d);
+      if (dim.terms_size() != 1 || dim.constant() != 0 || dim.terms(0).coeff() < 2 ||
+          IsProductSymbol(dim.terms(0).symbol()) || s.symbols.count(dim.terms(0).symbol()))
+        continue;
+      const int64_t coeff = dim.terms(0).coeff();
+      if (shape[d] <= 0 || shape[d] % coeff != 0) return false;
+      s.symbols.emplace(dim.terms(0).symbol(), shape[d] / coeff);
+    }
+  }
   for (int k = 0; k < s.rule.inputs_size(); ++k) {
     if (s.inputs[k] == kNoValue) continue;
     const rules::TensorVar& var = s.rule.inputs(k);

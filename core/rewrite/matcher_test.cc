@@ -347,6 +347,34 @@ TEST(Matcher, BoundedInputsNeedAConstantWithinTheBound) {
   EXPECT_TRUE(m.FindAll(prelu({})).empty());  // not a constant
 }
 
+// A dimension written as a multiple of a symbol (2*h) binds the symbol
+// where the dimension divides: x @ w in two halves of the contraction
+// matches a contraction of 6 (h = 3), not one of 5; the halves compute
+// the same.
+TEST(Matcher, AMultipleOfASymbolBindsWhereTheDimensionDivides) {
+  Matcher m(ParseWrittenRules("rule halves\n  input X: float32[b, m, 2*h]\n  input W: float32[2*h, n]\n"
+                              "  let XS = Split(X, axis=2, outputs=2)\n  let WS = Split(W, axis=0, outputs=2)\n"
+                              "  source MatMul(X, W)\n  target Add(MatMul(XS#0, WS#0), MatMul(XS#1, WS#1))\n",
+                              "t.rules"),
+            /*both_directions=*/false);
+  auto matmul = [](int64_t k) {
+    GraphBuilder b(1);
+    ValueId x = b.Input("x", {1, 4, k});
+    std::vector<float> w(static_cast<size_t>(k * 5));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 7) - 0.02f;
+    return b.Build({b.Op("MatMul", {x, b.Const(TensorData::FromFloat(w, {k, 5}))})});
+  };
+  Graph even = matmul(6);
+  std::vector<Match> found = m.FindAll(even);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].symbols.at("h"), 3);
+  Graph out = m.Apply(even, found[0]);
+  EXPECT_EQ(out.OpCounts()["MatMul"], 2);
+  EXPECT_EQ(out.OpCounts()["Split"], 2);
+  EXPECT_LT(Diff(even, out), 1e-6);
+  EXPECT_TRUE(m.FindAll(matmul(5)).empty());
+}
+
 // An attribute given by a shape symbol (group=c) holds only where the
 // node's value equals that dimension at the match: a rule written with
 // group=h matches a depthwise conv only where h equals its channel count.

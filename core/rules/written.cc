@@ -176,7 +176,15 @@ class Parser {
         dims.push_back(tok_.text);
         Advance();
       } else {
-        dims.push_back(std::to_string(ParseInt()));
+        std::string dim = std::to_string(ParseInt());
+        if (IsPunct("*")) {  // 2*h: a multiple of a symbol
+          Advance();
+          if (tok_.kind != Token::kIdent) Fail(where_, ": expected a dimension symbol after '", dim, "*'");
+          if (std::stoll(dim) < 2) Fail(where_, ": a dimension's factor must be at least 2, got ", dim);
+          dim += "*" + tok_.text;
+          Advance();
+        }
+        dims.push_back(dim);
       }
       if (!IsPunct(",")) break;
       Advance();
@@ -340,6 +348,9 @@ DType DTypeByName(const std::string& name, const std::string& where) {
 }
 
 rules::Dim DimOf(const std::string& token) {
+  const size_t star = token.find('*');
+  if (star != std::string::npos && std::isdigit(static_cast<unsigned char>(token[0])))
+    return DimScale(DimSymbol(token.substr(star + 1)), std::stoll(token.substr(0, star)));  // 2*h
   if (std::isdigit(static_cast<unsigned char>(token[0])) || token[0] == '-') return DimConst(std::stoll(token));
   return DimSymbol(token);
 }

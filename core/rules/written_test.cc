@@ -200,6 +200,31 @@ TEST(WrittenRules, FilledConstantsDividedByADimension) {
   EXPECT_NE(ErrorOf(text("fill(1.0 / 3, [1, c, 1, 1])")).find("a dimension symbol after '/'"), std::string::npos);
 }
 
+// A dimension written as a multiple of a symbol (2*h) is that symbol with
+// its coefficient; a factor below 2, or a number after the '*', is an error
+// naming the line.
+TEST(WrittenRules, DimensionsThatAreMultiplesOfASymbol) {
+  std::vector<rules::Rule> r = ParseWrittenRules(
+      "rule halves\n  input X: float32[m, 2*h]\n  input W: float32[2*h, n]\n"
+      "  let XS = Split(X, axis=1, outputs=2)\n  let WS = Split(W, axis=0, outputs=2)\n"
+      "  source MatMul(X, W)\n  target Add(MatMul(XS#0, WS#0), MatMul(XS#1, WS#1))\n",
+      "t.rules");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(ShapeToString(r[0].inputs(0)), "[m,2h]");
+  const rules::Dim& k = r[0].inputs(1).shape(0);
+  ASSERT_EQ(k.terms_size(), 1);
+  EXPECT_EQ(k.terms(0).symbol(), "h");
+  EXPECT_EQ(k.terms(0).coeff(), 2);
+  EXPECT_EQ(k.constant(), 0);
+  EXPECT_EQ(RuleSymbols(r[0]), (std::vector<std::string>{"h", "m", "n"}));
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[1*h]\n  source Relu(X)\n  target Relu(X)\n")
+                .find("t.rules:2: a dimension's factor must be at least 2, got 1"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf("rule a\n  input X: float32[2*3]\n  source Relu(X)\n  target Relu(X)\n")
+                .find("t.rules:2: expected a dimension symbol after '2*'"),
+            std::string::npos);
+}
+
 TEST(WrittenRules, ErrorsNameTheLine) {
   EXPECT_NE(ErrorOf("rule a\n  input X: float32[n]\n  source Frobnicate(X)\n  target X\n")
                 .find("t.rules:3: rule 'a' (source): 'Frobnicate' is not a registry operator"),
