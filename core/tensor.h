@@ -81,6 +81,11 @@ class TensorData {
   // float32, float64, float16 or bfloat16.
   static TensorData FromDouble(const std::vector<double>& values, Shape shape, DType dtype);
   static TensorData ScalarInt64(int64_t value) { return FromInt64({value}, {}); }
+  // Zeros of a static type (a weight whose values do not matter, for timing).
+  static TensorData Zeros(const TensorType& type) {
+    return TensorData(type.dtype, type.shape,
+                      std::string(static_cast<size_t>(type.NumElements()) * DTypeSize(type.dtype), '\0'));
+  }
 
   const TensorType& type() const { return type_; }
   DType dtype() const { return type_.dtype; }

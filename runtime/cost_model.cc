@@ -95,10 +95,7 @@ Graph ExtractNode(const Graph& g, NodeId id) {
       TensorDataPtr weight;
       if (!v.initializer && !v.known && v.producer != kNoNode && IsFloatingPoint(v.type.dtype) && v.type.IsStatic()) {
         if (!weight_only) weight_only = WeightOnlyNodes(g);
-        if ((*weight_only)[v.producer])
-          weight = std::make_shared<const TensorData>(
-              v.type.dtype, v.type.shape,
-              std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
+        if ((*weight_only)[v.producer]) weight = std::make_shared<const TensorData>(TensorData::Zeros(v.type));
       }
       // Values computed at run time but known at the bound dimensions (shape
       // arithmetic on a symbolic batch) are timed with their actual value.

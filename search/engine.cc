@@ -201,13 +201,10 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
       for (size_t k = 0; k < m.inputs.size(); ++k) {
         const Value& v = g.value(m.inputs[k]);
         if (!input_constant[k]) continue;
-        weights[k] = v.initializer ? v.initializer
-                     : v.known     ? v.known
-                     : v.type.IsStatic()
-                         ? std::make_shared<const TensorData>(
-                               v.type.dtype, v.type.shape,
-                               std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'))
-                         : nullptr;
+        weights[k] = v.initializer       ? v.initializer
+                     : v.known           ? v.known
+                     : v.type.IsStatic() ? std::make_shared<const TensorData>(TensorData::Zeros(v.type))
+                                         : nullptr;
       }
       rep = o_.matcher->Replacement(g, m, &weights);
     } catch (const Error&) {
@@ -316,11 +313,7 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
       for (size_t k = 0; k < m.inputs.size(); ++k) {
         const Value& v = g.value(m.inputs[k]);
         if (!input_constant[k] || v.initializer) continue;
-        constants[k] =
-            v.known ? v.known
-                    : std::make_shared<const TensorData>(
-                          v.type.dtype, v.type.shape,
-                          std::string(static_cast<size_t>(v.type.NumElements()) * DTypeSize(v.type.dtype), '\0'));
+        constants[k] = v.known ? v.known : std::make_shared<const TensorData>(TensorData::Zeros(v.type));
       }
       Graph before = o_.matcher->Matched(g, m, &constants), after = o_.matcher->Replacement(g, m, &constants);
       FoldOptions fold;

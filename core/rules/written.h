@@ -21,7 +21,9 @@
 //     source Div(D, Sqrt(Add(ReduceMean(Pow(D, 2.0), axes=[-1]), 1e-05)))
 //     target LayerNormalization(X, fill(1.0, [d]), axis=-1, epsilon=1e-05)
 //
-// - `input NAME: TYPE[DIMS]`: DIMS are integers and symbols (identifiers);
+// - `input NAME: TYPE[DIMS]`: DIMS are integers, symbols (identifiers)
+//   and multiples of a symbol (`2*h`: the matcher binds h where the
+//   dimension divides, and the rule does not match where it does not);
 //   `[*]` makes the rule rank-generic: one rule per rank 1 to 4 (symbols
 //   d1, d2, ...), every `[*]` input of that shape. Names in later lines
 //   refer to inputs and lets. `input NAME: TYPE[DIMS] <= BOUND` is a
