@@ -82,6 +82,9 @@ class TensorData {
   static TensorData FromDouble(const std::vector<double>& values, Shape shape, DType dtype);
   static TensorData ScalarInt64(int64_t value) { return FromInt64({value}, {}); }
   // Zeros of a static type (a weight whose values do not matter, for timing).
+  // kMaxTimingZeros: the most elements such a stand-in has (1 GiB of
+  // float32); a larger one stays an input.
+  static constexpr int64_t kMaxTimingZeros = int64_t{1} << 28;
   static TensorData Zeros(const TensorType& type) {
     return TensorData(type.dtype, type.shape,
                       std::string(static_cast<size_t>(type.NumElements()) * DTypeSize(type.dtype), '\0'));

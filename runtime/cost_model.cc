@@ -93,7 +93,8 @@ Graph ExtractNode(const Graph& g, NodeId id) {
       // its weight an initializer, 3.6 ms with it an input): timed as
       // initializers (zeros; only the shape matters for timing).
       TensorDataPtr weight;
-      if (!v.initializer && !v.known && v.producer != kNoNode && IsFloatingPoint(v.type.dtype) && v.type.IsStatic()) {
+      if (!v.initializer && !v.known && v.producer != kNoNode && IsFloatingPoint(v.type.dtype) && v.type.IsStatic() &&
+          v.type.NumElements() <= TensorData::kMaxTimingZeros) {
         if (!weight_only) weight_only = WeightOnlyNodes(g);
         if ((*weight_only)[v.producer]) weight = std::make_shared<const TensorData>(TensorData::Zeros(v.type));
       }

@@ -201,10 +201,11 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
       for (size_t k = 0; k < m.inputs.size(); ++k) {
         const Value& v = g.value(m.inputs[k]);
         if (!input_constant[k]) continue;
-        weights[k] = v.initializer       ? v.initializer
-                     : v.known           ? v.known
-                     : v.type.IsStatic() ? std::make_shared<const TensorData>(TensorData::Zeros(v.type))
-                                         : nullptr;
+        weights[k] = v.initializer ? v.initializer
+                     : v.known     ? v.known
+                     : v.type.IsStatic() && v.type.NumElements() <= TensorData::kMaxTimingZeros
+                         ? std::make_shared<const TensorData>(TensorData::Zeros(v.type))
+                         : nullptr;
       }
       rep = o_.matcher->Replacement(g, m, &weights);
     } catch (const Error&) {
