@@ -90,6 +90,7 @@ class SearchRun {
     result.real_steps = st.rewrites_applied;
     result.gains_resolved = st.gains_resolved;
     result.gains_confirmed = st.gains_confirmed;
+    result.gains_resolve_s = st.gains_resolve_s;
     result.noise_rule = st.noise_rule;
     result.judged = true;  // the start, or a graph Acceptable accepted
     return std::move(result);

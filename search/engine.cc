@@ -1,6 +1,7 @@
 #include "search/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "core/node_key.h"
 #include "core/passes/fold_constants.h"
+#include "core/summary.h"
 
 namespace rlflow {
 namespace {
@@ -161,7 +163,8 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   const Graph& g = *s.graph_;
   // Rewrites inside weight-only subgraphs change nothing that runs: those
   // subgraphs are folded into initializers before export.
-  double removed = 0;
+  double removed = 0, removed_flops = 0;
+  int removed_nodes = 0;
   // Noise per cost key (the same key on both sides has the same timing: its
   // error cancels).
   std::vector<std::pair<uint64_t, double>> removed_keys;
@@ -173,8 +176,11 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
       memo->ms[id] = o_.cost->NodeMs(g, id);
       memo->noise[id] = o_.cost->NodeNoiseMs(g, id);
       memo->key[id] = NodeKeyHash(g, id);
+      memo->flops[id] = NodeFlops(g, id);
     }
     removed += memo->ms[id];
+    removed_flops += memo->flops[id];
+    ++removed_nodes;
     removed_keys.push_back({memo->key[id], memo->noise[id]});
   }
   if (!runs) return std::nullopt;
@@ -209,7 +215,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
       }
       rep = o_.matcher->Replacement(g, m, &weights);
     } catch (const Error&) {
-      replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, {}, {}});
+      replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, 0.0, {}, {}});
       ++stats_.rewrites_rejected;
       return std::nullopt;
     }
@@ -218,7 +224,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
     for (size_t k = 0; k < input_constant.size(); ++k) constant[k] = input_constant[k];
     for (ValueId v = 0; v < rep.num_values(); ++v)
       if (rep.IsConstant(v)) constant[v] = 1;
-    double added = 0;
+    double added = 0, added_flops = 0;
     std::vector<std::pair<uint64_t, double>> added_keys;
     for (NodeId id = 0; id < rep.num_nodes(); ++id) {  // added in topological order
       const Node& n = rep.node(id);
@@ -229,13 +235,15 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
         for (ValueId o : n.outputs) constant[o] = 1;
       } else {
         added += o_.cost->NodeMs(rep, id);
+        added_flops += NodeFlops(rep, id);
         added_keys.push_back({NodeKeyHash(rep, id), o_.cost->NodeNoiseMs(rep, id)});
       }
     }
     std::vector<char> out_permuted;
     for (ValueId o : rep.outputs()) out_permuted.push_back(PermutedView(rep, o) ? 1 : 0);
     cached = replacement_cost_
-                 .emplace(key, ReplacementCost{added, rep.num_nodes(), std::move(added_keys), std::move(out_permuted)})
+                 .emplace(key, ReplacementCost{added, rep.num_nodes(), added_flops, std::move(added_keys),
+                                               std::move(out_permuted)})
                  .first;
   }
   const ReplacementCost& rc = cached->second;
@@ -274,10 +282,20 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   }
   if (!added_keys.empty()) added_keys.insert(added_keys.end(), rc.keys.begin(), rc.keys.end());
   // The noise rule: a gain within the timings' noise is not a gain unless
-  // the two sides, timed against each other, say so.
+  // the two sides, timed against each other, say so. Nor is the gain of a
+  // replacement that runs more kernels to do no less work (a contraction
+  // in halves, a convolution split by its output channels): it rests on a
+  // kernel running faster at other shapes, a few percent that separately
+  // timed keys, taken minutes apart on a machine whose speed drifts, do
+  // not resolve (BERT-Base's contractions of 768 in halves: estimated
+  // faster, measured 2-4% slower).
   double gain = removed - added, used = gain;
   double noise = Noise(removed_keys, added_keys.empty() ? rc.keys : added_keys);
-  if (gain > 0 && gain <= noise) used = ResolvedGain(g, m, key, input_constant, gain);
+  const bool more_kernels = static_cast<int>(rc.keys.size()) > removed_nodes && rc.flops >= removed_flops;
+  if (gain > 0 && gain <= noise)
+    used = ResolvedGain(g, m, key, input_constant, gain, "within noise");
+  else if (gain > 0 && more_kernels)
+    used = ResolvedGain(g, m, key, input_constant, gain, "from more kernels doing the same work");
   // The surroundings: the replacement's key and the cost keys of the nodes
   // that read the match's outputs or write its inputs.
   if (!memo->consumers) memo->consumers = g.Consumers();
@@ -302,9 +320,10 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
 // model's timing of the two sides against each other (once per replacement
 // key: same rule side, input types and constness).
 double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
-                                   const std::vector<char>& input_constant, double estimate) {
+                                   const std::vector<char>& input_constant, double estimate, const char* why) {
   auto it = resolved_.find(key);
   if (it == resolved_.end()) {
+    const auto started = std::chrono::steady_clock::now();
     double outcome = 0;  // an unresolvable pair is no gain
     try {
       // Inputs computed from weights become constants (their values where
@@ -332,10 +351,11 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
     }
     it = resolved_.emplace(key, outcome).first;
     ++stats_.gains_resolved;
+    stats_.gains_resolve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (outcome == 1.0) ++stats_.gains_confirmed;
-    char line[160];
-    std::snprintf(line, sizeof line, "%s: estimated gain %.4f ms within noise; timed A/B: %s", MatchName(m).c_str(),
-                  estimate,
+    char line[200];
+    std::snprintf(line, sizeof line, "%s: estimated gain %.4f ms %s; timed A/B: %s", MatchName(m).c_str(), estimate,
+                  why,
                   outcome == 1.0 ? "faster"
                   : outcome == 0 ? "no difference"
                                  : "slower");

@@ -49,6 +49,7 @@ struct EngineStats {
   int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, shape or type change)
   int64_t gains_resolved = 0;           // noise rule: kinds of rewrite whose estimated gain was within noise, timed A/B
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
+  double gains_resolve_s = 0;           // seconds spent timing them
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
 };
 
@@ -149,21 +150,22 @@ class RewriteEngine {
   // Per node of one state's graph, computed on first use: cost key, time
   // and noise (a node is in many matches; its cost key is not cheap).
   struct NodeMemo {
-    explicit NodeMemo(int nodes) : key(nodes, 0), ms(nodes, -1.0), noise(nodes, -1.0) {}
+    explicit NodeMemo(int nodes) : key(nodes, 0), ms(nodes, -1.0), noise(nodes, -1.0), flops(nodes, -1.0) {}
     std::vector<uint64_t> key;
-    std::vector<double> ms, noise;
+    std::vector<double> ms, noise, flops;
     std::optional<std::vector<std::vector<std::pair<NodeId, int>>>> consumers;  // built when first needed
   };
   std::optional<Candidate> Estimate(const RewriteState& s, const Match& m, const std::vector<char>& weight_only,
                                     NodeMemo* memo);
   double ResolvedGain(const Graph& g, const Match& m, uint64_t key, const std::vector<char>& input_constant,
-                      double estimate);
+                      double estimate, const char* why);
 
   EngineOptions o_;
   EngineStats stats_;
   struct ReplacementCost {
     double added;  // -1: does not infer
     int nodes;
+    double flops;                                   // its running nodes' FLOPs
     std::vector<std::pair<uint64_t, double>> keys;  // its running nodes' cost keys and noise
     std::vector<char> out_permuted;                 // per output: a permuted view (PermutedView)
   };

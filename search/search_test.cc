@@ -302,6 +302,7 @@ TEST(Search, NoiseRule) {
     NoisyTable quiet;
     EXPECT_EQ(RunSearch(name, g, m, &quiet).applied.size(), 1u) << name;
     EXPECT_EQ(quiet.resolved, 0) << name;
+    EXPECT_EQ(RunSearch(name, g, m, &quiet).gains_resolve_s, 0.0) << name;
     // The Conv is very noisy, the Mul is not: the conv's error cancels.
     NoisyTable conv_noise;
     conv_noise.noise = {{"Conv", 5.0}, {"Mul", 0.5}};
@@ -328,6 +329,54 @@ TEST(Search, NoiseRule) {
     EXPECT_EQ(c.applied.size(), 1u) << name;
     EXPECT_EQ(c.gains_confirmed, 1) << name;
     EXPECT_DOUBLE_EQ(c.final_cost, 11.1) << name;
+  }
+}
+
+// A kernel that runs long contractions slowly (MatMul: K^2 / 4 ms for a
+// contraction of K), and no timing noise.
+class SlowLongContractions : public NoisyTable {
+ public:
+  OpCost NodeCost(const Graph& g, NodeId id) override {
+    OpCost c = NoisyTable::NodeCost(g, id);
+    if (g.node(id).op == "MatMul") {
+      const Shape& a = g.value(g.node(id).inputs[0]).type.shape;
+      c.ms = static_cast<double>(a.back() * a.back()) / 4.0;
+    }
+    return c;
+  }
+};
+
+const char kHalves[] = "51d7e94a6f7f";  // MatMul(X[b,m,2h], W[2h,n]) => the contraction in halves, summed
+
+// A replacement that runs more kernels to do no less work (a contraction in
+// halves) is taken only where the two sides timed against each other say
+// it is faster, however far above the noise its estimated gain is (here
+// 16 ms -> 1 + 4 + 4 + 1 ms, no noise; four Relus of 1 ms before).
+TEST(Search, MoreKernelsForTheSameWorkAreTimedAB) {
+  GraphBuilder b(3);
+  ValueId x = b.Input("x", {1, 4, 8});
+  for (int k = 0; k < 4; ++k) x = b.Op("Relu", {x});  // room for the search's node limit (2 x the original's)
+  ValueId w = b.Weight("w", {8, 3}, 0.5f);
+  Graph g = b.Build({b.Op("MatMul", {x, w})});
+  Matcher m(Rules({kHalves}));
+  for (const std::string name : {"greedy", "taso"}) {
+    SlowLongContractions same;  // A/B: no difference
+    SearchResult r = RunSearch(name, g, m, &same);
+    EXPECT_TRUE(r.applied.empty()) << name;
+    EXPECT_DOUBLE_EQ(r.final_cost, 4.0 + 16.0) << name;
+    EXPECT_EQ(same.resolved, 1) << name;
+    EXPECT_GT(r.gains_resolve_s, 0.0) << name;  // the time the A/B took (building and folding both sides here)
+    ASSERT_EQ(r.noise_rule.size(), 1u) << name;
+    EXPECT_NE(r.noise_rule[0].find("more kernels"), std::string::npos) << r.noise_rule[0];
+    EXPECT_EQ(same.before_nodes, 1) << name;  // the MatMul
+    EXPECT_EQ(same.after_nodes, 4) << name;   // Split of x, two MatMuls, Add (W's halves folded)
+    SlowLongContractions faster;
+    faster.outcome = 1.0;
+    SearchResult f = RunSearch(name, g, m, &faster);
+    ASSERT_EQ(f.applied.size(), 1u) << name;  // the halves of 4 cost as much as one of 4: not split again
+    EXPECT_EQ(f.applied[0], kHalves) << name;
+    EXPECT_DOUBLE_EQ(f.final_cost, 4.0 + 10.0) << name;
+    EXPECT_LT(MaxDiff(g, f.graph), 1e-5) << name;
   }
 }
 
