@@ -284,7 +284,7 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   // The noise rule: a gain within the timings' noise is not a gain unless
   // the two sides, timed against each other, say so. Nor is the gain of a
   // replacement that runs more kernels to do no less work (a contraction
-  // in halves, a convolution split by its output channels): it rests on a
+  // in halves, a bias moved out of a convolution): it rests on a
   // kernel running faster at other shapes, a few percent that separately
   // timed keys, taken minutes apart on a machine whose speed drifts, do
   // not resolve (BERT-Base's contractions of 768 in halves: estimated

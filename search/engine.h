@@ -47,7 +47,7 @@ struct EngineStats {
   // steps taken in the real environment, the currency a world model saves.
   int64_t rewrites_applied = 0;
   int64_t rewrites_rejected = 0;        // matches whose rewrite was invalid (cycle, shape or type change)
-  int64_t gains_resolved = 0;           // noise rule: kinds of rewrite whose estimated gain was within noise, timed A/B
+  int64_t gains_resolved = 0;           // noise rule: kinds of rewrite timed A/B (a gain within noise, or more kernels)
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   double gains_resolve_s = 0;           // seconds spent timing them
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome

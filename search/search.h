@@ -111,7 +111,7 @@ struct SearchWork {
 struct SearchResult : SearchWork {
   Graph graph;
   std::vector<std::string> applied;     // rules in the order applied ("<id>" or "<id> (reversed)")
-  int64_t gains_resolved = 0;           // noise rule: rewrite kinds whose estimated gain was within noise, timed A/B
+  int64_t gains_resolved = 0;           // noise rule: rewrite kinds timed A/B (a gain within noise, or more kernels)
   int64_t gains_confirmed = 0;          // ... of which the A/B timing confirmed the gain
   double gains_resolve_s = 0;           // seconds spent timing them
   std::vector<std::string> noise_rule;  // one line per such kind: rule, estimated gain, outcome
