@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/file_util.h"
@@ -808,6 +809,10 @@ void SearchRounds(OptimiseRun& r) {
   BatchNormAwareCost search_cost(&cost);
   options.cost = &search_cost;
   options.runner = &runner;
+  // Each kind of rewrite the noise rule times is timed, counted and listed
+  // once over the rounds (a round's new engine had listed it again).
+  std::unordered_map<uint64_t, double> noise_outcomes;
+  options.noise_outcomes = &noise_outcomes;
   // Only graphs not estimated slower at the second binding than the
   // original (PipelineOptions::second_binding_slack).
   if (r.second_cost)

@@ -109,6 +109,7 @@ class SearchRun {
     e.cost = o.cost;
     e.max_nodes = static_cast<int64_t>(o.max_growth * original.num_nodes());
     e.runner = &runner;
+    e.noise_outcomes = o.noise_outcomes;
     return e;
   }
 

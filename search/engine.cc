@@ -321,8 +321,9 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
 // key: same rule side, input types and constness).
 double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
                                    const std::vector<char>& input_constant, double estimate, const char* why) {
-  auto it = resolved_.find(key);
-  if (it == resolved_.end()) {
+  std::unordered_map<uint64_t, double>& resolved = Resolved();
+  auto it = resolved.find(key);
+  if (it == resolved.end()) {
     const auto started = std::chrono::steady_clock::now();
     double outcome = 0;  // an unresolvable pair is no gain
     try {
@@ -349,7 +350,7 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
     } catch (const Error&) {
       outcome = 0;
     }
-    it = resolved_.emplace(key, outcome).first;
+    it = resolved.emplace(key, outcome).first;
     ++stats_.gains_resolved;
     stats_.gains_resolve_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (outcome == 1.0) ++stats_.gains_confirmed;

@@ -39,6 +39,11 @@ struct EngineOptions {
   // Candidates() returns what it has costed so far. Every rewrite applied
   // counts as one of its real steps.
   Runner* runner = nullptr;
+  // The noise rule's outcomes by replacement key, shared by engines that
+  // search one graph one after another (the optimiser's rounds), so that
+  // each kind of rewrite is timed, counted and listed once (null: this
+  // engine's own).
+  std::unordered_map<uint64_t, double>* noise_outcomes = nullptr;
 };
 
 // What the engine did, over all states it served.
@@ -174,6 +179,7 @@ class RewriteEngine {
   // graph built from such a match.
   std::unordered_map<uint64_t, double> estimate_error_;
   std::unordered_map<uint64_t, double> resolved_;  // replacement key -> ResolveGain outcome
+  std::unordered_map<uint64_t, double>& Resolved() { return o_.noise_outcomes ? *o_.noise_outcomes : resolved_; }
 };
 
 }  // namespace rlflow

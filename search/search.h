@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/graph.h"
@@ -81,6 +82,9 @@ struct SearchOptions {
   // own thread; it may be slow (the optimiser costs the graph at the other
   // binding), so it is asked only of graphs that would be taken.
   std::function<bool(const Graph&)> acceptable;
+  // The noise rule's outcomes shared with earlier searches of the same
+  // graph (EngineOptions::noise_outcomes; null: this search's own).
+  std::unordered_map<uint64_t, double>* noise_outcomes = nullptr;
 };
 
 // The work a search did: what adds up over searches run one after another

@@ -378,6 +378,25 @@ TEST(Search, MoreKernelsForTheSameWorkAreTimedAB) {
     EXPECT_DOUBLE_EQ(f.final_cost, 4.0 + 10.0) << name;
     EXPECT_LT(MaxDiff(g, f.graph), 1e-5) << name;
   }
+  // Searches of one graph one after another (the optimiser's rounds) that
+  // share their outcomes time each kind of rewrite once: the second neither
+  // times nor lists it again, and decides by the first's outcome.
+  std::unordered_map<uint64_t, double> shared;
+  SlowLongContractions faster;
+  faster.outcome = 1.0;
+  SearchOptions o;
+  o.matcher = &m;
+  o.cost = &faster;
+  o.noise_outcomes = &shared;
+  SearchResult first = MakeSearch("greedy")->Run(g, o);
+  EXPECT_EQ(first.noise_rule.size(), 1u);
+  EXPECT_EQ(shared.size(), 1u);
+  faster.outcome = 0.0;  // would be "no difference" if timed again
+  SearchResult second = MakeSearch("greedy")->Run(g, o);
+  EXPECT_EQ(faster.resolved, 1);
+  EXPECT_EQ(second.gains_resolved, 0);
+  EXPECT_TRUE(second.noise_rule.empty());
+  EXPECT_EQ(second.applied, first.applied);
 }
 
 TEST(Search, BudgetAndDeterminism) {
