@@ -34,6 +34,24 @@ double Noise(const std::vector<std::pair<uint64_t, double>>& removed,
   return std::sqrt(total);
 }
 
+// Data for a match's inputs that the graph computes from weights
+// (`input_constant`, not initializers): their known values, else zeros of
+// their shape (only the shape matters for timing; at most
+// TensorData::kMaxTimingZeros elements, a larger one stays an input).
+// nullptr: the input as in the graph (Matcher::Replacement, Matched).
+std::vector<TensorDataPtr> ComputedWeights(const Graph& g, const Match& m, const std::vector<char>& input_constant) {
+  std::vector<TensorDataPtr> weights(m.inputs.size());
+  for (size_t k = 0; k < m.inputs.size(); ++k) {
+    const Value& v = g.value(m.inputs[k]);
+    if (!input_constant[k] || v.initializer) continue;
+    weights[k] = v.known ? v.known
+                 : v.type.IsStatic() && v.type.NumElements() <= TensorData::kMaxTimingZeros
+                     ? std::make_shared<const TensorData>(TensorData::Zeros(v.type))
+                     : nullptr;
+  }
+  return weights;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- RewriteState
@@ -198,21 +216,11 @@ std::optional<Candidate> RewriteEngine::Estimate(const RewriteState& s, const Ma
   if (cached == replacement_cost_.end()) {
     Graph rep;
     try {
-      // Its weights as initializers (those computed from weights: their
-      // known values, or zeros of their shape), so that what the
-      // replacement computes from them is weight-only there too and its
-      // nodes are timed reading weights, as they run once folded
-      // (ExtractNode).
-      std::vector<TensorDataPtr> weights(m.inputs.size());
-      for (size_t k = 0; k < m.inputs.size(); ++k) {
-        const Value& v = g.value(m.inputs[k]);
-        if (!input_constant[k]) continue;
-        weights[k] = v.initializer ? v.initializer
-                     : v.known     ? v.known
-                     : v.type.IsStatic() && v.type.NumElements() <= TensorData::kMaxTimingZeros
-                         ? std::make_shared<const TensorData>(TensorData::Zeros(v.type))
-                         : nullptr;
-      }
+      // Its weights as initializers (those computed from weights too), so
+      // that what the replacement computes from them is weight-only there
+      // too and its nodes are timed reading weights, as they run once
+      // folded (ExtractNode).
+      const std::vector<TensorDataPtr> weights = ComputedWeights(g, m, input_constant);
       rep = o_.matcher->Replacement(g, m, &weights);
     } catch (const Error&) {
       replacement_cost_.emplace(key, ReplacementCost{-1.0, 0, 0.0, {}, {}});
@@ -327,15 +335,9 @@ double RewriteEngine::ResolvedGain(const Graph& g, const Match& m, uint64_t key,
     const auto started = std::chrono::steady_clock::now();
     double outcome = 0;  // an unresolvable pair is no gain
     try {
-      // Inputs computed from weights become constants (their values where
-      // known, zeros otherwise: only their shapes matter for timing) and
-      // weight-only work is folded away on both sides, as in the written model.
-      std::vector<TensorDataPtr> constants(m.inputs.size());
-      for (size_t k = 0; k < m.inputs.size(); ++k) {
-        const Value& v = g.value(m.inputs[k]);
-        if (!input_constant[k] || v.initializer) continue;
-        constants[k] = v.known ? v.known : std::make_shared<const TensorData>(TensorData::Zeros(v.type));
-      }
+      // Inputs computed from weights become constants and weight-only work
+      // is folded away on both sides, as in the written model.
+      const std::vector<TensorDataPtr> constants = ComputedWeights(g, m, input_constant);
       Graph before = o_.matcher->Matched(g, m, &constants), after = o_.matcher->Replacement(g, m, &constants);
       FoldOptions fold;
       fold.max_elements = std::numeric_limits<int64_t>::max();
