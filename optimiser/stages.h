@@ -78,8 +78,11 @@ struct OptimiseRun {
   Graph original_other_cut, optimised_other_cut, original_other;
   std::string other_binding;
   // verdict: where the file to be written is, where the verdict times the
-  // files (VerdictRecord::files; removed with the run, "": none made)
+  // files (VerdictRecord::files; removed with the run, "": none made), and
+  // the structural hash of the graph it holds (the verdict, the guard and
+  // the second binding's verdict ask for the same attempt's file; 0: none)
   std::string verdict_dir;
+  uint64_t verdict_file_hash = 0;
   int64_t real_steps = 0;  // every attempt's
   // The search at the second binding too (PipelineOptions::
   // second_binding_search; null: off): its import, the cost model there (on
