@@ -243,6 +243,10 @@ bool RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
   auto t0 = Clock::now();
   std::ofstream metrics;
   if (world.root()) metrics.open(csv, std::ios::app);
+  // The picture's return curve needs an ended episode: before one, gnuplot
+  // has no point to plot and fails (not "missing"). A resumed run has had
+  // one, nearly always.
+  bool episode_ended = resume;
   while (trainer.env_steps() < run.steps) {
     if (world.Any(cli::interrupted)) {
       if (world.root()) LOG(WARNING) << "interrupted: the last checkpoint (update " << trainer.updates() << ") is kept";
@@ -270,7 +274,8 @@ bool RunTraining(const TrainingRun& run, agents::PpoTrainerBase& trainer, bool r
     metrics << row;
     metrics.flush();
     SaveCheckpoint(ckpt, trainer, samplers, sec);
-    Plot(run.dir);
+    episode_ended = episode_ended || s.episodes > 0;
+    if (episode_ended) Plot(run.dir);
     std::printf(
         "update %lld  steps %lld/%lld  return %.3f (%d episodes)  entropy %.3f  kl %.4f  clip %.3f  "
         "expl.var %.3f  %.1f s\n",

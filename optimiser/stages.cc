@@ -1181,16 +1181,17 @@ static std::string FileToWrite(OptimiseRun& r, const TimingBackend& backend, std
   try {
     // The file made for this attempt's graph already (a retry's graph is
     // another: written again).
+    const auto path = [&r] { return r.verdict_dir + "/rlflow-to-write.onnx"; };
     const uint64_t hash = r.optimised.StructuralHash();
-    if (!r.verdict_dir.empty() && r.verdict_file_hash == hash) return r.verdict_dir + "/rlflow-to-write.onnx";
+    if (!r.verdict_dir.empty() && r.verdict_file_hash == hash) return path();
     std::string note, converted;
     const WriteOptions write = WrittenForm(r, r.optimised, &note, &converted);
     if (WritesExternalData(r.optimised, write)) Fail("its weights would be written in external data files");
     if (r.verdict_dir.empty()) r.verdict_dir = MakeTempDir("rlflow-verdict-");
     r.verdict_file_hash = 0;
-    WriteOnnxFile(r.optimised, r.verdict_dir + "/rlflow-to-write.onnx", &note, write);
+    WriteOnnxFile(r.optimised, path(), &note, write);
     r.verdict_file_hash = hash;
-    return r.verdict_dir + "/rlflow-to-write.onnx";
+    return path();
   } catch (const Error& e) {
     *why = std::string("the file to be written could not be made (") + e.what() + "): the graphs are timed";
     return "";
